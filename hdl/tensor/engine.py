@@ -1,0 +1,209 @@
+"""Tensor engine: nc_matmul(stationary[K, M], moving[K, N]) -> [M, N] on a systolic array."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig, ErrorKind
+
+from ..formats import acc_shape, operand_shape
+from .array import SystolicArray
+from .layouts import (
+    load_beat,
+    moving_beat,
+    result_beat,
+    status_layout,
+)
+from .skew import Pipe, Skew
+
+__all__ = ["TensorEngine"]
+
+
+class TensorEngine(wiring.Component):
+    """Weight-stationary tensor engine with a double-buffered stationary.
+
+    Ports (``amaranth.lib.stream``, valid/ready):
+
+    ``ld_stream`` (LoadStationary)
+        ``K`` beats, beat ``j`` carrying ``stationary[j, :]`` in ``cols`` lanes, the declared
+        ``k`` and ``last`` on beat K-1. Rows are written into the shadow bank while the array
+        computes with the active one. A load completes into the shadow bank; a second load
+        waits (``ready`` low) until a MultiplyMoving has switched to the first.
+    ``mv_stream`` (MultiplyMoving)
+        ``N`` beats, beat ``n`` carrying ``moving[:, n]`` in ``rows`` lanes, ``last`` on beat
+        N-1. ``load`` on the first beat switches to the completed shadow load (waiting for it
+        if it is still arriving); otherwise the active stationary is reused.
+    ``res_stream``
+        One beat per moving beat, in order: ``(stationary.T @ moving)[:, n]`` in ``cols``
+        lanes, ``last`` on the op's final beat. Latency ``rows + cols`` cycles; while a result
+        is offered and not taken the whole engine holds still.
+    ``status``
+        Sticky ``flags`` and saturating ``counts`` per :class:`~tlm.tensor.config.ErrorKind`.
+
+    The cycle-exact reference is :class:`tlm.tensor.timing.EngineTiming`.
+
+    Parameters
+    ----------
+    cfg : EngineConfig
+    col_module, pe_module : str or None
+        Verilog module names for hierarchical generation (see :mod:`hdl.hier`).
+    """
+
+    def __init__(self, cfg: EngineConfig, *, col_module=None, pe_module=None):
+        if not isinstance(cfg, EngineConfig):
+            raise TypeError(f"cfg must be an EngineConfig, not {cfg!r}")
+        self.cfg = cfg
+        self._col_module = col_module
+        self._pe_module = pe_module
+        super().__init__(
+            {
+                "ld_stream": In(stream.Signature(load_beat(cfg))),
+                "mv_stream": In(stream.Signature(moving_beat(cfg))),
+                "res_stream": Out(stream.Signature(result_beat(cfg))),
+                "status": Out(status_layout()),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        ld, mv, res = self.ld_stream, self.mv_stream, self.res_stream
+
+        m.submodules.array = array = SystolicArray(
+            cfg, col_module=self._col_module, pe_module=self._pe_module
+        )
+        # Operands are skewed (row k, column m delayed by k, m cycles) and results de-skewed
+        # in data buffers; the control of each beat travels beside them in reset-able pipes,
+        # tapped once per lane.
+        m.submodules.mv_skew = mv_skew = Skew(operand_shape(cfg.fmt), cfg.rows)
+        m.submodules.mv_ctl = mv_ctl = Pipe(
+            data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1)}), cfg.rows
+        )
+        m.submodules.ld_skew = ld_skew = Skew(operand_shape(cfg.fmt), cfg.cols)
+        m.submodules.ld_ctl = ld_ctl = Pipe(
+            data.StructLayout({"row": range(cfg.rows), "we": 1, "bank": 1}), cfg.cols
+        )
+        m.submodules.deskew = deskew = Skew(acc_shape(cfg.fmt), cfg.cols, reverse=True)
+
+        # The engine advances unless a result is offered and not taken.
+        adv = Signal()
+        m.d.comb += adv.eq(~(res.valid & ~res.ready))
+        for part in (array, mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
+            m.d.comb += part.adv.eq(adv)
+
+        # Stationary banks: `act` is in use; `pend` says the other one holds a completed load.
+        act = Signal()
+        act_valid = Signal()
+        pend = Signal()
+        bank_k = Signal(data.ArrayLayout(range(cfg.rows + 1), 2))
+
+        # MultiplyMoving control.
+        mv_in_op = Signal()  # a beat of this op has been accepted and `last` not yet
+        mv_dropping = Signal()  # this op is being dropped (NO_STATIONARY)
+        mv_first = ~mv_in_op
+        mv_wants_load = mv_first & mv.payload.load
+        m.d.comb += mv.ready.eq(adv & (~mv_wants_load | pend))
+        mv_fire = mv.valid & mv.ready
+        activate = Signal()
+        mv_error = Signal()
+        m.d.comb += [
+            activate.eq(mv_fire & mv_wants_load),
+            mv_error.eq(mv_fire & mv_first & ~mv.payload.load & ~act_valid),
+        ]
+        mv_drop = Mux(mv_first, mv_error, mv_dropping)
+        act_now = Mux(activate, ~act, act)
+        mv_live = mv_fire & ~mv_drop
+        k_now = bank_k[act_now]
+        with m.If(mv_fire):
+            m.d.sync += [mv_in_op.eq(~mv.payload.last), mv_dropping.eq(mv_drop & ~mv.payload.last)]
+        with m.If(activate):
+            m.d.sync += [act.eq(~act), act_valid.eq(1)]
+        m.d.comb += [
+            mv_skew.i.eq(mv.payload.data),
+            mv_ctl.i.live.eq(mv_live),
+            mv_ctl.i.bank.eq(act_now),
+            mv_ctl.i.k.eq(k_now),
+        ]
+        for k in range(cfg.rows):
+            ctl = mv_ctl.o[k]
+            m.d.comb += [
+                array.a_in[k].data.eq(mv_skew.o[k]),
+                array.a_in[k].en.eq(ctl.live & (k < ctl.k)),
+                array.a_in[k].bank.eq(ctl.bank),
+            ]
+
+        # LoadStationary control: writes the bank that is not (or no longer) active.
+        ld_in_op = Signal()
+        ld_dropping = Signal()
+        ld_row = Signal(range(cfg.rows))
+        ld_k = Signal(cfg.k_bits)
+        m.d.comb += ld.ready.eq(adv & (~pend | activate))
+        ld_fire = ld.valid & ld.ready
+        ld_first = ~ld_in_op
+        k_decl = Mux(ld_first, ld.payload.k, ld_k)
+        row = Mux(ld_first, 0, ld_row)
+        k_error = Signal()
+        len_error = Signal()
+        commit = Signal()
+        bad = Mux(ld_first, k_error, ld_dropping)
+        at_end = row == (k_decl - 1)[: len(ld_row)]
+        m.d.comb += [
+            k_error.eq(ld_fire & ld_first & ((ld.payload.k == 0) | (ld.payload.k > cfg.rows))),
+            len_error.eq(ld_fire & ~bad & (at_end ^ ld.payload.last)),
+            commit.eq(ld_fire & ~bad & at_end & ld.payload.last),
+        ]
+        target = ~Mux(activate, ~act, act)
+        with m.If(ld_fire):
+            m.d.sync += [
+                ld_in_op.eq(~ld.payload.last),
+                ld_dropping.eq(~ld.payload.last & (bad | len_error)),
+                ld_row.eq(row + 1),
+                ld_k.eq(k_decl),
+            ]
+        with m.If(commit):
+            m.d.sync += [pend.eq(1), bank_k[target].eq(k_decl)]
+        with m.Elif(activate):
+            m.d.sync += pend.eq(0)
+        m.d.comb += [
+            ld_skew.i.eq(ld.payload.data),
+            ld_ctl.i.row.eq(row),
+            ld_ctl.i.we.eq(ld_fire & ~bad),
+            ld_ctl.i.bank.eq(target),
+        ]
+        for c in range(cfg.cols):
+            ctl = ld_ctl.o[c]
+            m.d.comb += [
+                array.w_in[c].data.eq(ld_skew.o[c]),
+                array.w_in[c].row.eq(ctl.row),
+                array.w_in[c].we.eq(ctl.we),
+                array.w_in[c].bank.eq(ctl.bank),
+            ]
+
+        # Results: de-skew the column sums; a valid/last pipe of the same latency marks them.
+        m.d.comb += deskew.i.eq(array.p_out)
+        depth = cfg.latency - 1
+        pipe_valid = Signal(depth)
+        pipe_last = Signal(depth)
+        with m.If(adv):
+            m.d.sync += [
+                pipe_valid.eq((pipe_valid << 1) | mv_live),
+                pipe_last.eq((pipe_last << 1) | mv.payload.last),
+                res.valid.eq(pipe_valid[-1]),
+                res.payload.last.eq(pipe_last[-1]),
+                res.payload.data.eq(deskew.o),
+            ]
+
+        # Status: sticky flags and saturating counters.
+        for kind, event in (
+            (ErrorKind.NO_STATIONARY, mv_error),
+            (ErrorKind.LOAD_LENGTH, len_error),
+            (ErrorKind.LOAD_K, k_error),
+        ):
+            count = self.status.counts[kind]
+            with m.If(event):
+                m.d.sync += self.status.flags[kind].eq(1)
+                with m.If(count != (1 << STATUS_COUNTER_BITS) - 1):
+                    m.d.sync += count.eq(count + 1)
+        return m

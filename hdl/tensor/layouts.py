@@ -1,0 +1,77 @@
+"""Payload layouts of the tensor engine's ports and internal lanes."""
+
+from __future__ import annotations
+
+from amaranth.lib import data
+
+from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig, ErrorKind
+
+from ..formats import acc_shape, operand_shape
+
+__all__ = [
+    "moving_lane",
+    "load_lane",
+    "weight_write",
+    "load_beat",
+    "moving_beat",
+    "result_beat",
+    "status_layout",
+]
+
+
+def moving_lane(cfg: EngineConfig) -> data.StructLayout:
+    """One moving element travelling right along a PE row, with the row's enable (beat is
+    real and the row is below the active K) and the weight bank it uses."""
+    return data.StructLayout({"data": operand_shape(cfg.fmt), "en": 1, "bank": 1})
+
+
+def weight_write(cfg: EngineConfig) -> data.StructLayout:
+    """A write of one stationary weight into one bank of one PE."""
+    return data.StructLayout({"data": operand_shape(cfg.fmt), "we": 1, "bank": 1})
+
+
+def load_lane(cfg: EngineConfig) -> data.StructLayout:
+    """A stationary weight on its way to one column, with the row it belongs to."""
+    return data.StructLayout(
+        {"data": operand_shape(cfg.fmt), "row": range(cfg.rows), "we": 1, "bank": 1}
+    )
+
+
+def load_beat(cfg: EngineConfig) -> data.StructLayout:
+    """LoadStationary beat: one row of ``stationary[K, M]`` (``cols`` lanes, lanes >= M zero),
+    the declared K (same on every beat), and ``last`` on row K-1."""
+    return data.StructLayout(
+        {
+            "data": data.ArrayLayout(operand_shape(cfg.fmt), cfg.cols),
+            "k": cfg.k_bits,
+            "last": 1,
+        }
+    )
+
+
+def moving_beat(cfg: EngineConfig) -> data.StructLayout:
+    """MultiplyMoving beat: one column of ``moving[K, N]`` (``rows`` lanes); ``load`` on the
+    first beat switches to the stationary loaded last, else the current one is reused;
+    ``last`` on column N-1."""
+    return data.StructLayout(
+        {
+            "data": data.ArrayLayout(operand_shape(cfg.fmt), cfg.rows),
+            "load": 1,
+            "last": 1,
+        }
+    )
+
+
+def result_beat(cfg: EngineConfig) -> data.StructLayout:
+    """Result beat: column n of ``stationary.T @ moving`` (``cols`` lanes), ``last`` on N-1."""
+    return data.StructLayout(
+        {"data": data.ArrayLayout(acc_shape(cfg.fmt), cfg.cols), "last": 1}
+    )
+
+
+def status_layout() -> data.StructLayout:
+    """Sticky error flags (bit = :class:`ErrorKind`) and a saturating counter per kind."""
+    n = len(ErrorKind)
+    return data.StructLayout(
+        {"flags": n, "counts": data.ArrayLayout(STATUS_COUNTER_BITS, n)}
+    )

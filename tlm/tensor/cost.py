@@ -1,0 +1,42 @@
+"""Op cost of nc_matmul on the tensor engine, for the higher levels of the model."""
+
+from __future__ import annotations
+
+from .config import MAX_N, EngineConfig
+
+__all__ = ["matmul_cycles", "MODES"]
+
+#: How an op sits in the stream: alone on an idle engine, back to back with ops that each
+#: load a new stationary, or back to back reusing the stationary already loaded.
+MODES = ("alone", "back_to_back", "reuse")
+
+
+def matmul_cycles(k: int, m: int, n: int, *, cfg: EngineConfig | None = None,
+                  mode: str = "back_to_back") -> int:
+    """Cycles one ``nc_matmul(stationary[k, m], moving[k, n])`` costs on the engine.
+
+    ``alone``: from the first stationary row accepted to the last result delivered on an idle
+    engine, ``k + n + rows + cols``. ``back_to_back``: the steady-state spacing of ops that
+    each load a new stationary, ``max(n, k)`` (the next load overlaps this op's moving stream;
+    it cannot start before this op has switched banks). ``reuse``: ``n``. M costs nothing:
+    unused columns compute zeros. These closed forms are checked against the cycle-exact model
+    in ``tests/test_tlm_tensor_cost.py``.
+
+    Trainium2's documented cost is about ``max(min(64, M), N)``; ours is exact for this RTL.
+
+    Raises
+    ------
+    ValueError
+        For sizes outside the engine's limits or an unknown ``mode``.
+    """
+    cfg = cfg or EngineConfig()
+    for label, size, limit in (("k", k, cfg.rows), ("m", m, cfg.cols), ("n", n, MAX_N)):
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= limit:
+            raise ValueError(f"{label} must be an integer in 1..{limit}, not {size!r}")
+    if mode == "alone":
+        return k + n + cfg.latency
+    if mode == "back_to_back":
+        return max(n, k)
+    if mode == "reuse":
+        return n
+    raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")

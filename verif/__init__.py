@@ -1,0 +1,1 @@
+"""Verification: stimulus, scoreboards and cocotb benches, one folder per unit."""

@@ -1,0 +1,114 @@
+"""Random stimulus for the tensor engine: ops of random shapes and data, and misuse."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tlm.tensor.config import EngineConfig
+from tlm.tensor.timing import LoadBeat, MovingBeat, Op
+
+__all__ = ["Stimulus", "random_stimulus", "pattern", "PATTERNS"]
+
+#: Named valid/ready patterns: every bench runs under idle and backpressure patterns.
+PATTERNS = {
+    "always": [1],
+    "3of4": [1, 1, 1, 0],
+    "1of2": [1, 0],
+    "1of4": [1, 0, 0, 0],
+    "random": None,  # drawn from the seed
+}
+
+
+def pattern(name: str, rng: np.random.Generator):
+    """An endless iterator of booleans for the named pattern."""
+    if name not in PATTERNS:
+        raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}, not {name!r}")
+    if PATTERNS[name] is None:
+        p = rng.uniform(0.2, 0.9)
+        return iter(lambda: bool(rng.random() < p), None)
+    return itertools.cycle(bool(v) for v in PATTERNS[name])
+
+
+@dataclass
+class Stimulus:
+    """Beats for both input streams, with the ops they came from (for reports)."""
+
+    ld_beats: list[LoadBeat] = field(default_factory=list)
+    mv_beats: list[MovingBeat] = field(default_factory=list)
+    ops: list[Op] = field(default_factory=list)
+    misuse: list[str] = field(default_factory=list)
+
+    @property
+    def results(self) -> int:
+        return sum(op.moving.shape[1] for op in self.ops)
+
+
+def _data(rng, shape, fmt):
+    """Operands: uniform, extremes only, or sparse, so -128 and 127 appear often."""
+    kind = rng.integers(0, 4)
+    if kind == 0:
+        return rng.choice(np.array([fmt.min_value, fmt.max_value]), size=shape)
+    values = rng.integers(fmt.min_value, fmt.max_value + 1, size=shape)
+    if kind == 1:
+        values[rng.random(shape) < 0.7] = 0
+    return values
+
+
+def _size(rng, limit):
+    """1, the maximum, or anything between, with the edges drawn often."""
+    return int(rng.choice([1, limit, rng.integers(1, limit + 1), rng.integers(1, limit + 1)]))
+
+
+def random_stimulus(
+    cfg: EngineConfig, rng: np.random.Generator, *, ops: int, max_n: int = 64,
+    misuse: bool = True,
+) -> Stimulus:
+    """``ops`` nc_matmuls of random K, M, N (edges included), some reusing the previous
+    stationary, with misuse (a moving op before any load, loads with a bad K or cut short or
+    overrun) mixed in when ``misuse`` is set."""
+    stim = Stimulus()
+    fmt = cfg.fmt
+    if misuse and rng.random() < 0.5:
+        # MultiplyMoving before any stationary: consumed, dropped, flagged.
+        n = _size(rng, 4)
+        for j in range(n):
+            stim.mv_beats.append(
+                MovingBeat(_data(rng, cfg.rows, fmt), load=False, last=j == n - 1)
+            )
+        stim.misuse.append("no_stationary")
+    have_stationary = False
+    for _ in range(ops):
+        if misuse and rng.random() < 0.15:
+            stim.ld_beats.extend(_bad_load(cfg, rng, stim))
+        k, m, n = _size(rng, cfg.rows), _size(rng, cfg.cols), _size(rng, max_n)
+        reuse = have_stationary and rng.random() < 0.25
+        if reuse:
+            k = stim.ops[-1].moving.shape[0]
+        stationary = None if reuse else _data(rng, (k, m), fmt)
+        op = Op(_data(rng, (k, n), fmt), stationary)
+        stim.ops.append(op)
+        stim.ld_beats.extend(op.load_beats(cfg))
+        stim.mv_beats.extend(op.moving_beats(cfg))
+        have_stationary = True
+    return stim
+
+
+def _bad_load(cfg, rng, stim):
+    kind = rng.integers(0, 3)
+    data = _data(rng, (cfg.rows + 2, cfg.cols), cfg.fmt)
+    k = int(rng.integers(1, cfg.rows + 1))
+    if kind == 0 and k > 1:  # cut short: last before row K-1
+        stim.misuse.append("load_cut_short")
+        cut = int(rng.integers(1, k))
+        return [LoadBeat(data[j], k, j == cut - 1) for j in range(cut)]
+    if kind == 1:  # overrun: K rows and more before last
+        stim.misuse.append("load_overrun")
+        extra = int(rng.integers(1, 3))
+        return [LoadBeat(data[j], k, j == k + extra - 1) for j in range(k + extra)]
+    bad_k = int(rng.choice([0] + ([cfg.rows + 1] if cfg.rows + 1 < 1 << cfg.k_bits else [])))
+    stim.misuse.append("load_bad_k")
+    n = int(rng.integers(1, 3))
+    return [LoadBeat(data[j], bad_k, j == n - 1) for j in range(n)]
