@@ -1,0 +1,52 @@
+"""``python -m hdl <block> [parameters] -o FILE.v``: Verilog for a block.
+
+FuseSoC's generator and ``make gen`` call this. Examples::
+
+    python -m hdl tensor_engine --rows 128 --cols 128 -o build/gen/tensor_engine.v
+    python -m hdl tensor_engine --rows 4 --cols 4 --json -o te.v
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tlm.formats import FORMATS
+
+from .gen import BLOCKS, write_verilog
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m hdl", description="Generate Verilog for a block.")
+    p.add_argument("block", choices=sorted(BLOCKS), help="block to generate")
+    p.add_argument("--rows", type=int, default=128, help="PE rows, K (default 128)")
+    p.add_argument("--cols", type=int, default=128, help="PE columns, M (default 128)")
+    p.add_argument("--format", dest="fmt", default="int8", choices=sorted(FORMATS),
+                   help="operand number format (default int8)")
+    p.add_argument("--name", default=None, help="top module name (default: the block name)")
+    p.add_argument("-o", "--output", required=True, type=Path, help="Verilog file to write")
+    p.add_argument("--json", action="store_true", help="print figures as JSON")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    params = {"rows": args.rows, "cols": args.cols, "fmt": args.fmt}
+    try:
+        info = write_verilog(args.block, params, args.output, name=args.name)
+    except (ValueError, TypeError) as error:
+        print(f"python -m hdl: error: {error}", file=sys.stderr)
+        return 2
+    info["output"] = str(args.output)
+    if args.json:
+        print(json.dumps(info))
+    else:
+        print(f"{args.output}: {args.block} {params}, {info['bytes'] / 1e6:.2f} MB "
+              f"in {info['seconds']:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Build and run cocotb benches on Icarus or Verilator, with builds cached by content.
+
+Each distinct (simulator, generated Verilog, options) gets its own build folder under
+``build/sim/``, stamped with a hash of what went into it; a later run with the same inputs
+skips generation and compilation. Verilator is built without ``--public-flat-rw``: only the top
+module's ports are exposed to cocotb (a control file marks them), which is what makes a
+128x128 build minutes instead of a quarter of an hour, and the simulation ten times faster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from cocotb_tools import runner as cocotb_runner
+
+from .toolchain import TIMESCALE, apply_environment
+
+__all__ = ["ROOT", "BUILD", "SimBuild", "build", "run", "SIMULATORS"]
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+SIMULATORS = ("icarus", "verilator")
+
+
+class _Verilator(cocotb_runner.Verilator):
+    """cocotb's Verilator runner without ``--public-flat-rw`` (see the module docstring);
+    ``skip`` replays a cached build's configuration without compiling."""
+
+    skip = False
+
+    def _build_command(self):
+        if self.skip:
+            return []
+        cmds = super()._build_command()
+        cmds[0] = [arg for arg in cmds[0] if arg != "--public-flat-rw"]
+        return cmds
+
+
+class _Icarus(cocotb_runner.Icarus):
+    """cocotb's Icarus runner; ``skip`` replays a cached build's configuration."""
+
+    skip = False
+
+    def _build_command(self):
+        return [] if self.skip else super()._build_command()
+
+
+def _runner(sim: str):
+    if sim == "verilator":
+        return _Verilator()
+    if sim == "icarus":
+        return _Icarus()
+    raise ValueError(f"sim must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+
+
+@dataclass
+class SimBuild:
+    """A compiled simulation: where it lives and what it cost."""
+
+    sim: str
+    top: str
+    build_dir: Path
+    verilog: Path
+    cached: bool
+    build_seconds: float
+    peak_rss_mib: float | None
+    build_kwargs: dict
+
+    def runner(self):
+        """A cocotb runner configured as this build was, without compiling again."""
+        runner = _runner(self.sim)
+        runner.skip = True
+        runner.build(**self.build_kwargs)
+        return runner
+
+
+def _hash(*parts) -> str:
+    h = hashlib.sha1()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def _children_peak_rss_mib() -> float | None:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on POSIX
+        return None
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def build(sim: str, verilog: Path, top: str, *, waves: bool = False,
+          extra_args: tuple[str, ...] = (), hier_blocks: tuple[str, ...] = ()) -> SimBuild:
+    """Compile ``verilog`` (top module ``top``) for ``sim``, or reuse an identical build.
+
+    ``hier_blocks`` names modules Verilator compiles once and instantiates as a library
+    (hierarchical verilation): without it, Verilator emits the code of every instance of a
+    repeated module separately, and a 128x128 array becomes 190 MB of C++.
+    """
+    apply_environment()
+    verilog = Path(verilog)
+    args = list(extra_args)
+    sources = [verilog]
+    if sim == "verilator":
+        args += ["-Wno-fatal", "--x-assign", "fast", "--x-initial", "fast", "-O3",
+                 "--output-split", "20000", "--output-split-cfuncs", "2000"]
+        if hier_blocks:
+            args += ["--hierarchical"]
+    key = _hash(sim, top, waves, args, hier_blocks, verilog.read_bytes())
+    build_dir = BUILD / "sim" / f"{top}-{sim}-{key}"
+    stamp = build_dir / "stamp.json"
+    if sim == "verilator":
+        control = build_dir / "public.vlt"
+        sources.insert(0, cocotb_runner.VerilatorControlFile(control))  # top source last
+    kwargs = dict(sources=sources, hdl_toplevel=top, build_dir=build_dir, build_args=args,
+                  timescale=TIMESCALE, waves=waves, always=True)
+    if stamp.exists():
+        info = json.loads(stamp.read_text())
+        return SimBuild(sim, top, build_dir, verilog, True, info["seconds"],
+                        info["peak_rss_mib"], kwargs)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    if sim == "verilator":
+        lines = ["`verilator_config", f'public_flat_rw -module "{top}" -var "*"']
+        lines += [f'hier_block -module "{block}"' for block in hier_blocks]
+        control.write_text("\n".join(lines) + "\n")
+    start = time.perf_counter()
+    _runner(sim).build(**kwargs)
+    seconds = time.perf_counter() - start
+    rss = _children_peak_rss_mib()
+    stamp.write_text(json.dumps({"seconds": seconds, "peak_rss_mib": rss}))
+    return SimBuild(sim, top, build_dir, verilog, False, seconds, rss, kwargs)
+
+
+def run(simbuild: SimBuild, test_module: str, *, env: dict[str, str] | None = None,
+        waves: bool = False, test_dir: Path | None = None, testcase: str | None = None) -> Path:
+    """Run the cocotb ``test_module`` on a build; raise ``AssertionError`` if any test failed.
+
+    Returns the results file (JUnit XML).
+    """
+    apply_environment()
+    test_dir = Path(test_dir or simbuild.build_dir / "run")
+    test_dir.mkdir(parents=True, exist_ok=True)
+    runner = simbuild.runner()
+    results = runner.test(
+        test_module=test_module,
+        hdl_toplevel=simbuild.top,
+        build_dir=simbuild.build_dir,
+        test_dir=test_dir,
+        extra_env={k: str(v) for k, v in (env or {}).items()},
+        waves=waves,
+        timescale=TIMESCALE,
+        testcase=testcase,
+    )
+    failures = _failures(Path(results))
+    if failures:
+        raise AssertionError("cocotb reported failures:\n" + "\n".join(failures))
+    return Path(results)
+
+
+def _failures(results: Path) -> list[str]:
+    """Failed or errored test cases in a cocotb results file (it returns normally on
+    failure outside pytest, TOOLCHAIN.md gotcha 9)."""
+    if not results.exists():
+        return [f"no results file at {results}: the simulator did not run the tests"]
+    tree = ET.parse(results)
+    cases = list(tree.iter("testcase"))
+    if not cases:
+        return [f"{results} lists no test cases"]
+    bad = []
+    for case in cases:
+        for tag in ("failure", "error"):
+            for node in case.iter(tag):
+                bad.append(f"{case.get('name')}: {node.get('message') or node.text or tag}")
+    return bad

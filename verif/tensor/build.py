@@ -1,0 +1,39 @@
+"""Generated Verilog for the tensor engine bench, cached by parameters and source hash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from hdl.gen import write_verilog
+from tlm.tensor.config import EngineConfig
+from verif.common.runner import BUILD, ROOT
+
+__all__ = ["engine_verilog", "TOP", "HIER_BLOCKS"]
+
+TOP = "tensor_engine"
+
+#: Modules Verilator compiles once and instantiates (hierarchical verilation): the column of
+#: PEs that :func:`hdl.gen.tensor_engine_verilog` generates once.
+HIER_BLOCKS = (f"{TOP}_col",)
+
+
+def _sources_hash() -> str:
+    """Hash of the generator's inputs: every hdl/ and tlm/ source file."""
+    h = hashlib.sha1()
+    for folder in ("hdl", "tlm"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            h.update(path.relative_to(ROOT).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def engine_verilog(cfg: EngineConfig) -> Path:
+    """Path of the Verilog of ``cfg``'s engine, generating it unless an identical one exists."""
+    path = BUILD / "gen" / f"{TOP}_{cfg.tag}_{_sources_hash()}.v"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # parallel workers may race here
+        write_verilog(TOP, {"rows": cfg.rows, "cols": cfg.cols, "fmt": cfg.fmt.name}, tmp)
+        tmp.replace(path)
+    return path

@@ -1,0 +1,68 @@
+"""Packing of the engine's port payloads for cocotb, from the one layout definition in hdl."""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.lib import data
+
+from hdl.formats import acc_shape, operand_shape
+from hdl.tensor.layouts import load_beat, moving_beat, result_beat, status_layout
+from tlm.tensor.config import EngineConfig
+from tlm.tensor.timing import LoadBeat, MovingBeat
+
+__all__ = ["Codec"]
+
+
+def _dtype(shape):
+    width, signed = shape.width, shape.signed
+    if width not in (8, 16, 32, 64):
+        raise ValueError(f"lanes of {width} bits are not byte-aligned; the codec needs 8..64")
+    return np.dtype(f"<{'i' if signed else 'u'}{width // 8}")
+
+
+class Codec:
+    """Turns beats into port integers and port integers into arrays, by the hdl layouts."""
+
+    def __init__(self, cfg: EngineConfig):
+        self.cfg = cfg
+        self._ld = load_beat(cfg)
+        self._mv = moving_beat(cfg)
+        self._res = result_beat(cfg)
+        self._status = status_layout()
+        self._op_dtype = _dtype(operand_shape(cfg.fmt))
+        self._acc_dtype = _dtype(acc_shape(cfg.fmt))
+        self._res_bytes = cfg.cols * self._acc_dtype.itemsize
+
+    def _vector(self, values) -> int:
+        return int.from_bytes(np.asarray(values).astype(self._op_dtype).tobytes(), "little")
+
+    def load(self, beat: LoadBeat) -> int:
+        return (
+            self._vector(beat.data) << self._ld["data"].offset
+            | beat.k << self._ld["k"].offset
+            | int(beat.last) << self._ld["last"].offset
+        )
+
+    def moving(self, beat: MovingBeat) -> int:
+        return (
+            self._vector(beat.data) << self._mv["data"].offset
+            | int(beat.load) << self._mv["load"].offset
+            | int(beat.last) << self._mv["last"].offset
+        )
+
+    def result(self, value: int) -> tuple[np.ndarray, bool]:
+        raw = (value >> self._res["data"].offset).to_bytes(self._res_bytes + 1, "little")
+        vector = np.frombuffer(raw[: self._res_bytes], self._acc_dtype).astype(np.int64)
+        return vector, bool(value >> self._res["last"].offset & 1)
+
+    def status(self, value: int) -> tuple[int, tuple[int, ...]]:
+        flags_field, counts_field = self._status["flags"], self._status["counts"]
+        flags = value >> flags_field.offset & ((1 << flags_field.width) - 1)
+        counts_layout: data.ArrayLayout = counts_field.shape
+        width = counts_layout.elem_shape.width if hasattr(counts_layout.elem_shape, "width") \
+            else int(counts_layout.elem_shape)
+        counts = tuple(
+            value >> (counts_field.offset + i * width) & ((1 << width) - 1)
+            for i in range(counts_layout.length)
+        )
+        return flags, counts
