@@ -23,8 +23,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("block", choices=sorted(BLOCKS), help="block to generate")
     p.add_argument("--rows", type=int, default=128, help="PE rows, K (default 128)")
     p.add_argument("--cols", type=int, default=128, help="PE columns, M (default 128)")
-    p.add_argument("--format", dest="fmt", default="int8", choices=sorted(FORMATS),
-                   help="operand number format (default int8)")
+    p.add_argument(
+        "--format",
+        dest="fmt",
+        default="int8",
+        choices=sorted(FORMATS),
+        help="operand number format (default int8)",
+    )
     p.add_argument("--name", default=None, help="top module name (default: the block name)")
     p.add_argument("-o", "--output", required=True, type=Path, help="Verilog file to write")
     p.add_argument("--json", action="store_true", help="print figures as JSON")
@@ -43,8 +48,10 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(info))
     else:
-        print(f"{args.output}: {args.block} {params}, {info['bytes'] / 1e6:.2f} MB "
-              f"in {info['seconds']:.2f} s")
+        print(
+            f"{args.output}: {args.block} {params}, {info['bytes'] / 1e6:.2f} MB "
+            f"in {info['seconds']:.2f} s"
+        )
     return 0
 
 

@@ -25,12 +25,16 @@ def run_engine(cfg, stim, seed, ld_pat="always", mv_pat="always", ready_pat="alw
             ld, mv, ready = traffic.offers()
             ctx.set(dut.ld_stream.valid, ld is not None)
             if ld is not None:
-                ctx.set(dut.ld_stream.payload,
-                        {"data": [int(v) for v in ld.data], "k": ld.k, "last": ld.last})
+                ctx.set(
+                    dut.ld_stream.payload,
+                    {"data": [int(v) for v in ld.data], "k": ld.k, "last": ld.last},
+                )
             ctx.set(dut.mv_stream.valid, mv is not None)
             if mv is not None:
-                ctx.set(dut.mv_stream.payload,
-                        {"data": [int(v) for v in mv.data], "load": mv.load, "last": mv.last})
+                ctx.set(
+                    dut.mv_stream.payload,
+                    {"data": [int(v) for v in mv.data], "load": mv.load, "last": mv.last},
+                )
             ctx.set(dut.res_stream.ready, ready)
             res = ctx.get(dut.res_stream.payload)
             status = ctx.get(dut.status)
@@ -52,14 +56,59 @@ def run_engine(cfg, stim, seed, ld_pat="always", mv_pat="always", ready_pat="alw
     sim.add_testbench(bench)
     sim.run()
     assert board.results == stim.results
+    return board
 
 
 @pytest.mark.parametrize(
     "rows,cols", [(1, 1), (2, 3), (3, 2), (4, 4), (5, 1)], ids=lambda v: str(v)
 )
-@pytest.mark.parametrize("patterns", [("always",) * 3, ("random",) * 3, ("3of4", "1of2", "1of4")],
-                         ids=lambda p: "-".join(p))
+@pytest.mark.parametrize(
+    "patterns",
+    [("always",) * 3, ("random",) * 3, ("3of4", "1of2", "1of4")],
+    ids=lambda p: "-".join(p),
+)
 def test_engine_random(rows, cols, patterns, seed):
     cfg = EngineConfig(rows, cols)
     stim = random_stimulus(cfg, np.random.default_rng(seed), ops=6, max_n=8)
     run_engine(cfg, stim, seed, *patterns)
+
+
+def directed(cfg, misuse):
+    """A stimulus with one kind of misuse before a good op (stationary 1s, moving 2s)."""
+    from tlm.tensor.timing import LoadBeat, MovingBeat, Op
+    from verif.tensor.stimulus import Stimulus
+
+    stim = Stimulus()
+    row = np.ones(cfg.cols, np.int64)
+    if misuse == "no_stationary":
+        stim.mv_beats += [MovingBeat(np.full(cfg.rows, 9), False, j == 2) for j in range(3)]
+    elif misuse == "cut_short":
+        stim.ld_beats += [LoadBeat(row * 7, cfg.rows, False), LoadBeat(row * 7, cfg.rows, True)]
+    elif misuse == "overrun":
+        stim.ld_beats += [LoadBeat(row * 7, 1, j == 2) for j in range(3)]
+    elif misuse == "bad_k":
+        stim.ld_beats += [LoadBeat(row * 7, 0, True), LoadBeat(row * 7, cfg.rows + 1, True)]
+    op = Op(np.full((cfg.rows, 4), 2), np.ones((cfg.rows, cfg.cols), np.int64))
+    stim.ops.append(op)
+    stim.ld_beats += op.load_beats(cfg)
+    stim.mv_beats += op.moving_beats(cfg)
+    return stim
+
+
+@pytest.mark.parametrize(
+    "misuse,kind,count",
+    [
+        ("no_stationary", 0, 1),
+        ("cut_short", 1, 1),
+        ("overrun", 1, 1),
+        ("bad_k", 2, 2),
+    ],
+)
+@pytest.mark.parametrize("ready", ["always", "1of4"])
+def test_engine_misuse_is_flagged_counted_and_recovers(misuse, kind, count, ready, seed):
+    cfg = EngineConfig(3, 2)
+    stim = directed(cfg, misuse)
+    board = run_engine(cfg, stim, seed, ready_pat=ready)
+    status = board.model.step()
+    assert status.counts[kind] == count and sum(status.counts) == count
+    assert status.flags == 1 << kind

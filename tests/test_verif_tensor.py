@@ -10,30 +10,44 @@ from verif.tensor.build import HIER_BLOCKS, TOP, engine_verilog
 
 #: ld:mv:ready pattern triples every run goes through: full rate, idle producers,
 #: backpressure, and random of all three.
-PATTERNS = ",".join([
-    "always:always:always",
-    "1of2:3of4:always",
-    "always:always:3of4",
-    "always:always:1of4",
-    "random:random:random",
-])
+PATTERNS = ",".join(
+    [
+        "always:always:always",
+        "1of2:3of4:always",
+        "always:always:3of4",
+        "always:always:1of4",
+        "random:random:random",
+    ]
+)
 
 
 def run_bench(sim, rows, cols, seed, *, ops, max_n, patterns=PATTERNS):
     if not have_simulator(sim):
         pytest.fail(f"{sim} is not installed: run `make setup`")
     cfg = EngineConfig(rows, cols)
-    simbuild = build(sim, engine_verilog(cfg), TOP,
-                     hier_blocks=HIER_BLOCKS if sim == "verilator" else ())
-    run(simbuild, "verif.tensor.bench", env={
-        "TE_ROWS": rows, "TE_COLS": cols, "SEED": seed, "TE_OPS": ops, "TE_MAX_N": max_n,
-        "TE_PATTERNS": patterns, "PYTHONPATH": ROOT,
-    }, test_dir=simbuild.build_dir / f"run-{rows}x{cols}-{seed}")
+    simbuild = build(
+        sim, engine_verilog(cfg), TOP, hier_blocks=HIER_BLOCKS if sim == "verilator" else ()
+    )
+    run(
+        simbuild,
+        "verif.tensor.bench",
+        env={
+            "TE_ROWS": rows,
+            "TE_COLS": cols,
+            "SEED": seed,
+            "TE_OPS": ops,
+            "TE_MAX_N": max_n,
+            "TE_PATTERNS": patterns,
+            "PYTHONPATH": ROOT,
+        },
+        test_dir=simbuild.build_dir / f"run-{rows}x{cols}-{seed}",
+    )
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("rows,cols", [(1, 1), (1, 4), (3, 5), (4, 4), (8, 3)],
-                         ids=lambda v: str(v))
+@pytest.mark.parametrize(
+    "rows,cols", [(1, 1), (1, 4), (3, 5), (4, 4), (8, 3)], ids=lambda v: str(v)
+)
 def test_icarus(rows, cols, seed):
     run_bench("icarus", rows, cols, seed, ops=10, max_n=16)
 

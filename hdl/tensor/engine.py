@@ -53,6 +53,7 @@ class TensorEngine(wiring.Component):
 
     def __init__(self, cfg: EngineConfig, *, col_module=None, pe_module=None):
         if not isinstance(cfg, EngineConfig):
+            self._MustUse__silence = True
             raise TypeError(f"cfg must be an EngineConfig, not {cfg!r}")
         self.cfg = cfg
         self._col_module = col_module

@@ -64,14 +64,10 @@ def moving_beat(cfg: EngineConfig) -> data.StructLayout:
 
 def result_beat(cfg: EngineConfig) -> data.StructLayout:
     """Result beat: column n of ``stationary.T @ moving`` (``cols`` lanes), ``last`` on N-1."""
-    return data.StructLayout(
-        {"data": data.ArrayLayout(acc_shape(cfg.fmt), cfg.cols), "last": 1}
-    )
+    return data.StructLayout({"data": data.ArrayLayout(acc_shape(cfg.fmt), cfg.cols), "last": 1})
 
 
 def status_layout() -> data.StructLayout:
     """Sticky error flags (bit = :class:`ErrorKind`) and a saturating counter per kind."""
     n = len(ErrorKind)
-    return data.StructLayout(
-        {"flags": n, "counts": data.ArrayLayout(STATUS_COUNTER_BITS, n)}
-    )
+    return data.StructLayout({"flags": n, "counts": data.ArrayLayout(STATUS_COUNTER_BITS, n)})

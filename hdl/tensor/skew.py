@@ -33,6 +33,7 @@ class Skew(wiring.Component):
 
     def __init__(self, shape, n: int, *, reverse: bool = False):
         if not isinstance(n, int) or n < 1:
+            self._MustUse__silence = True  # never elaborated: no "unused" warning on top
             raise ValueError(f"n must be a positive integer, not {n!r}")
         self.lane_shape = shape
         self.n = n
@@ -83,11 +84,10 @@ class Pipe(wiring.Component):
 
     def __init__(self, shape, stages: int):
         if not isinstance(stages, int) or stages < 1:
+            self._MustUse__silence = True
             raise ValueError(f"stages must be a positive integer, not {stages!r}")
         self.stages = stages
-        super().__init__(
-            {"adv": In(1), "i": In(shape), "o": Out(data.ArrayLayout(shape, stages))}
-        )
+        super().__init__({"adv": In(1), "i": In(shape), "o": Out(data.ArrayLayout(shape, stages))})
 
     def elaborate(self, platform):
         m = Module()

@@ -11,8 +11,9 @@ __all__ = ["matmul_cycles", "MODES"]
 MODES = ("alone", "back_to_back", "reuse")
 
 
-def matmul_cycles(k: int, m: int, n: int, *, cfg: EngineConfig | None = None,
-                  mode: str = "back_to_back") -> int:
+def matmul_cycles(
+    k: int, m: int, n: int, *, cfg: EngineConfig | None = None, mode: str = "back_to_back"
+) -> int:
     """Cycles one ``nc_matmul(stationary[k, m], moving[k, n])`` costs on the engine.
 
     ``alone``: from the first stationary row accepted to the last result delivered on an idle

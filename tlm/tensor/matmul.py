@@ -47,7 +47,9 @@ def check_operands(stationary, moving, cfg: EngineConfig = _DEFAULT):
     limits = (("K", k, cfg.rows), ("M", m, cfg.cols), ("N", n, MAX_N))
     for label, size, limit in limits:
         if not 1 <= size <= limit:
-            raise ValueError(f"{label}={size} is outside 1..{limit} for a {cfg.rows}x{cfg.cols} engine")
+            raise ValueError(
+                f"{label}={size} is outside 1..{limit} for a {cfg.rows}x{cfg.cols} engine"
+            )
     return arrays[0], arrays[1]
 
 

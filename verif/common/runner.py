@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -95,8 +94,15 @@ def _children_peak_rss_mib() -> float | None:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def build(sim: str, verilog: Path, top: str, *, waves: bool = False,
-          extra_args: tuple[str, ...] = (), hier_blocks: tuple[str, ...] = ()) -> SimBuild:
+def build(
+    sim: str,
+    verilog: Path,
+    top: str,
+    *,
+    waves: bool = False,
+    extra_args: tuple[str, ...] = (),
+    hier_blocks: tuple[str, ...] = (),
+) -> SimBuild:
     """Compile ``verilog`` (top module ``top``) for ``sim``, or reuse an identical build.
 
     ``hier_blocks`` names modules Verilator compiles once and instantiates as a library
@@ -108,8 +114,18 @@ def build(sim: str, verilog: Path, top: str, *, waves: bool = False,
     args = list(extra_args)
     sources = [verilog]
     if sim == "verilator":
-        args += ["-Wno-fatal", "--x-assign", "fast", "--x-initial", "fast", "-O3",
-                 "--output-split", "20000", "--output-split-cfuncs", "2000"]
+        args += [
+            "-Wno-fatal",
+            "--x-assign",
+            "fast",
+            "--x-initial",
+            "fast",
+            "-O3",
+            "--output-split",
+            "20000",
+            "--output-split-cfuncs",
+            "2000",
+        ]
         if hier_blocks:
             args += ["--hierarchical"]
     key = _hash(sim, top, waves, args, hier_blocks, verilog.read_bytes())
@@ -118,12 +134,20 @@ def build(sim: str, verilog: Path, top: str, *, waves: bool = False,
     if sim == "verilator":
         control = build_dir / "public.vlt"
         sources.insert(0, cocotb_runner.VerilatorControlFile(control))  # top source last
-    kwargs = dict(sources=sources, hdl_toplevel=top, build_dir=build_dir, build_args=args,
-                  timescale=TIMESCALE, waves=waves, always=True)
+    kwargs = dict(
+        sources=sources,
+        hdl_toplevel=top,
+        build_dir=build_dir,
+        build_args=args,
+        timescale=TIMESCALE,
+        waves=waves,
+        always=True,
+    )
     if stamp.exists():
         info = json.loads(stamp.read_text())
-        return SimBuild(sim, top, build_dir, verilog, True, info["seconds"],
-                        info["peak_rss_mib"], kwargs)
+        return SimBuild(
+            sim, top, build_dir, verilog, True, info["seconds"], info["peak_rss_mib"], kwargs
+        )
     build_dir.mkdir(parents=True, exist_ok=True)
     if sim == "verilator":
         lines = ["`verilator_config", f'public_flat_rw -module "{top}" -var "*"']
@@ -137,8 +161,15 @@ def build(sim: str, verilog: Path, top: str, *, waves: bool = False,
     return SimBuild(sim, top, build_dir, verilog, False, seconds, rss, kwargs)
 
 
-def run(simbuild: SimBuild, test_module: str, *, env: dict[str, str] | None = None,
-        waves: bool = False, test_dir: Path | None = None, testcase: str | None = None) -> Path:
+def run(
+    simbuild: SimBuild,
+    test_module: str,
+    *,
+    env: dict[str, str] | None = None,
+    waves: bool = False,
+    test_dir: Path | None = None,
+    testcase: str | None = None,
+) -> Path:
     """Run the cocotb ``test_module`` on a build; raise ``AssertionError`` if any test failed.
 
     Returns the results file (JUnit XML).

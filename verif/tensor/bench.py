@@ -91,16 +91,29 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
         data, last = codec.result(res_p.value.to_unsigned()) if valid else (None, False)
         flags, counts = codec.status(status.value.to_unsigned())
         observed = Observed(
-            ld_ready=bool(ld_r.value), mv_ready=bool(mv_r.value), res_valid=valid,
-            res_last=last, res_data=data, flags=flags, counts=counts,
+            ld_ready=bool(ld_r.value),
+            mv_ready=bool(mv_r.value),
+            res_valid=valid,
+            res_last=last,
+            res_data=data,
+            flags=flags,
+            counts=counts,
         )
         traffic.update(board.check(ld, mv, ready, observed))
         cycles += 1
     seconds = time.perf_counter() - start
     log.info(
         "patterns %s: %d ops, %d results, %d loads, %d moving beats, misuse %s, %d cycles, "
-        "%.0f cycles/s (seed %d)", ":".join(patterns), len(stim.ops), board.results,
-        board.loads, board.moves, stim.misuse or "none", cycles, cycles / seconds, seed,
+        "%.0f cycles/s (seed %d)",
+        ":".join(patterns),
+        len(stim.ops),
+        board.results,
+        board.loads,
+        board.moves,
+        stim.misuse or "none",
+        cycles,
+        cycles / seconds,
+        seed,
     )
     return cycles, seconds
 
@@ -109,8 +122,14 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
 async def random_ops(dut):
     """Random nc_matmuls with misuse, under every pattern triple in TE_PATTERNS."""
     cfg, seed = _config()
-    dut._log.info("engine %dx%d %s, seed %d (rerun with SEED=%d)",
-                  cfg.rows, cfg.cols, cfg.fmt.name, seed, seed)
+    dut._log.info(
+        "engine %dx%d %s, seed %d (rerun with SEED=%d)",
+        cfg.rows,
+        cfg.cols,
+        cfg.fmt.name,
+        seed,
+        seed,
+    )
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     ops = int(os.environ.get("TE_OPS", "12"))
     max_n = int(os.environ.get("TE_MAX_N", "32"))
@@ -123,8 +142,7 @@ async def random_ops(dut):
             raise ValueError(f"TE_PATTERNS entries must be ld:mv:ready, not {triple!r}")
         await _reset(dut)
         sub = seed + i
-        stim = random_stimulus(cfg, np.random.default_rng(sub), ops=ops, max_n=max_n,
-                               misuse=misuse)
+        stim = random_stimulus(cfg, np.random.default_rng(sub), ops=ops, max_n=max_n, misuse=misuse)
         cycles, seconds = await run_traffic(dut, cfg, stim, sub, patterns, dut._log)
         total_cycles += cycles
         total_seconds += seconds

@@ -67,8 +67,9 @@ class Scoreboard:
             self._fail("res_stream.valid", exp.res_valid, rtl.res_valid)
         if exp.res_valid:
             if exp.res_last != rtl.res_last:
-                self._fail(f"res_stream.payload.last of result {self.results}",
-                           exp.res_last, rtl.res_last)
+                self._fail(
+                    f"res_stream.payload.last of result {self.results}", exp.res_last, rtl.res_last
+                )
             if not np.array_equal(exp.res_data, rtl.res_data):
                 bad = np.flatnonzero(exp.res_data != rtl.res_data)
                 self._fail(

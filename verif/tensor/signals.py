@@ -59,8 +59,11 @@ class Codec:
         flags_field, counts_field = self._status["flags"], self._status["counts"]
         flags = value >> flags_field.offset & ((1 << flags_field.width) - 1)
         counts_layout: data.ArrayLayout = counts_field.shape
-        width = counts_layout.elem_shape.width if hasattr(counts_layout.elem_shape, "width") \
+        width = (
+            counts_layout.elem_shape.width
+            if hasattr(counts_layout.elem_shape, "width")
             else int(counts_layout.elem_shape)
+        )
         counts = tuple(
             value >> (counts_field.offset + i * width) & ((1 << width) - 1)
             for i in range(counts_layout.length)

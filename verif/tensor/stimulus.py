@@ -63,7 +63,11 @@ def _size(rng, limit):
 
 
 def random_stimulus(
-    cfg: EngineConfig, rng: np.random.Generator, *, ops: int, max_n: int = 64,
+    cfg: EngineConfig,
+    rng: np.random.Generator,
+    *,
+    ops: int,
+    max_n: int = 64,
     misuse: bool = True,
 ) -> Stimulus:
     """``ops`` nc_matmuls of random K, M, N (edges included), some reusing the previous
@@ -75,9 +79,7 @@ def random_stimulus(
         # MultiplyMoving before any stationary: consumed, dropped, flagged.
         n = _size(rng, 4)
         for j in range(n):
-            stim.mv_beats.append(
-                MovingBeat(_data(rng, cfg.rows, fmt), load=False, last=j == n - 1)
-            )
+            stim.mv_beats.append(MovingBeat(_data(rng, cfg.rows, fmt), load=False, last=j == n - 1))
         stim.misuse.append("no_stationary")
     have_stationary = False
     for _ in range(ops):

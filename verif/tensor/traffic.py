@@ -56,4 +56,5 @@ class Traffic:
 
     @property
     def done(self) -> bool:
-        return self.results == self.stim.results and not (self._ld or self._mv or self.ld or self.mv)
+        pending = self._ld or self._mv or self.ld or self.mv
+        return self.results == self.stim.results and not pending

@@ -1,0 +1,25 @@
+"""trnsim's tensor study."""
+
+import json
+
+from tlm.cli import main
+
+
+def test_tensor_json(capsys):
+    assert main(["tensor", "--k", "128", "--m", "128", "--n", "64,512", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["cycles"] for r in rows] == [128, 512]
+    assert abs(rows[1]["tflops"] - 2 * 128 * 128 * 2.4e9 / 1e12) < 1e-9  # 78.6, NKI2
+
+
+def test_tensor_table(capsys):
+    assert main(["tensor", "--n", "128"]) == 0
+    assert "nc_matmul on the tensor engine" in capsys.readouterr().out
+
+
+def test_tensor_bad_size(capsys):
+    assert main(["tensor", "--m", "129"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "trnsim tensor: error: m must be an integer in 1..128, not 129"
+    )
