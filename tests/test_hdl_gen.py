@@ -11,12 +11,23 @@ from hdl.gen import tensor_engine_verilog
 from tlm.tensor.config import EngineConfig
 
 
-def test_pe_and_column_are_generated_once():
-    text = tensor_engine_verilog(EngineConfig(6, 5), name="te")
+@pytest.mark.parametrize("cols,slice_cols,slices", [(5, 1, 5), (10, 5, 2), (16, None, 4)])
+def test_pe_and_slice_are_generated_once(cols, slice_cols, slices):
+    text = tensor_engine_verilog(EngineConfig(6, cols), name="te", slice_cols=slice_cols)
     modules = re.findall(r"^module (\S+)\(", text, re.M)
     assert modules.count("te_pe") == 1 and modules.count("te_col") == 1
-    assert len(re.findall(r"^\s*te_pe \S+ \(", text, re.M)) == 6  # rows PEs in the column
-    assert len(re.findall(r"^\s*te_col \S+ \(", text, re.M)) == 5  # cols columns in the array
+    pes = len(re.findall(r"^\s*te_pe \S+ \(", text, re.M))
+    assert pes == 6 * cols // slices  # the PEs of one slice
+    assert len(re.findall(r"^\s*te_col \S+ \(", text, re.M)) == slices
+
+
+def test_slice_width_must_divide_cols():
+    with pytest.raises(
+        ValueError,
+        match=r"^slice_cols must be a positive divisor of cols=10, "
+        r"not 3$",
+    ):
+        tensor_engine_verilog(EngineConfig(2, 10), slice_cols=3)
 
 
 def test_cli_writes_verilog(tmp_path, capsys):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,33 +17,42 @@ __all__ = ["Column", "SystolicArray"]
 
 
 class Column(wiring.Component):
-    """A column of ``rows`` PEs sharing one stationary-load lane.
+    """``width`` adjacent columns of ``rows`` PEs (a vertical slice of the array).
 
-    Moving lanes enter on the left (``a_in[k]`` to row k) and leave on the right one cycle
-    later; partial sums start at zero at the top and leave at the bottom (``p_out``). The load
-    lane writes ``w_in.data`` into bank ``w_in.bank`` of the PE in row ``w_in.row``.
+    Moving lanes enter on the left (``a_in[k]`` to row k) and move one column right per
+    cycle, leaving on the right (``a_out``); partial sums start at zero at the top of each
+    column and leave at its bottom (``p_out[j]``). Column j's load lane ``w_in[j]`` writes
+    ``data`` into bank ``bank`` of the PE in row ``row``.
 
     Parameters
     ----------
     cfg : EngineConfig
+    width : int
+        Columns in the slice, 1 or more. The array is ``cols / width`` identical slices; a
+        wider slice is fewer, larger blocks for Verilator's hierarchical build.
     pe_module : str or None
         Verilog module name of the PE in hierarchical generation; ``None`` for submodules.
     """
 
-    def __init__(self, cfg: EngineConfig, *, pe_module: str | None = None):
+    def __init__(self, cfg: EngineConfig, width: int = 1, *, pe_module: str | None = None):
+        if not isinstance(width, int) or width < 1:
+            self._MustUse__silence = True
+            raise ValueError(f"width must be a positive integer, not {width!r}")
         self.cfg = cfg
+        self.width = width
         self._pe_module = pe_module
         # Ports are plain vectors, viewed through layouts inside: a 128x128 array places 128
         # columns, and layout-typed ports would each add a debug wire per field to the parent.
         self.lanes = data.ArrayLayout(moving_lane(cfg), cfg.rows)
-        self.w_layout = load_lane(cfg)
+        self.w_layout = data.ArrayLayout(load_lane(cfg), width)
+        self.p_layout = data.ArrayLayout(acc_shape(cfg.fmt), width)
         super().__init__(
             {
                 "adv": In(1),
                 "a_in": In(self.lanes.size),
                 "a_out": Out(self.lanes.size),
                 "w_in": In(self.w_layout.size),
-                "p_out": Out(acc_shape(cfg.fmt)),
+                "p_out": Out(self.p_layout.size),
             }
         )
 
@@ -52,22 +61,27 @@ class Column(wiring.Component):
         a_in = data.View(self.lanes, self.a_in)
         a_out = data.View(self.lanes, self.a_out)
         w_in = data.View(self.w_layout, self.w_in)
-        above = None
+        p_out = data.View(self.p_layout, self.p_out)
+        left = [a_in[k] for k in range(self.cfg.rows)]
+        for j in range(self.width):
+            above = None
+            for k in range(self.cfg.rows):
+                pe = ProcessingElement(self.cfg)
+                place(m, f"pe{k}_{j}", pe, self._pe_module)
+                m.d.comb += [
+                    pe.adv.eq(self.adv),
+                    pe.a_in.eq(left[k]),
+                    pe.w_in.data.eq(w_in[j].data),
+                    pe.w_in.bank.eq(w_in[j].bank),
+                    pe.w_in.we.eq(w_in[j].we & (w_in[j].row == k)),
+                ]
+                if above is not None:
+                    m.d.comb += pe.p_in.eq(above.p_out)
+                above = pe
+                left[k] = pe.a_out
+            m.d.comb += p_out[j].eq(above.p_out)
         for k in range(self.cfg.rows):
-            pe = ProcessingElement(self.cfg)
-            place(m, f"pe{k}", pe, self._pe_module)
-            m.d.comb += [
-                pe.adv.eq(self.adv),
-                pe.a_in.eq(a_in[k]),
-                a_out[k].eq(pe.a_out),
-                pe.w_in.data.eq(w_in.data),
-                pe.w_in.bank.eq(w_in.bank),
-                pe.w_in.we.eq(w_in.we & (w_in.row == k)),
-            ]
-            if above is not None:
-                m.d.comb += pe.p_in.eq(above.p_out)
-            above = pe
-        m.d.comb += self.p_out.eq(above.p_out)
+            m.d.comb += a_out[k].eq(left[k])
         return m
 
 
@@ -85,8 +99,14 @@ class SystolicArray(wiring.Component):
         Verilog module names for hierarchical generation (``None``: flat submodules).
     """
 
-    def __init__(self, cfg: EngineConfig, *, col_module=None, pe_module=None):
+    def __init__(self, cfg: EngineConfig, *, slice_cols: int = 1, col_module=None, pe_module=None):
+        if not isinstance(slice_cols, int) or slice_cols < 1 or cfg.cols % slice_cols:
+            self._MustUse__silence = True
+            raise ValueError(
+                f"slice_cols must be a positive divisor of cols={cfg.cols}, not {slice_cols!r}"
+            )
         self.cfg = cfg
+        self.slice_cols = slice_cols
         self._col_module = col_module
         self._pe_module = pe_module
         super().__init__(
@@ -100,15 +120,18 @@ class SystolicArray(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        width = self.slice_cols
         left = None
-        for c in range(self.cfg.cols):
-            col = Column(self.cfg, pe_module=self._pe_module)
-            place(m, f"col{c}", col, self._col_module)
+        for s in range(self.cfg.cols // width):
+            col = Column(self.cfg, width, pe_module=self._pe_module)
+            place(m, f"col{s}", col, self._col_module)
+            # Slice s takes lanes s*width .. (s+1)*width-1 of the load and result vectors.
+            w_bits, p_bits = len(col.w_in), len(col.p_out)
             m.d.comb += [
                 col.adv.eq(self.adv),
                 col.a_in.eq(self.a_in if left is None else left.a_out),
-                col.w_in.eq(self.w_in[c]),
-                self.p_out[c].eq(col.p_out),
+                col.w_in.eq(Value.cast(self.w_in)[s * w_bits : (s + 1) * w_bits]),
+                Value.cast(self.p_out)[s * p_bits : (s + 1) * p_bits].eq(col.p_out),
             ]
             left = col
         return m

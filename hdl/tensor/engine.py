@@ -37,8 +37,8 @@ class TensorEngine(wiring.Component):
         if it is still arriving); otherwise the active stationary is reused.
     ``res_stream``
         One beat per moving beat, in order: ``(stationary.T @ moving)[:, n]`` in ``cols``
-        lanes, ``last`` on the op's final beat. Latency ``rows + cols`` cycles; while a result
-        is offered and not taken the whole engine holds still.
+        lanes, ``last`` on the op's final beat. Latency ``rows + cols`` cycles. Results wait
+        in a two-entry queue; while it is full the whole engine holds still.
     ``status``
         Sticky ``flags`` and saturating ``counts`` per :class:`~tlm.tensor.config.ErrorKind`.
 
@@ -47,15 +47,24 @@ class TensorEngine(wiring.Component):
     Parameters
     ----------
     cfg : EngineConfig
+    slice_cols : int
+        Columns per slice of the array (see :class:`~hdl.tensor.array.Column`); changes the
+        module structure only, never the behaviour.
     col_module, pe_module : str or None
         Verilog module names for hierarchical generation (see :mod:`hdl.hier`).
     """
 
-    def __init__(self, cfg: EngineConfig, *, col_module=None, pe_module=None):
+    def __init__(self, cfg: EngineConfig, *, slice_cols: int = 1, col_module=None, pe_module=None):
         if not isinstance(cfg, EngineConfig):
             self._MustUse__silence = True
             raise TypeError(f"cfg must be an EngineConfig, not {cfg!r}")
+        if not isinstance(slice_cols, int) or slice_cols < 1 or cfg.cols % slice_cols:
+            self._MustUse__silence = True
+            raise ValueError(
+                f"slice_cols must be a positive divisor of cols={cfg.cols}, not {slice_cols!r}"
+            )
         self.cfg = cfg
+        self.slice_cols = slice_cols
         self._col_module = col_module
         self._pe_module = pe_module
         super().__init__(
@@ -73,7 +82,10 @@ class TensorEngine(wiring.Component):
         ld, mv, res = self.ld_stream, self.mv_stream, self.res_stream
 
         m.submodules.array = array = SystolicArray(
-            cfg, col_module=self._col_module, pe_module=self._pe_module
+            cfg,
+            slice_cols=self.slice_cols,
+            col_module=self._col_module,
+            pe_module=self._pe_module,
         )
         # Operands are skewed (row k, column m delayed by k, m cycles) and results de-skewed
         # in data buffers; the control of each beat travels beside them in reset-able pipes,
@@ -88,9 +100,14 @@ class TensorEngine(wiring.Component):
         )
         m.submodules.deskew = deskew = Skew(acc_shape(cfg.fmt), cfg.cols, reverse=True)
 
-        # The engine advances unless a result is offered and not taken.
+        # Results leave through a two-entry output queue. The engine advances while the queue
+        # has room for one more result, so `adv` (the enable of every register in the array)
+        # depends on registers only, never combinationally on res_stream.ready: the array's
+        # next state is then computed once per clock edge in Verilator, not again whenever an
+        # input changes.
+        count = Signal(range(3))
         adv = Signal()
-        m.d.comb += adv.eq(~(res.valid & ~res.ready))
+        m.d.comb += adv.eq(count != 2)
         for part in (array, mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
             m.d.comb += part.adv.eq(adv)
 
@@ -191,10 +208,20 @@ class TensorEngine(wiring.Component):
             m.d.sync += [
                 pipe_valid.eq((pipe_valid << 1) | mv_live),
                 pipe_last.eq((pipe_last << 1) | mv.payload.last),
-                res.valid.eq(pipe_valid[-1]),
-                res.payload.last.eq(pipe_last[-1]),
-                res.payload.data.eq(deskew.o),
             ]
+        second = Signal.like(res.payload)  # the queue's second entry; res.payload is the first
+        arriving = Signal.like(res.payload)
+        m.d.comb += [arriving.data.eq(deskew.o), arriving.last.eq(pipe_last[-1])]
+        push = adv & pipe_valid[-1]
+        pop = res.valid & res.ready
+        m.d.comb += res.valid.eq(count != 0)
+        with m.If(pop):
+            m.d.sync += res.payload.eq(Mux(count == 2, second, arriving))
+        with m.Elif(push & (count == 0)):
+            m.d.sync += res.payload.eq(arriving)
+        with m.If(push & (count == 1) & ~pop):
+            m.d.sync += second.eq(arriving)
+        m.d.sync += count.eq(count + push - pop)
 
         # Status: sticky flags and saturating counters.
         for kind, event in (

@@ -47,13 +47,22 @@ class ProcessingElement(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fmt = self.cfg.fmt
-        w0 = Signal(operand_shape(fmt))
-        w1 = Signal(operand_shape(fmt))
+        # No register here has a reset. A reset would make every PE's next state depend on
+        # the top-level `rst` input combinationally, and Verilator would recompute the whole
+        # array whenever any input changes instead of once per clock edge. Nothing needs one:
+        # after a reset the engine's control marks no beat valid and no bank loaded, so stale
+        # operands and sums are never read into a result.
+        w0 = Signal(operand_shape(fmt), reset_less=True)
+        w1 = Signal(operand_shape(fmt), reset_less=True)
+        # wiring.Out ports cannot be reset-less: the registers are ours, the ports follow them.
+        a_reg = Signal.like(self.a_out, reset_less=True)
+        p_reg = Signal.like(self.p_out, reset_less=True)
+        m.d.comb += [self.a_out.eq(a_reg), self.p_out.eq(p_reg)]
         weight = Mux(self.a_in.bank, w1, w0)
         with m.If(self.adv):
             m.d.sync += [
-                self.a_out.eq(self.a_in),
-                self.p_out.eq(mac(fmt, self.p_in, weight, self.a_in.data, self.a_in.en)),
+                a_reg.eq(self.a_in),
+                p_reg.eq(mac(fmt, self.p_in, weight, self.a_in.data, self.a_in.en)),
             ]
             with m.If(self.w_in.we & ~self.w_in.bank):
                 m.d.sync += w0.eq(self.w_in.data)

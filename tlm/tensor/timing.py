@@ -7,11 +7,11 @@ result register, the status), then advances one clock. A cocotb scoreboard steps
 with the RTL and compares every signal every cycle; the values of results come from
 :func:`tlm.tensor.matmul`, so the RTL is held to the values and the cycles at once.
 
-Timing rules (the "tick" is a cycle in which the engine advances: no result is offered and
-refused):
+Timing rules (the "tick" is a cycle in which the engine advances: its two-entry result
+queue is not full at the start of the cycle):
 
-* a moving beat accepted at tick ``t`` has its result in the result register at tick
-  ``t + rows + cols``;
+* a moving beat accepted at tick ``t`` has its result at the queue's tail at tick
+  ``t + rows + cols``; results leave in order, one per cycle the consumer is ready;
 * a LoadStationary may run while the array computes with the other bank; a MultiplyMoving
   whose first beat asks for the new stationary (``load``) is accepted from the cycle after
   the load's last beat, and a further load is accepted from that first beat on;
@@ -98,7 +98,7 @@ class EngineTiming:
         self._ld_row = 0
         self._ld_k = 0
         self._pipe = deque([(False, False, None)] * (cfg.latency - 1))
-        self._res = (False, False, None)
+        self._queue: deque = deque()  # results waiting to leave, at most two
         self._flags = 0
         self._counts = [0] * len(ErrorKind)
 
@@ -122,7 +122,8 @@ class EngineTiming:
             ``ready`` of the result stream this cycle.
         """
         cfg = self.cfg
-        res_valid, res_last, res_data = self._res
+        res_valid = bool(self._queue)
+        res_last, res_data = self._queue[0] if res_valid else (False, None)
         out = CycleOut(
             ld_ready=False,
             mv_ready=False,
@@ -132,7 +133,7 @@ class EngineTiming:
             flags=self._flags,
             counts=tuple(self._counts),
         )
-        adv = not (res_valid and not res_ready)
+        adv = len(self._queue) < 2  # registers only: never waits on res_ready this cycle
         out.res_fire = res_valid and res_ready
 
         # MultiplyMoving.
@@ -183,8 +184,12 @@ class EngineTiming:
             self._bank_k[target] = k_decl
         elif activate:
             self._pend = False
+        if out.res_fire:
+            self._queue.popleft()
         if adv:
-            self._res = self._pipe.pop()
+            valid, last, data = self._pipe.pop()
+            if valid:
+                self._queue.append((last, data))
             self._pipe.appendleft((mv_live, bool(mv_live and mv.last), value))
             self.tick += 1
         if mv_error:
@@ -200,7 +205,7 @@ class EngineTiming:
     def idle(self) -> bool:
         """No result in flight and no op half-accepted."""
         return not (
-            self._res[0] or any(v for v, _, _ in self._pipe) or self._mv_in_op or self._ld_in_op
+            self._queue or any(v for v, _, _ in self._pipe) or self._mv_in_op or self._ld_in_op
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -102,12 +103,14 @@ def build(
     waves: bool = False,
     extra_args: tuple[str, ...] = (),
     hier_blocks: tuple[str, ...] = (),
+    fresh: bool = False,
 ) -> SimBuild:
     """Compile ``verilog`` (top module ``top``) for ``sim``, or reuse an identical build.
 
     ``hier_blocks`` names modules Verilator compiles once and instantiates as a library
     (hierarchical verilation): without it, Verilator emits the code of every instance of a
-    repeated module separately, and a 128x128 array becomes 190 MB of C++.
+    repeated module separately, and a 128x128 array becomes 190 MB of C++. ``fresh``
+    discards a cached build first (benchmarks time the whole build).
     """
     apply_environment()
     verilog = Path(verilog)
@@ -143,6 +146,8 @@ def build(
         waves=waves,
         always=True,
     )
+    if fresh and build_dir.exists():
+        shutil.rmtree(build_dir)
     if stamp.exists():
         info = json.loads(stamp.read_text())
         return SimBuild(

@@ -1,0 +1,1 @@
+"""Benchmarks (``make bench``): figures printed as a table and written to build/bench/."""

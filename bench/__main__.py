@@ -1,0 +1,286 @@
+"""``make bench`` / ``python -m bench``: the tensor engine's performance figures.
+
+Prints a table with each figure beside its target and the naive design's figure
+(``../shared/TOOLCHAIN.md``), and writes ``build/bench/tensor_engine.json``. Nothing here is a
+test: figures are measured, printed and recorded, never asserted.
+
+    python -m bench                 # everything (about 5 minutes)
+    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "bench"
+PARTS = ("gen", "build", "sim", "tlm")
+
+
+def _children_peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def bench_gen(size: int) -> list[dict]:
+    """Verilog generation in a fresh interpreter (as FuseSoC and `make gen` run it)."""
+    out = OUT / f"tensor_engine_{size}.v"
+    start = time.perf_counter()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hdl",
+            "tensor_engine",
+            "--rows",
+            str(size),
+            "--cols",
+            str(size),
+            "-o",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    wall = time.perf_counter() - start
+    info = json.loads(result.stdout)
+    return [
+        {
+            "figure": f"Verilog generation {size}x{size}",
+            "value": wall,
+            "unit": "s",
+            "target": "<= 10 s" if size == 128 else "",
+            "naive": "118 s" if size == 128 else "5.4 s",
+        },
+        {
+            "figure": f"Verilog size {size}x{size}",
+            "value": info["bytes"] / 1e6,
+            "unit": "MB",
+            "target": "",
+            "naive": "34 MB" if size == 128 else "2 MB",
+        },
+    ]
+
+
+def _fresh_build(sim: str, size: int, hier: bool):
+    from tlm.tensor.config import EngineConfig
+    from verif.common.runner import build
+    from verif.tensor.build import HIER_BLOCKS, TOP, engine_verilog
+
+    verilog = engine_verilog(EngineConfig(size, size))
+    return build(sim, verilog, TOP, hier_blocks=HIER_BLOCKS if hier else (), fresh=True)
+
+
+def bench_build(size: int) -> tuple[list[dict], object]:
+    before = _children_peak_mib()
+    simbuild = _fresh_build("verilator", size, hier=True)
+    peak = max(_children_peak_mib(), before)
+    rows = [
+        {
+            "figure": f"Verilator build under cocotb {size}x{size}",
+            "value": simbuild.build_seconds,
+            "unit": "s",
+            "target": "<= 300 s" if size == 128 else "",
+            "naive": "916 s" if size == 128 else "39 s",
+        },
+        {
+            "figure": f"Verilator build peak memory {size}x{size}",
+            "value": peak / 1024,
+            "unit": "GiB",
+            "target": "<= 4 GiB" if size == 128 else "",
+            "naive": "3 GiB" if size == 128 else "",
+        },
+    ]
+    return rows, simbuild
+
+
+def bench_sim(simbuild, size: int, cycles: int) -> list[dict]:
+    from verif.common.runner import run
+
+    perf = OUT / f"speed_{simbuild.sim}_{size}.json"
+    run(
+        simbuild,
+        "verif.tensor.speed",
+        test_dir=simbuild.build_dir / "speed",
+        env={
+            "TE_ROWS": size,
+            "TE_COLS": size,
+            "TE_CYCLES": cycles,
+            "TE_PERF_JSON": perf,
+            "PYTHONPATH": ROOT,
+        },
+    )
+    figures = json.loads(perf.read_text())
+    checked = OUT / f"checked_{simbuild.sim}_{size}.json"
+    run(
+        simbuild,
+        "verif.tensor.bench",
+        test_dir=simbuild.build_dir / "checked",
+        env={
+            "TE_ROWS": size,
+            "TE_COLS": size,
+            "SEED": 1,
+            "TE_OPS": 3,
+            "TE_MAX_N": 512,
+            "TE_MISUSE": 0,
+            "TE_PATTERNS": "always:always:always",
+            "TE_PERF_JSON": checked,
+            "PYTHONPATH": ROOT,
+        },
+    )
+    board = json.loads(checked.read_text())
+    name = "Verilator" if simbuild.sim == "verilator" else "Icarus"
+    naive = {("verilator", 128): "~320", ("verilator", 32): "~13.5 k", ("icarus", 16): "~1,270"}
+    return [
+        {
+            "figure": f"{name} under cocotb {size}x{size}, driven at full rate",
+            "unit": "cycles/s",
+            "value": figures["driven_cycles_per_s"],
+            "target": ">= 3,000" if size == 128 else "",
+            "naive": naive.get((simbuild.sim, size), ""),
+        },
+        {
+            "figure": f"{name} under cocotb {size}x{size}, clock only",
+            "unit": "cycles/s",
+            "value": figures["clock_only_cycles_per_s"],
+            "target": "",
+            "naive": "",
+        },
+        {
+            "figure": f"{name} under cocotb {size}x{size}, with the lockstep scoreboard",
+            "unit": "cycles/s",
+            "value": board["cycles"] / board["seconds"],
+            "target": "",
+            "naive": "",
+        },
+    ]
+
+
+def bench_tlm() -> list[dict]:
+    from tlm.tensor import matmul
+
+    rng = np.random.default_rng(0)
+    s = rng.integers(-128, 128, (128, 128)).astype(np.int8)
+    x = rng.integers(-128, 128, (128, 512)).astype(np.int8)
+
+    def best(fn, repeat=30):
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    ours = best(lambda: matmul(s, x))
+    sf, xf = s.astype(np.float32), x.astype(np.float32)
+    numpy_f32 = best(lambda: sf.T @ xf)
+    numpy_int = best(lambda: s.T.astype(np.int32) @ x.astype(np.int32), repeat=5)
+    return [
+        {
+            "figure": "TLM matmul 128x128x512 int8 (exact int32)",
+            "value": ours * 1e3,
+            "unit": "ms",
+            "target": "<= 3x numpy @",
+            "naive": "",
+        },
+        {
+            "figure": "numpy float32 @, same shapes",
+            "value": numpy_f32 * 1e3,
+            "unit": "ms",
+            "target": "",
+            "naive": "",
+        },
+        {
+            "figure": "numpy int32 @, same shapes",
+            "value": numpy_int * 1e3,
+            "unit": "ms",
+            "target": "",
+            "naive": "",
+        },
+        {
+            "figure": "TLM matmul / numpy float32 @",
+            "value": ours / numpy_f32,
+            "unit": "x",
+            "target": "<= 3",
+            "naive": "",
+        },
+    ]
+
+
+def print_table(rows: list[dict]):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="tensor engine benchmarks")
+    for col in ("figure", "value", "unit", "target", "naive"):
+        table.add_column(col, justify="left" if col == "figure" else "right")
+    for row in rows:
+        value = row["value"]
+        text = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+        table.add_row(row["figure"], text, row["unit"], row["target"], row["naive"])
+    Console().print(table)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--only",
+        default=",".join(PARTS),
+        help=f"comma-separated parts to run, of {', '.join(PARTS)}",
+    )
+    p.add_argument("--cycles", type=int, default=3000, help="cycles of each speed run")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = p.parse_args(argv)
+    parts = [x for x in args.only.split(",") if x]
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        p.error(f"--only takes {', '.join(PARTS)}, not {', '.join(unknown)}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    from verif.common.toolchain import apply_environment
+
+    apply_environment()
+    rows: list[dict] = []
+    if "tlm" in parts:
+        rows += bench_tlm()
+    if "gen" in parts:
+        rows += bench_gen(32) + bench_gen(128)
+    simbuild = None
+    if "build" in parts:
+        build_rows, simbuild = bench_build(128)
+        rows += build_rows
+    if "sim" in parts:
+        if simbuild is None:
+            simbuild = _fresh_build("verilator", 128, hier=True)
+        rows += bench_sim(simbuild, 128, args.cycles)
+        rows += bench_sim(_fresh_build("verilator", 32, hier=True), 32, args.cycles)
+        if shutil.which("iverilog"):
+            rows += bench_sim(_fresh_build("icarus", 16, hier=False), 16, args.cycles // 4)
+    record = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "figures": rows,
+    }
+    (OUT / "tensor_engine.json").write_text(json.dumps(record, indent=2))
+    if args.json:
+        print(json.dumps(record))
+    else:
+        print_table(rows)
+        print(f"written to {OUT / 'tensor_engine.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
