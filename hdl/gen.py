@@ -22,13 +22,14 @@ GENERATOR_VERSION = 1
 
 
 def default_slice_cols(cols: int) -> int:
-    """Columns per array slice: the largest divisor of ``cols`` up to 4.
+    """Columns per array slice: the largest divisor of ``cols`` up to 2.
 
     Verilator compiles one slice and instantiates it ``cols / slice_cols`` times. Measured at
-    128x128 with a plain C++ harness: 1 column per slice 1,429 cycles/s (build 28 s), 4 columns
-    1,584 (61 s), 8 columns 910 (122 s; the slice's code no longer stays in cache).
+    128x128 with a plain C++ harness (cycles/s, build): 1 column 3,675 (26 s), 2 columns 5,695
+    (28 s), 4 columns 5,385 (43 s), 8 columns 5,270 (74 s). One column puts every PE's
+    multiply on a port of its slice (see Column); wide slices cost compile time and cache.
     """
-    return max(d for d in range(1, min(cols, 4) + 1) if cols % d == 0)
+    return max(d for d in range(1, min(cols, 2) + 1) if cols % d == 0)
 
 
 def tensor_engine_verilog(

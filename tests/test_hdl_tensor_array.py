@@ -20,7 +20,7 @@ def test_array_computes_skewed_matmul(rows, cols, seed):
     got = np.zeros((cols, n), np.int64)
 
     async def bench(ctx):
-        ctx.set(dut.adv, 1)
+        # The result queue replica stays empty (no push, no pop): the array advances.
         # Load bank 1 one row per cycle, each column's write delayed by its index (diagonal).
         for t in range(rows + cols):
             for c in range(cols):
@@ -59,24 +59,33 @@ def test_array_computes_skewed_matmul(rows, cols, seed):
     np.testing.assert_array_equal(got, want, err_msg=f"seed {seed}")
 
 
-def test_array_holds_when_not_advancing():
+def test_array_holds_while_the_result_queue_is_full():
     cfg = EngineConfig(2, 2)
     dut = SystolicArray(cfg)
 
     async def bench(ctx):
-        ctx.set(dut.adv, 1)
         ctx.set(dut.w_in[0], {"data": 3, "row": 0, "we": 1, "bank": 0})
         await ctx.tick()
         ctx.set(dut.w_in[0].we, 0)
+        await ctx.tick()  # load lanes are registered on entry to a slice
         ctx.set(dut.a_in[0], {"data": 5, "en": 1, "bank": 0})
-        await ctx.tick()
+        ctx.set(dut.q_push, 1)  # two results enter the queue: full after two cycles
+        await ctx.tick()  # PE(0,0) sum 3*5
+        ctx.set(dut.a_in[0], {"data": 7, "en": 1, "bank": 0})
+        await ctx.tick()  # PE(0,0) sum 3*7; 15 at the bottom of column 0
+        ctx.set(dut.q_push, 0)
         ctx.set(dut.a_in[0].en, 0)
-        ctx.set(dut.adv, 0)
-        for _ in range(5):
+        for _ in range(5):  # queue full: nothing moves
+            assert ctx.get(dut.p_out[0]) == 15
             await ctx.tick()
-        ctx.set(dut.adv, 1)
+        ctx.set(dut.q_pop, 1)  # one result leaves; the array advances from the next cycle
         await ctx.tick()
         assert ctx.get(dut.p_out[0]) == 15
+        ctx.set(dut.q_pop, 0)
+        await ctx.tick()
+        assert ctx.get(dut.p_out[0]) == 21  # the second sum reached the bottom
+        await ctx.tick()
+        assert ctx.get(dut.p_out[0]) == 0  # and nothing after it
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

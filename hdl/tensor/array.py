@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Value
+from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -22,7 +22,8 @@ class Column(wiring.Component):
     Moving lanes enter on the left (``a_in[k]`` to row k) and move one column right per
     cycle, leaving on the right (``a_out``); partial sums start at zero at the top of each
     column and leave at its bottom (``p_out[j]``). Column j's load lane ``w_in[j]`` writes
-    ``data`` into bank ``bank`` of the PE in row ``row``.
+    ``data`` into bank ``bank`` of the PE in row ``row`` one cycle later (lanes are registered
+    on entry).
 
     Parameters
     ----------
@@ -48,7 +49,8 @@ class Column(wiring.Component):
         self.p_layout = data.ArrayLayout(acc_shape(cfg.fmt), width)
         super().__init__(
             {
-                "adv": In(1),
+                "q_push": In(1),
+                "q_pop": In(1),
                 "a_in": In(self.lanes.size),
                 "a_out": Out(self.lanes.size),
                 "w_in": In(self.w_layout.size),
@@ -58,9 +60,20 @@ class Column(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # A replica of the engine's result-queue count: the slice's enable then comes from a
+        # register of its own, and no PE's next state depends combinationally on a port of
+        # the slice (Verilator's hierarchical blocks recompute such logic on every call).
+        count = Signal(range(3))
+        m.d.sync += count.eq(count + self.q_push - self.q_pop)
+        adv = count != 2
+        # Load lanes are registered on entry, for the same reason: the row decode and weight
+        # write of every PE then read a register, not a port. (The engine delays the moving
+        # lanes by one register too, so writes and uses keep their order.)
+        w_in = Signal(self.w_layout)
+        with m.If(adv):
+            m.d.sync += w_in.eq(self.w_in)
         a_in = data.View(self.lanes, self.a_in)
         a_out = data.View(self.lanes, self.a_out)
-        w_in = data.View(self.w_layout, self.w_in)
         p_out = data.View(self.p_layout, self.p_out)
         left = [a_in[k] for k in range(self.cfg.rows)]
         for j in range(self.width):
@@ -69,7 +82,7 @@ class Column(wiring.Component):
                 pe = ProcessingElement(self.cfg)
                 place(m, f"pe{k}_{j}", pe, self._pe_module)
                 m.d.comb += [
-                    pe.adv.eq(self.adv),
+                    pe.adv.eq(adv),
                     pe.a_in.eq(left[k]),
                     pe.w_in.data.eq(w_in[j].data),
                     pe.w_in.bank.eq(w_in[j].bank),
@@ -111,7 +124,8 @@ class SystolicArray(wiring.Component):
         self._pe_module = pe_module
         super().__init__(
             {
-                "adv": In(1),
+                "q_push": In(1),
+                "q_pop": In(1),
                 "a_in": In(data.ArrayLayout(moving_lane(cfg), cfg.rows)),
                 "w_in": In(data.ArrayLayout(load_lane(cfg), cfg.cols)),
                 "p_out": Out(data.ArrayLayout(acc_shape(cfg.fmt), cfg.cols)),
@@ -128,7 +142,8 @@ class SystolicArray(wiring.Component):
             # Slice s takes lanes s*width .. (s+1)*width-1 of the load and result vectors.
             w_bits, p_bits = len(col.w_in), len(col.p_out)
             m.d.comb += [
-                col.adv.eq(self.adv),
+                col.q_push.eq(self.q_push),
+                col.q_pop.eq(self.q_pop),
                 col.a_in.eq(self.a_in if left is None else left.a_out),
                 col.w_in.eq(Value.cast(self.w_in)[s * w_bits : (s + 1) * w_bits]),
                 Value.cast(self.p_out)[s * p_bits : (s + 1) * p_bits].eq(col.p_out),

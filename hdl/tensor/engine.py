@@ -37,7 +37,7 @@ class TensorEngine(wiring.Component):
         if it is still arriving); otherwise the active stationary is reused.
     ``res_stream``
         One beat per moving beat, in order: ``(stationary.T @ moving)[:, n]`` in ``cols``
-        lanes, ``last`` on the op's final beat. Latency ``rows + cols`` cycles. Results wait
+        lanes, ``last`` on the op's final beat. Latency ``rows + cols + 1`` cycles. Results wait
         in a two-entry queue; while it is full the whole engine holds still.
     ``status``
         Sticky ``flags`` and saturating ``counts`` per :class:`~tlm.tensor.config.ErrorKind`.
@@ -108,7 +108,7 @@ class TensorEngine(wiring.Component):
         count = Signal(range(3))
         adv = Signal()
         m.d.comb += adv.eq(count != 2)
-        for part in (array, mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
+        for part in (mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
             m.d.comb += part.adv.eq(adv)
 
         # Stationary banks: `act` is in use; `pend` says the other one holds a completed load.
@@ -144,13 +144,19 @@ class TensorEngine(wiring.Component):
             mv_ctl.i.bank.eq(act_now),
             mv_ctl.i.k.eq(k_now),
         ]
+        # One register between the skew and the array, matching the register each array slice
+        # puts on its load lanes (see Column): a weight written for row k, column m is still
+        # written before the first moving element that uses it and after the last that does not.
+        lanes = Signal.like(array.a_in, reset_less=True)
         for k in range(cfg.rows):
             ctl = mv_ctl.o[k]
             m.d.comb += [
-                array.a_in[k].data.eq(mv_skew.o[k]),
-                array.a_in[k].en.eq(ctl.live & (k < ctl.k)),
-                array.a_in[k].bank.eq(ctl.bank),
+                lanes[k].data.eq(mv_skew.o[k]),
+                lanes[k].en.eq(ctl.live & (k < ctl.k)),
+                lanes[k].bank.eq(ctl.bank),
             ]
+        with m.If(adv):
+            m.d.sync += array.a_in.eq(lanes)
 
         # LoadStationary control: writes the bank that is not (or no longer) active.
         ld_in_op = Signal()
@@ -214,6 +220,7 @@ class TensorEngine(wiring.Component):
         m.d.comb += [arriving.data.eq(deskew.o), arriving.last.eq(pipe_last[-1])]
         push = adv & pipe_valid[-1]
         pop = res.valid & res.ready
+        m.d.comb += [array.q_push.eq(push), array.q_pop.eq(pop)]  # the array keeps a replica
         m.d.comb += res.valid.eq(count != 0)
         with m.If(pop):
             m.d.sync += res.payload.eq(Mux(count == 2, second, arriving))

@@ -47,7 +47,7 @@ class EngineConfig:
     --------
     >>> cfg = EngineConfig(4, 3)
     >>> cfg.latency   # cycles from a moving beat's acceptance to its result being valid
-    7
+    8
     """
 
     rows: int = 128
@@ -64,8 +64,9 @@ class EngineConfig:
     @property
     def latency(self) -> int:
         """Cycles (without stalls) from accepting a moving beat to its result being valid:
-        ``rows`` down the columns plus ``cols`` across the rows and de-skew."""
-        return self.rows + self.cols
+        ``rows`` down the columns, ``cols`` across the rows and de-skew, and one register
+        between the skew lines and the array."""
+        return self.rows + self.cols + 1
 
     @property
     def k_bits(self) -> int:

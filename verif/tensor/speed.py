@@ -42,6 +42,8 @@ async def speed(dut):
         codec.moving(MovingBeat(rng.integers(-128, 128, cfg.rows), j == 0, j == 511))
         for j in range(512)
     ]
+    dut.ld_stream__payload.value = loads[0]
+    dut.mv_stream__payload.value = moves[0]
     dut.ld_stream__valid.value = 1
     dut.mv_stream__valid.value = 1
     li = mi = 0
