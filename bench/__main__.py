@@ -74,18 +74,16 @@ def bench_gen(size: int) -> list[dict]:
     ]
 
 
-def _fresh_build(sim: str, size: int, hier: bool):
+def _fresh_build(sim: str, size: int):
     from tlm.tensor.config import EngineConfig
-    from verif.common.runner import build
-    from verif.tensor.build import HIER_BLOCKS, TOP, engine_verilog
+    from verif.tensor.build import build_engine
 
-    verilog = engine_verilog(EngineConfig(size, size))
-    return build(sim, verilog, TOP, hier_blocks=HIER_BLOCKS if hier else (), fresh=True)
+    return build_engine(sim, EngineConfig(size, size), fresh=True)
 
 
 def bench_build(size: int) -> tuple[list[dict], object]:
     before = _children_peak_mib()
-    simbuild = _fresh_build("verilator", size, hier=True)
+    simbuild = _fresh_build("verilator", size)
     peak = max(_children_peak_mib(), before)
     rows = [
         {
@@ -262,11 +260,11 @@ def main(argv=None) -> int:
         rows += build_rows
     if "sim" in parts:
         if simbuild is None:
-            simbuild = _fresh_build("verilator", 128, hier=True)
+            simbuild = _fresh_build("verilator", 128)
         rows += bench_sim(simbuild, 128, args.cycles)
-        rows += bench_sim(_fresh_build("verilator", 32, hier=True), 32, args.cycles)
+        rows += bench_sim(_fresh_build("verilator", 32), 32, args.cycles)
         if shutil.which("iverilog"):
-            rows += bench_sim(_fresh_build("icarus", 16, hier=False), 16, args.cycles // 4)
+            rows += bench_sim(_fresh_build("icarus", 16), 16, args.cycles // 4)
     record = {
         "machine": platform.platform(),
         "python": platform.python_version(),

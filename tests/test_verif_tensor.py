@@ -4,9 +4,9 @@ size, and the full 128x128 engine on Verilator in the slow tier (``make test-slo
 import pytest
 
 from tlm.tensor.config import EngineConfig
-from verif.common.runner import ROOT, build, run
+from verif.common.runner import ROOT, run
 from verif.common.toolchain import have_simulator
-from verif.tensor.build import HIER_BLOCKS, TOP, engine_verilog
+from verif.tensor.build import build_engine
 
 #: ld:mv:ready pattern triples every run goes through: full rate, idle producers,
 #: backpressure, and random of all three.
@@ -25,9 +25,7 @@ def run_bench(sim, rows, cols, seed, *, ops, max_n, patterns=PATTERNS):
     if not have_simulator(sim):
         pytest.fail(f"{sim} is not installed: run `make setup`")
     cfg = EngineConfig(rows, cols)
-    simbuild = build(
-        sim, engine_verilog(cfg), TOP, hier_blocks=HIER_BLOCKS if sim == "verilator" else ()
-    )
+    simbuild = build_engine(sim, cfg)
     run(
         simbuild,
         "verif.tensor.bench",

@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from tlm.tensor.config import EngineConfig
-from verif.common.runner import BUILD, ROOT, SIMULATORS, build, run
-from verif.tensor.build import HIER_BLOCKS, TOP, engine_verilog
+from verif.common.runner import BUILD, ROOT, SIMULATORS, run
+from verif.tensor.build import TOP, build_engine
 from verif.tensor.stimulus import PATTERNS
 
 WAVES = BUILD / "waves"
@@ -124,9 +124,8 @@ def main(argv=None) -> int:
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"engine {cfg.rows}x{cfg.cols} {cfg.fmt.name} on {args.sim}, seed {seed}")
-    hier = HIER_BLOCKS if args.sim == "verilator" and not args.waves else ()
     start = time.perf_counter()
-    simbuild = build(args.sim, engine_verilog(cfg), TOP, waves=args.waves, hier_blocks=hier)
+    simbuild = build_engine(args.sim, cfg, waves=args.waves)
     test_dir = simbuild.build_dir / f"run-{seed}"
     outcome = {
         "sim": args.sim,
