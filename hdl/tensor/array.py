@@ -13,7 +13,17 @@ from ..hier import place
 from .layouts import load_lane, moving_lane
 from .pe import ProcessingElement
 
-__all__ = ["Column", "SystolicArray"]
+__all__ = ["Column", "SystolicArray", "check_slice_cols"]
+
+
+def check_slice_cols(component, cfg: EngineConfig, slice_cols):
+    """Raise ``ValueError`` unless ``slice_cols`` divides ``cfg.cols`` (the array is made of
+    identical slices). ``component`` is being constructed and will never be elaborated."""
+    if not isinstance(slice_cols, int) or slice_cols < 1 or cfg.cols % slice_cols:
+        component._MustUse__silence = True
+        raise ValueError(
+            f"slice_cols must be a positive divisor of cols={cfg.cols}, not {slice_cols!r}"
+        )
 
 
 class Column(wiring.Component):
@@ -113,11 +123,7 @@ class SystolicArray(wiring.Component):
     """
 
     def __init__(self, cfg: EngineConfig, *, slice_cols: int = 1, col_module=None, pe_module=None):
-        if not isinstance(slice_cols, int) or slice_cols < 1 or cfg.cols % slice_cols:
-            self._MustUse__silence = True
-            raise ValueError(
-                f"slice_cols must be a positive divisor of cols={cfg.cols}, not {slice_cols!r}"
-            )
+        check_slice_cols(self, cfg, slice_cols)
         self.cfg = cfg
         self.slice_cols = slice_cols
         self._col_module = col_module

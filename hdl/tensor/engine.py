@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig, ErrorKind
 
 from ..formats import acc_shape, operand_shape
-from .array import SystolicArray
+from .array import SystolicArray, check_slice_cols
 from .layouts import (
     load_beat,
     moving_beat,
@@ -58,11 +58,7 @@ class TensorEngine(wiring.Component):
         if not isinstance(cfg, EngineConfig):
             self._MustUse__silence = True
             raise TypeError(f"cfg must be an EngineConfig, not {cfg!r}")
-        if not isinstance(slice_cols, int) or slice_cols < 1 or cfg.cols % slice_cols:
-            self._MustUse__silence = True
-            raise ValueError(
-                f"slice_cols must be a positive divisor of cols={cfg.cols}, not {slice_cols!r}"
-            )
+        check_slice_cols(self, cfg, slice_cols)
         self.cfg = cfg
         self.slice_cols = slice_cols
         self._col_module = col_module
