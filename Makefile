@@ -42,7 +42,9 @@ waves:
 
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools
-	cd build && ../$(VENV)/bin/fusesoc --cores-root .. run --target lint trnsim:tensor:engine
+	mkdir -p build/fusesoc && cd build/fusesoc && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
+		$(CURDIR)/$(PY) -m verif.common.toolchain fusesoc --cores-root $(CURDIR) run \
+		--target lint trnsim:tensor:engine
 
 bench:
 	$(PY) -m bench

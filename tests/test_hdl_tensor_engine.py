@@ -112,3 +112,12 @@ def test_engine_misuse_is_flagged_counted_and_recovers(misuse, kind, count, read
     status = board.model.step()
     assert status.counts[kind] == count and sum(status.counts) == count
     assert status.flags == 1 << kind
+
+
+def test_engine_with_another_integer_format(seed):
+    """The number format is a parameter of the design: a 12-bit operand, 32-bit sum engine."""
+    from tlm.formats import IntFormat
+
+    cfg = EngineConfig(3, 2, IntFormat("int12", bits=12, acc_bits=32))
+    stim = random_stimulus(cfg, np.random.default_rng(seed), ops=5, max_n=6)
+    run_engine(cfg, stim, seed, "random", "random", "random")

