@@ -185,7 +185,43 @@ def bench_tlm() -> list[dict]:
     sf, xf = s.astype(np.float32), x.astype(np.float32)
     numpy_f32 = best(lambda: sf.T @ xf)
     numpy_int = best(lambda: s.T.astype(np.int32) @ x.astype(np.int32), repeat=5)
+
+    import ml_dtypes
+
+    wb = rng.standard_normal((128, 128)).astype(ml_dtypes.bfloat16)
+    xb = rng.standard_normal((128, 512)).astype(ml_dtypes.bfloat16)
+
+    def plain_loop():  # the float32 steps of the numerics contract, as plain numpy
+        a, b = wb.astype(np.float32), xb.astype(np.float32)
+        acc = np.zeros((128, 512), np.float32)
+        for k in range(128):
+            acc += a[k][:, None] * b[k][None, :]
+        return acc
+
+    ours_bf16 = best(lambda: matmul(wb, xb), repeat=10)
+    loop = best(plain_loop, repeat=10)
     return [
+        {
+            "figure": "TLM matmul 128x128x512 bf16 (bit-exact fp32)",
+            "value": ours_bf16 * 1e3,
+            "unit": "ms",
+            "target": "<= 2x loop",
+            "naive": "",
+        },
+        {
+            "figure": "numpy loop over k of the float32 steps, same shapes",
+            "value": loop * 1e3,
+            "unit": "ms",
+            "target": "",
+            "naive": "",
+        },
+        {
+            "figure": "TLM bf16 matmul / numpy loop",
+            "value": ours_bf16 / loop,
+            "unit": "x",
+            "target": "<= 2",
+            "naive": "",
+        },
         {
             "figure": "TLM matmul 128x128x512 int8 (exact int32)",
             "value": ours * 1e3,

@@ -82,8 +82,14 @@ def test_wide_format_wraps_like_the_accumulator():
         (
             np.zeros((4, 4), np.float32),
             np.zeros((4, 4), np.int8),
-            "stationary has dtype float32, which the int8 engine does not take; use integer arrays"
-            " (int8) with values in -128..127",
+            "stationary is fp32 and moving is int8: integer and floating-point operands do not mix",
+        ),
+        (
+            np.zeros((4, 4), np.float64),
+            np.zeros((4, 4), np.float64),
+            "stationary has dtype float64, which the tensor engine does not take; allowed: int8,"
+            " float8_e4m3, float8_e4m3fn, float8_e5m2, bfloat16, float16, float32 (TF32 as"
+            " float32 with fmt='tf32')",
         ),
         (
             np.zeros((4, 4), np.int8),
@@ -110,8 +116,12 @@ def test_wider_int_dtypes_with_values_in_range_are_accepted():
 
 
 def test_format_lookup_errors():
-    with pytest.raises(ValueError, match=r"^format must be one of int8, not 'fp8'$"):
+    with pytest.raises(ValueError) as info:
         get_format("fp8")
+    assert str(info.value) == (
+        "format must be one of bf16, fp16, fp32, fp8_e4m3, fp8_e4m3fn, "
+        "fp8_e5m2, int8, tf32, not 'fp8'"
+    )
     with pytest.raises(ValueError, match=r"^rows must be an integer in 1..1024, not 0$"):
         EngineConfig(0, 4)
     with pytest.raises(ValueError, match=r"^cols must be an integer in 1..1024, not 'x'$"):

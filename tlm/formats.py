@@ -16,9 +16,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
-__all__ = ["IntFormat", "FORMATS", "INT8", "get_format"]
+__all__ = [
+    "IntFormat",
+    "FloatFormat",
+    "FORMATS",
+    "FLOAT_FORMATS",
+    "INT8",
+    "get_format",
+    "format_of_dtype",
+    "CANONICAL_NAN_BITS",
+]
+
+#: Any NaN a floating-point nc_matmul produces is this quiet NaN (binary32 bits).
+CANONICAL_NAN_BITS = 0x7FC00000
 
 
 @dataclass(frozen=True)
@@ -75,22 +88,104 @@ class IntFormat:
 
 INT8 = IntFormat("int8", bits=8, acc_bits=32)
 
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """A binary floating-point operand format; products and sums are IEEE binary32.
+
+    Parameters
+    ----------
+    name : str
+        Name used on the command line (``"bf16"``).
+    exp_bits, man_bits : int
+        Exponent and stored mantissa (fraction) widths; the sign is one more bit.
+    dtype : numpy dtype
+        The array type that carries operands in the TLM (``ml_dtypes`` for FP8 and BF16).
+    max_value : float
+        Largest finite value (FP8 E4M3 saturates at 240, its "fn" variant at 448).
+    has_inf : bool
+        Whether the all-ones exponent encodes infinities (not in ``float8_e4m3fn``).
+    ignored_low_bits : int
+        Low mantissa bits of ``dtype`` the engine ignores (13 for TF32 carried in float32).
+    """
+
+    name: str
+    exp_bits: int
+    man_bits: int
+    dtype: np.dtype
+    max_value: float
+    has_inf: bool = True
+    ignored_low_bits: int = 0
+
+    kind = "float"
+    acc_bits = 32
+
+    @property
+    def bits(self) -> int:
+        return 1 + self.exp_bits + self.man_bits
+
+    @property
+    def acc_dtype(self) -> np.dtype:
+        return np.dtype(np.float32)
+
+    @property
+    def is_fp8(self) -> bool:
+        return self.bits == 8
+
+
+FLOAT_FORMATS: dict[str, FloatFormat] = {
+    f.name: f
+    for f in (
+        # Trainium's float8_e4m3 (NKI) is the IEEE-style E4M3 with infinities, max 240; its
+        # float8_e4m3fn is the extended-range variant without infinities, max 448 (NKI2).
+        FloatFormat("fp8_e4m3", 4, 3, np.dtype(ml_dtypes.float8_e4m3), 240.0),
+        FloatFormat("fp8_e4m3fn", 4, 3, np.dtype(ml_dtypes.float8_e4m3fn), 448.0, has_inf=False),
+        FloatFormat("fp8_e5m2", 5, 2, np.dtype(ml_dtypes.float8_e5m2), 57344.0),
+        FloatFormat("bf16", 8, 7, np.dtype(ml_dtypes.bfloat16), 3.3895313892515355e38),
+        FloatFormat("fp16", 5, 10, np.dtype(np.float16), 65504.0),
+        FloatFormat(
+            "tf32", 8, 10, np.dtype(np.float32), 3.4011621342146535e38, ignored_low_bits=13
+        ),
+        FloatFormat("fp32", 8, 23, np.dtype(np.float32), 3.4028234663852886e38),
+    )
+}
+
 #: Formats the tensor engine can be elaborated with, by name.
-FORMATS: dict[str, IntFormat] = {f.name: f for f in (INT8,)}
+FORMATS: dict[str, IntFormat | FloatFormat] = {INT8.name: INT8, **FLOAT_FORMATS}
+
+#: Formats the RTL generator can build today (the floating-point datapath is not in RTL yet).
+RTL_FORMATS: dict[str, IntFormat] = {INT8.name: INT8}
 
 
-def get_format(name: str | IntFormat) -> IntFormat:
+def get_format(name, allowed=None):
     """Look a format up by name (a format object passes through).
+
+    Parameters
+    ----------
+    name : str or format
+    allowed : dict, optional
+        The formats to choose among (default :data:`FORMATS`).
 
     Raises
     ------
     ValueError
-        If ``name`` is not one of :data:`FORMATS`.
+        If ``name`` is not one of them.
     """
-    if isinstance(name, IntFormat):
+    allowed = FORMATS if allowed is None else allowed
+    if isinstance(name, (IntFormat, FloatFormat)):
         return name
     try:
-        return FORMATS[name]
+        return allowed[name]
     except (KeyError, TypeError):
-        allowed = ", ".join(sorted(FORMATS))
-        raise ValueError(f"format must be one of {allowed}, not {name!r}") from None
+        names = ", ".join(sorted(allowed))
+        raise ValueError(f"format must be one of {names}, not {name!r}") from None
+
+
+def format_of_dtype(dtype) -> FloatFormat | None:
+    """The floating-point format an array of ``dtype`` carries (float32 means FP32; TF32 is
+    only ever chosen by name), or ``None`` when ``dtype`` is not a floating-point format."""
+    dtype = np.dtype(dtype)
+    for fmt in FLOAT_FORMATS.values():
+        if fmt.dtype == dtype and fmt.ignored_low_bits == 0:
+            return fmt
+    return None

@@ -6,10 +6,17 @@ import threading
 
 import numpy as np
 
-from ..formats import IntFormat, get_format
+from ..formats import (
+    CANONICAL_NAN_BITS,
+    FLOAT_FORMATS,
+    FloatFormat,
+    IntFormat,
+    format_of_dtype,
+    get_format,
+)
 from .config import MAX_N, EngineConfig
 
-__all__ = ["matmul", "check_operands"]
+__all__ = ["matmul", "check_operands", "resolve_formats", "float_matmul"]
 
 _DEFAULT = EngineConfig()
 
@@ -41,7 +48,14 @@ def check_operands(stationary, moving, cfg: EngineConfig = _DEFAULT):
                     f"{fmt.min_value}..{fmt.max_value}"
                 )
         arrays.append(array)
-    (k, m), (k2, n) = arrays[0].shape, arrays[1].shape
+    return _check_shapes(arrays[0], arrays[1], cfg)
+
+
+def _check_shapes(a: np.ndarray, b: np.ndarray, cfg: EngineConfig):
+    for name, array in (("stationary", a), ("moving", b)):
+        if array.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D array, not one of shape {array.shape}")
+    (k, m), (k2, n) = a.shape, b.shape
     if k != k2:
         raise ValueError(
             f"stationary has K={k} rows but moving has K={k2}; the contraction sizes must match"
@@ -52,7 +66,7 @@ def check_operands(stationary, moving, cfg: EngineConfig = _DEFAULT):
             raise ValueError(
                 f"{label}={size} is outside 1..{limit} for a {cfg.rows}x{cfg.cols} engine"
             )
-    return arrays[0], arrays[1]
+    return a, b
 
 
 _scratch = threading.local()
@@ -88,27 +102,119 @@ def _exact_product(a: np.ndarray, b: np.ndarray, fmt: IntFormat, k: int) -> np.n
     return fmt.wrap_acc(a.T.astype(np.int64) @ b.astype(np.int64))
 
 
+def _side_format(name: str, array: np.ndarray, cfg: EngineConfig):
+    """The format one operand carries, from its dtype."""
+    if array.dtype.kind in "iu":
+        if not isinstance(cfg.fmt, IntFormat):
+            raise ValueError(
+                f"{name} has integer dtype {array.dtype} but the engine's format is "
+                f"{cfg.fmt.name}; pass arrays of its dtype {cfg.fmt.dtype}"
+            )
+        return cfg.fmt
+    fmt = format_of_dtype(array.dtype)
+    if fmt is None:
+        allowed = ", ".join(
+            ["int8"] + [str(f.dtype) for f in FLOAT_FORMATS.values() if not f.ignored_low_bits]
+        )
+        raise ValueError(
+            f"{name} has dtype {array.dtype}, which the tensor engine does not take; "
+            f"allowed: {allowed} (TF32 as float32 with fmt='tf32')"
+        )
+    return fmt
+
+
+def resolve_formats(stationary, moving, cfg: EngineConfig = _DEFAULT, fmt=None):
+    """The formats of both operands of an nc_matmul, checked against the engine's rules.
+
+    ``fmt`` names one format for both sides or a pair ``(stationary, moving)``; by default
+    each side's format follows its dtype. The two FP8 formats may be mixed; any other
+    floating-point format must be the same on both sides (FP32 or TF32 on one side forces the
+    other to match); integers do not mix with floating point.
+
+    Raises
+    ------
+    ValueError
+        Naming the side, its dtype or format, and what is allowed.
+    """
+    arrays = {"stationary": np.asarray(stationary), "moving": np.asarray(moving)}
+    if fmt is None:
+        pair = [_side_format(n, a, cfg) for n, a in arrays.items()]
+    else:
+        names = fmt if isinstance(fmt, tuple) else (fmt, fmt)
+        pair = [get_format(f) for f in names]
+        for (name, array), f in zip(arrays.items(), pair, strict=True):
+            want = f.dtype if isinstance(f, FloatFormat) else None
+            if want is not None and array.dtype != want:
+                raise ValueError(f"{name} must be {want} for {f.name}, not {array.dtype}")
+    s_fmt, m_fmt = pair
+    if s_fmt.kind != m_fmt.kind:
+        raise ValueError(
+            f"stationary is {s_fmt.name} and moving is {m_fmt.name}: integer and "
+            "floating-point operands do not mix"
+        )
+    if s_fmt.kind == "float" and s_fmt != m_fmt and not (s_fmt.is_fp8 and m_fmt.is_fp8):
+        raise ValueError(
+            f"stationary is {s_fmt.name} and moving is {m_fmt.name}: only the two FP8 "
+            "formats may be mixed; other formats must match"
+        )
+    return s_fmt, m_fmt
+
+
+def _float_operand(array: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    values = array.astype(np.float32)
+    if fmt.ignored_low_bits:
+        mask = np.uint32((0xFFFFFFFF << fmt.ignored_low_bits) & 0xFFFFFFFF)
+        values = (values.view(np.uint32) & mask).view(np.float32)
+    return values
+
+
+def float_matmul(a: np.ndarray, b: np.ndarray, s_fmt: FloatFormat, m_fmt: FloatFormat):
+    """The numerics contract: ``acc = fp32(acc + fp32(w * x))`` for k = 0..K-1 from +0.0,
+    round to nearest even, subnormals kept, every NaN made the canonical quiet NaN."""
+    w = _float_operand(a, s_fmt)
+    x = _float_operand(b, m_fmt)
+    k, m = w.shape
+    n = x.shape[1]
+    acc = np.zeros((m, n), np.float32)
+    product = _buffer("product", (m, n), np.float32)
+    with np.errstate(all="ignore"):  # overflow to inf and inf - inf are part of the contract
+        for j in range(k):
+            np.multiply(w[j][:, None], x[j][None, :], out=product)
+            acc += product
+    nan = np.isnan(acc)
+    if nan.any():
+        acc[nan] = np.uint32(CANONICAL_NAN_BITS).view(np.float32)
+    return acc
+
+
 def matmul(stationary, moving, *, cfg: EngineConfig | None = None, fmt=None) -> np.ndarray:
     """nc_matmul: ``stationary[K, M]``, ``moving[K, N]`` -> ``stationary.T @ moving`` ``[M, N]``.
 
-    Exact in the engine's format: int8 operands, int32 sums wrapping like the RTL's
-    accumulator (with int8 and K <= 128 no sum can overflow). Integer partial sums below 2**24
-    are exact in float32, so the product runs on BLAS.
+    Integer operands (int8): exact int32 sums wrapping like the RTL's accumulator (with int8
+    and K <= 128 no sum can overflow); integer partial sums below 2**24 are exact in float32,
+    so the product runs on BLAS.
+
+    Floating-point operands (``ml_dtypes`` float8_e4m3, float8_e4m3fn, float8_e5m2, bfloat16;
+    numpy float16, float32): a float32 array equal bit for bit to the sequential computation
+    ``acc = fp32(acc + fp32(w[k] * x[k]))`` for k = 0, 1, ..., K-1 from +0.0, rounded to
+    nearest even, subnormals kept, any NaN the canonical quiet NaN 0x7FC00000 (see
+    ``docs/numerics.md``). TF32 operands are float32 arrays with ``fmt="tf32"``: the low 13
+    mantissa bits are ignored (cleared) before multiplying.
 
     Parameters
     ----------
-    stationary : array_like of int, shape (K, M)
+    stationary : array_like, shape (K, M)
         K <= ``cfg.rows`` (contraction, partition dimension), M <= ``cfg.cols``.
-    moving : array_like of int, shape (K, N)
+    moving : array_like, shape (K, N)
         N <= 512 (one PSUM bank of fp32).
     cfg : EngineConfig, optional
-        Engine whose limits apply; the default is the 128x128 int8 Trainium2 engine.
-    fmt : str, optional
-        Number format, overriding ``cfg.fmt``.
+        Engine whose limits apply; the default is the 128x128 Trainium2 engine.
+    fmt : str or (str, str), optional
+        Format of both operands, or of (stationary, moving); by default from the dtypes.
 
     Returns
     -------
-    numpy.ndarray, shape (M, N), dtype int32
+    numpy.ndarray, shape (M, N), int32 for integer operands, float32 otherwise
 
     Examples
     --------
@@ -116,10 +222,18 @@ def matmul(stationary, moving, *, cfg: EngineConfig | None = None, fmt=None) -> 
     >>> matmul(np.array([[1, 2], [3, 4]], np.int8), np.array([[5], [6]], np.int8))
     array([[23],
            [34]], dtype=int32)
+    >>> import ml_dtypes
+    >>> w = np.array([[1.5], [2.0]], ml_dtypes.bfloat16)
+    >>> matmul(w, np.array([[2.0], [0.25]], ml_dtypes.bfloat16))
+    array([[3.5]], dtype=float32)
     """
     if cfg is None:
         cfg = _DEFAULT
+    s_fmt, m_fmt = resolve_formats(stationary, moving, cfg, fmt)
+    if s_fmt.kind == "float":
+        a, b = _check_shapes(np.asarray(stationary), np.asarray(moving), cfg)
+        return float_matmul(a, b, s_fmt, m_fmt)
     if fmt is not None:
-        cfg = EngineConfig(cfg.rows, cfg.cols, get_format(fmt))
+        cfg = EngineConfig(cfg.rows, cfg.cols, s_fmt)
     a, b = check_operands(stationary, moving, cfg)
     return _exact_product(a, b, cfg.fmt, a.shape[0])

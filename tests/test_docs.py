@@ -1,0 +1,21 @@
+"""The examples in docstrings and in docs/numerics.md run and print what they say."""
+
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ["tlm.formats", "tlm.tensor.config", "tlm.tensor.matmul", "tlm.tensor.timing"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_module_examples(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_numerics_worked_example():
+    result = doctest.testfile(str(ROOT / "docs" / "numerics.md"), module_relative=False)
+    assert result.attempted > 0 and result.failed == 0
