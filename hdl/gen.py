@@ -14,11 +14,12 @@ from tlm.tensor.config import EngineConfig
 from .tensor.array import Column
 from .tensor.engine import TensorEngine
 from .tensor.pe import ProcessingElement
+from .tensor.skew import DelayLane
 
 __all__ = ["tensor_engine_verilog", "write_verilog", "BLOCKS"]
 
 #: Bumped when the generator's output changes for the same parameters (invalidates caches).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 
 def default_slice_cols(cols: int) -> int:
@@ -42,11 +43,20 @@ def tensor_engine_verilog(
     """
     width = default_slice_cols(cfg.cols) if slice_cols is None else slice_cols
     pe_mod, col_mod = f"{name}_pe", f"{name}_col"
-    top = TensorEngine(cfg, slice_cols=width, col_module=col_mod)  # checks slice_cols first
+    lanes = {}  # (width, depth) of each skew lane module the top places
+
+    def lane_module(bits, depth):
+        return lanes.setdefault((bits, depth), f"{name}_lane_w{bits}_d{depth}")
+
+    top = TensorEngine(cfg, slice_cols=width, col_module=col_mod, lane_module=lane_module)
     parts = [
         verilog.convert(ProcessingElement(cfg), name=pe_mod, emit_src=False),
         verilog.convert(Column(cfg, width, pe_module=pe_mod), name=col_mod, emit_src=False),
-        verilog.convert(top, name=name, emit_src=False),
+        verilog.convert(top, name=name, emit_src=False),  # fills `lanes` as it elaborates
+    ]
+    parts[2:2] = [
+        verilog.convert(DelayLane(bits, depth), name=module, emit_src=False)
+        for (bits, depth), module in sorted(lanes.items())
     ]
     return "\n".join(parts)
 

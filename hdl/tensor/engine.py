@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Shape, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,7 +17,7 @@ from .layouts import (
     result_beat,
     status_layout,
 )
-from .skew import Pipe, Skew
+from .skew import Pipe, Skew, lane_depth
 
 __all__ = ["TensorEngine"]
 
@@ -53,9 +53,20 @@ class TensorEngine(wiring.Component):
         module structure only, never the behaviour.
     col_module, pe_module : str or None
         Verilog module names for hierarchical generation (see :mod:`hdl.hier`).
+    lane_module : callable or None
+        ``lane_module(width, depth)`` names the Verilog module of a skew lane
+        (:class:`~hdl.tensor.skew.DelayLane`) in hierarchical generation.
     """
 
-    def __init__(self, cfg: EngineConfig, *, slice_cols: int = 1, col_module=None, pe_module=None):
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        *,
+        slice_cols: int = 1,
+        col_module=None,
+        pe_module=None,
+        lane_module=None,
+    ):
         if not isinstance(cfg, EngineConfig):
             self._MustUse__silence = True
             raise TypeError(f"cfg must be an EngineConfig, not {cfg!r}")
@@ -70,6 +81,7 @@ class TensorEngine(wiring.Component):
         self.slice_cols = slice_cols
         self._col_module = col_module
         self._pe_module = pe_module
+        self._lane_module = lane_module
         super().__init__(
             {
                 "ld_stream": In(stream.Signature(load_beat(cfg))),
@@ -90,18 +102,27 @@ class TensorEngine(wiring.Component):
             col_module=self._col_module,
             pe_module=self._pe_module,
         )
+
         # Operands are skewed (row k, column m delayed by k, m cycles) and results de-skewed
         # in data buffers; the control of each beat travels beside them in reset-able pipes,
         # tapped once per lane.
-        m.submodules.mv_skew = mv_skew = Skew(operand_shape(cfg.fmt), cfg.rows)
+        def lanes_of(shape, n):
+            if self._lane_module is None or n == 1:  # one lane: no delay line at all
+                return None
+            return self._lane_module(Shape.cast(shape).width, lane_depth(n))
+
+        op, acc = operand_shape(cfg.fmt), acc_shape(cfg.fmt)
+        m.submodules.mv_skew = mv_skew = Skew(op, cfg.rows, lane_module=lanes_of(op, cfg.rows))
         m.submodules.mv_ctl = mv_ctl = Pipe(
             data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1)}), cfg.rows
         )
-        m.submodules.ld_skew = ld_skew = Skew(operand_shape(cfg.fmt), cfg.cols)
+        m.submodules.ld_skew = ld_skew = Skew(op, cfg.cols, lane_module=lanes_of(op, cfg.cols))
         m.submodules.ld_ctl = ld_ctl = Pipe(
             data.StructLayout({"row": range(cfg.rows), "we": 1, "bank": 1}), cfg.cols
         )
-        m.submodules.deskew = deskew = Skew(acc_shape(cfg.fmt), cfg.cols, reverse=True)
+        m.submodules.deskew = deskew = Skew(
+            acc, cfg.cols, reverse=True, lane_module=lanes_of(acc, cfg.cols)
+        )
 
         # Results leave through a two-entry output queue. The engine advances while the queue
         # has room for one more result, so `adv` (the enable of every register in the array)

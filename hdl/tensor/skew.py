@@ -7,19 +7,64 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["Skew", "Pipe"]
+from ..hier import place
+
+__all__ = ["Skew", "Pipe", "DelayLane", "lane_depth"]
+
+
+def lane_depth(n: int) -> int:
+    """Buffer depth of an ``n``-lane skew: a power of two above the longest delay."""
+    return 1 << max(0, (n - 1).bit_length())
+
+
+class DelayLane(wiring.Component):
+    """One lane of a :class:`Skew`: ``o`` is ``i`` as it was ``delay`` advancing cycles ago
+    (``1 <= delay < depth``), from a circular buffer written at ``ptr + delay`` and read at
+    ``ptr``, where ``ptr`` counts advancing cycles. The buffer is not reset (it starts at zero).
+
+    Parameters
+    ----------
+    width : int
+        Bits per value.
+    depth : int
+        Buffer entries, a power of two above the longest delay used.
+    """
+
+    def __init__(self, width: int, depth: int):
+        if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
+            self._MustUse__silence = True
+            raise ValueError(f"depth must be a power of two of at least 2, not {depth!r}")
+        self.width = width
+        self.depth = depth
+        super().__init__({"adv": In(1), "delay": In(range(depth)), "i": In(width), "o": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        ptr = Signal(range(self.depth))
+        with m.If(self.adv):
+            m.d.sync += ptr.eq(ptr + 1)
+        m.submodules.buffer = mem = Memory(shape=self.width, depth=self.depth, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port(domain="comb")
+        m.d.comb += [
+            wp.addr.eq(ptr + self.delay),
+            wp.data.eq(self.i),
+            wp.en.eq(self.adv),
+            rp.addr.eq(ptr),
+            self.o.eq(rp.data),
+        ]
+        return m
 
 
 class Skew(wiring.Component):
     """Delay lane ``i`` of an ``n``-lane vector by ``i`` cycles (``reverse=False``) or by
     ``n - 1 - i`` cycles (``reverse=True``), advancing only when ``adv`` is high.
 
-    The zero-delay lane passes through combinationally. Each other lane is a small circular
-    buffer: written at ``ptr + delay`` and read at ``ptr``, where ``ptr`` counts advancing
-    cycles. Buffers are not reset (they start at zero); they carry data only. Control that
-    must be reset travels in a :class:`Pipe` beside them. A triangle of registers would cost
-    Amaranth a net per bit (about half a million at 128 lanes of 32 bits) and seconds per
-    thousand; buffers keep generation of the 128x128 engine within a few seconds.
+    The zero-delay lane passes through combinationally; every other lane is a
+    :class:`DelayLane` (data only: control that must be reset travels in a :class:`Pipe`
+    beside it). A triangle of registers would cost Amaranth a net per bit (about half a
+    million at 128 lanes of 32 bits); one lane module, described once and placed per lane,
+    keeps generation of the 128x128 engine within seconds.
 
     Parameters
     ----------
@@ -29,15 +74,19 @@ class Skew(wiring.Component):
         Number of lanes, 1 or more.
     reverse : bool
         Longest delay on lane 0 instead of lane ``n - 1``.
+    lane_module : str or None
+        Verilog module name of the :class:`DelayLane` (width and depth of this skew) in
+        hierarchical generation; ``None`` for submodules.
     """
 
-    def __init__(self, shape, n: int, *, reverse: bool = False):
+    def __init__(self, shape, n: int, *, reverse: bool = False, lane_module: str | None = None):
         if not isinstance(n, int) or n < 1:
             self._MustUse__silence = True  # never elaborated: no "unused" warning on top
             raise ValueError(f"n must be a positive integer, not {n!r}")
         self.lane_shape = shape
         self.n = n
         self.reverse = reverse
+        self._lane_module = lane_module
         layout = data.ArrayLayout(shape, n)
         super().__init__({"adv": In(1), "i": In(layout), "o": Out(layout)})
 
@@ -47,25 +96,18 @@ class Skew(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = Shape.cast(self.lane_shape).width
-        depth = 1 << max(0, (self.n - 1).bit_length())  # > the longest delay, a power of 2
-        ptr = Signal(range(depth))
-        if self.n > 1:
-            with m.If(self.adv):
-                m.d.sync += ptr.eq(ptr + 1)
         for lane in range(self.n):
             delay = self.delay(lane)
             if delay == 0:
                 m.d.comb += self.o[lane].eq(self.i[lane])
                 continue
-            mem = m.submodules[f"lane{lane}"] = Memory(shape=width, depth=depth, init=[])
-            wp = mem.write_port()
-            rp = mem.read_port(domain="comb")
+            line = DelayLane(width, lane_depth(self.n))
+            place(m, f"lane{lane}", line, self._lane_module)
             m.d.comb += [
-                wp.addr.eq(ptr + delay),
-                wp.data.eq(Value.cast(self.i[lane])),
-                wp.en.eq(self.adv),
-                rp.addr.eq(ptr),
-                self.o[lane].eq(rp.data),
+                line.adv.eq(self.adv),
+                line.delay.eq(delay),
+                line.i.eq(Value.cast(self.i[lane])),
+                self.o[lane].eq(line.o),
             ]
         return m
 
