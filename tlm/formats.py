@@ -129,6 +129,11 @@ class FloatFormat:
         return np.dtype(np.float32)
 
     @property
+    def storage_bits(self) -> int:
+        """Bits of the container an operand travels in (32 for TF32, carried in float32)."""
+        return self.dtype.itemsize * 8
+
+    @property
     def is_fp8(self) -> bool:
         return self.bits == 8
 

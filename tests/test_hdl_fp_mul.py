@@ -1,0 +1,82 @@
+"""The floating-point multiplier in Amaranth's simulator against numpy: every FP8 x FP8 pair,
+and edge-biased random operands for BF16, FP16, TF32 and FP32."""
+
+import itertools
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from hdl.fp import FloatMultiplier
+from tlm.formats import CANONICAL_NAN_BITS, FLOAT_FORMATS
+
+FP8 = ["fp8_e4m3", "fp8_e4m3fn", "fp8_e5m2"]
+
+
+def value(fmt, raw):
+    """The operand's value as float64 (exact), TF32 with its low 13 bits cleared."""
+    if fmt.ignored_low_bits:
+        raw &= 0xFFFFFFFF ^ ((1 << fmt.ignored_low_bits) - 1)
+    unsigned = np.dtype(f"u{fmt.storage_bits // 8}")
+    with np.errstate(invalid="ignore"):  # NaN operands convert to NaN, as they should
+        return np.array([raw], unsigned).view(fmt.dtype).astype(np.float64)[0]
+
+
+def reference(a_fmt, b_fmt, a, b):
+    va, vb = value(a_fmt, a), value(b_fmt, b)
+    with np.errstate(all="ignore"):
+        if a_fmt.storage_bits + b_fmt.storage_bits <= 32:
+            p = np.float32(va * vb)  # the float64 product is exact: one rounding
+        else:
+            p = np.float32(va) * np.float32(vb)  # IEEE binary32 multiply
+    if np.isnan(p):
+        return CANONICAL_NAN_BITS
+    return int(np.array([p], np.float32).view(np.uint32)[0])
+
+
+def check(a_fmt, b_fmt, pairs, seed=None):
+    dut = FloatMultiplier(a_fmt, b_fmt)
+    bad = []
+
+    async def bench(ctx):
+        for a, b in pairs:
+            ctx.set(dut.a, a)
+            ctx.set(dut.b, b)
+            got, want = ctx.get(dut.p), reference(a_fmt, b_fmt, a, b)
+            if got != want and len(bad) < 8:
+                bad.append(f"{a:#x} * {b:#x}: RTL {got:#010x}, numpy {want:#010x}")
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not bad, f"{a_fmt.name} x {b_fmt.name} (seed {seed}): " + "; ".join(bad)
+
+
+@pytest.mark.parametrize("a,b", list(itertools.product(FP8, FP8)))
+def test_every_fp8_pair(a, b):
+    check(FLOAT_FORMATS[a], FLOAT_FORMATS[b], itertools.product(range(256), range(256)))
+
+
+def edge_operands(fmt, rng, count):
+    """Raw operands with exponents and fractions drawn from the edges as often as not."""
+    exp_bits = fmt.exp_bits
+    frac_bits = 23 if fmt.ignored_low_bits else fmt.man_bits
+    top, full = (1 << exp_bits) - 1, (1 << frac_bits) - 1
+    bias = (1 << (exp_bits - 1)) - 1
+    exps = [0, 1, 2, top - 1, top, bias, bias - 1, bias + 1, bias // 2, bias + bias // 2]
+    fracs = [0, 1, full, full - 1, 1 << (frac_bits - 1), (1 << (frac_bits - 1)) + 1]
+    out = []
+    for _ in range(count):
+        e = int(rng.choice(exps)) if rng.random() < 0.6 else int(rng.integers(0, top + 1))
+        f = int(rng.choice(fracs)) if rng.random() < 0.5 else int(rng.integers(0, full + 1))
+        s = int(rng.integers(0, 2))
+        out.append((s << (exp_bits + frac_bits)) | (e << frac_bits) | f)
+    return out
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp16", "tf32", "fp32"])
+def test_edge_biased_random(name, seed):
+    fmt = FLOAT_FORMATS[name]
+    rng = np.random.default_rng(seed)
+    a, b = edge_operands(fmt, rng, 4000), edge_operands(fmt, rng, 4000)
+    check(fmt, fmt, zip(a, b, strict=True), seed)
