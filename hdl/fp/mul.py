@@ -8,9 +8,9 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.formats import CANONICAL_NAN_BITS, FloatFormat
 
-__all__ = ["FloatMultiplier", "decode"]
+from .round import F32_INF, round_to_f32
 
-F32_INF = 0x7F800000
+__all__ = ["FloatMultiplier", "decode"]
 
 
 def decode(m: Module, fmt: FloatFormat, raw, prefix: str):
@@ -74,38 +74,7 @@ class FloatMultiplier(wiring.Component):
         exp = Signal(signed(max(len(ea), len(eb)) + 2))  # value = prod * 2**exp
         m.d.comb += exp.eq(ea + eb)
 
-        # Leading one of the product: value = 1.x * 2**(exp + lead).
-        lead = Signal(range(width))
-        for i in range(width):
-            with m.If(prod[i]):
-                m.d.comb += lead.eq(i)
-        e32 = Signal(signed(len(exp) + 2))  # unbiased binary32 exponent of the result
-        m.d.comb += e32.eq(exp + lead)
-        # Exponent of the result's last kept bit: 23 below the leading one, or 2**-149.
-        lsb = Signal(signed(len(e32) + 1))
-        m.d.comb += lsb.eq(Mux(e32 >= -126, e32 - 23, -149))
-        shift = Signal(signed(len(lsb) + 1))  # right shift of prod that puts that bit at 0
-        m.d.comb += shift.eq(lsb - exp)
-
-        # q = prod * 2**-shift rounded to nearest even (shift <= 0 is exact).
-        wide = width + 2
-        right = Signal(range(wide + 1))
-        m.d.comb += right.eq(Mux(shift > wide, wide, Mux(shift < 0, 0, shift)))
-        left = Signal(range(32))
-        m.d.comb += left.eq(Mux(shift < 0, -shift, 0))
-        kept = prod >> right
-        lost = prod & ((Const(1, wide + 1) << right) - 1)
-        below = Signal(range(wide + 1))  # weight of the first bit shifted out
-        m.d.comb += below.eq(Mux(right == 0, 0, right - 1))
-        half = Const(1, wide + 1) << below
-        round_up = (right != 0) & ((lost > half) | ((lost == half) & kept[0]))
-        q = Signal(33)
-        m.d.comb += q.eq(Mux(shift < 0, prod << left, kept + round_up))
-
-        biased = Signal(signed(len(e32) + 2))
-        m.d.comb += biased.eq(Mux(e32 >= -126, e32 + 126, 0))
-        magnitude = Signal(33)
-        m.d.comb += magnitude.eq((biased.as_unsigned() << 23) + q)
+        magnitude = round_to_f32(m, prod, exp, name="prod")
         with m.If(nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a)):
             m.d.comb += self.p.eq(CANONICAL_NAN_BITS)
         with m.Elif(inf_a | inf_b | (magnitude >= F32_INF)):

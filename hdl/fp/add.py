@@ -1,0 +1,72 @@
+"""Add two IEEE binary32 values, rounded to nearest even: the PE's accumulation step."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from tlm.formats import CANONICAL_NAN_BITS, FLOAT_FORMATS
+
+from .mul import decode
+from .round import F32_INF, round_to_f32
+
+__all__ = ["Float32Adder"]
+
+#: Alignment kept below the larger operand's last bit. An operand further down than this is
+#: below a quarter of the larger one's last place: replacing it by the smallest non-zero value
+#: of the same sign at this depth rounds to the same binary32 result.
+ALIGN = 31
+
+
+class Float32Adder(wiring.Component):
+    """``s = fp32(a + b)`` for binary32 ``a`` and ``b``, ties to even, subnormals kept.
+
+    Infinities follow IEEE rules; NaN operands and ``inf - inf`` give the canonical quiet NaN
+    0x7FC00000; an exact zero sum is +0.0 unless both operands are -0.0. Combinational.
+    """
+
+    a: In(32)
+    b: In(32)
+    s: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        fp32 = FLOAT_FORMATS["fp32"]
+        sa, ma, ea, nan_a, inf_a, zero_a = decode(m, fp32, self.a, "a")
+        sb, mb, eb, nan_b, inf_b, zero_b = decode(m, fp32, self.b, "b")
+
+        # Order by the exponent of the last place: x has the larger (or equal) one.
+        swap = eb > ea
+        sx, mx, ex = Mux(swap, sb, sa), Mux(swap, mb, ma), Mux(swap, eb, ea)
+        sy, my, ey = Mux(swap, sa, sb), Mux(swap, ma, mb), Mux(swap, ea, eb)
+        d = Signal(range(512))
+        m.d.comb += d.eq(ex - ey)
+        near = d <= ALIGN
+        shift = Signal(range(ALIGN + 1))
+        m.d.comb += shift.eq(Mux(near, d, ALIGN))
+        # Both on the last place of 2**(ex - shift): x exactly, y exactly or as a sticky one.
+        x_int = Signal(24 + ALIGN)
+        y_int = Signal(24 + ALIGN)
+        m.d.comb += [
+            x_int.eq(mx << shift),
+            y_int.eq(Mux(near, my, my != 0)),
+        ]
+        total = Signal(signed(24 + ALIGN + 2))
+        m.d.comb += total.eq(Mux(sx, -x_int, x_int) + Mux(sy, -y_int, y_int))
+        negative = total < 0
+        size = Signal(24 + ALIGN + 1)
+        m.d.comb += size.eq(Mux(negative, -total, total))
+        exp = Signal(signed(len(ex) + 1))
+        m.d.comb += exp.eq(ex - shift)
+        magnitude = round_to_f32(m, size, exp, name="sum")
+
+        with m.If(nan_a | nan_b | (inf_a & inf_b & (sa != sb))):
+            m.d.comb += self.s.eq(CANONICAL_NAN_BITS)
+        with m.Elif(inf_a | inf_b):
+            m.d.comb += self.s.eq(Cat(Const(F32_INF, 31), Mux(inf_a, sa, sb)))
+        with m.Elif(size == 0):
+            m.d.comb += self.s.eq(Cat(Const(0, 31), sa & sb))
+        with m.Elif(magnitude >= F32_INF):
+            m.d.comb += self.s.eq(Cat(Const(F32_INF, 31), negative))
+        with m.Else():
+            m.d.comb += self.s.eq(Cat(magnitude[:31], negative))
+        return m

@@ -1,0 +1,18 @@
+"""Floating-point operands for benches: raw bit patterns biased towards the edges."""
+
+
+def edge_operands(fmt, rng, count):
+    """Raw operands with exponents and fractions drawn from the edges as often as not."""
+    exp_bits = fmt.exp_bits
+    frac_bits = 23 if fmt.ignored_low_bits else fmt.man_bits
+    top, full = (1 << exp_bits) - 1, (1 << frac_bits) - 1
+    bias = (1 << (exp_bits - 1)) - 1
+    exps = [0, 1, 2, top - 1, top, bias, bias - 1, bias + 1, bias // 2, bias + bias // 2]
+    fracs = [0, 1, full, full - 1, 1 << (frac_bits - 1), (1 << (frac_bits - 1)) + 1]
+    out = []
+    for _ in range(count):
+        e = int(rng.choice(exps)) if rng.random() < 0.6 else int(rng.integers(0, top + 1))
+        f = int(rng.choice(fracs)) if rng.random() < 0.5 else int(rng.integers(0, full + 1))
+        s = int(rng.integers(0, 2))
+        out.append((s << (exp_bits + frac_bits)) | (e << frac_bits) | f)
+    return out
