@@ -49,6 +49,7 @@ def test_column_of_macs_matches_the_tlm(w_name, x_name, seed):
                 ctx.set(dut.acc_in, acc)
                 acc = ctx.get(dut.acc_out)
             ctx.set(dut.en, 0)  # a disabled row passes the sum through untouched
+            ctx.set(dut.acc_in, acc)
             assert ctx.get(dut.acc_out) == acc
             if acc != want and len(bad) < 5:
                 bad.append(
