@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from hdl.gen import default_slice_cols
 from tlm.tensor.config import EngineConfig
 from verif.common.runner import BUILD, ROOT, SIMULATORS, run
 from verif.tensor.build import TOP, build_engine
@@ -58,9 +59,10 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
     }
     acc = cfg.fmt.acc_bits
     corner = []
+    width = default_slice_cols(cfg.cols)  # the array is made of slices of `width` columns
     for c in range(min(2, cfg.cols)):
         for k in range(min(2, cfg.rows)):
-            pe = f"array.col{c}.pe{k}."
+            pe = f"array.col{c // width}.pe{k}_{c % width}."
             corner += [
                 (pe + "a_out", cfg.fmt.bits + 2),
                 (pe + "p_out", acc),
