@@ -23,3 +23,11 @@ def test_tensor_bad_size(capsys):
         capsys.readouterr().err.strip()
         == "trnsim tensor: error: m must be an integer in 1..128, not 129"
     )
+
+
+def test_tensor_bad_clock(capsys):
+    assert main(["tensor", "--clock-hz", "0"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "trnsim tensor: error: clock_hz must be a positive frequency in Hz, not 0.0"
+    )

@@ -106,9 +106,11 @@ def directed(cfg, misuse):
 )
 @pytest.mark.parametrize("ready", ["always", "1of4"])
 def test_engine_misuse_is_flagged_counted_and_recovers(misuse, kind, count, ready, seed):
-    cfg = EngineConfig(3, 2)
+    cfg = EngineConfig(4, 2)  # 3-bit K field: K = 5 (> rows) can reach the RTL
     stim = directed(cfg, misuse)
     board = run_engine(cfg, stim, seed, ready_pat=ready)
+    # The scoreboard held the RTL's status to the model's every cycle; the model's final
+    # status is therefore the RTL's too.
     status = board.model.step()
     assert status.counts[kind] == count and sum(status.counts) == count
     assert status.flags == 1 << kind
@@ -121,3 +123,17 @@ def test_engine_with_another_integer_format(seed):
     cfg = EngineConfig(3, 2, IntFormat("int12", bits=12, acc_bits=32))
     stim = random_stimulus(cfg, np.random.default_rng(seed), ops=5, max_n=6)
     run_engine(cfg, stim, seed, "random", "random", "random")
+
+
+def test_status_counters_saturate_in_rtl(seed):
+    """With 2-bit counters, five bad loads count 3 (saturated), in lockstep with the model."""
+    from tlm.tensor.timing import LoadBeat
+    from verif.tensor.stimulus import Stimulus
+
+    cfg = EngineConfig(2, 2, status_bits=2)
+    stim = Stimulus()
+    stim.ld_beats = [LoadBeat(np.ones(2, np.int64), 0, True) for _ in range(5)]
+    board = run_engine(cfg, stim, seed)
+    for _ in range(2):  # let the last error reach the counter
+        board.model.step()
+    assert board.model.step().counts[2] == 3

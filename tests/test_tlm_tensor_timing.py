@@ -141,8 +141,20 @@ def test_counters_saturate():
     assert model.step().counts[ErrorKind.LOAD_K] == (1 << 16) - 1
 
 
-def test_third_load_waits_for_a_switch():
+def test_second_load_waits_for_a_switch():
     model = EngineTiming(CFG)
     load = LoadBeat(np.ones(3), 1, True)
     readies = [model.step(load).ld_ready for _ in range(3)]
     assert readies == [True, False, False]  # one in the shadow bank, none more until used
+    out = model.step(load, beat(1, load=True))  # an op switches to it: the load goes too
+    assert out.mv_fire and out.ld_fire
+    assert not model.step(load).ld_ready  # that one now waits in the shadow bank in turn
+
+
+def test_k_must_fit_its_field():
+    with pytest.raises(
+        ValueError,
+        match=r"^LoadBeat k=8 does not fit the 3-bit field of a "
+        r"4-row engine \(0..7\)$",
+    ):
+        EngineTiming(CFG).step(LoadBeat(np.ones(3), 8, True))

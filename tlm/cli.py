@@ -31,6 +31,8 @@ def _sizes(text: str) -> list[int]:
 
 
 def tensor_study(args) -> list[dict]:
+    if not args.clock_hz > 0:
+        raise ValueError(f"clock_hz must be a positive frequency in Hz, not {args.clock_hz!r}")
     cfg = EngineConfig(args.rows, args.cols, args.format)
     rows = []
     for n in args.n:

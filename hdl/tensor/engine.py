@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from tlm.formats import RTL_FORMATS
-from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig, ErrorKind
+from tlm.tensor.config import EngineConfig, ErrorKind
 
 from ..formats import acc_shape, operand_shape
 from .array import SystolicArray, check_slice_cols
@@ -87,7 +87,7 @@ class TensorEngine(wiring.Component):
                 "ld_stream": In(stream.Signature(load_beat(cfg))),
                 "mv_stream": In(stream.Signature(moving_beat(cfg))),
                 "res_stream": Out(stream.Signature(result_beat(cfg))),
-                "status": Out(status_layout()),
+                "status": Out(status_layout(cfg)),
             }
         )
 
@@ -263,6 +263,6 @@ class TensorEngine(wiring.Component):
             count = self.status.counts[kind]
             with m.If(event):
                 m.d.sync += self.status.flags[kind].eq(1)
-                with m.If(count != (1 << STATUS_COUNTER_BITS) - 1):
+                with m.If(count != (1 << cfg.status_bits) - 1):
                     m.d.sync += count.eq(count + 1)
         return m

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from amaranth.lib import data
 
-from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig, ErrorKind
+from tlm.tensor.config import EngineConfig, ErrorKind
 
 from ..formats import acc_shape, operand_shape
 
@@ -67,7 +67,7 @@ def result_beat(cfg: EngineConfig) -> data.StructLayout:
     return data.StructLayout({"data": data.ArrayLayout(acc_shape(cfg.fmt), cfg.cols), "last": 1})
 
 
-def status_layout() -> data.StructLayout:
+def status_layout(cfg: EngineConfig) -> data.StructLayout:
     """Sticky error flags (bit = :class:`ErrorKind`) and a saturating counter per kind."""
     n = len(ErrorKind)
-    return data.StructLayout({"flags": n, "counts": data.ArrayLayout(STATUS_COUNTER_BITS, n)})
+    return data.StructLayout({"flags": n, "counts": data.ArrayLayout(cfg.status_bits, n)})

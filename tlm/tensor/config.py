@@ -12,7 +12,7 @@ __all__ = ["EngineConfig", "ErrorKind", "MAX_N", "STATUS_COUNTER_BITS"]
 #: Moving columns per nc_matmul: one PSUM bank of 2 KiB holds 512 fp32 (TRN2_FACTS, ISA).
 MAX_N = 512
 
-#: Width of each saturating error counter on the engine's status port.
+#: Default width of each saturating error counter on the engine's status port.
 STATUS_COUNTER_BITS = 16
 
 
@@ -42,6 +42,8 @@ class EngineConfig:
         PE columns: the stationary free dimension (M), 1 or more (Trainium: 128).
     fmt : str or IntFormat
         Operand number format (see :mod:`tlm.formats`).
+    status_bits : int
+        Width of each saturating error counter on the status port (default 16).
 
     Examples
     --------
@@ -53,6 +55,7 @@ class EngineConfig:
     rows: int = 128
     cols: int = 128
     fmt: IntFormat = field(default="int8")
+    status_bits: int = STATUS_COUNTER_BITS
 
     def __post_init__(self):
         for name in ("rows", "cols"):
@@ -60,6 +63,9 @@ class EngineConfig:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
                 raise ValueError(f"{name} must be an integer in 1..1024, not {value!r}")
         object.__setattr__(self, "fmt", get_format(self.fmt))
+        bits = self.status_bits
+        if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 32:
+            raise ValueError(f"status_bits must be an integer in 1..32, not {bits!r}")
 
     @property
     def latency(self) -> int:

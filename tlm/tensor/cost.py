@@ -21,7 +21,7 @@ def matmul_cycles(
     each load a new stationary, ``max(n, k)`` (the next load overlaps this op's moving stream;
     it cannot start before this op has switched banks). ``reuse``: ``n``. M costs nothing:
     unused columns compute zeros. These closed forms are checked against the cycle-exact model
-    in ``tests/test_tlm_tensor_cost.py``.
+    in ``tests/test_tlm_tensor_timing.py``.
 
     Trainium2's documented cost is about ``max(min(64, M), N)``; ours is exact for this RTL.
 

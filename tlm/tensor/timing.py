@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import STATUS_COUNTER_BITS, EngineConfig, ErrorKind
+from .config import EngineConfig, ErrorKind
 from .matmul import matmul
 
 __all__ = ["EngineTiming", "CycleOut", "LoadBeat", "MovingBeat", "run_ops", "Op"]
@@ -104,7 +104,7 @@ class EngineTiming:
 
     def _error(self, kind: ErrorKind):
         self._flags |= 1 << kind
-        self._counts[kind] = min(self._counts[kind] + 1, (1 << STATUS_COUNTER_BITS) - 1)
+        self._counts[kind] = min(self._counts[kind] + 1, (1 << self.cfg.status_bits) - 1)
 
     def step(
         self,
@@ -156,6 +156,11 @@ class EngineTiming:
         out.ld_ready = adv and (not self._pend or activate)
         ld_fire = out.ld_fire = ld is not None and out.ld_ready
         ld_first = not self._ld_in_op
+        if ld is not None and not 0 <= ld.k < 1 << cfg.k_bits:
+            raise ValueError(
+                f"LoadBeat k={ld.k} does not fit the {cfg.k_bits}-bit field of a "
+                f"{cfg.rows}-row engine (0..{(1 << cfg.k_bits) - 1})"
+            )
         k_decl = (ld.k if ld_first else self._ld_k) if ld_fire else 0
         row = 0 if ld_first else self._ld_row
         k_error = ld_fire and ld_first and not 1 <= ld.k <= cfg.rows

@@ -28,7 +28,7 @@ class Codec:
         self._ld = load_beat(cfg)
         self._mv = moving_beat(cfg)
         self._res = result_beat(cfg)
-        self._status = status_layout()
+        self._status = status_layout(cfg)
         self._op_dtype = _dtype(operand_shape(cfg.fmt))
         self._acc_dtype = _dtype(acc_shape(cfg.fmt))
         self._res_bytes = cfg.cols * self._acc_dtype.itemsize
@@ -37,6 +37,10 @@ class Codec:
         return int.from_bytes(np.asarray(values).astype(self._op_dtype).tobytes(), "little")
 
     def load(self, beat: LoadBeat) -> int:
+        if not 0 <= beat.k < 1 << self._ld["k"].width:
+            raise ValueError(
+                f"LoadBeat k={beat.k} does not fit the {self._ld['k'].width}-bit field"
+            )
         return (
             self._vector(beat.data) << self._ld["data"].offset
             | beat.k << self._ld["k"].offset

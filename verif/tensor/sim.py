@@ -55,7 +55,7 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
             ("res_stream__ready", 1),
             ("res_stream__payload", result_beat(cfg).size),
         ],
-        "status": [("status", status_layout().size)],
+        "status": [("status", status_layout(cfg).size)],
     }
     acc = cfg.fmt.acc_bits
     corner = []
