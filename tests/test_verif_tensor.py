@@ -21,10 +21,10 @@ PATTERNS = ",".join(
 )
 
 
-def run_bench(sim, rows, cols, seed, *, ops, max_n, patterns=PATTERNS):
+def run_bench(sim, rows, cols, seed, *, ops, max_n, patterns=PATTERNS, fmt="int8"):
     if not have_simulator(sim):
         pytest.fail(f"{sim} is not installed: run `make setup`")
-    cfg = EngineConfig(rows, cols)
+    cfg = EngineConfig(rows, cols, fmt)
     simbuild = build_engine(sim, cfg)
     run(
         simbuild,
@@ -32,13 +32,14 @@ def run_bench(sim, rows, cols, seed, *, ops, max_n, patterns=PATTERNS):
         env={
             "TE_ROWS": rows,
             "TE_COLS": cols,
+            "TE_FORMAT": fmt,
             "SEED": seed,
             "TE_OPS": ops,
             "TE_MAX_N": max_n,
             "TE_PATTERNS": patterns,
             "PYTHONPATH": ROOT,
         },
-        test_dir=simbuild.build_dir / f"run-{rows}x{cols}-{seed}",
+        test_dir=simbuild.build_dir / f"run-{rows}x{cols}-{fmt}-{seed}",
     )
 
 
@@ -60,3 +61,17 @@ def test_verilator(rows, cols, seed):
 @pytest.mark.slow
 def test_verilator_128(seed):
     run_bench("verilator", 128, 128, seed, ops=12, max_n=512)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "sim,fmt,rows,cols",
+    [
+        ("icarus", "bf16", 3, 2),
+        ("icarus", "fp8_e4m3", 2, 3),
+        ("verilator", "fp16", 6, 4),
+    ],
+)
+def test_floating_point_formats(sim, fmt, rows, cols, seed):
+    """The engine elaborated for one floating-point format: results bit for bit."""
+    run_bench(sim, rows, cols, seed, ops=6, max_n=8, patterns="random:random:random", fmt=fmt)

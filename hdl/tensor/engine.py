@@ -6,7 +6,6 @@ from amaranth.hdl import Module, Mux, Shape, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from tlm.formats import RTL_FORMATS
 from tlm.tensor.config import EngineConfig, ErrorKind
 
 from ..formats import acc_shape, operand_shape
@@ -70,12 +69,6 @@ class TensorEngine(wiring.Component):
         if not isinstance(cfg, EngineConfig):
             self._MustUse__silence = True
             raise TypeError(f"cfg must be an EngineConfig, not {cfg!r}")
-        if cfg.fmt.kind != "int":
-            self._MustUse__silence = True
-            raise ValueError(
-                f"the RTL engine is built for integer formats ({', '.join(RTL_FORMATS)}), not "
-                f"{cfg.fmt.name}: floating-point formats exist in the TLM only so far"
-            )
         check_slice_cols(self, cfg, slice_cols)
         self.cfg = cfg
         self.slice_cols = slice_cols

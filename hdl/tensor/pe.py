@@ -62,7 +62,7 @@ class ProcessingElement(wiring.Component):
         with m.If(self.adv):
             m.d.sync += [
                 a_reg.eq(self.a_in),
-                p_reg.eq(mac(fmt, self.p_in, weight, self.a_in.data, self.a_in.en)),
+                p_reg.eq(mac(m, fmt, self.p_in, weight, self.a_in.data, self.a_in.en)),
             ]
             with m.If(self.w_in.we & ~self.w_in.bank):
                 m.d.sync += w0.eq(self.w_in.data)

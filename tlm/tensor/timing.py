@@ -90,7 +90,9 @@ class EngineTiming:
         self._act_valid = False
         self._pend = False
         self._bank_k = [0, 0]
-        self._bank_w = [np.zeros((cfg.rows, cfg.cols), np.int64) for _ in range(2)]
+        self._dtype = np.dtype(np.int64) if cfg.fmt.kind == "int" else cfg.fmt.dtype
+        self._fmt = None if cfg.fmt.kind == "int" else cfg.fmt.name  # formats by name
+        self._bank_w = [np.zeros((cfg.rows, cfg.cols), self._dtype) for _ in range(2)]
         self._mv_in_op = False
         self._mv_dropping = False
         self._ld_in_op = False
@@ -149,8 +151,8 @@ class EngineTiming:
         value = None
         if mv_live:
             k = self._bank_k[act_now]
-            column = np.asarray(mv.data, np.int64)[:k, None]
-            value = matmul(self._bank_w[act_now][:k], column, cfg=cfg)[:, 0]
+            column = np.asarray(mv.data, self._dtype)[:k, None]
+            value = matmul(self._bank_w[act_now][:k], column, cfg=cfg, fmt=self._fmt)[:, 0]
 
         # LoadStationary.
         out.ld_ready = adv and (not self._pend or activate)
@@ -170,7 +172,7 @@ class EngineTiming:
         commit = ld_fire and not bad and at_end and ld.last
         target = 1 - act_now
         if ld_fire and not bad:
-            self._bank_w[target][row % cfg.rows] = np.asarray(ld.data, np.int64)
+            self._bank_w[target][row % cfg.rows] = np.asarray(ld.data, self._dtype)
 
         # Clock edge.
         if mv_fire:
@@ -229,13 +231,13 @@ class Op:
         if self.stationary is None:
             return []
         k = self.stationary.shape[0]
-        padded = np.zeros((k, cfg.cols), np.int64)
+        padded = np.zeros((k, cfg.cols), self.stationary.dtype)
         padded[:, : self.stationary.shape[1]] = self.stationary
         return [LoadBeat(padded[j], k, j == k - 1) for j in range(k)]
 
     def moving_beats(self, cfg: EngineConfig) -> list[MovingBeat]:
         k, n = self.moving.shape
-        padded = np.zeros((cfg.rows, n), np.int64)
+        padded = np.zeros((cfg.rows, n), self.moving.dtype)
         padded[:k] = self.moving
         return [
             MovingBeat(padded[:, j], self.stationary is not None and j == 0, j == n - 1)

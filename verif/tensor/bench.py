@@ -44,6 +44,8 @@ async def _reset(dut):
     await RisingEdge(dut.clk)  # leave any ReadOnly phase before driving
     dut.ld_stream__valid.value = 0
     dut.mv_stream__valid.value = 0
+    dut.ld_stream__payload.value = 0  # idle payloads are zeros, never X (Icarus is 4-state)
+    dut.mv_stream__payload.value = 0
     dut.res_stream__ready.value = 0
     dut.rst.value = 1
     for _ in range(2):

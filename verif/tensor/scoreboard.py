@@ -70,12 +70,17 @@ class Scoreboard:
                 self._fail(
                     f"res_stream.payload.last of result {self.results}", exp.res_last, rtl.res_last
                 )
-            if not np.array_equal(exp.res_data, rtl.res_data):
-                bad = np.flatnonzero(exp.res_data != rtl.res_data)
+            want = exp.res_data
+            got = np.asarray(rtl.res_data)
+            if want.dtype == np.float32:  # binary32 results are compared bit for bit
+                want = want.view(np.uint32).astype(np.int64)
+                got = got.astype(np.int64) & 0xFFFFFFFF
+            if not np.array_equal(want, got):
+                bad = np.flatnonzero(want != got)
                 self._fail(
                     f"result {self.results}, lanes {bad[:8].tolist()}",
-                    exp.res_data[bad[:8]].tolist(),
-                    np.asarray(rtl.res_data)[bad[:8]].tolist(),
+                    [hex(v) if exp.res_data.dtype == np.float32 else v for v in want[bad[:8]]],
+                    [hex(v) if exp.res_data.dtype == np.float32 else v for v in got[bad[:8]]],
                 )
         if exp.flags != rtl.flags:
             self._fail("status.flags", exp.flags, rtl.flags)

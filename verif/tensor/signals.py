@@ -10,7 +10,15 @@ from hdl.tensor.layouts import load_beat, moving_beat, result_beat, status_layou
 from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import LoadBeat, MovingBeat
 
-__all__ = ["Codec"]
+__all__ = ["Codec", "raw_lanes"]
+
+
+def raw_lanes(fmt, values) -> np.ndarray:
+    """Operand values as the port carries them: integers as they are, a floating-point
+    format's values as the raw bits of its container (unsigned)."""
+    if fmt.kind == "int":
+        return np.asarray(values)
+    return np.asarray(values, fmt.dtype).view(f"u{fmt.storage_bits // 8}")
 
 
 def _dtype(shape):
@@ -33,8 +41,12 @@ class Codec:
         self._acc_dtype = _dtype(acc_shape(cfg.fmt))
         self._res_bytes = cfg.cols * self._acc_dtype.itemsize
 
+    def lanes(self, values) -> np.ndarray:
+        """Operand lanes as the port carries them, in the port's lane dtype."""
+        return raw_lanes(self.cfg.fmt, values).astype(self._op_dtype)
+
     def _vector(self, values) -> int:
-        return int.from_bytes(np.asarray(values).astype(self._op_dtype).tobytes(), "little")
+        return int.from_bytes(self.lanes(values).tobytes(), "little")
 
     def load(self, beat: LoadBeat) -> int:
         if not 0 <= beat.k < 1 << self._ld["k"].width:

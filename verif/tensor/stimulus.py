@@ -9,6 +9,7 @@ import numpy as np
 
 from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import LoadBeat, MovingBeat, Op
+from verif.tensor.fp_operands import edge_operands
 
 __all__ = ["Stimulus", "random_stimulus", "pattern", "PATTERNS"]
 
@@ -47,7 +48,14 @@ class Stimulus:
 
 
 def _data(rng, shape, fmt):
-    """Operands: uniform, extremes only, or sparse, so -128 and 127 appear often."""
+    """Operands: uniform, extremes only, or sparse, so -128 and 127 appear often; for
+    floating-point formats, raw bit patterns biased towards the edges (subnormals, zeros,
+    infinities, NaN, the largest values, ties)."""
+    if fmt.kind == "float":
+        count = int(np.prod(shape))
+        unsigned = np.dtype(f"u{fmt.storage_bits // 8}")
+        raw = np.array(edge_operands(fmt, rng, count), unsigned).reshape(shape)
+        return raw.view(fmt.dtype)
     kind = rng.integers(0, 4)
     if kind == 0:
         return rng.choice(np.array([fmt.min_value, fmt.max_value]), size=shape)
@@ -93,7 +101,12 @@ def random_stimulus(
         op = Op(_data(rng, (k, n), fmt), stationary)
         stim.ops.append(op)
         stim.ld_beats.extend(op.load_beats(cfg))
-        stim.mv_beats.extend(op.moving_beats(cfg))
+        # Rows at or beyond K carry garbage, not zeros: the engine must ignore them (a zero
+        # would hide a PE that adds a row it should skip).
+        for beat in op.moving_beats(cfg):
+            data = beat.data.copy()
+            data[k:] = _data(rng, cfg.rows - k, fmt)
+            stim.mv_beats.append(MovingBeat(data, beat.load, beat.last))
         have_stationary = True
     return stim
 
