@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from tlm.formats import RTL_FORMATS
+from tlm.formats import FORMATS
 
 from .gen import BLOCKS, write_verilog
 
@@ -27,7 +27,7 @@ def parser() -> argparse.ArgumentParser:
         "--format",
         dest="fmt",
         default="int8",
-        choices=sorted(RTL_FORMATS),
+        choices=sorted(FORMATS),
         help="operand number format (default int8)",
     )
     p.add_argument("--name", default=None, help="top module name (default: the block name)")

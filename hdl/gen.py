@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -17,9 +15,6 @@ from .tensor.pe import ProcessingElement
 from .tensor.skew import DelayLane
 
 __all__ = ["tensor_engine_verilog", "write_verilog", "BLOCKS"]
-
-#: Bumped when the generator's output changes for the same parameters (invalidates caches).
-GENERATOR_VERSION = 2
 
 
 def default_slice_cols(cols: int) -> int:
@@ -63,12 +58,6 @@ def tensor_engine_verilog(
 
 #: Blocks ``python -m hdl`` can generate: name -> (config class, generator).
 BLOCKS = {"tensor_engine": (EngineConfig, tensor_engine_verilog)}
-
-
-def params_key(block: str, params: dict) -> str:
-    """A short hash of what determines the generated text (block, parameters, version)."""
-    text = json.dumps([block, params, GENERATOR_VERSION], sort_keys=True)
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
 def write_verilog(block: str, params: dict, path: Path, *, name: str | None = None) -> dict:

@@ -63,5 +63,15 @@ def test_cli_rejects_unknown_format(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 2
     assert re.search(
-        r"argument --format: invalid choice: 'fp4' \(choose from '?int8'?\)", result.stderr
+        r"argument --format: invalid choice: 'fp4' \(choose from '?bf16'?, .*'?int8'?, '?tf32'?\)",
+        result.stderr,
     )
+
+
+def test_cli_writes_a_floating_point_engine(tmp_path):
+    out = tmp_path / "te_bf16.v"
+    assert (
+        main(["tensor_engine", "--rows", "2", "--cols", "2", "--format", "bf16", "-o", str(out)])
+        == 0
+    )
+    assert "module tensor_engine(" in out.read_text()

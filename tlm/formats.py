@@ -158,9 +158,6 @@ FLOAT_FORMATS: dict[str, FloatFormat] = {
 #: Formats the tensor engine can be elaborated with, by name.
 FORMATS: dict[str, IntFormat | FloatFormat] = {INT8.name: INT8, **FLOAT_FORMATS}
 
-#: Formats the RTL generator can build today (the floating-point datapath is not in RTL yet).
-RTL_FORMATS: dict[str, IntFormat] = {INT8.name: INT8}
-
 
 def get_format(name, allowed=None):
     """Look a format up by name (a format object passes through).

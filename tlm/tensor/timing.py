@@ -208,13 +208,6 @@ class EngineTiming:
         self.cycle += 1
         return out
 
-    @property
-    def idle(self) -> bool:
-        """No result in flight and no op half-accepted."""
-        return not (
-            self._queue or any(v for v, _, _ in self._pipe) or self._mv_in_op or self._ld_in_op
-        )
-
 
 @dataclass
 class Op:
