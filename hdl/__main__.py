@@ -4,6 +4,7 @@ FuseSoC's generator and ``make gen`` call this. Examples::
 
     python -m hdl tensor_engine --rows 128 --cols 128 -o build/gen/tensor_engine.v
     python -m hdl tensor_engine --rows 4 --cols 4 --json -o te.v
+    python -m hdl tensor_engine --rows 8 --cols 8 --format bf16,fp8_e4m3,fp8_e5m2 -o te.v
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from tlm.formats import FORMATS
+from tlm.formats import FORMATS, format_set
 
 from .gen import BLOCKS, write_verilog
 
@@ -27,8 +28,8 @@ def parser() -> argparse.ArgumentParser:
         "--format",
         dest="fmt",
         default="int8",
-        choices=sorted(FORMATS),
-        help="operand number format (default int8)",
+        help=f"operand format, or formats chosen per op: a comma-separated list of "
+        f"{', '.join(FORMATS)}, or 'all' (default int8)",
     )
     p.add_argument("--name", default=None, help="top module name (default: the block name)")
     p.add_argument("-o", "--output", required=True, type=Path, help="Verilog file to write")
@@ -40,6 +41,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     params = {"rows": args.rows, "cols": args.cols, "fmt": args.fmt}
     try:
+        params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
         info = write_verilog(args.block, params, args.output, name=args.name)
     except (ValueError, TypeError) as error:
         print(f"python -m hdl: error: {error}", file=sys.stderr)

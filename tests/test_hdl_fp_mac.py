@@ -33,7 +33,7 @@ def test_column_of_macs_matches_the_tlm(w_name, x_name, seed):
         want = matmul(
             w.view(w_fmt.dtype)[:, None],
             x.view(x_fmt.dtype)[:, None],
-            cfg=EngineConfig(16, 1),
+            cfg=EngineConfig(16, 1, "all"),
             fmt=fmt,
         )
         cases.append((w, x, int(want.view(np.uint32)[0, 0])))

@@ -29,9 +29,10 @@ def run_engine(cfg, stim, seed, ld_pat="always", mv_pat="always", ready_pat="alw
                 ctx.set(
                     dut.ld_stream.payload,
                     {
-                        "data": [int(v) for v in raw_lanes(cfg.fmt, ld.data)],
+                        "data": [int(v) for v in raw_lanes(cfg, ld.fmt, ld.data)],
                         "k": ld.k,
                         "last": ld.last,
+                        **({"fmt": ld.fmt} if cfg.fmt_bits else {}),
                     },
                 )
             ctx.set(dut.mv_stream.valid, mv is not None)
@@ -39,9 +40,10 @@ def run_engine(cfg, stim, seed, ld_pat="always", mv_pat="always", ready_pat="alw
                 ctx.set(
                     dut.mv_stream.payload,
                     {
-                        "data": [int(v) for v in raw_lanes(cfg.fmt, mv.data)],
+                        "data": [int(v) for v in raw_lanes(cfg, mv.fmt, mv.data)],
                         "load": mv.load,
                         "last": mv.last,
+                        **({"fmt": mv.fmt} if cfg.fmt_bits else {}),
                     },
                 )
             ctx.set(dut.res_stream.ready, ready)
@@ -157,3 +159,43 @@ def test_engine_with_a_floating_point_format(fmt, seed):
     cfg = EngineConfig(3, 2, fmt)
     stim = random_stimulus(cfg, np.random.default_rng(seed), ops=4, max_n=5)
     run_engine(cfg, stim, seed, "random", "random", "random")
+
+
+@pytest.mark.parametrize(
+    "formats",
+    ["all", "fp8_e4m3,fp8_e5m2,bf16", "int8,fp32", "bf16,fp16,tf32"],
+)
+def test_engine_with_formats_chosen_per_op(formats, seed):
+    """One engine elaborated with a set of formats; each op picks its formats by code (FP8
+    pairs mixed, FP32 at quarter rate, integers beside floats), misuse included (unknown
+    codes, formats that do not mix), in lockstep with the model under random patterns."""
+    cfg = EngineConfig(3, 2, formats)
+    stim = random_stimulus(cfg, np.random.default_rng(seed), ops=8, max_n=5)
+    run_engine(cfg, stim, seed, "random", "random", "random")
+
+
+def test_engine_format_misuse_is_flagged_counted_and_recovers(seed):
+    """A load with an unknown code, a moving op with an unknown code and one whose format
+    does not mix with the stationary: each dropped and counted; a good op still works."""
+    from tlm.tensor.config import ErrorKind
+    from tlm.tensor.timing import LoadBeat, MovingBeat, Op
+    from verif.tensor.stimulus import Stimulus
+
+    cfg = EngineConfig(2, 2, "bf16,fp16,fp32")  # codes 0..2; code 3 names no format
+    bf16, fp16 = np.dtype("bfloat16"), np.float16
+    stim = Stimulus()
+    stim.ld_beats += [LoadBeat(np.array([5, 6]), 2, j == 1, fmt=3) for j in range(2)]
+    first = Op(np.ones((2, 2), bf16), np.ones((2, 2), bf16))
+    stim.ops.append(first)
+    stim.ld_beats += first.load_beats(cfg)
+    stim.mv_beats += first.moving_beats(cfg)
+    stim.mv_beats += [MovingBeat(np.array([1, 2]), False, j == 2, fmt=3) for j in range(3)]
+    stim.mv_beats += [MovingBeat(np.ones(2, fp16), False, True, fmt=1)]
+    again = Op(np.full((2, 3), 2, bf16))  # reuses the bf16 stationary
+    stim.ops.append(again)
+    stim.mv_beats += again.moving_beats(cfg)
+    board = run_engine(cfg, stim, seed, ready_pat="1of4")
+    status = board.model.step()
+    kinds = (ErrorKind.LOAD_FORMAT, ErrorKind.MOVING_FORMAT, ErrorKind.FORMAT_MISMATCH)
+    assert [status.counts[k] for k in kinds] == [1, 1, 1]
+    assert status.flags == sum(1 << k for k in kinds)

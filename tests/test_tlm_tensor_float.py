@@ -13,7 +13,7 @@ from tlm.formats import CANONICAL_NAN_BITS, FLOAT_FORMATS
 from tlm.tensor import EngineConfig, matmul
 
 FP8 = ["fp8_e4m3", "fp8_e4m3fn", "fp8_e5m2"]
-WIDE = EngineConfig(128, 256)
+WIDE = EngineConfig(128, 256, "all")
 
 
 def bits(a):

@@ -1,8 +1,11 @@
 """The cycle model: values per op, op costs, misuse, backpressure."""
 
+import functools
+
 import numpy as np
 import pytest
 
+from tlm.formats import get_format
 from tlm.tensor import EngineConfig, ErrorKind, matmul, matmul_cycles
 from tlm.tensor.timing import EngineTiming, LoadBeat, MovingBeat, Op, run_ops
 
@@ -52,21 +55,34 @@ def test_results_equal_matmul_under_patterns(patterns, seed):
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("fmt", ["int8", "bf16", "fp32"])
 @pytest.mark.parametrize("rows,cols", [(1, 1), (4, 3), (8, 8), (16, 5)])
 @pytest.mark.parametrize("k_frac,n", [(1.0, 1), (1.0, 7), (0.5, 3), (1.0, 40)])
-def test_cost_function_matches_cycle_model(rows, cols, k_frac, n):
-    cfg = EngineConfig(rows, cols)
+def test_cost_function_matches_cycle_model(rows, cols, k_frac, n, fmt):
+    cfg = EngineConfig(rows, cols, "int8,bf16,fp32")
     k = max(1, int(rows * k_frac))
-    ones = np.ones
-    alone = [Op(ones((k, n), np.int64), ones((k, cols), np.int64))]
-    assert run_ops(cfg, alone)[1] == matmul_cycles(k, cols, n, cfg=cfg, mode="alone")
+    dtype = get_format(fmt).dtype if fmt != "int8" else np.int64
+
+    def ones(shape):
+        return np.ones(shape, dtype)
+
+    cost = functools.partial(matmul_cycles, k, cols, n, cfg=cfg, fmt=fmt)
+    alone = [Op(ones((k, n)), ones((k, cols)))]
+    assert run_ops(cfg, alone)[1] == cost(mode="alone")
     ops = 9
-    chain = [Op(ones((k, n), np.int64), ones((k, cols), np.int64)) for _ in range(ops)]
+    chain = [Op(ones((k, n)), ones((k, cols))) for _ in range(ops)]
     steady = (run_ops(cfg, chain)[1] - run_ops(cfg, chain[:1])[1]) / (ops - 1)
-    assert steady == matmul_cycles(k, cols, n, cfg=cfg, mode="back_to_back")
-    reuse = [chain[0]] + [Op(ones((k, n), np.int64)) for _ in range(ops - 1)]
+    assert steady == cost(mode="back_to_back")
+    reuse = [chain[0]] + [Op(ones((k, n))) for _ in range(ops - 1)]
     steady = (run_ops(cfg, reuse)[1] - run_ops(cfg, reuse[:1])[1]) / (ops - 1)
-    assert steady == matmul_cycles(k, cols, n, cfg=cfg, mode="reuse")
+    assert steady == cost(mode="reuse")
+
+
+def test_fp32_costs_four_times_bf16():
+    cfg = EngineConfig(128, 128, "all")
+    for mode in ("back_to_back", "reuse"):
+        bf16 = matmul_cycles(128, 128, 512, cfg=cfg, mode=mode, fmt="bf16")
+        assert matmul_cycles(128, 128, 512, cfg=cfg, mode=mode, fmt="fp32") == 4 * bf16
 
 
 def test_cost_function_errors():
@@ -78,6 +94,11 @@ def test_cost_function_errors():
         r"not 'sometimes'$",
     ):
         matmul_cycles(1, 1, 1, mode="sometimes")
+    with pytest.raises(
+        ValueError,
+        match=r"^format 'bf16' is not one this engine was elaborated with \(int8\)$",
+    ):
+        matmul_cycles(1, 1, 1, cfg=EngineConfig(4, 4), fmt="bf16")
 
 
 def drive(model, ld=(), mv=(), cycles=60, ready=True):
@@ -158,3 +179,97 @@ def test_k_must_fit_its_field():
         r"4-row engine \(0..7\)$",
     ):
         EngineTiming(CFG).step(LoadBeat(np.ones(3), 8, True))
+
+
+MIXED = EngineConfig(4, 3, "all")
+
+
+def random_operand(rng, fmt, shape):
+    """Uniform raw bits of ``fmt`` (NaN, infinities and subnormals included) or int8 values."""
+    if fmt.kind == "int":
+        return rng.integers(-128, 128, shape)
+    raw = rng.integers(0, 1 << fmt.storage_bits, shape, dtype=np.uint64)
+    return raw.astype(f"u{fmt.storage_bits // 8}").view(fmt.dtype)
+
+
+def bits(vector):
+    vector = np.asarray(vector)
+    return vector.view(np.uint32) if vector.dtype == np.float32 else vector.astype(np.int64)
+
+
+@pytest.mark.parametrize("patterns", [(None, None, None), ([1, 0], [1, 1, 0], [1, 0, 0])])
+def test_format_chosen_per_op(patterns, seed):
+    """Ops of random format pairs (reuses keep the stationary's format and may change the
+    moving one among those that mix) give matmul's values bit for bit."""
+    rng = np.random.default_rng(seed)
+    pairs = MIXED.pairs()
+    ops, want = [], []
+    stationary = s_fmt = None
+    for i in range(24):
+        reuse = i and rng.random() < 0.3
+        if reuse:
+            k = ops[-1].moving.shape[0]
+            m_fmt = rng.choice([m for s, m in pairs if s == s_fmt])
+        else:
+            s_fmt, m_fmt = pairs[rng.integers(len(pairs))]
+            k = int(rng.integers(1, 5))
+            stationary = random_operand(rng, s_fmt, (k, int(rng.integers(1, 4))))
+        moving = random_operand(rng, m_fmt, (k, int(rng.integers(1, 6))))
+        ops.append(Op(moving, None if reuse else stationary, (s_fmt.name, m_fmt.name)))
+        # Lanes at or beyond M hold zero weights: 0 * inf is NaN there, as in the engine.
+        padded = np.zeros((k, MIXED.cols), stationary.dtype)
+        padded[:, : stationary.shape[1]] = stationary
+        want.extend(matmul(padded, moving, cfg=MIXED, fmt=(s_fmt.name, m_fmt.name)).T)
+    results, _ = run_ops(
+        MIXED, ops, ld_pattern=patterns[0], mv_pattern=patterns[1], ready_pattern=patterns[2]
+    )
+    assert len(results) == len(want)
+    for i, ((_, got), w) in enumerate(zip(results, want, strict=True)):
+        assert np.array_equal(bits(got), bits(w)), f"result {i} (seed {seed})"
+
+
+def test_bad_format_codes_and_mismatches_are_dropped_and_counted():
+    cfg = EngineConfig(4, 3, "bf16,fp16,fp32")  # codes 0, 1, 2; 3 names no format
+    bf16, fp16 = (get_format(n).dtype for n in ("bf16", "fp16"))
+    good = LoadBeat(np.array([1, 2, 3], bf16), 1, True, fmt=0)
+    model = EngineTiming(cfg)
+    out = drive(model, ld=[LoadBeat(np.ones(3), 1, True, fmt=3), good], mv=[])
+    assert model.step().counts[ErrorKind.LOAD_FORMAT] == 1
+    # Moving with an unknown code, then fp16 against the bf16 stationary: both dropped.
+    mv_bad = [MovingBeat(np.ones(4, fp16), True, True, fmt=3)]
+    mv_mix = [MovingBeat(np.ones(4, fp16), False, j == 1, fmt=1) for j in range(2)]
+    out = drive(model, mv=mv_bad + mv_mix)
+    status = model.step()
+    assert out == []
+    assert status.counts[ErrorKind.MOVING_FORMAT] == 1
+    assert status.counts[ErrorKind.FORMAT_MISMATCH] == 1
+    assert status.flags == sum(
+        1 << k for k in (ErrorKind.LOAD_FORMAT, ErrorKind.MOVING_FORMAT, ErrorKind.FORMAT_MISMATCH)
+    )
+    # The bad-code op still switched to the bf16 stationary; a bf16 op now uses it.
+    out = drive(model, mv=[MovingBeat(np.array([2, 0, 0, 0], bf16), False, True, fmt=0)])
+    np.testing.assert_array_equal(out[0], np.array([2, 4, 6], np.float32))
+
+
+def test_fp32_beats_are_accepted_one_in_four_ticks():
+    cfg = EngineConfig(2, 2, "bf16,fp32")
+    f32 = np.float32
+    model = EngineTiming(cfg)
+    drive(model, ld=[LoadBeat(np.ones(2, f32), 1, True, fmt=1)])
+    beats = [MovingBeat(np.ones(2, f32), j == 0, j == 2, fmt=1) for j in range(3)]
+    fired = []
+    for cycle in range(12):
+        if model.step(mv=beats[0] if beats else None).mv_fire:
+            beats.pop(0)
+            fired.append(cycle)
+    assert fired == [0, 4, 8]
+
+
+def test_format_code_must_fit_its_field():
+    with pytest.raises(
+        ValueError,
+        match=r"^MovingBeat fmt=4 does not fit the 2-bit format field of this engine \(0..3\)$",
+    ):
+        EngineTiming(EngineConfig(4, 3, "bf16,fp16,fp32")).step(
+            mv=MovingBeat(np.ones(4), True, True, fmt=4)
+        )

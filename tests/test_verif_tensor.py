@@ -59,8 +59,16 @@ def test_verilator(rows, cols, seed):
 
 @pytest.mark.sim
 @pytest.mark.slow
-def test_verilator_128(seed):
-    run_bench("verilator", 128, 128, seed, ops=12, max_n=512)
+@pytest.mark.parametrize("fmt", ["int8", "bf16"])
+def test_verilator_128(fmt, seed):
+    run_bench("verilator", 128, 128, seed, ops=12, max_n=512, fmt=fmt)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_verilator_128_every_format(seed):
+    """The full engine elaborated with every format, formats chosen per op."""
+    run_bench("verilator", 128, 128, seed, ops=16, max_n=256, fmt="all")
 
 
 @pytest.mark.sim
@@ -75,3 +83,19 @@ def test_verilator_128(seed):
 def test_floating_point_formats(sim, fmt, rows, cols, seed):
     """The engine elaborated for one floating-point format: results bit for bit."""
     run_bench(sim, rows, cols, seed, ops=6, max_n=8, patterns="random:random:random", fmt=fmt)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(
+    "sim,fmt,rows,cols",
+    [
+        ("icarus", "all", 3, 2),
+        ("icarus", "bf16,fp16,tf32", 2, 2),
+        ("verilator", "all", 8, 8),
+        ("verilator", "fp8_e4m3,fp8_e5m2,bf16", 5, 3),
+    ],
+)
+def test_formats_chosen_per_op(sim, fmt, rows, cols, seed):
+    """One engine elaborated with a set of formats: every op picks its own (per LoadStationary
+    and MultiplyMoving), misuse of format codes included, results bit for bit."""
+    run_bench(sim, rows, cols, seed, ops=12, max_n=8, fmt=fmt)

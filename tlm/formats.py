@@ -26,6 +26,8 @@ __all__ = [
     "FLOAT_FORMATS",
     "INT8",
     "get_format",
+    "format_set",
+    "formats_mix",
     "format_of_dtype",
     "CANONICAL_NAN_BITS",
 ]
@@ -181,6 +183,51 @@ def get_format(name, allowed=None):
     except (KeyError, TypeError):
         names = ", ".join(sorted(allowed))
         raise ValueError(f"format must be one of {names}, not {name!r}") from None
+
+
+def format_set(spec) -> tuple:
+    """A set of formats, as a tuple in the canonical order of :data:`FORMATS`.
+
+    ``spec`` is a format (name or object), a sequence of them, a comma-separated string of
+    names, or ``"all"`` (every format). The position of a format in the tuple is its format
+    code on the tensor engine's ports.
+
+    Examples
+    --------
+    >>> [f.name for f in format_set("bf16,fp8_e4m3")]
+    ['fp8_e4m3', 'bf16']
+
+    Raises
+    ------
+    ValueError
+        Naming the bad entry and the formats allowed; also for an empty set.
+    """
+    if isinstance(spec, str):
+        names = list(FORMATS) if spec == "all" else [s.strip() for s in spec.split(",")]
+    elif isinstance(spec, (IntFormat, FloatFormat)):
+        names = [spec]
+    else:
+        try:
+            names = list(spec)
+        except TypeError:
+            raise ValueError(
+                f"formats must be a format name, a list of them or 'all', not {spec!r}"
+            ) from None
+    chosen = [get_format(n) for n in names if n != ""]
+    if not chosen:
+        raise ValueError(f"formats must name at least one format, not {spec!r}")
+    order = list(FORMATS.values())
+    known = [f for f in order if f in chosen]
+    custom = [f for i, f in enumerate(chosen) if f not in order and f not in chosen[:i]]
+    return tuple(known + custom)  # formats built by hand (tests) after the named ones
+
+
+def formats_mix(stationary, moving) -> bool:
+    """Whether a stationary of one format may multiply a moving operand of another: the two
+    FP8 formats mix; any other format must be the same on both sides (so FP32 or TF32 on one
+    side forces the other to match); integers never mix with floating point."""
+    s, m = get_format(stationary), get_format(moving)
+    return s == m or (s.kind == m.kind == "float" and s.is_fp8 and m.is_fp8)
 
 
 def format_of_dtype(dtype) -> FloatFormat | None:

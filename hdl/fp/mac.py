@@ -4,10 +4,8 @@ from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tlm.formats import FloatFormat
-
 from .add import Float32Adder
-from .mul import FloatMultiplier
+from .mul import FloatMultiplier, format_tuple
 
 __all__ = ["FloatMac"]
 
@@ -20,26 +18,28 @@ class FloatMac(wiring.Component):
 
     Parameters
     ----------
-    w_fmt, x_fmt : FloatFormat
-        Formats of the stationary and moving operands (raw bits on ``w`` and ``x``).
+    w_fmt, x_fmt : FloatFormat or sequence of FloatFormat
+        Formats of the stationary and moving operands (raw bits on ``w`` and ``x``); given
+        several, ``w_code`` and ``x_code`` choose one at run time (see
+        :class:`~hdl.fp.FloatMultiplier`).
     """
 
-    def __init__(self, w_fmt: FloatFormat, x_fmt: FloatFormat):
-        self.w_fmt, self.x_fmt = w_fmt, x_fmt
-        super().__init__(
-            {
-                "w": In(w_fmt.storage_bits),
-                "x": In(x_fmt.storage_bits),
-                "en": In(1),
-                "acc_in": In(32),
-                "acc_out": Out(32),
-            }
-        )
+    def __init__(self, w_fmt, x_fmt):
+        self.w_fmts, self.x_fmts = format_tuple(w_fmt), format_tuple(x_fmt)
+        ports = {}
+        for side, fmts in (("w", self.w_fmts), ("x", self.x_fmts)):
+            ports[side] = In(max(f.storage_bits for f in fmts))
+            if len(fmts) > 1:
+                ports[f"{side}_code"] = In((len(fmts) - 1).bit_length())
+        super().__init__({**ports, "en": In(1), "acc_in": In(32), "acc_out": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.mul = mul = FloatMultiplier(self.w_fmt, self.x_fmt)
+        m.submodules.mul = mul = FloatMultiplier(self.w_fmts, self.x_fmts)
         m.submodules.add = add = Float32Adder()
+        for side, port in (("w", "a"), ("x", "b")):
+            if hasattr(self, f"{side}_code"):
+                m.d.comb += getattr(mul, f"{port}_code").eq(getattr(self, f"{side}_code"))
         m.d.comb += [
             mul.a.eq(self.w),
             mul.b.eq(self.x),

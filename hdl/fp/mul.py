@@ -10,7 +10,35 @@ from tlm.formats import CANONICAL_NAN_BITS, FloatFormat
 
 from .round import F32_INF, round_to_f32
 
-__all__ = ["FloatMultiplier", "decode"]
+__all__ = ["FloatMultiplier", "decode", "decode_any", "format_tuple"]
+
+
+def format_tuple(fmts) -> tuple[FloatFormat, ...]:
+    """One floating-point format or a sequence of them, as a non-empty tuple."""
+    fmts = (fmts,) if isinstance(fmts, FloatFormat) else tuple(fmts)
+    if not fmts or not all(isinstance(f, FloatFormat) for f in fmts):
+        raise TypeError(f"formats must be FloatFormat objects, not {fmts!r}")
+    return fmts
+
+
+def decode_any(m: Module, fmts: tuple[FloatFormat, ...], raw, code, prefix: str):
+    """:func:`decode` for an operand whose format is ``fmts[code]``, chosen at run time.
+
+    Each format is decoded from the low bits of ``raw``; the fields are widened to the widest
+    format's and selected by ``code`` (a code naming no format decodes as ``fmts[0]``).
+    """
+    if len(fmts) == 1:
+        return decode(m, fmts[0], raw[: fmts[0].storage_bits], prefix)
+    parts = [decode(m, f, raw[: f.storage_bits], f"{prefix}{i}") for i, f in enumerate(fmts)]
+    sign = Signal(name=f"{prefix}_sign")
+    sig = Signal(max(len(p[1]) for p in parts), name=f"{prefix}_sig")
+    exp = Signal(signed(max(len(p[2]) for p in parts)), name=f"{prefix}_exp")
+    nan, inf = Signal(name=f"{prefix}_nan"), Signal(name=f"{prefix}_inf")
+    with m.Switch(code):
+        for i, (s, g, e, n, f, _) in enumerate(parts):
+            with m.Case(*([i] if i else [0, *range(len(fmts), 1 << len(code))])):
+                m.d.comb += [sign.eq(s), sig.eq(g), exp.eq(e), nan.eq(n), inf.eq(f)]
+    return sign, sig, exp, nan, inf, sig == 0
 
 
 def decode(m: Module, fmt: FloatFormat, raw, prefix: str):
@@ -54,19 +82,30 @@ class FloatMultiplier(wiring.Component):
 
     Parameters
     ----------
-    a_fmt, b_fmt : FloatFormat
+    a_fmt, b_fmt : FloatFormat or sequence of FloatFormat
         Operand formats (``tlm.formats.FLOAT_FORMATS``); ``a`` and ``b`` are their raw bits
-        (TF32 in a float32 container).
+        (TF32 in a float32 container, narrower formats in the low bits). Given several
+        formats, the operand's format is chosen at run time by its ``a_code`` or ``b_code``
+        port: ``a_fmt[a_code]``.
     """
 
-    def __init__(self, a_fmt: FloatFormat, b_fmt: FloatFormat):
-        self.a_fmt, self.b_fmt = a_fmt, b_fmt
-        super().__init__({"a": In(a_fmt.storage_bits), "b": In(b_fmt.storage_bits), "p": Out(32)})
+    def __init__(self, a_fmt, b_fmt):
+        self.a_fmts, self.b_fmts = format_tuple(a_fmt), format_tuple(b_fmt)
+        ports = {}
+        for side, fmts in (("a", self.a_fmts), ("b", self.b_fmts)):
+            ports[side] = In(max(f.storage_bits for f in fmts))
+            if len(fmts) > 1:
+                ports[f"{side}_code"] = In((len(fmts) - 1).bit_length())
+        super().__init__({**ports, "p": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
-        sa, ma, ea, nan_a, inf_a, zero_a = decode(m, self.a_fmt, self.a, "a")
-        sb, mb, eb, nan_b, inf_b, zero_b = decode(m, self.b_fmt, self.b, "b")
+        sa, ma, ea, nan_a, inf_a, zero_a = decode_any(
+            m, self.a_fmts, self.a, getattr(self, "a_code", None), "a"
+        )
+        sb, mb, eb, nan_b, inf_b, zero_b = decode_any(
+            m, self.b_fmts, self.b, getattr(self, "b_code", None), "b"
+        )
         sign = sa ^ sb
         width = len(ma) + len(mb)
         prod = Signal(width)

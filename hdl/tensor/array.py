@@ -56,7 +56,7 @@ class Column(wiring.Component):
         # columns, and layout-typed ports would each add a debug wire per field to the parent.
         self.lanes = data.ArrayLayout(moving_lane(cfg), cfg.rows)
         self.w_layout = data.ArrayLayout(load_lane(cfg), width)
-        self.p_layout = data.ArrayLayout(acc_shape(cfg.fmt), width)
+        self.p_layout = data.ArrayLayout(acc_shape(cfg), width)
         super().__init__(
             {
                 "q_push": In(1),
@@ -134,7 +134,7 @@ class SystolicArray(wiring.Component):
                 "q_pop": In(1),
                 "a_in": In(data.ArrayLayout(moving_lane(cfg), cfg.rows)),
                 "w_in": In(data.ArrayLayout(load_lane(cfg), cfg.cols)),
-                "p_out": Out(data.ArrayLayout(acc_shape(cfg.fmt), cfg.cols)),
+                "p_out": Out(data.ArrayLayout(acc_shape(cfg), cfg.cols)),
             }
         )
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Shape, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from tlm.tensor.config import EngineConfig, ErrorKind
+from tlm.formats import formats_mix
+from tlm.tensor.config import FP32_BEAT_INTERVAL, EngineConfig, ErrorKind
 
 from ..formats import acc_shape, operand_shape
 from .array import SystolicArray, check_slice_cols
@@ -104,10 +105,13 @@ class TensorEngine(wiring.Component):
                 return None
             return self._lane_module(Shape.cast(shape).width, lane_depth(n))
 
-        op, acc = operand_shape(cfg.fmt), acc_shape(cfg.fmt)
+        op, acc = operand_shape(cfg), acc_shape(cfg)
+        fb = cfg.fmt_bits
+        codes = {"w_fmt": fb, "x_fmt": fb} if fb else {}
         m.submodules.mv_skew = mv_skew = Skew(op, cfg.rows, lane_module=lanes_of(op, cfg.rows))
         m.submodules.mv_ctl = mv_ctl = Pipe(
-            data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1)}), cfg.rows
+            data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1), **codes}),
+            cfg.rows,
         )
         m.submodules.ld_skew = ld_skew = Skew(op, cfg.cols, lane_module=lanes_of(op, cfg.cols))
         m.submodules.ld_ctl = ld_ctl = Pipe(
@@ -133,13 +137,28 @@ class TensorEngine(wiring.Component):
         act_valid = Signal()
         pend = Signal()
         bank_k = Signal(data.ArrayLayout(range(cfg.rows + 1), 2))
+        bank_fmt = Signal(data.ArrayLayout(max(fb, 1), 2))  # format code of each bank
+
+        # Format codes: which are in use, and which (stationary, moving) pairs mix.
+        def known(code):
+            return code < len(cfg.formats) if fb and len(cfg.formats) < 1 << fb else Const(1)
+
+        table = 0
+        for w, wf in enumerate(cfg.formats):
+            for x, xf in enumerate(cfg.formats):
+                table |= formats_mix(wf, xf) << (w << fb | x)
+        mixes = Const(table, 1 << 2 * fb)
 
         # MultiplyMoving control.
         mv_in_op = Signal()  # a beat of this op has been accepted and `last` not yet
-        mv_dropping = Signal()  # this op is being dropped (NO_STATIONARY)
+        mv_dropping = Signal()  # this op is being dropped (see ErrorKind)
+        mv_fmt = Signal(max(fb, 1))  # the moving format code of the op in progress
+        fp32 = [c for c, f in enumerate(cfg.formats) if f.name == "fp32"]
+        # Ticks the moving stream still waits after an FP32 beat (quarter rate).
+        hold = Signal(range(FP32_BEAT_INTERVAL)) if fp32 else Const(0, 1)
         mv_first = ~mv_in_op
         mv_wants_load = mv_first & mv.payload.load
-        m.d.comb += mv.ready.eq(adv & (~mv_wants_load | pend))
+        m.d.comb += mv.ready.eq(adv & (hold == 0) & (~mv_wants_load | pend))
         mv_fire = mv.valid & mv.ready
         activate = Signal()
         mv_error = Signal()
@@ -147,12 +166,36 @@ class TensorEngine(wiring.Component):
             activate.eq(mv_fire & mv_wants_load),
             mv_error.eq(mv_fire & mv_first & ~mv.payload.load & ~act_valid),
         ]
-        mv_drop = Mux(mv_first, mv_error, mv_dropping)
         act_now = Mux(activate, ~act, act)
+        mv_fmt_error = Signal() if fb else Const(0)
+        mix_error = Signal() if fb else Const(0)
+        if fb:
+            x_code = Mux(mv_first, mv.payload.fmt, mv_fmt)
+            w_code = bank_fmt[act_now]
+            checked = mv_fire & mv_first & ~mv_error
+            m.d.comb += [
+                mv_fmt_error.eq(checked & ~known(mv.payload.fmt)),
+                mix_error.eq(
+                    checked
+                    & known(mv.payload.fmt)
+                    & ~mixes.bit_select(Cat(mv.payload.fmt, w_code), 1)
+                ),
+            ]
+        mv_drop = Mux(mv_first, mv_error | mv_fmt_error | mix_error, mv_dropping)
         mv_live = mv_fire & ~mv_drop
         k_now = bank_k[act_now]
         with m.If(mv_fire):
             m.d.sync += [mv_in_op.eq(~mv.payload.last), mv_dropping.eq(mv_drop & ~mv.payload.last)]
+            if fb:
+                m.d.sync += mv_fmt.eq(x_code)
+        # FP32 runs at a quarter of the rate: after each of its beats the stream waits.
+        if fp32:
+            is_fp32 = (x_code == fp32[0]) if fb else Const(1)
+            with m.If(adv):
+                with m.If(mv_fire & is_fp32):
+                    m.d.sync += hold.eq(FP32_BEAT_INTERVAL - 1)
+                with m.Elif(hold != 0):
+                    m.d.sync += hold.eq(hold - 1)
         with m.If(activate):
             m.d.sync += [act.eq(~act), act_valid.eq(1)]
         m.d.comb += [
@@ -161,6 +204,8 @@ class TensorEngine(wiring.Component):
             mv_ctl.i.bank.eq(act_now),
             mv_ctl.i.k.eq(k_now),
         ]
+        if fb:
+            m.d.comb += [mv_ctl.i.w_fmt.eq(w_code), mv_ctl.i.x_fmt.eq(x_code)]
         # One register between the skew and the array, matching the register each array slice
         # puts on its load lanes (see Column): a weight written for row k, column m is still
         # written before the first moving element that uses it and after the last that does not.
@@ -172,6 +217,8 @@ class TensorEngine(wiring.Component):
                 lanes[k].en.eq(ctl.live & (k < ctl.k)),
                 lanes[k].bank.eq(ctl.bank),
             ]
+            if fb:
+                m.d.comb += [lanes[k].w_fmt.eq(ctl.w_fmt), lanes[k].x_fmt.eq(ctl.x_fmt)]
         with m.If(adv):
             m.d.sync += array.a_in.eq(lanes)
 
@@ -180,15 +227,20 @@ class TensorEngine(wiring.Component):
         ld_dropping = Signal()
         ld_row = Signal(range(cfg.rows))
         ld_k = Signal(cfg.k_bits)
+        ld_fmt = Signal(max(fb, 1))
         m.d.comb += ld.ready.eq(adv & (~pend | activate))
         ld_fire = ld.valid & ld.ready
         ld_first = ~ld_in_op
         k_decl = Mux(ld_first, ld.payload.k, ld_k)
         row = Mux(ld_first, 0, ld_row)
         k_error = Signal()
+        ld_fmt_error = Signal() if fb else Const(0)
         len_error = Signal()
         commit = Signal()
-        bad = Mux(ld_first, k_error, ld_dropping)
+        bad = Mux(ld_first, k_error | ld_fmt_error, ld_dropping)
+        code_now = Mux(ld_first, ld.payload.fmt, ld_fmt) if fb else Const(0)
+        if fb:
+            m.d.comb += ld_fmt_error.eq(ld_fire & ld_first & ~known(ld.payload.fmt))
         at_end = row == (k_decl - 1)[: len(ld_row)]
         m.d.comb += [
             k_error.eq(ld_fire & ld_first & ((ld.payload.k == 0) | (ld.payload.k > cfg.rows))),
@@ -203,8 +255,12 @@ class TensorEngine(wiring.Component):
                 ld_row.eq(row + 1),
                 ld_k.eq(k_decl),
             ]
+            if fb:
+                m.d.sync += ld_fmt.eq(code_now)
         with m.If(commit):
             m.d.sync += [pend.eq(1), bank_k[target].eq(k_decl)]
+            if fb:
+                m.d.sync += bank_fmt[target].eq(code_now)
         with m.Elif(activate):
             m.d.sync += pend.eq(0)
         m.d.comb += [
@@ -252,6 +308,9 @@ class TensorEngine(wiring.Component):
             (ErrorKind.NO_STATIONARY, mv_error),
             (ErrorKind.LOAD_LENGTH, len_error),
             (ErrorKind.LOAD_K, k_error),
+            (ErrorKind.LOAD_FORMAT, ld_fmt_error),
+            (ErrorKind.MOVING_FORMAT, mv_fmt_error),
+            (ErrorKind.FORMAT_MISMATCH, mix_error),
         ):
             count = self.status.counts[kind]
             with m.If(event):

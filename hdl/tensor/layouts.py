@@ -19,32 +19,43 @@ __all__ = [
 ]
 
 
+def _codes(cfg: EngineConfig, *names: str) -> dict:
+    """Format-code fields, present only when the engine has more than one format."""
+    return {name: cfg.fmt_bits for name in names} if cfg.fmt_bits else {}
+
+
 def moving_lane(cfg: EngineConfig) -> data.StructLayout:
     """One moving element travelling right along a PE row, with the row's enable (beat is
-    real and the row is below the active K) and the weight bank it uses."""
-    return data.StructLayout({"data": operand_shape(cfg.fmt), "en": 1, "bank": 1})
+    real and the row is below the active K), the weight bank it uses and, on a multi-format
+    engine, the format codes of the weight (``w_fmt``) and of the moving element
+    (``x_fmt``)."""
+    return data.StructLayout(
+        {"data": operand_shape(cfg), "en": 1, "bank": 1, **_codes(cfg, "w_fmt", "x_fmt")}
+    )
 
 
 def weight_write(cfg: EngineConfig) -> data.StructLayout:
     """A write of one stationary weight into one bank of one PE."""
-    return data.StructLayout({"data": operand_shape(cfg.fmt), "we": 1, "bank": 1})
+    return data.StructLayout({"data": operand_shape(cfg), "we": 1, "bank": 1})
 
 
 def load_lane(cfg: EngineConfig) -> data.StructLayout:
     """A stationary weight on its way to one column, with the row it belongs to."""
     return data.StructLayout(
-        {"data": operand_shape(cfg.fmt), "row": range(cfg.rows), "we": 1, "bank": 1}
+        {"data": operand_shape(cfg), "row": range(cfg.rows), "we": 1, "bank": 1}
     )
 
 
 def load_beat(cfg: EngineConfig) -> data.StructLayout:
     """LoadStationary beat: one row of ``stationary[K, M]`` (``cols`` lanes, lanes >= M zero),
-    the declared K (same on every beat), and ``last`` on row K-1."""
+    the declared K (read on the first beat), ``last`` on row K-1 and, on a multi-format
+    engine, the format code ``fmt`` (read on the first beat)."""
     return data.StructLayout(
         {
-            "data": data.ArrayLayout(operand_shape(cfg.fmt), cfg.cols),
+            "data": data.ArrayLayout(operand_shape(cfg), cfg.cols),
             "k": cfg.k_bits,
             "last": 1,
+            **_codes(cfg, "fmt"),
         }
     )
 
@@ -52,19 +63,21 @@ def load_beat(cfg: EngineConfig) -> data.StructLayout:
 def moving_beat(cfg: EngineConfig) -> data.StructLayout:
     """MultiplyMoving beat: one column of ``moving[K, N]`` (``rows`` lanes); ``load`` on the
     first beat switches to the stationary loaded last, else the current one is reused;
-    ``last`` on column N-1."""
+    ``last`` on column N-1; on a multi-format engine the moving format code ``fmt`` (read on
+    the first beat)."""
     return data.StructLayout(
         {
-            "data": data.ArrayLayout(operand_shape(cfg.fmt), cfg.rows),
+            "data": data.ArrayLayout(operand_shape(cfg), cfg.rows),
             "load": 1,
             "last": 1,
+            **_codes(cfg, "fmt"),
         }
     )
 
 
 def result_beat(cfg: EngineConfig) -> data.StructLayout:
     """Result beat: column n of ``stationary.T @ moving`` (``cols`` lanes), ``last`` on N-1."""
-    return data.StructLayout({"data": data.ArrayLayout(acc_shape(cfg.fmt), cfg.cols), "last": 1})
+    return data.StructLayout({"data": data.ArrayLayout(acc_shape(cfg), cfg.cols), "last": 1})
 
 
 def status_layout(cfg: EngineConfig) -> data.StructLayout:

@@ -38,31 +38,32 @@ class ProcessingElement(wiring.Component):
                 "adv": In(1),
                 "a_in": In(moving_lane(cfg)),
                 "a_out": Out(moving_lane(cfg)),
-                "p_in": In(acc_shape(cfg.fmt)),
-                "p_out": Out(acc_shape(cfg.fmt)),
+                "p_in": In(acc_shape(cfg)),
+                "p_out": Out(acc_shape(cfg)),
                 "w_in": In(weight_write(cfg)),
             }
         )
 
     def elaborate(self, platform):
         m = Module()
-        fmt = self.cfg.fmt
+        cfg = self.cfg
         # No register here has a reset. A reset would make every PE's next state depend on
         # the top-level `rst` input combinationally, and Verilator would recompute the whole
         # array whenever any input changes instead of once per clock edge. Nothing needs one:
         # after a reset the engine's control marks no beat valid and no bank loaded, so stale
         # operands and sums are never read into a result.
-        w0 = Signal(operand_shape(fmt), reset_less=True)
-        w1 = Signal(operand_shape(fmt), reset_less=True)
+        w0 = Signal(operand_shape(cfg), reset_less=True)
+        w1 = Signal(operand_shape(cfg), reset_less=True)
         # wiring.Out ports cannot be reset-less: the registers are ours, the ports follow them.
         a_reg = Signal.like(self.a_out, reset_less=True)
         p_reg = Signal.like(self.p_out, reset_less=True)
         m.d.comb += [self.a_out.eq(a_reg), self.p_out.eq(p_reg)]
         weight = Mux(self.a_in.bank, w1, w0)
+        codes = (self.a_in.w_fmt, self.a_in.x_fmt) if cfg.fmt_bits else ()
         with m.If(self.adv):
             m.d.sync += [
                 a_reg.eq(self.a_in),
-                p_reg.eq(mac(m, fmt, self.p_in, weight, self.a_in.data, self.a_in.en)),
+                p_reg.eq(mac(m, cfg, self.p_in, weight, self.a_in.data, self.a_in.en, *codes)),
             ]
             with m.If(self.w_in.we & ~self.w_in.bank):
                 m.d.sync += w0.eq(self.w_in.data)

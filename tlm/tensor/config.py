@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ..formats import IntFormat, get_format
+from ..formats import FloatFormat, IntFormat, format_set, formats_mix
 
-__all__ = ["EngineConfig", "ErrorKind", "MAX_N", "STATUS_COUNTER_BITS"]
+__all__ = ["EngineConfig", "ErrorKind", "MAX_N", "STATUS_COUNTER_BITS", "FP32_BEAT_INTERVAL"]
 
 #: Moving columns per nc_matmul: one PSUM bank of 2 KiB holds 512 fp32 (TRN2_FACTS, ISA).
 MAX_N = 512
@@ -28,11 +28,26 @@ class ErrorKind(enum.IntEnum):
     LOAD_LENGTH = 1
     #: A LoadStationary declaring K = 0 or K > rows. The whole load is dropped.
     LOAD_K = 2
+    #: A LoadStationary whose format code names no format the engine was elaborated with.
+    #: The whole load is dropped.
+    LOAD_FORMAT = 3
+    #: A MultiplyMoving whose format code names no format the engine was elaborated with.
+    #: The whole op is dropped; no results are produced.
+    MOVING_FORMAT = 4
+    #: A MultiplyMoving whose format does not mix with that of the stationary it uses (see
+    #: :func:`tlm.formats.formats_mix`). The whole op is dropped; no results are produced.
+    FORMAT_MISMATCH = 5
+
+
+#: Moving beats of an FP32 op are accepted at most one every this many cycles: Trainium runs
+#: FP32 matmuls at a quarter of the BF16 rate (TRN2_FACTS "Tensor engine semantics": "FP32
+#: inputs cost 4x", ISA; 181 against 667 dense TFLOPS, T2).
+FP32_BEAT_INTERVAL = 4
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """Shape and number format of a tensor engine.
+    """Shape and number formats of a tensor engine.
 
     Parameters
     ----------
@@ -40,8 +55,12 @@ class EngineConfig:
         PE rows: the contraction (K, partition) dimension, 1 or more (Trainium: 128).
     cols : int
         PE columns: the stationary free dimension (M), 1 or more (Trainium: 128).
-    fmt : str or IntFormat
-        Operand number format (see :mod:`tlm.formats`).
+    fmt : str, format, or a set of them
+        The operand formats the engine is elaborated with (see :mod:`tlm.formats` and
+        :func:`tlm.formats.format_set`): one format, a list, a comma-separated string or
+        ``"all"``. Each LoadStationary and MultiplyMoving picks one of them by its format
+        code, the format's position in :attr:`formats`; after construction ``fmt`` is
+        ``formats[0]``, the format of code 0.
     status_bits : int
         Width of each saturating error counter on the status port (default 16).
 
@@ -50,19 +69,25 @@ class EngineConfig:
     >>> cfg = EngineConfig(4, 3)
     >>> cfg.latency   # cycles from a moving beat's acceptance to its result being valid
     8
+    >>> cfg = EngineConfig(128, 128, "bf16,fp8_e4m3,fp8_e5m2")
+    >>> [f.name for f in cfg.formats], cfg.fmt_bits, cfg.code("bf16")
+    (['fp8_e4m3', 'fp8_e5m2', 'bf16'], 2, 2)
     """
 
     rows: int = 128
     cols: int = 128
     fmt: IntFormat = field(default="int8")
     status_bits: int = STATUS_COUNTER_BITS
+    formats: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
         for name in ("rows", "cols"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
                 raise ValueError(f"{name} must be an integer in 1..1024, not {value!r}")
-        object.__setattr__(self, "fmt", get_format(self.fmt))
+        formats = format_set(self.fmt)
+        object.__setattr__(self, "formats", formats)
+        object.__setattr__(self, "fmt", formats[0])
         bits = self.status_bits
         if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 32:
             raise ValueError(f"status_bits must be an integer in 1..32, not {bits!r}")
@@ -80,6 +105,52 @@ class EngineConfig:
         return self.rows.bit_length()
 
     @property
+    def fmt_bits(self) -> int:
+        """Width of the format-code field of load and moving beats (0 for one format)."""
+        return (len(self.formats) - 1).bit_length()
+
+    @property
+    def has_int(self) -> bool:
+        return any(isinstance(f, IntFormat) for f in self.formats)
+
+    @property
+    def has_float(self) -> bool:
+        return any(isinstance(f, FloatFormat) for f in self.formats)
+
+    def code(self, fmt) -> int:
+        """The format code of ``fmt`` (a name or format) on this engine's ports.
+
+        Raises
+        ------
+        ValueError
+            If the engine was not elaborated with ``fmt``.
+        """
+        names = [f.name for f in self.formats]
+        name = getattr(fmt, "name", fmt)
+        if name not in names:
+            raise ValueError(
+                f"format {name!r} is not one this engine was elaborated with ({', '.join(names)})"
+            )
+        return names.index(name)
+
+    def format_of(self, code: int):
+        """The format of ``code``, or ``None`` when no format has that code."""
+        return self.formats[code] if 0 <= code < len(self.formats) else None
+
+    def pairs(self) -> list[tuple]:
+        """Every (stationary, moving) format pair an op may use on this engine."""
+        return [(s, m) for s in self.formats for m in self.formats if formats_mix(s, m)]
+
+    @property
+    def format_tag(self) -> str:
+        """The format set in a file name: one name, ``all``, or names joined by ``-``."""
+        if len(self.formats) == 1:
+            return self.fmt.name
+        if len(self.formats) == len(format_set("all")):
+            return "all"
+        return "-".join(f.name for f in self.formats)
+
+    @property
     def tag(self) -> str:
-        """Short name used for generated modules and build folders."""
-        return f"r{self.rows}c{self.cols}_{self.fmt.name}"
+        """Short name used for generated files and build folders."""
+        return f"r{self.rows}c{self.cols}_{self.format_tag}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .config import MAX_N, EngineConfig
+from .config import FP32_BEAT_INTERVAL, MAX_N, EngineConfig
 
 __all__ = ["matmul_cycles", "MODES"]
 
@@ -12,7 +12,13 @@ MODES = ("alone", "back_to_back", "reuse")
 
 
 def matmul_cycles(
-    k: int, m: int, n: int, *, cfg: EngineConfig | None = None, mode: str = "back_to_back"
+    k: int,
+    m: int,
+    n: int,
+    *,
+    cfg: EngineConfig | None = None,
+    mode: str = "back_to_back",
+    fmt=None,
 ) -> int:
     """Cycles one ``nc_matmul(stationary[k, m], moving[k, n])`` costs on the engine.
 
@@ -23,7 +29,15 @@ def matmul_cycles(
     unused columns compute zeros. These closed forms are checked against the cycle-exact model
     in ``tests/test_tlm_tensor_timing.py``.
 
+    FP32 operands (``fmt="fp32"``) stream at a quarter of the rate: one moving beat every
+    ``FP32_BEAT_INTERVAL`` (4) cycles, so ``n`` counts as ``4 n`` (``4 (n - 1) + 1`` alone).
+
     Trainium2's documented cost is about ``max(min(64, M), N)``; ours is exact for this RTL.
+
+    Parameters
+    ----------
+    fmt : str or format, optional
+        The moving operand's format, one of ``cfg.formats`` (default ``cfg.fmt``).
 
     Raises
     ------
@@ -31,13 +45,15 @@ def matmul_cycles(
         For sizes outside the engine's limits or an unknown ``mode``.
     """
     cfg = cfg or EngineConfig()
+    fmt = cfg.formats[cfg.code(cfg.fmt if fmt is None else fmt)]
+    interval = FP32_BEAT_INTERVAL if fmt.name == "fp32" else 1
     for label, size, limit in (("k", k, cfg.rows), ("m", m, cfg.cols), ("n", n, MAX_N)):
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= limit:
             raise ValueError(f"{label} must be an integer in 1..{limit}, not {size!r}")
     if mode == "alone":
-        return k + n + cfg.latency
+        return k + interval * (n - 1) + 1 + cfg.latency
     if mode == "back_to_back":
-        return max(n, k)
+        return max(interval * n, k)
     if mode == "reuse":
-        return n
+        return interval * n
     raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -12,13 +13,20 @@ from ..formats import (
     FloatFormat,
     IntFormat,
     format_of_dtype,
+    formats_mix,
     get_format,
 )
 from .config import MAX_N, EngineConfig
 
 __all__ = ["matmul", "check_operands", "resolve_formats", "float_matmul"]
 
-_DEFAULT = EngineConfig()
+#: The Trainium2 engine: 128x128, every format (``nc_matmul`` takes them all, ISA).
+_DEFAULT = EngineConfig(fmt="all")
+
+
+@functools.lru_cache(maxsize=64)
+def _int_config(rows: int, cols: int, fmt) -> EngineConfig:
+    return EngineConfig(rows, cols, fmt)
 
 
 def check_operands(stationary, moving, cfg: EngineConfig = _DEFAULT):
@@ -105,12 +113,13 @@ def _exact_product(a: np.ndarray, b: np.ndarray, fmt: IntFormat, k: int) -> np.n
 def _side_format(name: str, array: np.ndarray, cfg: EngineConfig):
     """The format one operand carries, from its dtype."""
     if array.dtype.kind in "iu":
-        if not isinstance(cfg.fmt, IntFormat):
-            raise ValueError(
-                f"{name} has integer dtype {array.dtype} but the engine's format is "
-                f"{cfg.fmt.name}; pass arrays of its dtype {cfg.fmt.dtype}"
-            )
-        return cfg.fmt
+        for fmt in cfg.formats:
+            if isinstance(fmt, IntFormat):
+                return fmt
+        raise ValueError(
+            f"{name} has integer dtype {array.dtype} but the engine's formats are "
+            f"{_names(cfg)}; pass arrays of {cfg.fmt.name}'s dtype {cfg.fmt.dtype}"
+        )
     fmt = format_of_dtype(array.dtype)
     if fmt is None:
         allowed = ", ".join(
@@ -120,14 +129,22 @@ def _side_format(name: str, array: np.ndarray, cfg: EngineConfig):
             f"{name} has dtype {array.dtype}, which the tensor engine does not take; "
             f"allowed: {allowed} (TF32 as float32 with fmt='tf32')"
         )
+    tf32 = FLOAT_FORMATS["tf32"]
+    if fmt.name == "fp32" and fmt not in cfg.formats and tf32 in cfg.formats:
+        return tf32  # float32 arrays on an engine with TF32 but not FP32 carry TF32
     return fmt
+
+
+def _names(cfg: EngineConfig) -> str:
+    return ", ".join(f.name for f in cfg.formats)
 
 
 def resolve_formats(stationary, moving, cfg: EngineConfig = _DEFAULT, fmt=None):
     """The formats of both operands of an nc_matmul, checked against the engine's rules.
 
     ``fmt`` names one format for both sides or a pair ``(stationary, moving)``; by default
-    each side's format follows its dtype. The two FP8 formats may be mixed; any other
+    each side's format follows its dtype (float32 is FP32, or TF32 on an engine that has TF32
+    and not FP32). The two FP8 formats may be mixed; any other
     floating-point format must be the same on both sides (FP32 or TF32 on one side forces the
     other to match); integers do not mix with floating point.
 
@@ -147,12 +164,18 @@ def resolve_formats(stationary, moving, cfg: EngineConfig = _DEFAULT, fmt=None):
             if want is not None and array.dtype != want:
                 raise ValueError(f"{name} must be {want} for {f.name}, not {array.dtype}")
     s_fmt, m_fmt = pair
+    for name, f in zip(arrays, pair, strict=True):
+        if f not in cfg.formats:
+            raise ValueError(
+                f"{name} is {f.name}, not one of the formats this {cfg.rows}x{cfg.cols} "
+                f"engine was elaborated with ({_names(cfg)})"
+            )
     if s_fmt.kind != m_fmt.kind:
         raise ValueError(
             f"stationary is {s_fmt.name} and moving is {m_fmt.name}: integer and "
             "floating-point operands do not mix"
         )
-    if s_fmt.kind == "float" and s_fmt != m_fmt and not (s_fmt.is_fp8 and m_fmt.is_fp8):
+    if not formats_mix(s_fmt, m_fmt):
         raise ValueError(
             f"stationary is {s_fmt.name} and moving is {m_fmt.name}: only the two FP8 "
             "formats may be mixed; other formats must match"
@@ -208,7 +231,8 @@ def matmul(stationary, moving, *, cfg: EngineConfig | None = None, fmt=None) -> 
     moving : array_like, shape (K, N)
         N <= 512 (one PSUM bank of fp32).
     cfg : EngineConfig, optional
-        Engine whose limits apply; the default is the 128x128 Trainium2 engine.
+        Engine whose limits and formats apply; the default is the 128x128 Trainium2 engine
+        with every format.
     fmt : str or (str, str), optional
         Format of both operands, or of (stationary, moving); by default from the dtypes.
 
@@ -233,7 +257,5 @@ def matmul(stationary, moving, *, cfg: EngineConfig | None = None, fmt=None) -> 
     if s_fmt.kind == "float":
         a, b = _check_shapes(np.asarray(stationary), np.asarray(moving), cfg)
         return float_matmul(a, b, s_fmt, m_fmt)
-    if fmt is not None:
-        cfg = EngineConfig(cfg.rows, cfg.cols, s_fmt)
-    a, b = check_operands(stationary, moving, cfg)
-    return _exact_product(a, b, cfg.fmt, a.shape[0])
+    a, b = check_operands(stationary, moving, _int_config(cfg.rows, cfg.cols, s_fmt))
+    return _exact_product(a, b, s_fmt, a.shape[0])

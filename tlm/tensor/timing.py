@@ -15,7 +15,12 @@ queue is not full at the start of the cycle):
 * a LoadStationary may run while the array computes with the other bank; a MultiplyMoving
   whose first beat asks for the new stationary (``load``) is accepted from the cycle after
   the load's last beat, and a further load is accepted from that first beat on;
-* back to back, each op with a new stationary takes ``max(N, K)`` cycles.
+* back to back, each op with a new stationary takes ``max(N, K)`` cycles;
+* each beat carries a format code (:meth:`EngineConfig.code`), read on an op's first beat:
+  the stationary keeps the format it was loaded with, the moving operand has its own, and
+  the pair must mix (:func:`tlm.formats.formats_mix`) or the op is dropped;
+* after each accepted moving beat of an FP32 op the moving stream waits
+  ``FP32_BEAT_INTERVAL - 1`` ticks (quarter rate).
 """
 
 from __future__ import annotations
@@ -26,28 +31,38 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .config import EngineConfig, ErrorKind
-from .matmul import matmul
+from ..formats import formats_mix
+from .config import FP32_BEAT_INTERVAL, EngineConfig, ErrorKind
+from .matmul import matmul, resolve_formats
 
 __all__ = ["EngineTiming", "CycleOut", "LoadBeat", "MovingBeat", "run_ops", "Op"]
 
 
 @dataclass(frozen=True)
 class LoadBeat:
-    """One LoadStationary beat: a row of the stationary (``cols`` values), declared K, last."""
+    """One LoadStationary beat: a row of the stationary (``cols`` values), declared K, last,
+    and the format code (read on the first beat of a load, like K)."""
 
     data: np.ndarray
     k: int
     last: bool
+    fmt: int = 0
 
 
 @dataclass(frozen=True)
 class MovingBeat:
-    """One MultiplyMoving beat: a column of the moving matrix (``rows`` values), load, last."""
+    """One MultiplyMoving beat: a column of the moving matrix (``rows`` values), load, last,
+    and the moving operand's format code (read on the first beat of an op)."""
 
     data: np.ndarray
     load: bool
     last: bool
+    fmt: int = 0
+
+
+def _dtype(fmt) -> np.dtype:
+    """The array type the model keeps operands of ``fmt`` in."""
+    return np.dtype(np.int64) if fmt.kind == "int" else fmt.dtype
 
 
 @dataclass
@@ -90,11 +105,15 @@ class EngineTiming:
         self._act_valid = False
         self._pend = False
         self._bank_k = [0, 0]
-        self._dtype = np.dtype(np.int64) if cfg.fmt.kind == "int" else cfg.fmt.dtype
-        self._fmt = None if cfg.fmt.kind == "int" else cfg.fmt.name  # formats by name
-        self._bank_w = [np.zeros((cfg.rows, cfg.cols), self._dtype) for _ in range(2)]
+        self._bank_fmt = [cfg.fmt, cfg.fmt]
+        self._bank_w = [np.zeros((cfg.rows, cfg.cols), _dtype(cfg.fmt)) for _ in range(2)]
         self._mv_in_op = False
         self._mv_dropping = False
+        self._mv_fmt = cfg.fmt  # the moving format of the op in progress
+        self._mv_hold = 0  # ticks the moving stream still waits (FP32 quarter rate)
+        fp32 = [f for f in cfg.formats if f.name == "fp32"]
+        self._fp32 = fp32[0] if fp32 else None
+        self._ld_fmt = cfg.fmt
         self._ld_in_op = False
         self._ld_dropping = False
         self._ld_row = 0
@@ -139,20 +158,37 @@ class EngineTiming:
         out.res_fire = res_valid and res_ready
 
         # MultiplyMoving.
+        for beat in (ld, mv):
+            if beat is not None and not 0 <= beat.fmt < 1 << cfg.fmt_bits:
+                raise ValueError(
+                    f"{type(beat).__name__} fmt={beat.fmt} does not fit the {cfg.fmt_bits}-bit "
+                    f"format field of this engine (0..{(1 << cfg.fmt_bits) - 1})"
+                )
         mv_first = not self._mv_in_op
         mv_wants_load = mv is not None and mv_first and mv.load
-        out.mv_ready = adv and (not mv_wants_load or self._pend)
+        out.mv_ready = adv and self._mv_hold == 0 and (not mv_wants_load or self._pend)
         mv_fire = out.mv_fire = mv is not None and out.mv_ready
         activate = mv_fire and mv_wants_load
-        mv_error = mv_fire and mv_first and not mv.load and not self._act_valid
-        mv_drop = mv_error if mv_first else self._mv_dropping
         act_now = 1 - self._act if activate else self._act
+        x_fmt = (cfg.format_of(mv.fmt) if mv_first else self._mv_fmt) if mv_fire else None
+        w_fmt = self._bank_fmt[act_now]
+        mv_error = mv_fire and mv_first and not mv.load and not self._act_valid
+        fmt_error = mv_fire and mv_first and not mv_error and x_fmt is None
+        mix_error = (
+            mv_fire
+            and mv_first
+            and not mv_error
+            and not fmt_error
+            and not formats_mix(w_fmt, x_fmt)
+        )
+        mv_drop = (mv_error or fmt_error or mix_error) if mv_first else self._mv_dropping
         mv_live = mv_fire and not mv_drop
         value = None
         if mv_live:
             k = self._bank_k[act_now]
-            column = np.asarray(mv.data, self._dtype)[:k, None]
-            value = matmul(self._bank_w[act_now][:k], column, cfg=cfg, fmt=self._fmt)[:, 0]
+            column = np.asarray(mv.data, _dtype(x_fmt))[:k, None]
+            w = self._bank_w[act_now][:k]
+            value = matmul(w, column, cfg=cfg, fmt=(w_fmt, x_fmt))[:, 0]
 
         # LoadStationary.
         out.ld_ready = adv and (not self._pend or activate)
@@ -166,18 +202,24 @@ class EngineTiming:
         k_decl = (ld.k if ld_first else self._ld_k) if ld_fire else 0
         row = 0 if ld_first else self._ld_row
         k_error = ld_fire and ld_first and not 1 <= ld.k <= cfg.rows
-        bad = k_error if ld_first else self._ld_dropping
+        ld_fmt = (cfg.format_of(ld.fmt) if ld_first else self._ld_fmt) if ld_fire else None
+        ld_fmt_error = ld_fire and ld_first and ld_fmt is None
+        bad = (k_error or ld_fmt_error) if ld_first else self._ld_dropping
         at_end = row == k_decl - 1
         len_error = ld_fire and not bad and at_end != ld.last
         commit = ld_fire and not bad and at_end and ld.last
         target = 1 - act_now
         if ld_fire and not bad:
-            self._bank_w[target][row % cfg.rows] = np.asarray(ld.data, self._dtype)
+            if ld_first:  # rows at or beyond K keep stale values the op never reads
+                self._bank_w[target] = np.zeros((cfg.rows, cfg.cols), _dtype(ld_fmt))
+            self._bank_w[target][row % cfg.rows] = np.asarray(ld.data, _dtype(ld_fmt))
 
         # Clock edge.
         if mv_fire:
             self._mv_in_op = not mv.last
             self._mv_dropping = mv_drop and not mv.last
+            if mv_first:
+                self._mv_fmt = x_fmt
         if activate:
             self._act = 1 - self._act
             self._act_valid = True
@@ -186,9 +228,11 @@ class EngineTiming:
             self._ld_dropping = not ld.last and (bad or len_error)
             self._ld_row = (row + 1) % (1 << max(0, (cfg.rows - 1).bit_length()))
             self._ld_k = k_decl
+            self._ld_fmt = ld_fmt
         if commit:
             self._pend = True
             self._bank_k[target] = k_decl
+            self._bank_fmt[target] = ld_fmt
         elif activate:
             self._pend = False
         if out.res_fire:
@@ -199,12 +243,22 @@ class EngineTiming:
                 self._queue.append((last, data))
             self._pipe.appendleft((mv_live, bool(mv_live and mv.last), value))
             self.tick += 1
+            if mv_fire and x_fmt is not None and x_fmt is self._fp32:
+                self._mv_hold = FP32_BEAT_INTERVAL - 1
+            elif self._mv_hold:
+                self._mv_hold -= 1
         if mv_error:
             self._error(ErrorKind.NO_STATIONARY)
         if len_error:
             self._error(ErrorKind.LOAD_LENGTH)
         if k_error:
             self._error(ErrorKind.LOAD_K)
+        if ld_fmt_error:
+            self._error(ErrorKind.LOAD_FORMAT)
+        if fmt_error:
+            self._error(ErrorKind.MOVING_FORMAT)
+        if mix_error:
+            self._error(ErrorKind.FORMAT_MISMATCH)
         self.cycle += 1
         return out
 
@@ -213,27 +267,41 @@ class EngineTiming:
 class Op:
     """One nc_matmul as the engine receives it: an optional new stationary and a moving matrix.
 
-    ``stationary=None`` reuses the stationary of the previous op.
+    ``stationary=None`` reuses the stationary of the previous op. ``fmt`` names the formats
+    as :func:`tlm.tensor.matmul` takes them (one name, or ``(stationary, moving)``); by
+    default they follow the dtypes (integers: the engine's integer format).
     """
 
     moving: np.ndarray
     stationary: np.ndarray | None = None
+    fmt: str | tuple[str, str] | None = None
     results: list = field(default_factory=list)
+
+    def formats(self, cfg: EngineConfig) -> tuple:
+        """(stationary, moving) formats, checked against ``cfg``; the stationary's is
+        ``None`` for an op that reuses the previous stationary."""
+        if self.stationary is None:
+            names = self.fmt[1] if isinstance(self.fmt, tuple) else self.fmt
+            m_fmt = resolve_formats(self.moving, self.moving, cfg, names)[1]
+            return None, m_fmt
+        return resolve_formats(self.stationary, self.moving, cfg, self.fmt)
 
     def load_beats(self, cfg: EngineConfig) -> list[LoadBeat]:
         if self.stationary is None:
             return []
+        code = cfg.code(self.formats(cfg)[0])
         k = self.stationary.shape[0]
         padded = np.zeros((k, cfg.cols), self.stationary.dtype)
         padded[:, : self.stationary.shape[1]] = self.stationary
-        return [LoadBeat(padded[j], k, j == k - 1) for j in range(k)]
+        return [LoadBeat(padded[j], k, j == k - 1, code) for j in range(k)]
 
     def moving_beats(self, cfg: EngineConfig) -> list[MovingBeat]:
+        code = cfg.code(self.formats(cfg)[1])
         k, n = self.moving.shape
         padded = np.zeros((cfg.rows, n), self.moving.dtype)
         padded[:k] = self.moving
         return [
-            MovingBeat(padded[:, j], self.stationary is not None and j == 0, j == n - 1)
+            MovingBeat(padded[:, j], self.stationary is not None and j == 0, j == n - 1, code)
             for j in range(n)
         ]
 

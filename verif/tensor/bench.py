@@ -128,7 +128,7 @@ async def random_ops(dut):
         "engine %dx%d %s, seed %d (rerun with SEED=%d)",
         cfg.rows,
         cfg.cols,
-        cfg.fmt.name,
+        ",".join(f.name for f in cfg.formats),
         seed,
         seed,
     )

@@ -34,7 +34,8 @@ def engine_verilog(cfg: EngineConfig) -> Path:
     path = BUILD / "gen" / f"{TOP}_{cfg.tag}_{_sources_hash()}.v"
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")  # parallel workers may race here
-        write_verilog(TOP, {"rows": cfg.rows, "cols": cfg.cols, "fmt": cfg.fmt.name}, tmp)
+        params = {"rows": cfg.rows, "cols": cfg.cols, "fmt": cfg.formats}
+        write_verilog(TOP, params, tmp)
         tmp.replace(path)
     return path
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hdl.formats import acc_shape
 from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import CycleOut, EngineTiming, LoadBeat, MovingBeat
 
@@ -44,6 +45,7 @@ class Scoreboard:
         self.cfg = cfg
         self.seed = seed
         self.model = EngineTiming(cfg)
+        self._mask = (1 << acc_shape(cfg).width) - 1
         self.results = 0
         self.loads = 0
         self.moves = 0
@@ -70,17 +72,19 @@ class Scoreboard:
                 self._fail(
                     f"res_stream.payload.last of result {self.results}", exp.res_last, rtl.res_last
                 )
+            # Results are compared as the raw bits of the accumulator: binary32 bit for bit,
+            # integer sums in two's complement.
             want = exp.res_data
-            got = np.asarray(rtl.res_data)
-            if want.dtype == np.float32:  # binary32 results are compared bit for bit
-                want = want.view(np.uint32).astype(np.int64)
-                got = got.astype(np.int64) & 0xFFFFFFFF
+            if want.dtype == np.float32:
+                want = want.view(np.uint32)
+            want = want.astype(np.int64) & self._mask
+            got = np.asarray(rtl.res_data).astype(np.int64) & self._mask
             if not np.array_equal(want, got):
                 bad = np.flatnonzero(want != got)
                 self._fail(
                     f"result {self.results}, lanes {bad[:8].tolist()}",
-                    [hex(v) if exp.res_data.dtype == np.float32 else v for v in want[bad[:8]]],
-                    [hex(v) if exp.res_data.dtype == np.float32 else v for v in got[bad[:8]]],
+                    [hex(v) for v in want[bad[:8]]],
+                    [hex(v) for v in got[bad[:8]]],
                 )
         if exp.flags != rtl.flags:
             self._fail("status.flags", exp.flags, rtl.flags)

@@ -13,12 +13,21 @@ from tlm.tensor.timing import LoadBeat, MovingBeat
 __all__ = ["Codec", "raw_lanes"]
 
 
-def raw_lanes(fmt, values) -> np.ndarray:
-    """Operand values as the port carries them: integers as they are, a floating-point
-    format's values as the raw bits of its container (unsigned)."""
+def raw_lanes(cfg: EngineConfig, code: int, values) -> np.ndarray:
+    """Operand values as the port carries them (int64): on an integer-only engine the
+    integers themselves; otherwise raw bits in the port's unsigned container - a
+    floating-point format's bits, an integer's two's complement in its low bits. A code that
+    names no format sends ``values`` as raw bits unchanged (misuse stimulus)."""
+    fmt = cfg.format_of(code)
+    values = np.asarray(values)
+    if fmt is None:
+        return values.astype(np.int64)
     if fmt.kind == "int":
-        return np.asarray(values)
-    return np.asarray(values, fmt.dtype).view(f"u{fmt.storage_bits // 8}")
+        if operand_shape(cfg).signed:
+            return values.astype(np.int64)
+        return values.astype(np.int64) & ((1 << fmt.bits) - 1)
+    raw = np.asarray(values, fmt.dtype).view(f"u{fmt.storage_bits // 8}")
+    return raw.astype(np.int64)
 
 
 def _dtype(shape):
@@ -37,16 +46,26 @@ class Codec:
         self._mv = moving_beat(cfg)
         self._res = result_beat(cfg)
         self._status = status_layout(cfg)
-        self._op_dtype = _dtype(operand_shape(cfg.fmt))
-        self._acc_dtype = _dtype(acc_shape(cfg.fmt))
+        self._op_dtype = _dtype(operand_shape(cfg))
+        self._acc_dtype = _dtype(acc_shape(cfg))
         self._res_bytes = cfg.cols * self._acc_dtype.itemsize
 
-    def lanes(self, values) -> np.ndarray:
+    def lanes(self, values, code: int = 0) -> np.ndarray:
         """Operand lanes as the port carries them, in the port's lane dtype."""
-        return raw_lanes(self.cfg.fmt, values).astype(self._op_dtype)
+        return raw_lanes(self.cfg, code, values).astype(self._op_dtype)
 
-    def _vector(self, values) -> int:
-        return int.from_bytes(self.lanes(values).tobytes(), "little")
+    def _vector(self, values, code: int) -> int:
+        return int.from_bytes(self.lanes(values, code).tobytes(), "little")
+
+    def _code(self, layout, beat) -> int:
+        if "fmt" not in layout.members:
+            return 0
+        if not 0 <= beat.fmt < 1 << layout["fmt"].width:
+            raise ValueError(
+                f"{type(beat).__name__} fmt={beat.fmt} does not fit the "
+                f"{layout['fmt'].width}-bit field"
+            )
+        return beat.fmt << layout["fmt"].offset
 
     def load(self, beat: LoadBeat) -> int:
         if not 0 <= beat.k < 1 << self._ld["k"].width:
@@ -54,16 +73,18 @@ class Codec:
                 f"LoadBeat k={beat.k} does not fit the {self._ld['k'].width}-bit field"
             )
         return (
-            self._vector(beat.data) << self._ld["data"].offset
+            self._vector(beat.data, beat.fmt) << self._ld["data"].offset
             | beat.k << self._ld["k"].offset
             | int(beat.last) << self._ld["last"].offset
+            | self._code(self._ld, beat)
         )
 
     def moving(self, beat: MovingBeat) -> int:
         return (
-            self._vector(beat.data) << self._mv["data"].offset
+            self._vector(beat.data, beat.fmt) << self._mv["data"].offset
             | int(beat.load) << self._mv["load"].offset
             | int(beat.last) << self._mv["last"].offset
+            | self._code(self._mv, beat)
         )
 
     def result(self, value: int) -> tuple[np.ndarray, bool]:

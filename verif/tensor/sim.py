@@ -36,7 +36,8 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
     """A GTKWave save file grouping the streams, the status and a 2x2 corner of the array."""
     from vcd.gtkw import GTKWSave
 
-    from hdl.tensor.layouts import load_beat, moving_beat, result_beat, status_layout
+    from hdl.formats import acc_shape, operand_shape
+    from hdl.tensor.layouts import load_beat, moving_beat, moving_lane, result_beat, status_layout
 
     prefix = f"{TOP}."  # Icarus' FST and Verilator's VCD both scope the design by its top
     groups = {
@@ -57,23 +58,24 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
         ],
         "status": [("status", status_layout(cfg).size)],
     }
-    acc = cfg.fmt.acc_bits
+    acc = acc_shape(cfg).width
+    lane, op = moving_lane(cfg).size, operand_shape(cfg).width
     corner = []
     width = default_slice_cols(cfg.cols)  # the array is made of slices of `width` columns
     for c in range(min(2, cfg.cols)):
         for k in range(min(2, cfg.rows)):
             pe = f"array.col{c // width}.pe{k}_{c % width}."
             corner += [
-                (pe + "a_out", cfg.fmt.bits + 2),
+                (pe + "a_out", lane),
                 (pe + "p_out", acc),
-                (pe + "w0", cfg.fmt.bits),
-                (pe + "w1", cfg.fmt.bits),
+                (pe + "w0", op),
+                (pe + "w1", op),
             ]
     groups["array corner: PE(row, col) for rows, cols 0..1"] = corner
     save.parent.mkdir(parents=True, exist_ok=True)
     with open(save, "w") as f:
         gtkw = GTKWSave(f)
-        gtkw.comment(f"tensor engine {cfg.rows}x{cfg.cols} {cfg.fmt.name}, {sim}")
+        gtkw.comment(f"tensor engine {cfg.rows}x{cfg.cols} {cfg.format_tag}, {sim}")
         gtkw.dumpfile(str(dump))
         gtkw.zoom_markers(-20.0)
         gtkw.trace(_trace_name(prefix, "clk", 1))
@@ -95,6 +97,9 @@ def main(argv=None) -> int:
     p.add_argument("--sim", choices=SIMULATORS, default="icarus")
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--cols", type=int, default=8)
+    p.add_argument(
+        "--format", default="int8", help="operand format(s): a name, a comma list, or 'all'"
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--ops", type=int, default=8, help="random nc_matmuls per pattern triple")
     p.add_argument("--max-n", type=int, default=32, help="largest N drawn")
@@ -120,12 +125,12 @@ def main(argv=None) -> int:
         return subprocess.call(cmd)
 
     try:
-        cfg = EngineConfig(args.rows, args.cols)
+        cfg = EngineConfig(args.rows, args.cols, args.format)
     except ValueError as error:
         print(f"python -m verif.tensor.sim: error: {error}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
-    print(f"engine {cfg.rows}x{cfg.cols} {cfg.fmt.name} on {args.sim}, seed {seed}")
+    print(f"engine {cfg.rows}x{cfg.cols} {cfg.format_tag} on {args.sim}, seed {seed}")
     start = time.perf_counter()
     simbuild = build_engine(args.sim, cfg, waves=args.waves)
     test_dir = simbuild.build_dir / f"run-{seed}"
@@ -146,6 +151,7 @@ def main(argv=None) -> int:
             env={
                 "TE_ROWS": cfg.rows,
                 "TE_COLS": cfg.cols,
+                "TE_FORMAT": ",".join(f.name for f in cfg.formats),
                 "SEED": seed,
                 "TE_OPS": args.ops,
                 "TE_MAX_N": args.max_n,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hdl.formats import operand_shape
 from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import LoadBeat, MovingBeat, Op
 from verif.tensor.fp_operands import edge_operands
@@ -78,52 +79,91 @@ def random_stimulus(
     max_n: int = 64,
     misuse: bool = True,
 ) -> Stimulus:
-    """``ops`` nc_matmuls of random K, M, N (edges included), some reusing the previous
-    stationary, with misuse (a moving op before any load, loads with a bad K or cut short or
-    overrun) mixed in when ``misuse`` is set."""
+    """``ops`` nc_matmuls of random K, M, N (edges included) and random formats among the
+    pairs the engine allows (:meth:`EngineConfig.pairs`), some reusing the previous
+    stationary (with a moving format that mixes with it), with misuse mixed in when
+    ``misuse`` is set: a moving op before any load, loads with a bad K, cut short or
+    overrun, and on a multi-format engine format codes that name no format and moving
+    formats that do not mix with the stationary."""
     stim = Stimulus()
-    fmt = cfg.fmt
+    pairs = cfg.pairs()
+    unknown = list(range(len(cfg.formats), 1 << cfg.fmt_bits))  # codes naming no format
     if misuse and rng.random() < 0.5:
         # MultiplyMoving before any stationary: consumed, dropped, flagged.
+        fmt = cfg.formats[rng.integers(len(cfg.formats))]
         n = _size(rng, 4)
         for j in range(n):
-            stim.mv_beats.append(MovingBeat(_data(rng, cfg.rows, fmt), load=False, last=j == n - 1))
+            stim.mv_beats.append(
+                MovingBeat(_data(rng, cfg.rows, fmt), False, j == n - 1, cfg.code(fmt))
+            )
         stim.misuse.append("no_stationary")
-    have_stationary = False
+    s_fmt = None
     for _ in range(ops):
         if misuse and rng.random() < 0.15:
             stim.ld_beats.extend(_bad_load(cfg, rng, stim))
+        if misuse and s_fmt is not None and rng.random() < 0.15:
+            stim.mv_beats.extend(_bad_moving(cfg, rng, stim, s_fmt, unknown))
         k, m, n = _size(rng, cfg.rows), _size(rng, cfg.cols), _size(rng, max_n)
-        reuse = have_stationary and rng.random() < 0.25
+        reuse = s_fmt is not None and rng.random() < 0.25
         if reuse:
             k = stim.ops[-1].moving.shape[0]
-        stationary = None if reuse else _data(rng, (k, m), fmt)
-        op = Op(_data(rng, (k, n), fmt), stationary)
+            choices = [mf for sf, mf in pairs if sf == s_fmt]
+            m_fmt = choices[rng.integers(len(choices))]
+        else:
+            s_fmt, m_fmt = pairs[rng.integers(len(pairs))]
+        stationary = None if reuse else _data(rng, (k, m), s_fmt)
+        op = Op(_data(rng, (k, n), m_fmt), stationary, (s_fmt, m_fmt))
         stim.ops.append(op)
         stim.ld_beats.extend(op.load_beats(cfg))
         # Rows at or beyond K carry garbage, not zeros: the engine must ignore them (a zero
         # would hide a PE that adds a row it should skip).
         for beat in op.moving_beats(cfg):
             data = beat.data.copy()
-            data[k:] = _data(rng, cfg.rows - k, fmt)
-            stim.mv_beats.append(MovingBeat(data, beat.load, beat.last))
-        have_stationary = True
+            data[k:] = _data(rng, cfg.rows - k, m_fmt)
+            stim.mv_beats.append(MovingBeat(data, beat.load, beat.last, beat.fmt))
     return stim
 
 
+def _bad_moving(cfg, rng, stim, s_fmt, unknown):
+    """A moving op reusing the stationary with a format code naming no format, or with a
+    format that does not mix with the stationary's: dropped whole, flagged and counted."""
+    clash = [f for f in cfg.formats if (s_fmt, f) not in cfg.pairs()]
+    kinds = (["moving_bad_format"] if unknown else []) + (["format_mismatch"] if clash else [])
+    if not kinds:
+        return []
+    kind = kinds[rng.integers(len(kinds))]
+    stim.misuse.append(kind)
+    n = _size(rng, 3)
+    if kind == "moving_bad_format":
+        code = int(rng.choice(unknown))
+        data = rng.integers(0, 1 << min(operand_shape(cfg).width, 62), (n, cfg.rows))
+    else:
+        fmt = clash[rng.integers(len(clash))]
+        code, data = cfg.code(fmt), _data(rng, (n, cfg.rows), fmt)
+    return [MovingBeat(data[j], False, j == n - 1, code) for j in range(n)]
+
+
 def _bad_load(cfg, rng, stim):
-    kind = rng.integers(0, 3)
-    data = _data(rng, (cfg.rows + 2, cfg.cols), cfg.fmt)
+    fmt = cfg.formats[rng.integers(len(cfg.formats))]
+    code = cfg.code(fmt)
+    unknown = list(range(len(cfg.formats), 1 << cfg.fmt_bits))
+    kind = rng.integers(0, 4 if unknown else 3)
+    data = _data(rng, (cfg.rows + 2, cfg.cols), fmt)
     k = int(rng.integers(1, cfg.rows + 1))
     if kind == 0 and k > 1:  # cut short: last before row K-1
         stim.misuse.append("load_cut_short")
         cut = int(rng.integers(1, k))
-        return [LoadBeat(data[j], k, j == cut - 1) for j in range(cut)]
+        return [LoadBeat(data[j], k, j == cut - 1, code) for j in range(cut)]
     if kind == 1:  # overrun: K rows and more before last
         stim.misuse.append("load_overrun")
         extra = int(rng.integers(1, 3))
-        return [LoadBeat(data[j], k, j == k + extra - 1) for j in range(k + extra)]
+        return [LoadBeat(data[j], k, j == k + extra - 1, code) for j in range(k + extra)]
+    if kind == 3:  # a format code that names no format: the whole load is dropped
+        stim.misuse.append("load_bad_format")
+        code = int(rng.choice(unknown))
+        raw = rng.integers(0, 1 << min(operand_shape(cfg).width, 62), (k, cfg.cols))
+        return [LoadBeat(raw[j], k, j == k - 1, code) for j in range(k)]
     bad_k = int(rng.choice([0] + ([cfg.rows + 1] if cfg.rows + 1 < 1 << cfg.k_bits else [])))
     stim.misuse.append("load_bad_k")
     n = int(rng.integers(1, 3))
-    return [LoadBeat(data[j], bad_k, j == n - 1) for j in range(n)]
+    return [LoadBeat(data[j], bad_k, j == n - 1, code) for j in range(n)]
