@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from amaranth.hdl import Const, Mux, Signal, signed
 
-__all__ = ["round_to_f32", "F32_INF"]
+__all__ = ["round_to_f32", "leading_one", "F32_INF"]
 
 #: Bits of +infinity in binary32; a rounded magnitude at or above it has overflowed.
 F32_INF = 0x7F800000
+
+
+def leading_one(m, value, name: str):
+    """Index of the highest set bit of ``value`` (0 when ``value`` is 0), as a tree of
+    halving steps: log2(width) levels of muxes rather than a chain of ``width`` of them."""
+    bits = max(1, (len(value) - 1).bit_length())
+    cur = Signal(1 << bits, name=f"{name}_in")
+    m.d.comb += cur.eq(value)
+    lead = Signal(bits, name=name)
+    for level in reversed(range(bits)):
+        half = 1 << level
+        upper = cur[half : 2 * half] != 0
+        nxt = Signal(half, name=f"{name}_{level}")
+        m.d.comb += [lead[level].eq(upper), nxt.eq(Mux(upper, cur[half : 2 * half], cur[:half]))]
+        cur = nxt
+    return lead
 
 
 def round_to_f32(m, value, exp, name: str = "rnd"):
@@ -21,10 +37,7 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     the significand, and into the infinity pattern when that overflows the range.
     """
     width = len(value)
-    lead = Signal(range(max(2, width)), name=f"{name}_lead")
-    for i in range(width):
-        with m.If(value[i]):
-            m.d.comb += lead.eq(i)
+    lead = leading_one(m, value, f"{name}_lead")
     e32 = Signal(signed(len(exp) + 2), name=f"{name}_e32")  # unbiased exponent of the result
     m.d.comb += e32.eq(exp + lead)
     lsb = Signal(signed(len(e32) + 1), name=f"{name}_lsb")
@@ -32,19 +45,24 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     shift = Signal(signed(len(lsb) + 1), name=f"{name}_shift")  # right shift of value
     m.d.comb += shift.eq(lsb - exp)
 
+    # Every intermediate stays within 64 bits (Verilator computes wider ones word by word, and
+    # 16k PEs each do this every cycle): masks come from right shifts of constants, never
+    # from left shifts, which Amaranth widens by the shift amount's range.
     wide = width + 2
     right = Signal(range(wide + 1), name=f"{name}_right")
     m.d.comb += right.eq(Mux(shift > wide, wide, Mux(shift < 0, 0, shift)))
+    unkept = Signal(range(wide + 2), name=f"{name}_unkept")  # wide + 1 - right
+    m.d.comb += unkept.eq(wide + 1 - right)
     left = Signal(range(32), name=f"{name}_left")
     m.d.comb += left.eq(Mux(shift < 0, -shift, 0))
     kept = value >> right
-    lost = value & ((Const(1, wide + 1) << right) - 1)
-    below = Signal(range(wide + 1), name=f"{name}_below")  # weight of the first bit dropped
-    m.d.comb += below.eq(Mux(right == 0, 0, right - 1))
-    half = Const(1, wide + 1) << below
+    lost = value & (Const((1 << (wide + 1)) - 1, wide + 1) >> unkept)  # the low `right` bits
+    half = Const(1 << wide, wide + 1) >> unkept  # weight of the first bit dropped
     round_up = (right != 0) & ((lost > half) | ((lost == half) & kept[0]))
+    # A left shift (shift < 0) only happens when the leading one is below bit 23 (the result
+    # then needs no rounding), so the low 24 bits of value are all of it.
     q = Signal(33, name=f"{name}_q")
-    m.d.comb += q.eq(Mux(shift < 0, value << left, kept + round_up))
+    m.d.comb += q.eq(Mux(shift < 0, value[: min(24, width)] << left, kept + round_up))
 
     biased = Signal(signed(len(e32) + 2), name=f"{name}_biased")
     m.d.comb += biased.eq(Mux(e32 >= -126, e32 + 126, 0))

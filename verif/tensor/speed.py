@@ -1,7 +1,8 @@
 """cocotb speed probe: the engine kept busy at full rate, results read every cycle, no checks.
 
 Measures what the simulator and cocotb cost per cycle, apart from the scoreboard. Configured by
-``TE_ROWS``, ``TE_COLS``, ``TE_CYCLES`` and ``TE_PERF_JSON`` (where the figures go).
+``TE_ROWS``, ``TE_COLS``, ``TE_FORMAT``, ``TE_CYCLES`` and ``TE_PERF_JSON`` (where the figures
+go). An engine with several formats is driven with BF16 ops when it has BF16.
 """
 
 from __future__ import annotations
@@ -22,7 +23,18 @@ from verif.tensor.signals import Codec
 
 @cocotb.test()
 async def speed(dut):
-    cfg = EngineConfig(int(os.environ["TE_ROWS"]), int(os.environ["TE_COLS"]))
+    cfg = EngineConfig(
+        int(os.environ["TE_ROWS"]), int(os.environ["TE_COLS"]), os.environ.get("TE_FORMAT", "int8")
+    )
+    names = [f.name for f in cfg.formats]
+    fmt = cfg.formats[names.index("bf16")] if "bf16" in names else cfg.fmt
+    code = cfg.code(fmt)
+
+    def operands(n):
+        if fmt.kind == "int":
+            return rng.integers(-128, 128, n)
+        return rng.standard_normal(n).astype(fmt.dtype)
+
     cycles = int(os.environ.get("TE_CYCLES", "2000"))
     codec = Codec(cfg)
     rng = np.random.default_rng(0)
@@ -35,12 +47,11 @@ async def speed(dut):
     dut.rst.value = 0
     # Back-to-back nc_matmuls of K=rows, N=512, each with a new stationary.
     loads = [
-        codec.load(LoadBeat(rng.integers(-128, 128, cfg.cols), cfg.rows, j == cfg.rows - 1))
+        codec.load(LoadBeat(operands(cfg.cols), cfg.rows, j == cfg.rows - 1, code))
         for j in range(cfg.rows)
     ]
     moves = [
-        codec.moving(MovingBeat(rng.integers(-128, 128, cfg.rows), j == 0, j == 511))
-        for j in range(512)
+        codec.moving(MovingBeat(operands(cfg.rows), j == 0, j == 511, code)) for j in range(512)
     ]
     dut.ld_stream__payload.value = loads[0]
     dut.mv_stream__payload.value = moves[0]
