@@ -6,11 +6,20 @@ takes the engine's configuration and works for one format or several.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data
 
 from tlm.tensor.config import EngineConfig
 
-__all__ = ["operand_shape", "acc_shape", "mac"]
+__all__ = [
+    "operand_shape",
+    "acc_shape",
+    "decoded_layout",
+    "lane_shape",
+    "decode_operand",
+    "is_int_code",
+    "mac",
+]
 
 
 def operand_shape(cfg: EngineConfig):
@@ -50,7 +59,30 @@ def acc_shape(cfg: EngineConfig):
     return unsigned(32)
 
 
-def _float_codes(m: Module, cfg: EngineConfig, code, name: str):
+def decoded_layout(cfg: EngineConfig) -> data.StructLayout | None:
+    """Operands inside the array of an engine with floating-point formats: decoded once, at
+    the array's edge, so that no PE decodes its operands again (value = ``(-1)**sign * sig *
+    2**exp``; ``nan`` and ``inf`` flags). An int8 operand is its sign and magnitude with
+    ``exp`` 0. ``None`` for an integer-only engine, whose operands stay integers."""
+    if not cfg.has_float:
+        return None
+    floats = [f for f in cfg.formats if f.kind == "float"]
+    sig_bits = max(
+        [24 - f.ignored_low_bits if f.ignored_low_bits else f.man_bits + 1 for f in floats]
+        + [f.bits for f in cfg.formats if f.kind == "int"]
+    )
+    exp_bits = max(f.exp_bits + 2 for f in floats)
+    return data.StructLayout(
+        {"sign": 1, "sig": sig_bits, "exp": signed(exp_bits), "nan": 1, "inf": 1}
+    )
+
+
+def lane_shape(cfg: EngineConfig):
+    """Shape of an operand inside the array: decoded (:func:`decoded_layout`) or an integer."""
+    return decoded_layout(cfg) or operand_shape(cfg)
+
+
+def _float_index(m: Module, cfg: EngineConfig, code, name: str):
     """Map an engine format code to the index of its format among the engine's floating-point
     formats (integer codes map to 0; the float result is not used for them)."""
     floats = [f for f in cfg.formats if f.kind == "float"]
@@ -63,37 +95,78 @@ def _float_codes(m: Module, cfg: EngineConfig, code, name: str):
     return index
 
 
-def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, w_code=None, x_code=None):
-    """``acc + weight * x`` when ``enable``, else ``acc``: one PE step, added to ``m``.
-
-    Integers wrap like the TLM's accumulator; floating point follows the numerics contract
-    (``docs/numerics.md``) through :class:`hdl.fp.FloatMac`. With several formats,
-    ``w_code`` and ``x_code`` (engine format codes) choose them per step; the engine never
-    offers a pair that does not mix.
-    """
-    ints = [f for f in cfg.formats if f.kind == "int"]
-    floats = [f for f in cfg.formats if f.kind == "float"]
+def is_int_code(cfg: EngineConfig, code):
+    """Whether a format code names the engine's integer format (always false without one)."""
+    ints = [c for c, f in enumerate(cfg.formats) if f.kind == "int"]
     if len(ints) > 1:
         raise ValueError(
-            f"an engine takes at most one integer format, not {', '.join(f.name for f in ints)}"
+            "an engine takes at most one integer format, not "
+            + ", ".join(cfg.formats[c].name for c in ints)
         )
-    int_sum = None
-    if ints:
-        fmt = ints[0]
-        w_int, x_int = weight[: fmt.bits].as_signed(), x[: fmt.bits].as_signed()
-        int_sum = (acc.as_signed() + w_int * x_int)[: fmt.acc_bits]
-        if not floats:
-            return Mux(enable, int_sum.as_signed(), acc)
-    from .fp import FloatMac
+    if not ints:
+        return Const(0)
+    return Const(1) if len(cfg.formats) == 1 else code == ints[0]
 
-    m.submodules.mac = unit = FloatMac(floats, floats)
-    m.d.comb += [unit.w.eq(weight), unit.x.eq(x), unit.en.eq(enable), unit.acc_in.eq(acc)]
-    if len(floats) > 1:
-        m.d.comb += [
-            unit.w_code.eq(_float_codes(m, cfg, w_code, "w_float")),
-            unit.x_code.eq(_float_codes(m, cfg, x_code, "x_float")),
-        ]
-    if int_sum is None:
-        return unit.acc_out
-    is_int = w_code == cfg.code(ints[0])
-    return Mux(enable & is_int, int_sum, unit.acc_out)
+
+def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str):
+    """Decode a raw operand of format ``cfg.formats[code]`` into :func:`decoded_layout`
+    (``raw`` itself on an integer-only engine). Added to ``m``."""
+    layout = decoded_layout(cfg)
+    if layout is None:
+        return raw
+    from .fp.mul import decode_any
+
+    floats = tuple(f for f in cfg.formats if f.kind == "float")
+    index = _float_index(m, cfg, code, f"{name}_fi") if len(floats) > 1 else None
+    sign, sig, exp, nan, inf, _ = decode_any(m, floats, raw, index, name)
+    out = Signal(layout, name=f"{name}_dec")
+    m.d.comb += [
+        out.sign.eq(sign),
+        out.sig.eq(sig),
+        out.exp.eq(exp),
+        out.nan.eq(nan),
+        out.inf.eq(inf),
+    ]
+    ints = [f for f in cfg.formats if f.kind == "int"]
+    if ints:
+        value = raw[: ints[0].bits].as_signed()
+        with m.If(is_int_code(cfg, code)):
+            m.d.comb += [
+                out.sign.eq(value < 0),
+                out.sig.eq(Mux(value < 0, -value, value)),
+                out.exp.eq(0),
+                out.nan.eq(0),
+                out.inf.eq(0),
+            ]
+    return out
+
+
+def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None):
+    """``acc + weight * x`` when ``enable``, else ``acc``: one PE step, added to ``m``.
+
+    Integers wrap like the TLM's accumulator. Floating point follows the numerics contract
+    (``docs/numerics.md``) on operands decoded by :func:`decode_operand`: the binary32
+    product (:func:`hdl.fp.mul.multiply`) then a :class:`hdl.fp.Float32Adder`. On an engine
+    with an integer format beside floating-point ones, ``is_int`` chooses the integer step.
+    """
+    ints = [f for f in cfg.formats if f.kind == "int"]
+    if not cfg.has_float:
+        fmt = ints[0]
+        total = acc + weight * x
+        return Mux(enable, total[: fmt.acc_bits].as_signed(), acc)
+    from .fp.add import Float32Adder
+    from .fp.mul import multiply
+
+    def unpack(v):
+        return (v.sign, v.sig, v.exp, v.nan, v.inf, v.sig == 0)
+
+    m.submodules.add = add = Float32Adder()
+    m.d.comb += [add.a.eq(acc), add.b.eq(multiply(m, unpack(weight), unpack(x)))]
+    result = add.s
+    if ints:
+        bits = ints[0].bits
+        magnitude = weight.sig[:bits] * x.sig[:bits]
+        product = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
+        int_sum = (acc.as_signed() + product)[:32]
+        result = Mux(is_int, int_sum, add.s)
+    return Mux(enable, result, acc)

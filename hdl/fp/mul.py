@@ -10,7 +10,7 @@ from tlm.formats import CANONICAL_NAN_BITS, FloatFormat
 
 from .round import F32_INF, round_to_f32
 
-__all__ = ["FloatMultiplier", "decode", "decode_any", "format_tuple"]
+__all__ = ["FloatMultiplier", "decode", "decode_any", "format_tuple", "multiply"]
 
 
 def format_tuple(fmts) -> tuple[FloatFormat, ...]:
@@ -106,20 +106,30 @@ class FloatMultiplier(wiring.Component):
         sb, mb, eb, nan_b, inf_b, zero_b = decode_any(
             m, self.b_fmts, self.b, getattr(self, "b_code", None), "b"
         )
-        sign = sa ^ sb
-        width = len(ma) + len(mb)
-        prod = Signal(width)
-        m.d.comb += prod.eq(ma * mb)
-        exp = Signal(signed(max(len(ea), len(eb)) + 2))  # value = prod * 2**exp
-        m.d.comb += exp.eq(ea + eb)
-
-        magnitude = round_to_f32(m, prod, exp, name="prod")
-        with m.If(nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a)):
-            m.d.comb += self.p.eq(CANONICAL_NAN_BITS)
-        with m.Elif(inf_a | inf_b | (magnitude >= F32_INF)):
-            m.d.comb += self.p.eq(Cat(Const(F32_INF, 31), sign))
-        with m.Elif(zero_a | zero_b):
-            m.d.comb += self.p.eq(Cat(Const(0, 31), sign))
-        with m.Else():
-            m.d.comb += self.p.eq(Cat(magnitude[:31], sign))
+        m.d.comb += self.p.eq(
+            multiply(m, (sa, ma, ea, nan_a, inf_a, zero_a), (sb, mb, eb, nan_b, inf_b, zero_b))
+        )
         return m
+
+
+def multiply(m: Module, a, b):
+    """``fp32(a * b)`` of two decoded operands (``(sign, sig, exp, nan, inf, zero)`` as
+    :func:`decode` returns them): binary32 bits, ties to even, canonical NaN. Added to ``m``."""
+    sa, ma, ea, nan_a, inf_a, zero_a = a
+    sb, mb, eb, nan_b, inf_b, zero_b = b
+    sign = sa ^ sb
+    prod = Signal(len(ma) + len(mb))
+    m.d.comb += prod.eq(ma * mb)
+    exp = Signal(signed(max(len(ea), len(eb)) + 2))  # value = prod * 2**exp
+    m.d.comb += exp.eq(ea + eb)
+    magnitude = round_to_f32(m, prod, exp, name="prod")
+    p = Signal(32)
+    with m.If(nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a)):
+        m.d.comb += p.eq(CANONICAL_NAN_BITS)
+    with m.Elif(inf_a | inf_b | (magnitude >= F32_INF)):
+        m.d.comb += p.eq(Cat(Const(F32_INF, 31), sign))
+    with m.Elif(zero_a | zero_b):
+        m.d.comb += p.eq(Cat(Const(0, 31), sign))
+    with m.Else():
+        m.d.comb += p.eq(Cat(magnitude[:31], sign))
+    return p

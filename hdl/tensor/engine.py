@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 from tlm.formats import formats_mix
 from tlm.tensor.config import FP32_BEAT_INTERVAL, EngineConfig, ErrorKind
 
-from ..formats import acc_shape, operand_shape
+from ..formats import acc_shape, decode_operand, is_int_code, operand_shape
 from .array import SystolicArray, check_slice_cols
 from .layouts import (
     load_beat,
@@ -107,7 +107,9 @@ class TensorEngine(wiring.Component):
 
         op, acc = operand_shape(cfg), acc_shape(cfg)
         fb = cfg.fmt_bits
-        codes = {"w_fmt": fb, "x_fmt": fb} if fb else {}
+        mixed = cfg.has_int and cfg.has_float
+        codes = {"x_fmt": fb} if fb else {}
+        codes |= {"int": 1} if mixed else {}
         m.submodules.mv_skew = mv_skew = Skew(op, cfg.rows, lane_module=lanes_of(op, cfg.rows))
         m.submodules.mv_ctl = mv_ctl = Pipe(
             data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1), **codes}),
@@ -115,7 +117,10 @@ class TensorEngine(wiring.Component):
         )
         m.submodules.ld_skew = ld_skew = Skew(op, cfg.cols, lane_module=lanes_of(op, cfg.cols))
         m.submodules.ld_ctl = ld_ctl = Pipe(
-            data.StructLayout({"row": range(cfg.rows), "we": 1, "bank": 1}), cfg.cols
+            data.StructLayout(
+                {"row": range(cfg.rows), "we": 1, "bank": 1, **({"fmt": fb} if fb else {})}
+            ),
+            cfg.cols,
         )
         m.submodules.deskew = deskew = Skew(
             acc, cfg.cols, reverse=True, lane_module=lanes_of(acc, cfg.cols)
@@ -205,20 +210,25 @@ class TensorEngine(wiring.Component):
             mv_ctl.i.k.eq(k_now),
         ]
         if fb:
-            m.d.comb += [mv_ctl.i.w_fmt.eq(w_code), mv_ctl.i.x_fmt.eq(x_code)]
+            m.d.comb += mv_ctl.i.x_fmt.eq(x_code)
+        if mixed:
+            m.d.comb += mv_ctl.i.int.eq(is_int_code(cfg, w_code))
         # One register between the skew and the array, matching the register each array slice
         # puts on its load lanes (see Column): a weight written for row k, column m is still
         # written before the first moving element that uses it and after the last that does not.
+        # Operands enter the array decoded (hdl.formats.decode_operand): one decoder per row
+        # and per column here, none in the PEs.
         lanes = Signal.like(array.a_in, reset_less=True)
         for k in range(cfg.rows):
             ctl = mv_ctl.o[k]
+            code = ctl.x_fmt if fb else Const(0)
             m.d.comb += [
-                lanes[k].data.eq(mv_skew.o[k]),
+                lanes[k].data.eq(decode_operand(m, cfg, mv_skew.o[k], code, f"mv{k}")),
                 lanes[k].en.eq(ctl.live & (k < ctl.k)),
                 lanes[k].bank.eq(ctl.bank),
             ]
-            if fb:
-                m.d.comb += [lanes[k].w_fmt.eq(ctl.w_fmt), lanes[k].x_fmt.eq(ctl.x_fmt)]
+            if mixed:
+                m.d.comb += lanes[k].int.eq(ctl.int)
         with m.If(adv):
             m.d.sync += array.a_in.eq(lanes)
 
@@ -269,10 +279,14 @@ class TensorEngine(wiring.Component):
             ld_ctl.i.we.eq(ld_fire & ~bad),
             ld_ctl.i.bank.eq(target),
         ]
+        if fb:
+            m.d.comb += ld_ctl.i.fmt.eq(code_now)
         for c in range(cfg.cols):
             ctl = ld_ctl.o[c]
             m.d.comb += [
-                array.w_in[c].data.eq(ld_skew.o[c]),
+                array.w_in[c].data.eq(
+                    decode_operand(m, cfg, ld_skew.o[c], ctl.fmt if fb else Const(0), f"ld{c}")
+                ),
                 array.w_in[c].row.eq(ctl.row),
                 array.w_in[c].we.eq(ctl.we),
                 array.w_in[c].bank.eq(ctl.bank),

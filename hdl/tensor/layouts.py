@@ -6,7 +6,7 @@ from amaranth.lib import data
 
 from tlm.tensor.config import EngineConfig, ErrorKind
 
-from ..formats import acc_shape, operand_shape
+from ..formats import acc_shape, lane_shape, operand_shape
 
 __all__ = [
     "moving_lane",
@@ -25,24 +25,23 @@ def _codes(cfg: EngineConfig, *names: str) -> dict:
 
 
 def moving_lane(cfg: EngineConfig) -> data.StructLayout:
-    """One moving element travelling right along a PE row, with the row's enable (beat is
-    real and the row is below the active K), the weight bank it uses and, on a multi-format
-    engine, the format codes of the weight (``w_fmt``) and of the moving element
-    (``x_fmt``)."""
-    return data.StructLayout(
-        {"data": operand_shape(cfg), "en": 1, "bank": 1, **_codes(cfg, "w_fmt", "x_fmt")}
-    )
+    """One moving element travelling right along a PE row (decoded, see
+    :func:`hdl.formats.lane_shape`), with the row's enable (beat is real and the row is below
+    the active K), the weight bank it uses and, on an engine with both integer and
+    floating-point formats, whether the op is an integer one (``int``)."""
+    mixed = {"int": 1} if cfg.has_int and cfg.has_float else {}
+    return data.StructLayout({"data": lane_shape(cfg), "en": 1, "bank": 1, **mixed})
 
 
 def weight_write(cfg: EngineConfig) -> data.StructLayout:
-    """A write of one stationary weight into one bank of one PE."""
-    return data.StructLayout({"data": operand_shape(cfg), "we": 1, "bank": 1})
+    """A write of one stationary weight (decoded) into one bank of one PE."""
+    return data.StructLayout({"data": lane_shape(cfg), "we": 1, "bank": 1})
 
 
 def load_lane(cfg: EngineConfig) -> data.StructLayout:
-    """A stationary weight on its way to one column, with the row it belongs to."""
+    """A stationary weight (decoded) on its way to one column, with the row it belongs to."""
     return data.StructLayout(
-        {"data": operand_shape(cfg), "row": range(cfg.rows), "we": 1, "bank": 1}
+        {"data": lane_shape(cfg), "row": range(cfg.rows), "we": 1, "bank": 1}
     )
 
 

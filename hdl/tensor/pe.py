@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.tensor.config import EngineConfig
 
-from ..formats import acc_shape, mac, operand_shape
+from ..formats import acc_shape, lane_shape, mac
 from .layouts import moving_lane, weight_write
 
 __all__ = ["ProcessingElement"]
@@ -52,18 +52,19 @@ class ProcessingElement(wiring.Component):
         # array whenever any input changes instead of once per clock edge. Nothing needs one:
         # after a reset the engine's control marks no beat valid and no bank loaded, so stale
         # operands and sums are never read into a result.
-        w0 = Signal(operand_shape(cfg), reset_less=True)
-        w1 = Signal(operand_shape(cfg), reset_less=True)
+        w0 = Signal(lane_shape(cfg), reset_less=True)
+        w1 = Signal(lane_shape(cfg), reset_less=True)
         # wiring.Out ports cannot be reset-less: the registers are ours, the ports follow them.
         a_reg = Signal.like(self.a_out, reset_less=True)
         p_reg = Signal.like(self.p_out, reset_less=True)
         m.d.comb += [self.a_out.eq(a_reg), self.p_out.eq(p_reg)]
-        weight = Mux(self.a_in.bank, w1, w0)
-        codes = (self.a_in.w_fmt, self.a_in.x_fmt) if cfg.fmt_bits else ()
+        weight = Signal.like(w0)
+        m.d.comb += weight.eq(Mux(self.a_in.bank, w1, w0))
+        is_int = (self.a_in.int,) if cfg.has_int and cfg.has_float else ()
         with m.If(self.adv):
             m.d.sync += [
                 a_reg.eq(self.a_in),
-                p_reg.eq(mac(m, cfg, self.p_in, weight, self.a_in.data, self.a_in.en, *codes)),
+                p_reg.eq(mac(m, cfg, self.p_in, weight, self.a_in.data, self.a_in.en, *is_int)),
             ]
             with m.If(self.w_in.we & ~self.w_in.bank):
                 m.d.sync += w0.eq(self.w_in.data)
