@@ -31,3 +31,18 @@ def test_tensor_bad_clock(capsys):
         capsys.readouterr().err.strip()
         == "trnsim tensor: error: clock_hz must be a positive frequency in Hz, not 0.0"
     )
+
+
+def test_tensor_fp32_quarter_rate(capsys):
+    """FP32 ops at a quarter of the rate: 19.7 TFLOPS per core, the published ~20 (NKI2)."""
+    assert main(["tensor", "--n", "512", "--format", "fp32", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["cycles"] == 4 * 512 and abs(row["tflops"] - 78.6432 / 4) < 1e-9
+
+
+def test_tensor_bad_format(capsys):
+    assert main(["tensor", "--format", "fp4"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "trnsim tensor: error: format must be one of bf16, fp16, fp32, fp8_e4m3, fp8_e4m3fn, "
+        "fp8_e5m2, int8, tf32, not 'fp4'"
+    )

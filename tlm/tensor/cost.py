@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..formats import get_format
 from .config import FP32_BEAT_INTERVAL, MAX_N, EngineConfig
 
 __all__ = ["matmul_cycles", "MODES"]
@@ -45,7 +46,7 @@ def matmul_cycles(
         For sizes outside the engine's limits or an unknown ``mode``.
     """
     cfg = cfg or EngineConfig()
-    fmt = cfg.formats[cfg.code(cfg.fmt if fmt is None else fmt)]
+    fmt = cfg.formats[cfg.code(cfg.fmt if fmt is None else get_format(fmt))]
     interval = FP32_BEAT_INTERVAL if fmt.name == "fp32" else 1
     for label, size, limit in (("k", k, cfg.rows), ("m", m, cfg.cols), ("n", n, MAX_N)):
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= limit:

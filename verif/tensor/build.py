@@ -19,13 +19,19 @@ TOP = "tensor_engine"
 HIER_BLOCKS = (f"{TOP}_col",)
 
 
+#: What the engine's Verilog is generated from: the RTL and the plain definitions it imports
+#: (formats, engine parameters). The rest of tlm/ (chip, network models) never changes it.
+_GENERATOR_INPUTS = ("hdl", "tlm/formats.py", "tlm/tensor")
+
+
 def _sources_hash() -> str:
-    """Hash of the generator's inputs: every hdl/ and tlm/ source file."""
+    """Hash of the generator's inputs (:data:`_GENERATOR_INPUTS`)."""
     h = hashlib.sha1()
-    for folder in ("hdl", "tlm"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            h.update(path.relative_to(ROOT).as_posix().encode())
-            h.update(path.read_bytes())
+    for entry in _GENERATOR_INPUTS:
+        path = ROOT / entry
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(source.relative_to(ROOT).as_posix().encode())
+            h.update(source.read_bytes())
     return h.hexdigest()[:12]
 
 
