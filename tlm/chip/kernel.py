@@ -38,7 +38,8 @@ def _overlap(a, b) -> bool:
 
 def _covers(a, b) -> bool:
     if len(a) == 3:
-        return a[1][0] <= b[1][0] and b[1][1] <= a[1][1] and a[2][0] <= b[2][0] and b[2][1] <= a[2][1]
+        return (a[1][0] <= b[1][0] and b[1][1] <= a[1][1]
+                and a[2][0] <= b[2][0] and b[2][1] <= a[2][1])
     return all(x0 <= y0 and y1 <= x1 for (x0, x1), (y0, y1) in zip(a[1], b[1], strict=True))
 
 

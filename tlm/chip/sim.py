@@ -166,7 +166,7 @@ def simulate(kernel) -> Run:
 
 def _deadlock(queues) -> DeadlockError:
     blocked = []
-    for (core, queue), insts in queues.items():
+    for insts in queues.values():
         head = next((i for i in insts if i.start_s is None), None)
         if head is None:
             continue

@@ -52,5 +52,8 @@ def stream_cycles(engine, free_elements: int, operand_bytes: int) -> int:
     elements take ``free_elements * 128 / elements_per_cycle`` cycles whatever the number of
     partitions used, plus a fixed cost per instruction.
     """
-    rate = engine.elements_per_cycle_2byte if operand_bytes <= 2 else engine.elements_per_cycle_4byte
+    if operand_bytes <= 2:
+        rate = engine.elements_per_cycle_2byte
+    else:
+        rate = engine.elements_per_cycle_4byte
     return engine.fixed_cycles + math.ceil(free_elements * 128 / rate)
