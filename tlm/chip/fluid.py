@@ -47,6 +47,8 @@ class FluidNetwork:
         self._generation = 0
         self._next_id = 0
         self.events = 0
+        #: ``(time_s, {resource: bytes/s in use})`` after every change of rates.
+        self.history: list = []
 
     def transfer(self, nbytes: float, resources, cap_Bps: float) -> simpy.Event:
         """Start a flow now; the returned event fires when its last byte has moved."""
@@ -108,13 +110,25 @@ class FluidNetwork:
             self.flows.pop(fid)[4].succeed()
         self._generation += 1
         if not self.flows:
+            self._log()
             return
         self._rates()
+        self._log()
         wait = min(flow[0] / flow[1] for flow in self.flows.values() if flow[1] > 0)
         generation = self._generation
         timer = self.env.timeout(wait)
         timer.callbacks.append(lambda _event: self._wake(generation))
         self.events += 1
+
+    def _log(self):
+        use = dict.fromkeys(self.capacity, 0.0)
+        for flow in self.flows.values():
+            for name in flow[2]:
+                use[name] += flow[1]
+        if self.history and self.history[-1][0] == self.env.now:
+            self.history[-1] = (self.env.now, use)
+        else:
+            self.history.append((self.env.now, use))
 
     def _wake(self, generation):
         if generation != self._generation:

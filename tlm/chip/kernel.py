@@ -64,6 +64,7 @@ class Kernel:
         self._writers: dict = {}  # key -> [(box, inst)]
         self._readers: dict = {}
         self._versions: dict = {}
+        self._retired: dict = {}
         self.tensors: dict[str, HbmTensor] = {}
 
     def core(self, index: int) -> NeuronCore:
@@ -91,7 +92,26 @@ class Kernel:
         return Semaphore(name)
 
     def _key(self, view):
-        return view.memory if isinstance(view, Tile) else view.box()[0]
+        # hazards are tracked per allocation (per HBM tensor); boxes are physical, and a
+        # new allocation inherits the accesses of freed ones whose bytes it reuses
+        return ("t", view.alloc.id) if isinstance(view, Tile) else ("h", view.id)
+
+    def _retire(self, alloc):
+        key = ("t", alloc.id)
+        retired = self._retired.setdefault(alloc.memory.name, [])
+        for table, kind in ((self._writers, "w"), (self._readers, "r")):
+            retired += [(kind, box, inst) for box, inst in table.pop(key, ())]
+
+    def _inherit(self, alloc):
+        retired = self._retired.get(alloc.memory.name)
+        if not retired:
+            return
+        key = ("t", alloc.id)
+        span = (alloc.memory, (0, alloc.shape[0]), (alloc.offset, alloc.offset + alloc.nbytes))
+        for kind, box, inst in retired:
+            if _overlap(span, box):
+                table = self._writers if kind == "w" else self._readers
+                table.setdefault(key, []).append((box, inst))
 
     def _version(self, view) -> int:
         return self._versions.get(view.alloc.id, 0)

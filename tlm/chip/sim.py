@@ -39,6 +39,8 @@ class Run:
         Floating-point operations of the tensor engine instructions.
     events : int
         Discrete events the simulation processed.
+    bandwidth_history : list
+        ``(time_s, {resource: bytes/s})`` at every change of the DMA and HBM rates.
     wall_s : float
         Wall-clock seconds the simulation took.
     """
@@ -51,6 +53,7 @@ class Run:
     events: int
     wall_s: float
     spec: object = field(repr=False, default=None)
+    bandwidth_history: list = field(repr=False, default_factory=list)
 
     @property
     def instructions(self) -> int:
@@ -161,6 +164,7 @@ def simulate(kernel) -> Run:
         events=counter[0] + net.events + len(kernel.program),
         wall_s=time.perf_counter() - wall,
         spec=spec,
+        bandwidth_history=net.history,
     )
 
 

@@ -4,7 +4,8 @@ The JSON has a process per core and a track (thread) per engine and DMA queue; e
 instruction is a complete event from its start to the queue being free again. The VCD (pyvcd)
 has, per core, a busy bit per engine and DMA queue, the depth of each queue (instructions not
 yet finished) and the SBUF bytes per partition in use (an allocation counts from the start of
-the first instruction that touches it to the end of the last).
+the first instruction that touches it to the end of the last); and per HBM stack the bandwidth
+in use in GB/s.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ def write_vcd(run, path, *, timescale_ps: int = 100) -> Path:
         changes.append((tick(inst.end_s), 2, ("depth", key), -1))
     for t, core, delta in _sbuf_changes(run):
         changes.append((tick(t), 3, ("sbuf", core), delta))
+    stacks = sorted({r for _, use in run.bandwidth_history for r in use if r.startswith("hbm")})
+    for t, use in run.bandwidth_history:
+        for stack in stacks:
+            changes.append((tick(t), 4, ("hbm", stack), use.get(stack, 0.0) / 1e9))
     changes.sort(key=lambda c: (c[0], c[1]))
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f, VCDWriter(f, timescale=f"{timescale_ps} ps", date="today") as w:
@@ -105,6 +110,8 @@ def write_vcd(run, path, *, timescale_ps: int = 100) -> Path:
             var[("sbuf", core)] = w.register_var(f"chip.core{core}", "sbuf_bytes_per_partition",
                                                  "integer", size=32, init=0)
             sbuf[core] = 0
+        for stack in stacks:
+            var[("hbm", stack)] = w.register_var("chip", f"{stack}_GBps", "real", init=0.0)
         for t, _, (kind, key), value in changes:
             if kind == "busy":
                 busy_count[key] += 1 if value else -1
@@ -112,6 +119,8 @@ def write_vcd(run, path, *, timescale_ps: int = 100) -> Path:
             elif kind == "depth":
                 pending[key] += value
                 w.change(var[(kind, key)], t, pending[key])
+            elif kind == "hbm":
+                w.change(var[(kind, key)], t, value)
             else:
                 sbuf[key] += value
                 w.change(var[(kind, key)], t, sbuf[key])

@@ -84,6 +84,12 @@ class Tile(View):
 
     def box(self):
         """(memory, partition range, byte range) this view touches, for hazards."""
+        box = self.__dict__.get("_box")
+        if box is None:
+            box = self._box = self._compute_box()
+        return box
+
+    def _compute_box(self):
         free_shape = self.base_shape[1:]
         strides = [math.prod(free_shape[i + 1 :]) for i in range(len(free_shape))]
         first = sum(s * st for (s, _), st in zip(self.ranges[1:], strides, strict=True))
@@ -132,6 +138,9 @@ class Memory:
         self.data = np.zeros((partitions, partition_bytes), np.uint8) if values else None
         self.live: list[Allocation] = []  # sorted by offset
         self.peak_bytes = 0
+        #: Called with each new and each freed Allocation (the kernel's hazard tracking).
+        self.on_alloc = None
+        self.on_free = None
 
     @property
     def used_bytes(self) -> int:
@@ -167,6 +176,8 @@ class Memory:
         self.live.append(alloc)
         self.live.sort(key=lambda a: a.offset)
         self.peak_bytes = max(self.peak_bytes, self.used_bytes)
+        if self.on_alloc is not None:
+            self.on_alloc(alloc)
         return Tile(alloc)
 
     def _place(self, nbytes: int, what: str) -> int:
@@ -203,3 +214,5 @@ class Memory:
             raise KernelError(f"{self.name}.free {alloc.name!r}", "tile is not allocated here")
         alloc.freed = True
         self.live.remove(alloc)
+        if self.on_free is not None:
+            self.on_free(alloc)

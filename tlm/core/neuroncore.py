@@ -10,6 +10,8 @@ to its engine's queue. The timing simulation (:mod:`tlm.chip.sim`) runs the queu
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..formats import get_format
@@ -57,6 +59,9 @@ class NeuronCore:
             banks=c.psum_banks,
             values=kernel.values,
         )
+        for memory in (self.sbuf, self.psum):
+            memory.on_alloc = kernel._inherit
+            memory.on_free = kernel._retire
         self.hbm_stack = kernel.chip.stacks[index // spec.cores_per_hbm_stack]
         self.dma_queues = tuple(f"dma{i}" for i in range(c.dma_engines))
         self._next_dma = 0
@@ -233,9 +238,7 @@ class NeuronCore:
         self._check_tile(label, "moving", moving, kinds=("sbuf",))
         self._check_tile(label, "dst", dst, kinds=("psum",))
         try:
-            s_fmt, m_fmt = resolve_formats(
-                np.empty((0, 0), stationary.dtype), np.empty((0, 0), moving.dtype)
-            )
+            s_fmt, m_fmt = _formats(stationary.dtype, moving.dtype)
         except ValueError as error:
             raise KernelError(label, f"dtype mismatch: {error}") from None
         t = self.spec.tensor
@@ -497,6 +500,11 @@ class NeuronCore:
         inst = self._emit(label, "sem_wait", engine, [], [])
         inst.sem_wait = (sem, value)
         return inst
+
+
+@functools.cache
+def _formats(s_dtype, m_dtype):
+    return resolve_formats(np.empty((0, 0), s_dtype), np.empty((0, 0), m_dtype))
 
 
 def _per_partition(value, ndim):
