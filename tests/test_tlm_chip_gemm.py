@@ -62,9 +62,10 @@ def test_gemm_equals_the_numpy_reference_bit_for_bit(seed, dtype, m, n, k):
 def roofline_s(spec, m, n, k, dtype):
     """No GEMM can beat its compute at the model's peak, nor moving A, B once and C once
     through the chip's HBM."""
-    item = 1 if dtype.startswith("fp8") else 2
+    item = 1 if dtype.startswith("fp8") else 4 if dtype == "fp32" else 2
+    out = 4 if dtype == "fp32" else 2
     compute = 2 * m * n * k / spec.peak_flops(dtype)
-    memory = (item * (m * k + k * n) + 2 * m * n) / spec.chip.hbm_bandwidth_Bps
+    memory = (item * (m * k + k * n) + out * m * n) / spec.chip.hbm_bandwidth_Bps
     return max(compute, memory)
 
 
@@ -80,7 +81,7 @@ def test_gemm_time_never_beats_the_roofline(dtype, m, n, k):
     assert run.flops == 2 * m * n * k
 
 
-@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.90), ("fp8_e4m3", 0.75)])
+@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.93), ("fp8_e4m3", 0.88)])
 def test_large_gemm_reaches_the_stated_fraction_of_peak(dtype, fraction):
     # docs/chip.md explains the gap: pipeline fill, the last block's drain, PSUM evacuation
     kernel, _, _ = build_gemm(4096, 4096, 4096, dtype)
@@ -116,3 +117,17 @@ def test_preset_spec_is_what_the_kernel_uses():
     kernel, _, _ = build_gemm(256, 256, 256, "bf16", preset="trn1")
     assert kernel.spec == load_preset("trn1")
     assert len(kernel._cores) == 2
+
+
+def test_random_shapes_fp32_and_roofline(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        m, n, k = (int(v) for v in rng.integers(1, 400, 3))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        kernel, blocks, c = build_gemm(m, n, k, "fp32", values=True, a=a, b=b)
+        got = assemble(blocks, c, kernel.spec)
+        want = reference(a, b, k_chunks(k, 128, 1), np.float32)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        run = kernel.run()
+        assert run.time_s >= roofline_s(kernel.spec, m, n, k, "fp32")

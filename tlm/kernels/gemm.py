@@ -75,8 +75,9 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
     kstep = part * r
     rows, bank_n = spec.tensor.cols, 512
     blocks = gemm_blocks(m, n, cores, block_m, block_n)
+    last_block = {ci: index for index, (_, ci) in enumerate(blocks)}
     state = {}
-    for (m0, m1, n0, n1), ci in blocks:
+    for index, ((m0, m1, n0, n1), ci) in enumerate(blocks):
         core = kernel.core(ci)
         stack = core.hbm_stack.index
         if ci not in state:
@@ -90,6 +91,9 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
                 "ps": {},
                 "step": 0,
                 "out": 0,
+                "loads": 0,
+                "stores": 0,
+                "queues": spec.core.dma_engines,
             }
         st = state[ci]
         tm = math.ceil((m1 - m0) / rows)
@@ -112,8 +116,8 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
             a_tile = st["a"][slot][0:p, 0 : len(steps), 0 : m1 - m0]
             b_tile = st["b"][slot][0:p, 0 : len(steps), 0 : n1 - n0]
             for row, (q0, q1) in enumerate(steps):
-                core.dma_copy(a_tile[:, row], a_t[stack][q0:q1, m0:m1])
-                core.dma_copy(b_tile[:, row], b[stack][q0:q1, n0:n1])
+                core.dma_copy(a_tile[:, row], a_t[stack][q0:q1, m0:m1], queue=_load_q(st))
+                core.dma_copy(b_tile[:, row], b[stack][q0:q1, n0:n1], queue=_load_q(st))
             if len(steps) == 1:
                 a_tile, b_tile = a_tile[:, 0], b_tile[:, 0]
             for i in range(tm):
@@ -137,8 +141,27 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
                 else:
                     core.tensor_copy(out, src, engine="vector")
                 st["out"] += 1
-                core.dma_copy(c[stack][m0 + mi0 : m0 + mi1, n0 + nj0 : n0 + nj1], out)
+                core.dma_copy(c[stack][m0 + mi0 : m0 + mi1, n0 + nj0 : n0 + nj1], out,
+                              queue=_store_q(st, last=index == last_block[ci]))
     return blocks
+
+
+#: DMA queues kept for stores: a store waits for its block's last matmul, and a load queued
+#: behind it on the same queue would wait too (head-of-line blocking) and stall the next block.
+STORE_QUEUES = 2
+
+
+def _load_q(st):
+    st["loads"] += 1
+    return (st["loads"] - 1) % (st["queues"] - STORE_QUEUES)
+
+
+def _store_q(st, last):
+    """A store queue; the core's last block has no loads after it and uses every queue."""
+    st["stores"] += 1
+    if last:
+        return (st["stores"] - 1) % st["queues"]
+    return st["queues"] - STORE_QUEUES + (st["stores"] - 1) % STORE_QUEUES
 
 
 def _cols(tile, start, stop):
@@ -152,8 +175,8 @@ def _ragged(core, st, slot, steps, a_t, b, m0, m1, n0, n1, rows, bank_n, tm, tn,
     for row, (q0, q1) in enumerate(steps):
         a_tile = st["a"][slot][0 : q1 - q0, row, 0 : m1 - m0]
         b_tile = st["b"][slot][0 : q1 - q0, row, 0 : n1 - n0]
-        core.dma_copy(a_tile, a_t[q0:q1, m0:m1])
-        core.dma_copy(b_tile, b[q0:q1, n0:n1])
+        core.dma_copy(a_tile, a_t[q0:q1, m0:m1], queue=_load_q(st))
+        core.dma_copy(b_tile, b[q0:q1, n0:n1], queue=_load_q(st))
         for i in range(tm):
             mi0, mi1 = i * rows, min((i + 1) * rows, m1 - m0)
             for j in range(tn):
