@@ -133,7 +133,7 @@ def test_two_cores_contend_for_their_hbm_stack():
 
 
 def test_trace_and_vcd(tmp_path):
-    kernel, _, _ = build_gemm(2048, 2048, 1024, "bf16")
+    kernel, _, _ = build_gemm(4096, 2048, 256, "bf16")  # two blocks per core
     run = kernel.run()
     trace = json.loads(write_chrome_trace(run, tmp_path / "t.json").read_text())
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
