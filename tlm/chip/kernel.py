@@ -20,7 +20,6 @@ True
 
 from __future__ import annotations
 
-from ..core.errors import KernelError
 from ..core.instruction import Semaphore
 from ..core.memory import Tile
 from ..core.neuroncore import NeuronCore
@@ -156,5 +155,3 @@ class Kernel:
 
         return simulate(self)
 
-
-__all__ += ["KernelError"]
