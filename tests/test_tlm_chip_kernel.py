@@ -163,3 +163,33 @@ def test_cli_gemm_table_and_errors(capsys):
         "trnsim gemm: error: k must be a positive integer, not 0")
     assert main(["gemm", "--choose", "tensor.freq_hz=warp"]) == 2
     assert "must name one of its alternatives" in capsys.readouterr().err
+
+
+def test_hazards_follow_overlapping_elements():
+    kernel = Kernel("trn2", values=False)
+    core = kernel.core(0)
+    t = core.sbuf.tile((128, 2, 512), "bf16", name="t")
+    h = kernel.hbm_tensor("h", (128, 512), "bf16")
+    other = core.sbuf.tile((128, 512), "fp32", name="other")
+    w0 = core.dma_copy(t[:, 0], h)
+    w1 = core.dma_copy(t[:, 1], h)
+    r = core.tensor_copy(other, other, engine="vector")
+    read = core.tensor_reduce(core.sbuf.tile((128, 1), "fp32"), t[:, :, 0:64], "max")
+    assert read.deps == [w0, w1]  # reads both rows
+    w2 = core.dma_copy(t[:, 0], h)  # rewrites row 0: waits for the read (write after read)
+    assert read in w2.deps and w0 in w2.deps
+    w3 = core.dma_copy(t[:, 1], h)  # row 1: the read still counts there
+    assert read in w3.deps and w1 in w3.deps and w2 not in w3.deps
+    assert r not in w3.deps  # other tiles do not matter
+
+
+def test_reused_bytes_wait_for_the_freed_tiles_last_access():
+    kernel = Kernel("trn2", values=False)
+    core = kernel.core(0)
+    old = core.sbuf.tile((128, 1024), "fp32", name="old")
+    reader = core.tensor_scalar(core.sbuf.tile((128, 1024), "fp32"), old, "add", 1.0)
+    core.sbuf.free(old)
+    new = core.sbuf.tile((128, 512), "bf16", name="new")
+    assert new.alloc.offset == 0  # the freed bytes
+    writer = core.dma_copy(new, kernel.hbm_tensor("h", (128, 512), "bf16"))
+    assert reader in writer.deps

@@ -90,8 +90,5 @@ class HbmTensor(View):
     def _array(self):
         return self._root._data
 
-    def box(self):
-        return (self._root, self.ranges)
-
     def __repr__(self):
         return f"{self.stack.name}:{self.name}{list(self.shape)}:{dtype_name(self.dtype)}"

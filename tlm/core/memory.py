@@ -82,22 +82,6 @@ class Tile(View):
         """Elements per partition."""
         return self.size // (self.ranges[0][1] - self.ranges[0][0])
 
-    def box(self):
-        """(memory, partition range, byte range) this view touches, for hazards."""
-        box = self.__dict__.get("_box")
-        if box is None:
-            box = self._box = self._compute_box()
-        return box
-
-    def _compute_box(self):
-        free_shape = self.base_shape[1:]
-        strides = [math.prod(free_shape[i + 1 :]) for i in range(len(free_shape))]
-        first = sum(s * st for (s, _), st in zip(self.ranges[1:], strides, strict=True))
-        last = sum((e - 1) * st for (_, e), st in zip(self.ranges[1:], strides, strict=True))
-        item = self.dtype.itemsize
-        base = self.alloc.offset
-        return (self.memory, self.ranges[0], (base + first * item, base + (last + 1) * item))
-
     def __repr__(self):
         return f"{self.memory.name}:{self.name}{list(self.shape)}:{dtype_name(self.dtype)}"
 
