@@ -14,7 +14,7 @@ import functools
 
 import numpy as np
 
-from ..formats import get_format
+from ..formats import format_of_dtype, get_format
 from ..tensor import EngineConfig, matmul, matmul_cycles
 from ..tensor.matmul import resolve_formats
 from .errors import KernelError
@@ -294,7 +294,7 @@ class NeuronCore:
                 "results leave the array on partitions 0..M-1"
             )
         if self.kernel.values:
-            cfg = EngineConfig(k * rows, t.cols)
+            cfg = _value_engine(k * rows, t.cols, (s_fmt, m_fmt))
             sv, mv = stationary.values, moving.values
             if rows > 1:  # double row: k = r * P + p, the order of the [K, M] operand
                 sv = sv.transpose(1, 0, 2).reshape(k * rows, m)
@@ -306,7 +306,7 @@ class NeuronCore:
             else:
                 out[...] = result
         k_eff = k  # double row: R rows per PE in the same cycles
-        cfg = EngineConfig(t.rows, t.cols, s_fmt)
+        cfg = EngineConfig(t.rows, t.cols, m_fmt)  # the cost follows the moving format
         key = (stationary.alloc.id, stationary.ranges, self.kernel._version(stationary))
         mode = "reuse" if key == self._last_stationary else "back_to_back"
         self._last_stationary = key
@@ -348,7 +348,9 @@ class NeuronCore:
             )
         if self.kernel.values:
             identity = np.eye(k, dtype=np.float32).astype(src.dtype)
-            dst.values[...] = matmul(src.values, identity)
+            fmt = format_of_dtype(src.dtype)
+            dst.values[...] = matmul(src.values, identity,
+                                     cfg=_value_engine(t.rows, t.cols, (fmt, fmt)))
         fmt = get_format(dtype_name(src.dtype))
         cfg = EngineConfig(t.rows, t.cols, fmt)
         self._last_stationary = None
@@ -502,9 +504,25 @@ class NeuronCore:
         return inst
 
 
+def _value_engine(rows, cols, formats):
+    """An engine of ``rows x cols`` that takes the operand ``formats`` (stationary, moving).
+
+    Engines elaborated with a set of formats (format chosen per op) take the pair; an engine
+    of a single format checks float operands by their dtypes only, and takes the first.
+    """
+    try:
+        return EngineConfig(rows, cols, list(dict.fromkeys(formats)))
+    except (TypeError, ValueError):
+        return EngineConfig(rows, cols, formats[0])
+
+
 @functools.cache
 def _formats(s_dtype, m_dtype):
-    return resolve_formats(np.empty((0, 0), s_dtype), np.empty((0, 0), m_dtype))
+    """The formats of an nc_matmul's operands by their dtypes, checked against the mixing
+    rules of :func:`tlm.tensor.matmul.resolve_formats`."""
+    pair = (format_of_dtype(s_dtype), format_of_dtype(m_dtype))
+    cfg = _value_engine(128, 128, pair)
+    return resolve_formats(np.empty((0, 0), s_dtype), np.empty((0, 0), m_dtype), cfg)
 
 
 def _per_partition(value, ndim):
