@@ -131,3 +131,14 @@ def test_random_shapes_fp32_and_roofline(seed):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
         run = kernel.run()
         assert run.time_s >= roofline_s(kernel.spec, m, n, k, "fp32")
+
+
+def test_eight_cores_beat_one():
+    times = {}
+    for cores in (1, 8):
+        kernel, blocks, _ = build_gemm(4096, 2048, 1024, "bf16", cores=cores)
+        assert {core for _, core in blocks} == set(range(cores))
+        times[cores] = kernel.run().time_s
+    # 16 blocks: 2 per core on 8 cores, where the ~10 us of pipeline fill and drain weigh
+    # more than on one core's 16 blocks (docs/chip.md): about 6x, never more than 8x
+    assert 5 < times[1] / times[8] <= 8
