@@ -5,7 +5,7 @@ Prints a table with each figure beside its target and the naive design's figure
 test: figures are measured, printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
-    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm
+    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
-PARTS = ("gen", "build", "sim", "tlm")
+PARTS = ("gen", "build", "sim", "tlm", "chip")
 
 
 def _children_peak_mib() -> float:
@@ -319,6 +319,10 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     if "tlm" in parts:
         rows += bench_tlm()
+    if "chip" in parts:
+        from .chip import bench_chip
+
+        rows += bench_chip(OUT)
     if "gen" in parts:
         rows += bench_gen(32) + bench_gen(128) + bench_gen(128, "all")
     if "build" in parts:

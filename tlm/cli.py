@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from .chip.cli import add_gemm_parser
 from .tensor.config import EngineConfig
 from .tensor.cost import MODES, matmul_cycles
 
@@ -94,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(study=tensor_study, title="nc_matmul on the tensor engine")
+    add_gemm_parser(sub)
     return p
 
 

@@ -1,0 +1,144 @@
+"""The shipped GEMM and softmax kernels: values against numpy, time against the roofline."""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tlm.kernels import assemble, build_gemm, build_matmul_softmax, softmax_reference
+from tlm.presets import load_preset
+
+DTYPES = {"bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3,
+          "fp8_e5m2": ml_dtypes.float8_e5m2}
+
+
+def k_chunks(k, rows, rows_per_pe):
+    """The K pieces the kernel accumulates in PSUM, one nc_matmul each (see gemm.py)."""
+    chunks = []
+    for k0 in range(0, k, rows * rows_per_pe):
+        k1 = min(k0 + rows * rows_per_pe, k)
+        pieces = [(q, min(q + rows, k1)) for q in range(k0, k1, rows)]
+        if len(pieces) > 1 and pieces[-1][1] - pieces[-1][0] != rows:
+            chunks += pieces
+        else:
+            chunks.append((k0, k1))
+    return chunks
+
+
+def reference(a, b, chunks, out_dtype):
+    """The numerics contract written out independently: per chunk a float32 loop over k from
+    +0.0 (round to nearest even at every step), chunks added in PSUM in float32."""
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    c = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    for n, (k0, k1) in enumerate(chunks):
+        part = np.zeros_like(c)
+        for kk in range(k0, k1):
+            part += np.multiply.outer(a32[:, kk], b32[kk, :])
+        c = part if n == 0 else c + part
+    return c.astype(out_dtype)
+
+
+@pytest.mark.parametrize(
+    "dtype,m,n,k",
+    [("bf16", 200, 700, 300), ("bf16", 1, 5, 1), ("fp8_e4m3", 130, 600, 300),
+     ("fp8_e5m2", 64, 96, 400), ("bf16", 512, 1024, 256)],
+)
+def test_gemm_equals_the_numpy_reference_bit_for_bit(seed, dtype, m, n, k):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(DTYPES[dtype])
+    b = rng.standard_normal((k, n)).astype(DTYPES[dtype])
+    kernel, blocks, c = build_gemm(m, n, k, dtype, values=True, a=a, b=b)
+    got = assemble(blocks, c, kernel.spec)
+    spec = kernel.spec
+    rpp = spec.fp8_rows_per_pe() if dtype.startswith("fp8") else 1
+    want = reference(a, b, k_chunks(k, spec.tensor.rows, rpp), ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    used = {core for _, core in blocks}
+    assert len(used) == min(8, len(blocks))
+    assert kernel.run().time_s > 0
+
+
+def roofline_s(spec, m, n, k, dtype):
+    """No GEMM can beat its compute at the model's peak, nor moving A, B once and C once
+    through the chip's HBM."""
+    item = 1 if dtype.startswith("fp8") else 4 if dtype == "fp32" else 2
+    out = 4 if dtype == "fp32" else 2
+    compute = 2 * m * n * k / spec.peak_flops(dtype)
+    memory = (item * (m * k + k * n) + out * m * n) / spec.chip.hbm_bandwidth_Bps
+    return max(compute, memory)
+
+
+@pytest.mark.parametrize(
+    "dtype,m,n,k",
+    [("bf16", 4096, 4096, 4096), ("fp8_e4m3", 4096, 4096, 4096), ("bf16", 128, 128, 128),
+     ("bf16", 8192, 512, 1024), ("bf16", 300, 5000, 700), ("fp8_e4m3", 2048, 2048, 8192)],
+)
+def test_gemm_time_never_beats_the_roofline(dtype, m, n, k):
+    kernel, _, _ = build_gemm(m, n, k, dtype)
+    run = kernel.run()
+    assert run.time_s >= roofline_s(kernel.spec, m, n, k, dtype)
+    assert run.flops == 2 * m * n * k
+
+
+@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.93), ("fp8_e4m3", 0.88)])
+def test_large_gemm_reaches_the_stated_fraction_of_peak(dtype, fraction):
+    # docs/chip.md explains the gap: pipeline fill, the last block's drain, PSUM evacuation
+    kernel, _, _ = build_gemm(4096, 4096, 4096, dtype)
+    run = kernel.run()
+    achieved = run.flops / run.time_s
+    assert achieved >= fraction * kernel.spec.peak_flops(dtype)
+    assert run.utilisation("tensor") >= fraction
+
+
+def test_slower_hbm_makes_a_memory_bound_gemm_slower():
+    times = []
+    for choice in (None, {"chip.hbm_bandwidth_Bps": "later_page"}):
+        kernel, _, _ = build_gemm(8192, 128, 1024, "bf16", choose=choice)
+        times.append(kernel.run().time_s)
+    assert times[1] < times[0]
+
+
+def test_matmul_softmax_matches_numpy(seed):
+    rng = np.random.default_rng(seed)
+    m, n, k = 300, 200, 260
+    a = rng.standard_normal((m, k)).astype(ml_dtypes.bfloat16)
+    b = (0.2 * rng.standard_normal((k, n))).astype(ml_dtypes.bfloat16)
+    kernel, out = build_matmul_softmax(m, n, k, values=True, a=a, b=b)
+    np.testing.assert_allclose(out.values, softmax_reference(a, b), rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(out.values.sum(axis=1), 1.0, rtol=1e-5)
+    run = kernel.run()
+    engines = {i.queue for i in run.program}
+    assert {"tensor", "vector", "scalar"} <= engines
+    assert math.isfinite(run.time_s)
+
+
+def test_preset_spec_is_what_the_kernel_uses():
+    kernel, _, _ = build_gemm(256, 256, 256, "bf16", preset="trn1")
+    assert kernel.spec == load_preset("trn1")
+    assert len(kernel._cores) == 2
+
+
+def test_random_shapes_fp32_and_roofline(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        m, n, k = (int(v) for v in rng.integers(1, 400, 3))
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        kernel, blocks, c = build_gemm(m, n, k, "fp32", values=True, a=a, b=b)
+        got = assemble(blocks, c, kernel.spec)
+        want = reference(a, b, k_chunks(k, 128, 1), np.float32)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        run = kernel.run()
+        assert run.time_s >= roofline_s(kernel.spec, m, n, k, "fp32")
+
+
+def test_eight_cores_beat_one():
+    times = {}
+    for cores in (1, 8):
+        kernel, blocks, _ = build_gemm(4096, 2048, 1024, "bf16", cores=cores)
+        assert {core for _, core in blocks} == set(range(cores))
+        times[cores] = kernel.run().time_s
+    # 16 blocks: 2 per core on 8 cores, where the ~10 us of pipeline fill and drain weigh
+    # more than on one core's 16 blocks (docs/chip.md): about 6x, never more than 8x
+    assert 5 < times[1] / times[8] <= 8

@@ -1,0 +1,84 @@
+"""Softmax fused after a matmul: ``out = softmax(A @ B, axis=1)``, row blocks on all cores.
+
+Per block of 128 rows (on the partitions) and N <= 512 columns (one PSUM bank): nc_matmul
+accumulates ``A @ B`` over K into PSUM; the Vector engine takes each row's maximum and
+negates it; the Scalar engine computes ``exp(s - max)`` straight from PSUM and sums each row
+as it goes (``accum``); the Vector engine divides by the sums, in the output format; one DMA
+stores the rows. Loads go through rotating buffers, so block i+1's loads overlap block i.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..chip import Kernel
+
+__all__ = ["matmul_softmax", "build_matmul_softmax", "softmax_reference"]
+
+
+def matmul_softmax(kernel: Kernel, a_t, b, out, *, bufs=2):
+    """Record ``out = softmax(a_t.T @ b)`` over rows; ``a_t`` ``[K, M]``, ``b`` ``[K, N]``
+    with N <= 512, ``out`` ``[M, N]``. Row blocks of 128 go round robin to the cores."""
+    spec = kernel.spec
+    k, m = a_t.shape
+    n = b.shape[1]
+    if n > 512:
+        raise ValueError(f"n must be at most 512 (one PSUM bank of FP32), not {n}")
+    part, cols = spec.tensor.rows, spec.tensor.cols
+    ksteps = [(k0, min(k0 + part, k)) for k0 in range(0, k, part)]
+    cores = spec.chip.cores
+    pools = {}
+    for block, m0 in enumerate(range(0, m, cols)):
+        m1 = min(m0 + cols, m)
+        rows = m1 - m0
+        core = kernel.core(block % cores)
+        if core.index not in pools:
+            s = core.sbuf
+            pools[core.index] = {
+                "a": [s.tile((part, cols), a_t.dtype) for _ in range(bufs * len(ksteps))],
+                "b": [s.tile((part, n), b.dtype) for _ in range(bufs * len(ksteps))],
+                "ps": [core.psum.tile((cols, n), "fp32") for _ in range(bufs)],
+                "e": [s.tile((cols, n), "fp32") for _ in range(bufs)],
+                "o": [s.tile((cols, n), out.dtype) for _ in range(bufs)],
+                "mx": [s.tile((cols, 1), "fp32") for _ in range(bufs)],
+                "sum": [s.tile((cols, 1), "fp32") for _ in range(bufs)],
+                "n": 0,
+            }
+        pool = pools[core.index]
+        slot = pool["n"] % bufs
+        pool["n"] += 1
+        ps = pool["ps"][slot][0:rows]
+        for step, (k0, k1) in enumerate(ksteps):
+            a_tile = pool["a"][slot * len(ksteps) + step][0 : k1 - k0, 0:rows]
+            b_tile = pool["b"][slot * len(ksteps) + step][0 : k1 - k0]
+            core.dma_copy(a_tile, a_t[k0:k1, m0:m1])
+            core.dma_copy(b_tile, b[k0:k1])
+            core.nc_matmul(ps, a_tile, b_tile, accumulate=step > 0)
+        mx, total = pool["mx"][slot][0:rows], pool["sum"][slot][0:rows]
+        e, o = pool["e"][slot][0:rows], pool["o"][slot][0:rows]
+        core.tensor_reduce(mx, ps, "max")
+        core.tensor_scalar(mx, mx, "multiply", -1.0)
+        core.activation(e, ps, "exp", bias=mx, accum=total)
+        core.tensor_scalar(o, e, "divide", total)
+        core.dma_copy(out[m0:m1], o)
+
+
+def build_matmul_softmax(m, n, k, dtype="bf16", *, preset="trn2", values=False, a=None,
+                         b=None, out_dtype="fp32"):
+    """A kernel recording ``softmax(A @ B)``; returns ``(kernel, out tensor)``."""
+    kernel = Kernel(preset, values=values)
+    a_t_data = None if a is None else np.ascontiguousarray(np.asarray(a).T)
+    a_t = kernel.hbm_tensor("a_t", (k, m), dtype, data=a_t_data)
+    bt = kernel.hbm_tensor("b", (k, n), dtype, data=b)
+    out = kernel.hbm_tensor("out", (m, n), out_dtype)
+    matmul_softmax(kernel, a_t, bt, out)
+    return kernel, out
+
+
+def softmax_reference(a, b) -> np.ndarray:
+    """float64 ``softmax(a @ b)`` along rows, the reference the kernel is checked against."""
+    s = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+    e = np.exp(s - s.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+

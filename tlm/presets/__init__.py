@@ -1,0 +1,180 @@
+"""Chip presets: TOML data files (``trn1``, ``trn2``, ``trn3``) validated on load.
+
+Examples
+--------
+>>> from tlm.presets import load_preset
+>>> spec = load_preset("trn2")
+>>> spec.chip.cores, spec.core.sbuf_partitions, spec.core.sbuf_partition_bytes // 1024
+(8, 128, 224)
+>>> spec.peak_flops("bf16") == 667e12          # the published chip figure, exactly
+True
+>>> load_preset("trn2", choose={"tensor.freq_hz": "core_nki2"}).tensor.freq_hz
+2400000000.0
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from types import SimpleNamespace
+
+from pydantic import ValidationError
+
+from .schema import SECTIONS, PresetFile
+
+__all__ = ["PRESETS", "ChipSpec", "load_preset", "PresetError"]
+
+#: Presets shipped with the package.
+PRESETS = ("trn1", "trn2", "trn3")
+
+
+class PresetError(ValueError):
+    """A preset file or a choice of alternatives that does not validate."""
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    """A preset with one value picked per figure: plain numbers, units in the names.
+
+    ``chip``, ``core``, ``tensor``, ``vector``, ``scalar``, ``gpsimd`` and ``published`` are
+    namespaces of numbers (``spec.core.dma_engines``); ``sources`` maps each figure's dotted
+    name to its source keys, ``choices`` the figures set to a named alternative.
+    """
+
+    name: str
+    description: str
+    chip: SimpleNamespace
+    core: SimpleNamespace
+    tensor: SimpleNamespace
+    vector: SimpleNamespace
+    scalar: SimpleNamespace
+    gpsimd: SimpleNamespace
+    published: SimpleNamespace
+    sources: dict
+    choices: dict
+
+    @property
+    def cores_per_hbm_stack(self) -> int:
+        return self.chip.cores // self.chip.hbm_stacks
+
+    def fp8_rows_per_pe(self) -> int:
+        """FP8 rows each PE takes per cycle (2 in Trainium2's double-row mode)."""
+        return self.tensor.fp8_max_k // self.tensor.rows
+
+    def peak_flops(self, dtype: str = "bf16") -> float:
+        """Dense peak of the chip in FLOP/s for one operand format: cores x rows x cols x 2 x
+        clock, times the FP8 rows per PE, divided by the cost factor ``matmul_cycles`` gives
+        the format (so FP32's lower rate follows the tensor engine's op cost)."""
+        from tlm.formats import get_format
+        from tlm.tensor import EngineConfig, matmul_cycles
+
+        fmt = get_format(dtype)
+        t = self.tensor
+        cfg = EngineConfig(t.rows, t.cols, fmt)
+        n = 512
+        factor = n / matmul_cycles(t.rows, t.cols, n, cfg=cfg, mode="reuse")
+        if getattr(fmt, "is_fp8", False):
+            factor *= self.fp8_rows_per_pe()
+        return self.chip.cores * t.rows * t.cols * 2 * t.freq_hz * factor
+
+
+def _resolve(data: PresetFile, choose: dict) -> ChipSpec:
+    unused = dict(choose)
+    blocks, sources, choices = {}, {}, {}
+    for section in SECTIONS:
+        block = getattr(data, section)
+        values = {}
+        for name in type(block).model_fields:
+            figure = getattr(block, name)
+            key = f"{section}.{name}"
+            option = figure
+            if key in unused:
+                alt = unused.pop(key)
+                if alt not in figure.alternatives:
+                    allowed = ", ".join(sorted(figure.alternatives)) or "none"
+                    raise PresetError(
+                        f"choose[{key!r}] must name one of its alternatives ({allowed}), "
+                        f"not {alt!r}"
+                    )
+                option = figure.alternatives[alt]
+                choices[key] = alt
+            value = option.value
+            if name in block._integers:
+                value = int(value)
+            values[name] = value
+            sources[key] = option.source
+        blocks[section] = SimpleNamespace(**values)
+    if unused:
+        raise PresetError(
+            f"choose names figures the preset does not have: {', '.join(sorted(unused))}"
+        )
+    spec = ChipSpec(
+        name=data.name,
+        description=data.description,
+        sources=sources,
+        choices=choices,
+        **blocks,
+    )
+    if spec.chip.cores % spec.chip.hbm_stacks:
+        raise PresetError(
+            f"chip.cores ({spec.chip.cores}) must be a multiple of chip.hbm_stacks "
+            f"({spec.chip.hbm_stacks})"
+        )
+    if spec.core.psum_partition_bytes % spec.core.psum_banks:
+        raise PresetError("core.psum_partition_bytes must divide into core.psum_banks banks")
+    if spec.tensor.fp8_max_k % spec.tensor.rows:
+        raise PresetError("tensor.fp8_max_k must be a multiple of tensor.rows")
+    return spec
+
+
+def load_preset(name: str | Path, choose: dict | None = None) -> ChipSpec:
+    """Load and validate a preset by name (``"trn2"``) or from a TOML file path.
+
+    Parameters
+    ----------
+    name : str or Path
+        One of :data:`PRESETS`, or the path of a preset file.
+    choose : dict, optional
+        ``{"section.figure": "alternative"}``: figures to set to a named alternative.
+
+    Raises
+    ------
+    PresetError
+        Naming the file and what does not validate.
+    """
+    choose = dict(choose or {})
+    if isinstance(name, Path) or str(name).endswith(".toml"):
+        path = Path(name)
+        text = path.read_text()
+    elif name in PRESETS:
+        path = f"tlm/presets/{name}.toml"
+        text = resources.files(__package__).joinpath(f"{name}.toml").read_text()
+    else:
+        raise PresetError(
+            f"preset must be one of {', '.join(PRESETS)} or a .toml path, not {name!r}"
+        )
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise PresetError(f"{path}: not valid TOML: {error}") from None
+    try:
+        data = PresetFile.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise PresetError(f"{path}: {where}: {first['msg']}") from None
+    return _resolve(data, choose)
+
+
+def figures(spec: ChipSpec) -> dict:
+    """All figures of a spec as ``{"section.name": value}``."""
+    out = {}
+    for section in SECTIONS:
+        ns = getattr(spec, section)
+        for key, value in vars(ns).items():
+            out[f"{section}.{key}"] = value
+    return out
+
+

@@ -1,0 +1,154 @@
+"""The schema of a chip preset file, validated on load with pydantic.
+
+Every figure is a table ``{value, source, note, alternatives}``: ``source`` is a key of the
+preset's ``[sources]`` table (``TRN2_FACTS.md`` keys such as ``T2`` or ``NKI2``, or ``ASSUMED``
+for a figure no public page gives), and ``alternatives`` keeps the published figures the preset
+did not pick, each under a name, so a study can choose one (``choose={"tensor.freq_hz":
+"core_nki2"}``). Units are in the key names (``_hz``, ``_Bps``, ``_bytes``, ``_s``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["Alternative", "Figure", "PresetFile", "SECTIONS"]
+
+
+class Alternative(BaseModel):
+    """One published (or assumed) value of a figure, with its source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float | int
+    source: str = Field(min_length=1)
+    note: str = ""
+
+
+class Figure(Alternative):
+    """The value a preset picks, its source, and the named alternatives it did not pick."""
+
+    alternatives: dict[str, Alternative] = {}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Fields whose values must be positive integers (the rest: positive numbers).
+    _integers: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_values(self):
+        for name in type(self).model_fields:
+            figure = getattr(self, name)
+            options = {"(picked)": figure, **figure.alternatives}
+            for label, option in options.items():
+                value = option.value
+                if isinstance(value, bool) or not value > 0:
+                    raise ValueError(f"{name} {label} must be positive, not {value!r}")
+                if name in self._integers and value != int(value):
+                    raise ValueError(f"{name} {label} must be an integer, not {value!r}")
+        return self
+
+
+class ChipSection(_Section):
+    _integers = ("cores", "hbm_stacks", "hbm_stack_capacity_bytes", "neuronlink_ports")
+
+    cores: Figure
+    hbm_stacks: Figure
+    hbm_stack_capacity_bytes: Figure
+    hbm_bandwidth_Bps: Figure
+    dma_bandwidth_Bps: Figure
+    neuronlink_ports: Figure
+    neuronlink_bandwidth_Bps: Figure
+
+
+class CoreSection(_Section):
+    _integers = (
+        "sbuf_partitions",
+        "sbuf_partition_bytes",
+        "psum_partition_bytes",
+        "psum_banks",
+        "dma_engines",
+    )
+
+    sbuf_partitions: Figure
+    sbuf_partition_bytes: Figure
+    psum_partition_bytes: Figure
+    psum_banks: Figure
+    dma_engines: Figure
+    dma_engine_bandwidth_Bps: Figure
+    dma_fixed_latency_s: Figure
+
+
+class TensorSection(_Section):
+    _integers = ("rows", "cols", "fp8_max_k")
+
+    freq_hz: Figure
+    rows: Figure
+    cols: Figure
+    fp8_max_k: Figure
+
+
+class StreamEngineSection(_Section):
+    """Vector, Scalar or GpSimd: elements per cycle over all 128 partitions."""
+
+    _integers = ("elements_per_cycle_2byte", "elements_per_cycle_4byte", "fixed_cycles")
+
+    freq_hz: Figure
+    elements_per_cycle_2byte: Figure
+    elements_per_cycle_4byte: Figure
+    fixed_cycles: Figure
+
+
+class PublishedSection(_Section):
+    """Published chip peaks the model's figures are checked against (dense, FLOP/s)."""
+
+    dense_fp8_flops: Figure
+    dense_bf16_flops: Figure
+    dense_fp32_flops: Figure
+
+
+#: The sections of a preset file and their schema.
+SECTIONS = {
+    "chip": ChipSection,
+    "core": CoreSection,
+    "tensor": TensorSection,
+    "vector": StreamEngineSection,
+    "scalar": StreamEngineSection,
+    "gpsimd": StreamEngineSection,
+    "published": PublishedSection,
+}
+
+
+class PresetFile(BaseModel):
+    """A whole preset file; every ``source`` must be a key of ``sources``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    sources: dict[str, str]
+    chip: ChipSection
+    core: CoreSection
+    tensor: TensorSection
+    vector: StreamEngineSection
+    scalar: StreamEngineSection
+    gpsimd: StreamEngineSection
+    published: PublishedSection
+
+    @model_validator(mode="after")
+    def _check_sources(self):
+        for section in SECTIONS:
+            block = getattr(self, section)
+            for name in type(block).model_fields:
+                figure = getattr(block, name)
+                for label, option in {"": figure, **figure.alternatives}.items():
+                    for key in option.source.replace(",", " ").split():
+                        if key not in self.sources:
+                            where = f"{section}.{name}" + (f" alternative {label}" if label else "")
+                            known = ", ".join(sorted(self.sources))
+                            raise ValueError(
+                                f"{where} cites source {key!r}, which is not in [sources] "
+                                f"({known})"
+                            )
+        return self
