@@ -505,15 +505,9 @@ class NeuronCore:
 
 
 def _value_engine(rows, cols, formats):
-    """An engine of ``rows x cols`` that takes the operand ``formats`` (stationary, moving).
-
-    Engines elaborated with a set of formats (format chosen per op) take the pair; an engine
-    of a single format checks float operands by their dtypes only, and takes the first.
-    """
-    try:
-        return EngineConfig(rows, cols, list(dict.fromkeys(formats)))
-    except (TypeError, ValueError):
-        return EngineConfig(rows, cols, formats[0])
+    """An engine of ``rows x cols`` elaborated with the operand ``formats`` (stationary,
+    moving): the values of one op, whose formats the engine chooses per op."""
+    return EngineConfig(rows, cols, list(dict.fromkeys(formats)))
 
 
 @functools.cache
