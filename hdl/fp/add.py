@@ -35,12 +35,24 @@ class Float32Adder(wiring.Component):
         sb, mb, eb, nan_b, inf_b, zero_b = decode(m, fp32, self.b, "b")
 
         # Order by the exponent of the last place: x has the larger (or equal) one.
-        swap = eb > ea
-        sx, mx, ex = Mux(swap, sb, sa), Mux(swap, mb, ma), Mux(swap, eb, ea)
-        sy, my, ey = Mux(swap, sa, sb), Mux(swap, ma, mb), Mux(swap, ea, eb)
+        # Named signals are computed once: Amaranth repeats an expression at every use, and
+        # every PE evaluates this every cycle.
+        swap = Signal()
+        m.d.comb += swap.eq(eb > ea)
+        sx, mx, ex = Signal(), Signal.like(ma), Signal.like(ea)
+        sy, my, ey = Signal(), Signal.like(ma), Signal.like(ea)
+        m.d.comb += [
+            sx.eq(Mux(swap, sb, sa)),
+            mx.eq(Mux(swap, mb, ma)),
+            ex.eq(Mux(swap, eb, ea)),
+            sy.eq(Mux(swap, sa, sb)),
+            my.eq(Mux(swap, ma, mb)),
+            ey.eq(Mux(swap, ea, eb)),
+        ]
         d = Signal(range(512))
         m.d.comb += d.eq(ex - ey)
-        near = d <= ALIGN
+        near = Signal()
+        m.d.comb += near.eq(d <= ALIGN)
         shift = Signal(range(ALIGN + 1))
         m.d.comb += shift.eq(Mux(near, d, ALIGN))
         # Both on the last place of 2**(ex - shift): x exactly, y exactly or as a sticky one.
@@ -52,7 +64,8 @@ class Float32Adder(wiring.Component):
         ]
         total = Signal(signed(24 + ALIGN + 2))
         m.d.comb += total.eq(Mux(sx, -x_int, x_int) + Mux(sy, -y_int, y_int))
-        negative = total < 0
+        negative = Signal()
+        m.d.comb += negative.eq(total < 0)
         size = Signal(24 + ALIGN + 1)
         m.d.comb += size.eq(Mux(negative, -total, total))
         exp = Signal(signed(len(ex) + 1))

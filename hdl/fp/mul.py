@@ -55,14 +55,16 @@ def decode(m: Module, fmt: FloatFormat, raw, prefix: str):
         frac = raw[:f_bits]
         e_field = raw[f_bits : f_bits + e_bits]
         sign = raw[f_bits + e_bits]
-    all_ones = e_field == (1 << e_bits) - 1
+    all_ones = Signal(name=f"{prefix}_top")  # named: computed once
+    m.d.comb += all_ones.eq(e_field == (1 << e_bits) - 1)
     if fmt.has_inf:
         nan = all_ones & (frac != 0)
         inf = all_ones & (frac == 0)
     else:  # float8_e4m3fn: only S.1111.111 is NaN; no infinities
         nan = all_ones & (frac == (1 << f_bits) - 1)
         inf = Const(0)
-    subnormal = e_field == 0
+    subnormal = Signal(name=f"{prefix}_sub")
+    m.d.comb += subnormal.eq(e_field == 0)
     sig = Signal(f_bits + 1, name=f"{prefix}_sig")
     exp = Signal(signed(e_bits + 2), name=f"{prefix}_exp")  # unbiased exponent of sig's LSB
     m.d.comb += [

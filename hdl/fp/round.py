@@ -41,7 +41,9 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     e32 = Signal(signed(len(exp) + 2), name=f"{name}_e32")  # unbiased exponent of the result
     m.d.comb += e32.eq(exp + lead)
     lsb = Signal(signed(len(e32) + 1), name=f"{name}_lsb")
-    m.d.comb += lsb.eq(Mux(e32 >= -126, e32 - 23, -149))
+    normal = Signal(name=f"{name}_normal")  # named signals: computed once, not at every use
+    m.d.comb += normal.eq(e32 >= -126)
+    m.d.comb += lsb.eq(Mux(normal, e32 - 23, -149))
     shift = Signal(signed(len(lsb) + 1), name=f"{name}_shift")  # right shift of value
     m.d.comb += shift.eq(lsb - exp)
 
@@ -50,22 +52,29 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     # from left shifts, which Amaranth widens by the shift amount's range.
     wide = width + 2
     right = Signal(range(wide + 1), name=f"{name}_right")
-    m.d.comb += right.eq(Mux(shift > wide, wide, Mux(shift < 0, 0, shift)))
+    negative = Signal(name=f"{name}_neg")
+    m.d.comb += negative.eq(shift < 0)
+    m.d.comb += right.eq(Mux(shift > wide, wide, Mux(negative, 0, shift)))
     unkept = Signal(range(wide + 2), name=f"{name}_unkept")  # wide + 1 - right
     m.d.comb += unkept.eq(wide + 1 - right)
     left = Signal(range(32), name=f"{name}_left")
-    m.d.comb += left.eq(Mux(shift < 0, -shift, 0))
-    kept = value >> right
-    lost = value & (Const((1 << (wide + 1)) - 1, wide + 1) >> unkept)  # the low `right` bits
-    half = Const(1 << wide, wide + 1) >> unkept  # weight of the first bit dropped
+    m.d.comb += left.eq(Mux(negative, -shift, 0))
+    kept = Signal(width, name=f"{name}_kept")
+    lost = Signal(wide + 1, name=f"{name}_lost")  # the low `right` bits
+    half = Signal(wide + 1, name=f"{name}_half")  # weight of the first bit dropped
+    m.d.comb += [
+        kept.eq(value >> right),
+        lost.eq(value & (Const((1 << (wide + 1)) - 1, wide + 1) >> unkept)),
+        half.eq(Const(1 << wide, wide + 1) >> unkept),
+    ]
     round_up = (right != 0) & ((lost > half) | ((lost == half) & kept[0]))
     # A left shift (shift < 0) only happens when the leading one is below bit 23 (the result
     # then needs no rounding), so the low 24 bits of value are all of it.
     q = Signal(33, name=f"{name}_q")
-    m.d.comb += q.eq(Mux(shift < 0, value[: min(24, width)] << left, kept + round_up))
+    m.d.comb += q.eq(Mux(negative, value[: min(24, width)] << left, kept + round_up))
 
     biased = Signal(signed(len(e32) + 2), name=f"{name}_biased")
-    m.d.comb += biased.eq(Mux(e32 >= -126, e32 + 126, 0))
+    m.d.comb += biased.eq(Mux(normal, e32 + 126, 0))
     magnitude = Signal(33, name=f"{name}_mag")
     m.d.comb += magnitude.eq(Mux(value == 0, 0, (biased.as_unsigned() << 23) + q))
     return magnitude
