@@ -7,7 +7,8 @@ takes the engine's configuration and works for one format or several.
 from __future__ import annotations
 
 from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
 
 from tlm.tensor.config import EngineConfig
 
@@ -17,6 +18,7 @@ __all__ = [
     "decoded_layout",
     "lane_shape",
     "decode_operand",
+    "OperandDecoder",
     "is_int_code",
     "mac",
 ]
@@ -139,6 +141,32 @@ def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str):
                 out.inf.eq(0),
             ]
     return out
+
+
+class OperandDecoder(wiring.Component):
+    """:func:`decode_operand` as a block of its own, generated once and placed at each row and
+    column of the array's edge. Combinational.
+
+    Ports: ``raw`` (an operand as the engine's ports carry it), ``code`` (its format code, on
+    an engine with more than one format), ``out`` (:func:`decoded_layout`, as plain bits: a
+    layout-typed port would add a debug wire per field to the parent for each of 256 uses).
+    """
+
+    def __init__(self, cfg: EngineConfig):
+        if decoded_layout(cfg) is None:
+            self._MustUse__silence = True
+            raise ValueError(f"an engine of {cfg.fmt.name} only has no operands to decode")
+        self.cfg = cfg
+        ports = {"raw": In(operand_shape(cfg)), "out": Out(decoded_layout(cfg).size)}
+        if cfg.fmt_bits:
+            ports["code"] = In(cfg.fmt_bits)
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        code = self.code if self.cfg.fmt_bits else Const(0)
+        m.d.comb += self.out.eq(decode_operand(m, self.cfg, self.raw, code, "op"))
+        return m
 
 
 def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None):

@@ -9,6 +9,7 @@ from amaranth.back import verilog
 
 from tlm.tensor.config import EngineConfig
 
+from .formats import OperandDecoder
 from .tensor.array import Column
 from .tensor.engine import TensorEngine
 from .tensor.pe import ProcessingElement
@@ -43,12 +44,21 @@ def tensor_engine_verilog(
     def lane_module(bits, depth):
         return lanes.setdefault((bits, depth), f"{name}_lane_w{bits}_d{depth}")
 
-    top = TensorEngine(cfg, slice_cols=width, col_module=col_mod, lane_module=lane_module)
+    dec_mod = f"{name}_decode" if cfg.has_float else None
+    top = TensorEngine(
+        cfg,
+        slice_cols=width,
+        col_module=col_mod,
+        lane_module=lane_module,
+        decode_module=dec_mod,
+    )
     parts = [
         verilog.convert(ProcessingElement(cfg), name=pe_mod, emit_src=False),
         verilog.convert(Column(cfg, width, pe_module=pe_mod), name=col_mod, emit_src=False),
         verilog.convert(top, name=name, emit_src=False),  # fills `lanes` as it elaborates
     ]
+    if dec_mod:  # the operand decoder at each row and column of the array's edge
+        parts.insert(2, verilog.convert(OperandDecoder(cfg), name=dec_mod, emit_src=False))
     parts[2:2] = [
         verilog.convert(DelayLane(bits, depth), name=module, emit_src=False)
         for (bits, depth), module in sorted(lanes.items())

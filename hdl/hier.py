@@ -23,18 +23,19 @@ def port_names(component: wiring.Component):
         yield name, direction, Value.cast(value)
 
 
-def place(m, name: str, component: wiring.Component, module: str | None):
+def place(m, name: str, component: wiring.Component, module: str | None, *, clocked=True):
     """Add ``component`` to module ``m`` under ``name``.
 
     With ``module=None`` it becomes a submodule (flat); otherwise an ``Instance`` of the
     Verilog module ``module`` (generated separately from an identical component) connected to
-    the component's port signals, which the parent drives and reads as usual.
+    the component's port signals, which the parent drives and reads as usual. A module of
+    combinational logic only (``clocked=False``) has no clock and reset ports.
     """
     if module is None:
         m.submodules[name] = component
         return
     component._MustUse__silence = True  # described by `module`, never elaborated here
-    ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
+    ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()} if clocked else {}
     for port, direction, value in port_names(component):
         ports[f"{direction}_{port}"] = value
     m.submodules[name] = Instance(module, **ports)

@@ -9,7 +9,8 @@ from amaranth.lib.wiring import In, Out
 from tlm.formats import formats_mix
 from tlm.tensor.config import FP32_BEAT_INTERVAL, EngineConfig, ErrorKind
 
-from ..formats import acc_shape, decode_operand, is_int_code, operand_shape
+from ..formats import OperandDecoder, acc_shape, is_int_code, operand_shape
+from ..hier import place
 from .array import SystolicArray, check_slice_cols
 from .layouts import (
     load_beat,
@@ -56,6 +57,9 @@ class TensorEngine(wiring.Component):
     lane_module : callable or None
         ``lane_module(width, depth)`` names the Verilog module of a skew lane
         (:class:`~hdl.tensor.skew.DelayLane`) in hierarchical generation.
+    decode_module : str or None
+        Verilog module name of the operand decoder (:class:`~hdl.formats.OperandDecoder`)
+        in hierarchical generation.
     """
 
     def __init__(
@@ -66,6 +70,7 @@ class TensorEngine(wiring.Component):
         col_module=None,
         pe_module=None,
         lane_module=None,
+        decode_module=None,
     ):
         if not isinstance(cfg, EngineConfig):
             self._MustUse__silence = True
@@ -76,6 +81,7 @@ class TensorEngine(wiring.Component):
         self._col_module = col_module
         self._pe_module = pe_module
         self._lane_module = lane_module
+        self._decode_module = decode_module
         super().__init__(
             {
                 "ld_stream": In(stream.Signature(load_beat(cfg))),
@@ -84,6 +90,17 @@ class TensorEngine(wiring.Component):
                 "status": Out(status_layout(cfg)),
             }
         )
+
+    def _decode(self, m, name, raw, code):
+        """The operand ``raw`` decoded for the array (itself on an integer-only engine)."""
+        if not self.cfg.has_float:
+            return raw
+        dec = OperandDecoder(self.cfg)
+        place(m, name, dec, self._decode_module, clocked=False)
+        m.d.comb += dec.raw.eq(raw)
+        if self.cfg.fmt_bits:
+            m.d.comb += dec.code.eq(code)
+        return dec.out
 
     def elaborate(self, platform):
         m = Module()
@@ -221,9 +238,9 @@ class TensorEngine(wiring.Component):
         lanes = Signal.like(array.a_in, reset_less=True)
         for k in range(cfg.rows):
             ctl = mv_ctl.o[k]
-            code = ctl.x_fmt if fb else Const(0)
+            code = ctl.x_fmt if fb else None
             m.d.comb += [
-                lanes[k].data.eq(decode_operand(m, cfg, mv_skew.o[k], code, f"mv{k}")),
+                lanes[k].data.eq(self._decode(m, f"mv_dec{k}", mv_skew.o[k], code)),
                 lanes[k].en.eq(ctl.live & (k < ctl.k)),
                 lanes[k].bank.eq(ctl.bank),
             ]
@@ -285,7 +302,7 @@ class TensorEngine(wiring.Component):
             ctl = ld_ctl.o[c]
             m.d.comb += [
                 array.w_in[c].data.eq(
-                    decode_operand(m, cfg, ld_skew.o[c], ctl.fmt if fb else Const(0), f"ld{c}")
+                    self._decode(m, f"ld_dec{c}", ld_skew.o[c], ctl.fmt if fb else None)
                 ),
                 array.w_in[c].row.eq(ctl.row),
                 array.w_in[c].we.eq(ctl.we),
