@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from .link.cli import register as register_noc
 from .tensor.config import EngineConfig
 from .tensor.cost import MODES, matmul_cycles
 
@@ -89,6 +90,7 @@ def parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(study=tensor_study, title="nc_matmul on the tensor engine")
+    register_noc(sub)
     return p
 
 
