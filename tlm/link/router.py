@@ -284,6 +284,7 @@ class Router:
                 alloc[winner] = None
                 busy[o][hold] = False
             info.sent[o] = out
+            info.grants.append((winner, o, ov))
         # writes: returned credits, link inputs, injection
         if credit_in is not None:
             for o in range(1, P):
@@ -316,12 +317,14 @@ class Router:
 
 
 class StepInfo:
-    """What happened in one step: ``inject_fire``, the ``ejected`` flit (or None), and the
-    flit ``sent[o]`` into each output port's register (absent if none)."""
+    """What happened in one step: ``inject_fire``, the ``ejected`` flit (or None), the
+    flit ``sent[o]`` into each output port's register (absent if none), and the
+    ``grants`` as ``(requester, output port, output VC)``."""
 
-    __slots__ = ("inject_fire", "ejected", "sent")
+    __slots__ = ("inject_fire", "ejected", "sent", "grants")
 
     def __init__(self):
         self.inject_fire = False
         self.ejected = None
         self.sent = {}
+        self.grants = []
