@@ -59,6 +59,25 @@ def test_server_4x4_icarus(seed):
 
 
 @pytest.mark.sim
+def test_server_saturation_icarus(seed):
+    """Every node of the 4x4 torus sends back to back (offered load 1, about twice the
+    saturation load) for thousands of cycles: no deadlock, every packet on time."""
+    cfg = LinkConfig((4, 4))
+    run_bench(
+        "icarus",
+        "torus",
+        cfg,
+        "verif.link.bench_network",
+        seed,
+        "4x4-sat",
+        LINK_PACKETS=500,
+        LINK_TRAFFIC="uniform",
+        LINK_PATTERNS="always:always",
+        LINK_MALFORMED=0,
+    )
+
+
+@pytest.mark.sim
 def test_ultraserver_4x4x4_verilator(seed):
     """The 4x4x4 torus: uniform and transpose traffic, sources and sinks at random."""
     cfg = LinkConfig((4, 4, 4))

@@ -26,7 +26,7 @@ from .routing import route
 from .topology import port_name
 from .traffic import PATTERNS, Destinations
 
-__all__ = ["simulate", "zero_load_latency", "channel_load_bound", "pair_weights"]
+__all__ = ["simulate", "LoadSources", "zero_load_latency", "channel_load_bound", "pair_weights"]
 
 
 def pair_weights(cfg: LinkConfig, pattern: str) -> np.ndarray:
@@ -97,6 +97,127 @@ def channel_load_bound(cfg: LinkConfig, pattern: str = "uniform") -> dict:
     return {"max_channel_load": g, "max_eject_load": eject, "bound": min(limits)}
 
 
+class LoadSources:
+    """Bernoulli sources at every node, with the bookkeeping of :func:`simulate`'s figures.
+
+    Drives any network with the injection and ejection protocol of
+    :class:`~tlm.link.network.Network` (the model, or the RTL in a cocotb bench): each cycle
+    call :meth:`offers`, then :meth:`accepted` for each node whose flit was taken and
+    :meth:`ejected` for each flit that left, then :meth:`end_cycle`.
+    """
+
+    def __init__(self, cfg, pattern, rate, cycles, *, length=4, seed=0, warmup=None):
+        if not isinstance(cfg, LinkConfig):
+            raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
+        if not (isinstance(rate, float | int) and 0 <= rate <= 1):
+            raise ValueError(f"rate must be a load in 0..1 flits per node per cycle, not {rate!r}")
+        if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 1:
+            raise ValueError(f"cycles must be a positive integer, not {cycles!r}")
+        fmt = cfg.fmt
+        if isinstance(length, bool) or not isinstance(length, int):
+            length = -1
+        if not 1 <= length <= fmt.max_length:
+            raise ValueError(f"length must be an integer in 1..{fmt.max_length}, not {length!r}")
+        self.cfg, self.fmt, self.pattern, self.rate, self.length = cfg, fmt, pattern, rate, length
+        self.cycles = cycles
+        self.warmup = cycles // 10 if warmup is None else warmup
+        rng = np.random.default_rng(seed)
+        torus = cfg.torus
+        self.torus = torus
+        n = self.n = torus.nodes
+        self.coords = torus.coords()
+        self.dests = Destinations(pattern, torus, rng)
+        self.queues = [deque() for _ in range(n)]
+        self.seq = [0] * n
+        self.seq_mask = (1 << fmt.seq_bits) - 1
+        self.created: dict[tuple[int, int], int] = {}
+        self.latencies: list[int] = []
+        self.offered = self.accepted_flits = 0
+        self.draws = rng.random((cycles, n)) < rate / length
+        self.data = [0] * (length - 1)
+        self.head_shift = 2 + fmt.vc_bits
+        self.c = fmt.dims * fmt.coord_bits
+        self.src_mask = (1 << self.c) - 1
+        self.seq_shift = self.head_shift + 2 * self.c + fmt.len_bits
+        self.in_packet = [None] * n
+        self.cycle = 0
+
+    def offers(self) -> dict:
+        """Create this cycle's packets; return ``{node: flit}`` offered for injection."""
+        cycle, fmt = self.cycle, self.fmt
+        for src in np.flatnonzero(self.draws[cycle]):
+            src = int(src)
+            dst = self.dests.next(src)
+            if dst is None:
+                continue
+            s = self.seq[src]
+            self.seq[src] = (s + 1) & self.seq_mask
+            self.queues[src].extend(
+                fmt.packet(self.coords[dst], self.coords[src], self.length, s, self.data)
+            )
+            self.created[(src, s)] = cycle
+            if cycle >= self.warmup:
+                self.offered += self.length
+        return {i: q[0] for i, q in enumerate(self.queues) if q}
+
+    def accepted(self, node: int):
+        self.queues[node].popleft()
+
+    def ejected(self, node: int, flit: int):
+        kind = flit & 3
+        if kind == 0 or kind == 3:
+            payload = flit >> self.head_shift
+            src = self.torus.node_of_field(payload >> self.c & self.src_mask, self.fmt.coord_bits)
+            self.in_packet[node] = (src, (flit >> self.seq_shift) & self.seq_mask)
+        if self.cycle >= self.warmup:
+            self.accepted_flits += 1
+        if kind >= 2:
+            t0 = self.created.pop(self.in_packet[node])
+            if t0 >= self.warmup:
+                self.latencies.append(self.cycle - t0)
+
+    def end_cycle(self):
+        self.cycle += 1
+
+    def result(self, link_flits=None) -> dict:
+        """The figures; ``link_flits[node][port]`` counts flits sent on each link after the
+        warm-up (``links`` is left out without it)."""
+        window = self.cycles - self.warmup
+        lat = np.array(self.latencies, dtype=float)
+        out = {
+            "shape": self.torus.name,
+            "traffic": self.pattern,
+            "rate": self.rate,
+            "length": self.length,
+            "cycles": self.cycles,
+            "warmup": self.warmup,
+            "offered": self.offered / (self.n * window),
+            "accepted": self.accepted_flits / (self.n * window),
+            "packets": int(lat.size),
+            "latency_mean": float(lat.mean()) if lat.size else None,
+            "latency_p99": float(np.percentile(lat, 99)) if lat.size else None,
+            "latency_max": int(lat.max()) if lat.size else None,
+            "zero_load_latency": float(zero_load_latency(self.cfg, self.pattern, self.length)),
+        }
+        if link_flits is not None:
+            links = [
+                {
+                    "node": node,
+                    "port": port_name(port),
+                    "utilisation": link_flits[node][port] / window,
+                }
+                for node in range(self.n)
+                for port in range(1, self.cfg.ports)
+            ]
+            util = np.array([x["utilisation"] for x in links])
+            out |= {
+                "link_util_mean": float(util.mean()),
+                "link_util_max": float(util.max()),
+                "links": links,
+            }
+        return out
+
+
 def simulate(
     cfg: LinkConfig,
     pattern: str = "uniform",
@@ -107,101 +228,28 @@ def simulate(
     seed: int = 0,
     warmup: int | None = None,
 ) -> dict:
-    """Run ``pattern`` at ``rate`` flits per node per cycle for ``cycles`` cycles.
+    """Run ``pattern`` at ``rate`` flits per node per cycle for ``cycles`` cycles on the
+    model, with :class:`LoadSources`.
 
     Returns a dict of figures (see the module docstring), with ``links`` giving every
     directed link's utilisation.
     """
-    if not isinstance(cfg, LinkConfig):
-        raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
-    if not (isinstance(rate, float | int) and 0 <= rate <= 1):
-        raise ValueError(f"rate must be a load in 0..1 flits per node per cycle, not {rate!r}")
-    if isinstance(cycles, bool) or not isinstance(cycles, int) or cycles < 1:
-        raise ValueError(f"cycles must be a positive integer, not {cycles!r}")
-    fmt = cfg.fmt
-    if isinstance(length, bool) or not isinstance(length, int):
-        length = -1
-    if not 1 <= length <= fmt.max_length:
-        raise ValueError(f"length must be an integer in 1..{fmt.max_length}, not {length!r}")
-    warmup = cycles // 10 if warmup is None else warmup
-    rng = np.random.default_rng(seed)
-    torus = cfg.torus
-    n = torus.nodes
-    coords = torus.coords()
-    dests = Destinations(pattern, torus, rng)
+    sources = LoadSources(cfg, pattern, rate, cycles, length=length, seed=seed, warmup=warmup)
     net = Network(cfg)
-    queues = [deque() for _ in range(n)]  # flits waiting at each source
-    seq = [0] * n
-    seq_mask = (1 << fmt.seq_bits) - 1
-    created: dict[tuple[int, int], int] = {}
-    latencies = []
-    offered = accepted = 0
-    p_packet = rate / length
-    draws = rng.random((cycles, n)) < p_packet
-    data = [0] * (length - 1)
-    head_shift = 2 + fmt.vc_bits
-    c = n and fmt.dims * fmt.coord_bits
-    src_mask = (1 << c) - 1
-    seq_shift = head_shift + 2 * c + fmt.len_bits
-    in_packet = [None] * n  # (src, seq) of the packet being ejected at each node
     snapshot = None
     for cycle in range(cycles):
-        if cycle == warmup:
+        if cycle == sources.warmup:
             snapshot = [list(x) for x in net.link_flits]
-        measure = cycle >= warmup
-        for src in np.flatnonzero(draws[cycle]):
-            src = int(src)
-            dst = dests.next(src)
-            if dst is None:
-                continue
-            s = seq[src]
-            seq[src] = (s + 1) & seq_mask
-            queues[src].extend(fmt.packet(coords[dst], coords[src], length, s, data))
-            created[(src, s)] = cycle
-            if measure:
-                offered += length
-        offers = {i: q[0] for i, q in enumerate(queues) if q}
-        step = net.step(offers)
+        step = net.step(sources.offers())
         for i in step.accepted:
-            queues[i].popleft()
+            sources.accepted(i)
         for node, flit in step.ejected.items():
-            kind = flit & 3
-            if kind == 0 or kind == 3:
-                payload = flit >> head_shift
-                key = (
-                    torus.node_of_field(payload >> c & src_mask, fmt.coord_bits),
-                    (flit >> seq_shift) & seq_mask,
-                )
-                in_packet[node] = key
-            if measure:
-                accepted += 1
-            if kind >= 2:
-                t0 = created.pop(in_packet[node])
-                if t0 >= warmup:
-                    latencies.append(cycle - t0)
-    window = cycles - warmup
-    links = []
-    for node in range(n):
-        for port in range(1, cfg.ports):
-            sent = net.link_flits[node][port] - (snapshot[node][port] if snapshot else 0)
-            links.append({"node": node, "port": port_name(port), "utilisation": sent / window})
-    lat = np.array(latencies, dtype=float)
-    util = np.array([x["utilisation"] for x in links])
-    return {
-        "shape": torus.name,
-        "traffic": pattern,
-        "rate": rate,
-        "length": length,
-        "cycles": cycles,
-        "warmup": warmup,
-        "offered": offered / (n * window),
-        "accepted": accepted / (n * window),
-        "packets": int(lat.size),
-        "latency_mean": float(lat.mean()) if lat.size else None,
-        "latency_p99": float(np.percentile(lat, 99)) if lat.size else None,
-        "latency_max": int(lat.max()) if lat.size else None,
-        "zero_load_latency": float(zero_load_latency(cfg, pattern, length)),
-        "link_util_mean": float(util.mean()),
-        "link_util_max": float(util.max()),
-        "links": links,
-    }
+            sources.ejected(node, flit)
+        sources.end_cycle()
+    if snapshot is None:
+        snapshot = [[0] * cfg.ports for _ in range(cfg.torus.nodes)]
+    sent = [
+        [a - b for a, b in zip(now, before, strict=True)]
+        for now, before in zip(net.link_flits, snapshot, strict=True)
+    ]
+    return sources.result(sent)
