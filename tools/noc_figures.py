@@ -148,7 +148,7 @@ def main(argv=None) -> int:
             sweep,
             rtl,
             low["zero_load_latency"],
-            bound["bound"],
+            bound,
             ROOT / "docs" / f"noc_latency_{shape}.png",
         )
     (ROOT / "docs" / "noc_figures.json").write_text(json.dumps(record, indent=1))

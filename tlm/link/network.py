@@ -40,6 +40,9 @@ class Network:
             for c in torus.coords()
         ]
         self.cycle = 0
+        # inputs of the next cycle: what the neighbours' registers hold (None: nothing)
+        self._link_in = [None] * torus.nodes
+        self._credit_in = [None] * torus.nodes
         self.link_flits = [[0] * cfg.ports for _ in range(torus.nodes)]
 
     def inject_ready(self, node: int) -> bool:
@@ -59,24 +62,47 @@ class Network:
         eject_ready = eject_ready or {}
         routers, peers = self.routers, self.peers
         P = self.cfg.ports
-        links = [r.link_reg for r in routers]
-        credits = [r.credit_reg for r in routers]
+        link_in, credit_in = self._link_in, self._credit_in
+        self._link_in = [None] * len(routers)
+        self._credit_in = [None] * len(routers)
         out = NetStep()
+        sent = []
         for n, router in enumerate(routers):
-            link_in = [None] * P
-            credit_in = [0] * P
-            for p in range(1, P):
-                m, q = peers[n][p]
-                link_in[p] = links[m][q]
-                credit_in[p] = credits[m][q]
-            info = router.step(inject.get(n), eject_ready.get(n, True), link_in, credit_in)
+            offer = inject.get(n)
+            links, creds = link_in[n], credit_in[n]
+            if offer is None and links is None and creds is None and router.quiet:
+                continue
+            info = router.step(offer, eject_ready.get(n, True), links, creds)
             if info.inject_fire:
                 out.accepted.append(n)
             if info.ejected is not None:
                 out.ejected[n] = info.ejected
-            counts = self.link_flits[n]
-            for o in info.sent:
-                counts[o] += 1
+            if info.sent:
+                counts = self.link_flits[n]
+                for o in info.sent:
+                    counts[o] += 1
+            if (
+                router.link_reg is not router._no_links
+                or router.credit_reg is not router._no_credits
+            ):
+                sent.append(n)
+        # deliver this cycle's registers as the neighbours' inputs of the next cycle
+        for n in sent:
+            router = routers[n]
+            links, creds = router.link_reg, router.credit_reg
+            for p in range(1, P):
+                flit, mask = links[p], creds[p]
+                if flit is None and not mask:
+                    continue
+                m, q = peers[n][p]
+                if flit is not None:
+                    if self._link_in[m] is None:
+                        self._link_in[m] = [None] * P
+                    self._link_in[m][q] = flit
+                if mask:
+                    if self._credit_in[m] is None:
+                        self._credit_in[m] = [0] * P
+                    self._credit_in[m][q] = mask
         self.cycle += 1
         return out
 

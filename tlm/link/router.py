@@ -89,14 +89,21 @@ class Router:
         self._pay_shift = 2 + fmt.vc_bits
         self._lane_mask = cfg.lanes - 1
         self._routes: dict[int, tuple[int, int] | None] = {}
+        self._route_mask = (1 << (2 * fmt.dims * fmt.coord_bits)) - 1
+        self._len_shift = self._pay_shift + 2 * fmt.dims * fmt.coord_bits
+        self._len_mask = (1 << fmt.len_bits) - 1
         # requester r's FIFO; r = 0 is the injection buffer (committed part readable)
         self.fifo = [deque() for _ in range(R)]
         self.inj_committed = 0
         self.alloc: list[tuple[int, int] | None] = [None] * R
         self.busy = [[False] * V for _ in range(P)]  # output VCs held (port 0 uses VC 0)
         self.credits = [[cfg.depth] * V for _ in range(P)]
-        self.link_reg: list[int | None] = [None] * P
-        self.credit_reg = [0] * P
+        #: link requesters (r >= 1) whose FIFO holds a flit
+        self.active: set[int] = set()
+        self._no_links = (None,) * P  # shared "nothing sent" registers
+        self._no_credits = (0,) * P
+        self.link_reg = self._no_links
+        self.credit_reg = self._no_credits
         self.eject_reg: int | None = None
         self.rr = [0] * P
         self.counters = [0] * len(DropKind)
@@ -109,6 +116,18 @@ class Router:
         self.cycle = 0
 
     # -- outputs ----------------------------------------------------------------------------
+    @property
+    def quiet(self) -> bool:
+        """Nothing buffered and nothing in the output registers: with no inputs, a step would
+        change nothing."""
+        return (
+            not self.active
+            and not self.fifo[0]
+            and self.eject_reg is None
+            and self.link_reg is self._no_links
+            and self.credit_reg is self._no_credits
+        )
+
     @property
     def inject_ready(self) -> bool:
         return len(self.fifo[0]) < self.cfg.inject_depth
@@ -128,7 +147,7 @@ class Router:
 
     def _route(self, flit: int):
         """``(port, class)`` of a head, or ``None`` if its destination is outside the torus."""
-        key = flit >> self._pay_shift
+        key = (flit >> self._pay_shift) & self._route_mask  # the dst and src fields
         found = self._routes.get(key, False)
         if found is False:
             h = self.fmt.decode_head(flit)
@@ -149,7 +168,7 @@ class Router:
                 self._rollback()
                 self._count_drop(DropKind.BAD_LENGTH)
                 self._open = False
-            length = self.fmt.decode_head(flit).length
+            length = ((flit >> self._len_shift) & self._len_mask) + 1
             bad_dest = self._route(flit) is None
             if kind == SINGLE:
                 if bad_dest:
@@ -208,87 +227,95 @@ class Router:
         P, V, R = self._P, self._V, self._R
         fifo, alloc, credits, busy = self.fifo, self.alloc, self.credits, self.busy
         info = StepInfo()
-        ej_free = self.eject_reg is None or eject_ready
-        if self.eject_reg is not None and eject_ready:
-            info.ejected = self.eject_reg
+        eject_reg = self.eject_reg
+        ej_free = eject_reg is None or eject_ready
+        if eject_reg is not None and eject_ready:
+            info.ejected = eject_reg
         inject_ready = len(fifo[0]) < self.cfg.inject_depth
-        # requests, from the state at the start of the cycle
-        requests: list[list[int]] = [[] for _ in range(P)]
-        want: dict[int, tuple[int, int]] = {}
-        drops = []
-        for r in range(R):
-            q = fifo[r]
-            if not q or (r == 0 and self.inj_committed == 0):
-                continue
-            flit = q[0]
-            held = alloc[r]
-            if held is None:
-                kind = flit & 3
-                if kind == BODY or kind == TAIL:
-                    drops.append((r, DropKind.ORPHAN))
-                    continue
-                found = self._route(flit)
-                if found is None:
-                    drops.append((r, DropKind.BAD_DEST))
-                    continue
-                o, cls = found
-                lane = (flit >> self._vc_shift) & self._lane_mask
-                if o == 0:
-                    ov = lane
-                    ok = ej_free and not busy[0][0]
+        new_link = self._no_links
+        new_credit = self._no_credits
+        new_eject = None if eject_ready else eject_reg
+        active = self.active
+        if active or self.inj_committed:
+            # requests, from the state at the start of the cycle
+            requests: dict[int, list[int]] = {}
+            want: dict[int, tuple[int, int]] = {}
+            drops = []
+            for r in (0, *active) if self.inj_committed else active:
+                flit = fifo[r][0]
+                held = alloc[r]
+                if held is None:
+                    kind = flit & 3
+                    if kind == BODY or kind == TAIL:
+                        drops.append((r, DropKind.ORPHAN))
+                        continue
+                    found = self._route(flit)
+                    if found is None:
+                        drops.append((r, DropKind.BAD_DEST))
+                        continue
+                    o, cls = found
+                    lane = (flit >> self._vc_shift) & self._lane_mask
+                    if o == 0:
+                        ov = lane
+                        ok = ej_free and not busy[0][0]
+                    else:
+                        ov = lane + cls * (V >> 1)
+                        ok = not busy[o][ov] and credits[o][ov] > 0
                 else:
-                    ov = lane + cls * (V >> 1)
-                    ok = not busy[o][ov] and credits[o][ov] > 0
-            else:
-                o, ov = held
-                ok = ej_free if o == 0 else credits[o][ov] > 0
-            if ok:
-                requests[o].append(r)
-                want[r] = (o, ov)
-        # arbitration and the end of the cycle
-        new_link = [None] * P
-        new_credit = [0] * P
-        new_eject = None if eject_ready else self.eject_reg
-        for r, kind in drops:
-            fifo[r].popleft()
-            self._count_drop(kind)
-            port, vc = divmod(r - 1, V)
-            new_credit[port + 1] |= 1 << vc
-        for o in range(P):
-            reqs = requests[o]
-            if not reqs:
-                continue
-            start = self.rr[o]
-            winner = min(reqs, key=lambda r: (r - start) % R)
-            self.rr[o] = (winner + 1) % R
-            flit = fifo[winner].popleft()
-            _, ov = want[winner]
-            kind = flit & 3
-            out = (flit & ~(self._vc_mask << self._vc_shift)) | (ov << self._vc_shift)
-            if winner == 0:
-                self.inj_committed -= 1
-            else:
-                port, vc = divmod(winner - 1, V)
+                    o, ov = held
+                    ok = ej_free if o == 0 else credits[o][ov] > 0
+                if ok:
+                    requests.setdefault(o, []).append(r)
+                    want[r] = (o, ov)
+            if drops or requests:
+                new_credit = [0] * P
+            for r, kind in drops:
+                q = fifo[r]
+                q.popleft()
+                if not q:
+                    active.discard(r)
+                self._count_drop(kind)
+                port, vc = divmod(r - 1, V)
                 new_credit[port + 1] |= 1 << vc
-            if o == 0:
-                new_eject = out
-                hold = 0
-            else:
-                new_link[o] = out
-                credits[o][ov] -= 1
-                hold = ov
-            if kind == HEAD:
-                alloc[winner] = (o, ov)
-                busy[o][hold] = True
-            elif kind == TAIL:
-                alloc[winner] = None
-                busy[o][hold] = False
-            info.sent[o] = out
-            info.grants.append((winner, o, ov))
+            for o, reqs in requests.items():
+                start = self.rr[o]
+                winner = min(reqs, key=lambda r: (r - start) % R)
+                self.rr[o] = (winner + 1) % R
+                q = fifo[winner]
+                flit = q.popleft()
+                _, ov = want[winner]
+                kind = flit & 3
+                out = (flit & ~(self._vc_mask << self._vc_shift)) | (ov << self._vc_shift)
+                if winner == 0:
+                    self.inj_committed -= 1
+                else:
+                    if not q:
+                        active.discard(winner)
+                    port, vc = divmod(winner - 1, V)
+                    new_credit[port + 1] |= 1 << vc
+                if o == 0:
+                    new_eject = out
+                    hold = 0
+                else:
+                    if new_link is self._no_links:
+                        new_link = [None] * P
+                    new_link[o] = out
+                    credits[o][ov] -= 1
+                    hold = ov
+                if kind == HEAD:
+                    alloc[winner] = (o, ov)
+                    busy[o][hold] = True
+                elif kind == TAIL:
+                    alloc[winner] = None
+                    busy[o][hold] = False
+                info.sent[o] = out
+                info.grants.append((winner, o, ov))
         # writes: returned credits, link inputs, injection
         if credit_in is not None:
             for o in range(1, P):
                 mask = credit_in[o]
+                if not mask:
+                    continue
                 v = 0
                 while mask:
                     if mask & 1:
@@ -306,6 +333,7 @@ class Router:
                             f"router {self.coord} port {i}: flit arrived without a credit"
                         )
                     fifo[r].append(flit)
+                    self.active.add(r)
         if inject is not None and inject_ready:
             self._inject_write(inject)
             info.inject_fire = True
