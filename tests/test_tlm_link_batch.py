@@ -1,0 +1,72 @@
+"""tlm.link.batch: the vectorised model equals tlm.link.network register for register."""
+
+import numpy as np
+import pytest
+
+from tlm.link.batch import BatchNetwork
+from tlm.link.config import LinkConfig
+from tlm.link.network import Network
+from verif.link.scoreboard import PacketBoard
+from verif.link.stimulus import random_packets
+from verif.link.traffic import NodeTraffic
+
+
+@pytest.mark.parametrize(
+    "shape,vcs,depth,inject,eject",
+    [
+        ((4, 4), 2, 4, "always", "random"),
+        ((3, 5), 4, 1, "random", "3of4"),
+        ((4, 4, 4), 2, 2, "always", "always"),
+        ((2, 3), 2, 4, "1of2", "1of4"),
+    ],
+)
+def test_batch_equals_network(shape, vcs, depth, inject, eject, seed):
+    cfg = LinkConfig(shape, vcs=vcs, depth=depth)
+    n, batch = cfg.torus.nodes, 2
+    rng = np.random.default_rng(seed)
+    nets = [Network(cfg) for _ in range(batch)]
+    traffics = [
+        NodeTraffic(
+            random_packets(cfg, rng, 25, malformed=0.15), PacketBoard(cfg), inject, eject, rng
+        )
+        for _ in range(batch)
+    ]
+    vec = BatchNetwork(cfg, batch)
+    for cycle in range(3000):
+        valid = np.zeros((batch, n), bool)
+        flits = np.zeros((batch, n), np.uint64)
+        ready = np.zeros((batch, n), bool)
+        offers = []
+        for b, traffic in enumerate(traffics):
+            offer, rdy = traffic.offers()
+            offers.append((offer, rdy))
+            for i, f in offer.items():
+                valid[b, i], flits[b, i] = True, f
+            ready[b] = [rdy[i] for i in range(n)]
+        acc, ej_v, ej_f = vec.step(valid, flits, ready)
+        for b, (net, traffic) in enumerate(zip(nets, traffics, strict=True)):
+            step = net.step(*offers[b])
+            assert sorted(step.accepted) == np.flatnonzero(acc[b]).tolist(), cycle
+            assert step.ejected == {int(i): int(ej_f[b, i]) for i in np.flatnonzero(ej_v[b])}
+            for i in step.accepted:
+                traffic.accepted(i)
+            for node, r in enumerate(net.routers):
+                mi = b * n + node
+                link = [int(vec.lreg[mi, p]) if vec.lval[mi, p] else None for p in range(cfg.ports)]
+                assert tuple(link) == tuple(r.link_reg), (cycle, b, node)
+                assert tuple(int(x) for x in vec.creg[mi]) == tuple(r.credit_reg)
+                assert [int(x) for x in vec.counters[mi]] == r.counters
+        if cycle > 50 and not any(t.pending for t in traffics) and not vec.lval.any():
+            if not vec.cnt.any() and not vec.ejval.any():
+                break
+    assert cycle < 2999
+    assert sum(sum(r.counters) for net in nets for r in net.routers) > 0
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError) as error:
+        BatchNetwork(LinkConfig((4, 4), width=96))
+    assert str(error.value) == "width must be at most 64 bits for the batch model, not 96"
+    with pytest.raises(ValueError) as error:
+        BatchNetwork(LinkConfig((4, 4)), batch=0)
+    assert str(error.value) == "batch must be a positive integer, not 0"
