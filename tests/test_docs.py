@@ -19,6 +19,8 @@ MODULES = [
     "tlm.link.router",
     "tlm.link.network",
     "tlm.link.traffic",
+    "tlm.link.batch",
+    "tlm.link.batch_load",
 ]
 
 

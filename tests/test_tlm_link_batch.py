@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from tlm.link.batch import BatchNetwork
+from tlm.link.batch_load import simulate_batch
 from tlm.link.config import LinkConfig
+from tlm.link.load import simulate
 from tlm.link.network import Network
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import random_packets
@@ -70,3 +72,33 @@ def test_bad_arguments():
     with pytest.raises(ValueError) as error:
         BatchNetwork(LinkConfig((4, 4)), batch=0)
     assert str(error.value) == "batch must be a positive integer, not 0"
+
+
+@pytest.mark.parametrize("pattern", ["uniform", "transpose", "neighbour", "hotspot", "all-to-all"])
+def test_batch_load_agrees_with_simulate(pattern):
+    """Same sources in distribution: load and latency as the per-router model measures them."""
+    cfg = LinkConfig((4, 4))
+    rates = [0.05, 0.15, 1.0]  # below every pattern's saturation, and far above
+    rows, _ = simulate_batch(cfg, pattern, rates, 3000, seed=2)
+    for rate, row in zip(rates, rows, strict=True):
+        ref = simulate(cfg, pattern, rate, 3000, seed=2)
+        assert row["offered"] == pytest.approx(ref["offered"], abs=0.03)
+        assert row["accepted"] == pytest.approx(ref["accepted"], abs=0.03)
+        if rate < 0.5:
+            assert row["latency_mean"] == pytest.approx(ref["latency_mean"], rel=0.08)
+            assert row["zero_load_latency"] == ref["zero_load_latency"]
+
+
+def test_batch_load_errors():
+    cfg = LinkConfig((4, 4))
+    with pytest.raises(ValueError) as error:
+        simulate_batch(cfg, "random", [0.1], 10)
+    assert str(error.value).startswith("pattern must be one of uniform, transpose")
+    with pytest.raises(ValueError) as error:
+        simulate_batch(cfg, "uniform", [1.5], 10)
+    assert str(error.value) == (
+        "rates must be loads in 0..1 flits per node per cycle, not array([1.5])"
+    )
+    with pytest.raises(ValueError) as error:
+        simulate_batch(cfg, "uniform", [0.1], 10, length=9)
+    assert str(error.value) == "length must be an integer in 1..4, not 9"

@@ -49,7 +49,8 @@ class BatchNetwork:
         M = batch * N
         self.N, self.P, self.V, self.R, self.M = N, P, V, R, M
         self.D, self.DI = cfg.depth, cfg.inject_depth
-        self.buf = np.zeros((M, R, max(self.D, self.DI)), U64)
+        self.Dm = max(self.D, self.DI)
+        self.buf = np.zeros((M, R, self.Dm), U64)
         self.head = np.zeros((M, R), np.int64)
         self.cnt = np.zeros((M, R), np.int64)  # r = 0: written flits, committed or pending
         self.cm = np.zeros(M, np.int64)  # committed flits of the injection buffer
@@ -84,6 +85,9 @@ class BatchNetwork:
         base = (np.arange(M) // N * N)[:, None]
         self.peer_m = base + np.tile(peer_node, (batch, 1))  # [M, P]
         self.peer_p = peer_port
+        flat = self.peer_m * P + peer_port[None, :]
+        flat[:, 0] = np.arange(M) * P  # port 0 of the router itself: never set
+        self.peer_flat = flat
         self.pay_shift = 2 + fmt.vc_bits
         self.cb = fmt.coord_bits
         self.cfield = fmt.dims * fmt.coord_bits
@@ -95,6 +99,7 @@ class BatchNetwork:
         self.rq_vc = np.array([0] + [(r - 1) % V for r in range(1, R)])
         self.rq_depth = np.array([self.DI] + [self.D] * (R - 1))
         self.top = (1 << cfg.counter_bits) - 1
+        self.vc_range = np.arange(V)
         self._m = np.arange(M)
 
     def _coords(self, field):
@@ -102,8 +107,8 @@ class BatchNetwork:
         shifts = np.arange(self.cfg.fmt.dims, dtype=np.uint64) * U64(self.cb)
         return ((field[..., None] >> shifts) & U64((1 << self.cb) - 1)).astype(np.int64)
 
-    def _route(self, heads):
-        """Output port, dateline class and bad-destination flag of head flits [M, R]."""
+    def _route(self, heads, rm):
+        """Output port, dateline class and bad-destination flag of flits at routers ``rm``."""
         pay = heads >> U64(self.pay_shift)
         mask = U64((1 << self.cfield) - 1)
         dst = self._coords(pay & mask)
@@ -113,7 +118,7 @@ class BatchNetwork:
         cls = np.zeros(heads.shape, np.int64)
         found = np.zeros(heads.shape, bool)
         for d, k in enumerate(self.cfg.shape):
-            c = self.here[:, d][:, None]
+            c = self.here[rm, d]
             t, s = dst[..., d], src[..., d]
             step = (t != c) & ~found
             plus = (t - c) % k <= k // 2
@@ -138,57 +143,64 @@ class BatchNetwork:
         eject_flit : uint64 array [batch, nodes]
         """
         M, P, V, R = self.M, self.P, self.V, self.R
-        m = self._m
         shape = (self.batch, self.N)
         inj_v = np.zeros(M, bool) if inject_valid is None else inject_valid.reshape(M)
         inj_f = np.zeros(M, U64) if inject_flit is None else inject_flit.reshape(M)
         ready = np.ones(M, bool) if eject_ready is None else eject_ready.reshape(M)
         # what the neighbours' registers show this cycle
-        cin = self.creg[self.peer_m, self.peer_p[None, :]]
-        lin_v = self.lval[self.peer_m, self.peer_p[None, :]]
-        lin_f = self.lreg[self.peer_m, self.peer_p[None, :]]
-        lin_v[:, 0] = False
-        cin[:, 0] = 0
+        flat = self.peer_flat  # port 0 points at a register that is always empty
+        cin = self.creg.reshape(-1).take(flat).reshape(M, P)
+        lin_v = self.lval.reshape(-1).take(flat).reshape(M, P)
+        lin_f = self.lreg.reshape(-1).take(flat).reshape(M, P)
         ej_out_v = self.ejval & ready
         ej_out_f = self.ejreg.copy()
         ej_free = ~self.ejval | ready
         inject_ready = self.cnt[:, 0] < self.DI
-        # requests
+        # requests, on the non-empty FIFOs only
         nonempty = self.cnt > 0
         nonempty[:, 0] = self.cm > 0
-        heads = self.buf[m[:, None], np.arange(R)[None, :], self.head]
+        qf = np.flatnonzero(nonempty)  # flat index m * R + r of each non-empty FIFO
+        qm, qr = qf // R, qf % R
+        qhead = self.head.reshape(-1).take(qf)
+        heads = self.buf.reshape(-1).take(qf * self.Dm + qhead)
         kind = (heads & U64(3)).astype(np.int64)
         is_head = (kind == 0) | (kind == 3)
-        port, cls, bad = self._route(heads)
+        held = self.held.reshape(-1).take(qf)
+        port = np.zeros(heads.size, np.int64)
+        cls = np.zeros(heads.size, np.int64)
+        bad = np.zeros(heads.size, bool)
+        fresh = ~held
+        port[fresh], cls[fresh], bad[fresh] = self._route(heads[fresh], qm[fresh])
         lane = ((heads >> U64(2)) & U64(self.lanes - 1)).astype(np.int64)
         new_ov = np.where(port == 0, lane, lane + cls * self.lanes)
-        held = self.held
-        rport = np.where(held, self.aport, port)
-        rov = np.where(held, self.avc, new_ov)
-        busy_at = self.busy[m[:, None], rport, rov]
-        cred_at = self.cred[m[:, None], rport, rov]
-        ok_link = (cred_at > 0) & (held | ~busy_at)
-        ok_ej = ej_free[:, None] & (held | ~self.busy[:, 0, 0][:, None])
+        rport = np.where(held, self.aport.reshape(-1).take(qf), port)
+        rov = np.where(held, self.avc.reshape(-1).take(qf), new_ov)
+        ovf = (qm * P + rport) * V + rov  # flat index of the output VC asked for
+        busy_at = self.busy.reshape(-1).take(ovf)
+        ok_link = (self.cred.reshape(-1).take(ovf) > 0) & (held | ~busy_at)
+        ok_ej = ej_free.take(qm) & (held | ~self.busy.reshape(-1).take(qm * P * V))
         ok = np.where(rport == 0, ok_ej, ok_link)
-        start = nonempty & ~held
+        start = ~held & (qr > 0)
         drop_orphan = start & ~is_head
         drop_dest = start & is_head & bad
-        drop_orphan[:, 0] = False
-        drop_dest[:, 0] = False
-        want = nonempty & ok & (held | (is_head & ~bad))
-        # one round-robin arbiter per output
-        r_idx = np.arange(R)
-        asks = want[:, None, :] & (rport[:, None, :] == np.arange(P)[None, :, None])
-        key = np.where(asks, (r_idx[None, None, :] - self.rr[:, :, None]) % R, R)
-        winner = key.argmin(axis=2)
-        granted = key.min(axis=2) < R
-        gm, go = np.nonzero(granted)
-        gw = winner[gm, go]
-        gflit = heads[gm, gw]
-        gov = rov[gm, gw]
-        gkind = kind[gm, gw]
+        want = ok & (held | (is_head & ~bad))
+        # one round-robin arbiter per output: the asking requester nearest after the pointer
+        wi = np.nonzero(want)[0]
+        group = qm[wi] * P + rport[wi]
+        key = (qr[wi] - self.rr.reshape(-1)[group]) % R
+        order = np.argsort(group * R + key, kind="stable")
+        sg = group[order]
+        first = np.ones(sg.size, bool)
+        first[1:] = sg[1:] != sg[:-1]
+        g = wi[order[first]]  # index into the non-empty list of each winner
+        gm, go, gw = qm[g], rport[g], qr[g]
+        gq = qf[g]
+        gflit = heads[g]
+        gov = rov[g]
+        gkind = kind[g]
         out = (gflit & ~U64(self.vc_mask << 2)) | (gov.astype(U64) << U64(2))
-        self.rr[gm, go] = (gw + 1) % R
+        gport = gm * P + go
+        self.rr.reshape(-1)[gport] = (gw + 1) % R
         # ejection and link registers
         new_ejval = self.ejval & ~ready
         new_ejreg = self.ejreg.copy()
@@ -197,47 +209,53 @@ class BatchNetwork:
         new_ejreg[gm[e]] = out[e]
         self.ejval, self.ejreg = new_ejval, new_ejreg
         lk = ~e
+        gl = gport[lk]
         self.lval = np.zeros((M, P), bool)
-        self.lval[gm[lk], go[lk]] = True
-        self.lreg[gm[lk], go[lk]] = out[lk]
-        self.cred[gm[lk], go[lk], gov[lk]] -= 1
-        self.link_flits[gm[lk], go[lk]] += 1
-        hold = np.where(e, 0, gov)
+        self.lval.reshape(-1)[gl] = True
+        self.lreg.reshape(-1)[gl] = out[lk]
+        self.cred.reshape(-1)[gl * V + gov[lk]] -= 1
+        self.link_flits.reshape(-1)[gl] += 1
+        hold = gport * V + np.where(e, 0, gov)
         h = gkind == 0
         t = gkind == 2
-        self.held[gm[h], gw[h]] = True
-        self.aport[gm[h], gw[h]] = go[h]
-        self.avc[gm[h], gw[h]] = gov[h]
-        self.busy[gm[h], go[h], hold[h]] = True
-        self.held[gm[t], gw[t]] = False
-        self.busy[gm[t], go[t], hold[t]] = False
+        self.held.reshape(-1)[gq[h]] = True
+        self.aport.reshape(-1)[gq[h]] = go[h]
+        self.avc.reshape(-1)[gq[h]] = gov[h]
+        self.busy.reshape(-1)[hold[h]] = True
+        self.held.reshape(-1)[gq[t]] = False
+        self.busy.reshape(-1)[hold[t]] = False
         # pops: grants and drops; credits back upstream
-        pop = drop_orphan | drop_dest
-        pop[gm, gw] = True
-        self.head = np.where(pop, (self.head + 1) % self.rq_depth[None, :], self.head)
-        self.cnt -= pop
-        self.cm -= pop[:, 0]
-        weights = 1 << np.arange(V)
-        creg = np.zeros((M, P), np.int64)
-        creg[:, 1:] = (pop[:, 1:].reshape(M, P - 1, V) * weights).sum(axis=2)
-        self.creg = creg
+        drops = drop_orphan | drop_dest
+        pf = np.concatenate([qf[drops], gq])
+        pr = pf % R
+        head = self.head.reshape(-1)
+        head[pf] = (head[pf] + 1) % self.rq_depth[pr]
+        self.cnt.reshape(-1)[pf] -= 1
+        inj = pr == 0
+        self.cm[pf[inj] // R] -= 1
+        creg = np.zeros(M * P, np.int64)
+        lk = ~inj
+        # several VCs of one port may pop at once: add their (distinct) bits
+        np.add.at(creg, pf[lk] // R * P + self.rq_port[pr[lk]], 1 << self.rq_vc[pr[lk]])
+        self.creg = creg.reshape(M, P)
         # returned credits
-        for v in range(V):
-            self.cred[:, :, v] += (cin >> v) & 1
+        self.cred += (cin[:, :, None] >> self.vc_range) & 1
         # link inputs
-        am, ap = np.nonzero(lin_v)
-        if am.size:
-            f = lin_f[am, ap]
-            r = 1 + (ap - 1) * V + ((f >> U64(2)) & U64(self.vc_mask)).astype(np.int64)
-            if (self.cnt[am, r] >= self.D).any():
+        li = np.flatnonzero(lin_v)
+        if li.size:
+            f = lin_f.reshape(-1).take(li)
+            am, ap = li // P, li % P
+            rf = am * R + 1 + (ap - 1) * V + ((f >> U64(2)) & U64(self.vc_mask)).astype(np.int64)
+            cnt = self.cnt.reshape(-1)
+            if (cnt[rf] >= self.D).any():
                 raise RuntimeError("a flit arrived without a credit")
-            pos = (self.head[am, r] + self.cnt[am, r]) % self.D
-            self.buf[am, r, pos] = f
-            self.cnt[am, r] += 1
+            pos = (head[rf] + cnt[rf]) % self.D
+            self.buf.reshape(-1)[rf * self.Dm + pos] = f
+            cnt[rf] += 1
         # injection checker
         inc = np.zeros((M, len(DropKind)), np.int64)
-        inc[:, DropKind.ORPHAN] = drop_orphan.sum(axis=1)
-        inc[:, DropKind.BAD_DEST] = drop_dest.sum(axis=1)
+        np.add.at(inc[:, DropKind.ORPHAN], qm[drop_orphan], 1)
+        np.add.at(inc[:, DropKind.BAD_DEST], qm[drop_dest], 1)
         self._inject(inj_v & inject_ready, inj_f, inc)
         self.counters = np.minimum(self.counters + inc, self.top)
         self.cycle += 1
@@ -245,54 +263,67 @@ class BatchNetwork:
         return acc.reshape(shape), ej_out_v.reshape(shape), ej_out_f.reshape(shape)
 
     def _inject(self, acc, f, inc):
+        """The injection checker (:meth:`tlm.link.router.Router._inject_write`) on the routers
+        that accepted a flit this cycle."""
+        idx = np.nonzero(acc)[0]
+        if not idx.size:
+            return
+        f = f[idx]
         kind = (f & U64(3)).astype(np.int64)
         length = ((f >> U64(self.len_shift)) & U64(self.len_mask)).astype(np.int64) + 1
         pay = f >> U64(self.pay_shift)
         bad = (self._coords(pay & U64((1 << self.cfield) - 1)) >= self.k).any(axis=-1)
-        cnt0 = self.cnt[:, 0]
-        cm = self.cm
+        is_open, count = self.open[idx], self.count[idx]
+        plen, bdest, over = self.length[idx], self.bdest[idx], self.over[idx]
+        cnt0, cm, head0 = self.cnt[idx, 0], self.cm[idx], self.head[idx, 0]
+        n_len = np.zeros(idx.size, np.int64)
+        n_dest = np.zeros(idx.size, np.int64)
+        n_orphan = np.zeros(idx.size, np.int64)
 
         def write(sel):
-            idx = np.nonzero(sel)[0]
-            pos = (self.head[idx, 0] + cnt0[idx]) % self.DI
-            self.buf[idx, 0, pos] = f[idx]
-            cnt0[idx] += 1
+            pos = (head0[sel] + cnt0[sel]) % self.DI
+            self.buf[idx[sel], 0, pos] = f[sel]
+            cnt0[sel] += 1
 
-        hs = acc & ((kind == 0) | (kind == 3))
-        rb = hs & self.open
-        inc[:, DropKind.BAD_LENGTH] += rb
+        rb = ((kind == 0) | (kind == 3)) & is_open  # a head before the tail: roll back
+        n_len += rb
         cnt0[rb] = cm[rb]
-        self.open[rb] = False
-        single = acc & (kind == 3)
-        inc[:, DropKind.BAD_DEST] += single & bad
-        inc[:, DropKind.BAD_LENGTH] += single & ~bad & (length != 1)
+        is_open[rb] = False
+        single = kind == 3
+        n_dest += single & bad
+        n_len += single & ~bad & (length != 1)
         s_ok = single & ~bad & (length == 1)
         write(s_ok)
         cm[s_ok] = cnt0[s_ok]
-        head = acc & (kind == 0)
-        self.open[head] = True
-        self.count[head] = 1
-        self.length[head] = length[head]
-        self.bdest[head] = bad[head]
-        self.over[head] = False
+        head = kind == 0
+        is_open[head] = True
+        count[head] = 1
+        plen[head] = length[head]
+        bdest[head] = bad[head]
+        over[head] = False
         write(head & ~bad)
-        body = acc & (kind == 1)
-        inc[:, DropKind.ORPHAN] += body & ~self.open
-        b = body & self.open
-        self.count += b
-        b_over = b & (self.count >= self.length)
-        self.over |= b_over
-        write(b & ~b_over & ~self.bdest)
-        tail = acc & (kind == 2)
-        inc[:, DropKind.ORPHAN] += tail & ~self.open
-        t = tail & self.open
-        self.count += t
-        self.open[t] = False
-        inc[:, DropKind.BAD_DEST] += t & self.bdest
-        t_len = t & ~self.bdest & (self.over | (self.count != self.length))
-        inc[:, DropKind.BAD_LENGTH] += t_len
+        body = kind == 1
+        n_orphan += body & ~is_open
+        b = body & is_open
+        count += b
+        b_over = b & (count >= plen)
+        over |= b_over
+        write(b & ~b_over & ~bdest)
+        tail = kind == 2
+        n_orphan += tail & ~is_open
+        t = tail & is_open
+        count += t
+        is_open[t] = False
+        n_dest += t & bdest
+        t_len = t & ~bdest & (over | (count != plen))
+        n_len += t_len
         cnt0[t_len] = cm[t_len]
-        t_ok = t & ~self.bdest & ~t_len
+        t_ok = t & ~bdest & ~t_len
         write(t_ok)
         cm[t_ok] = cnt0[t_ok]
-        self.cnt[:, 0] = cnt0
+        self.open[idx], self.count[idx], self.length[idx] = is_open, count, plen
+        self.bdest[idx], self.over[idx] = bdest, over
+        self.cnt[idx, 0], self.cm[idx] = cnt0, cm
+        inc[idx, DropKind.BAD_LENGTH] += n_len
+        inc[idx, DropKind.BAD_DEST] += n_dest
+        inc[idx, DropKind.ORPHAN] += n_orphan
