@@ -68,3 +68,20 @@ def test_cli_table(capsys):
 def test_cli_errors(args, message, capsys):
     assert main(["noc", *args]) == 2
     assert capsys.readouterr().err.strip() == f"trnsim noc: error: {message}"
+
+
+def test_cli_sweep(capsys):
+    args = ["noc", "--shape", "4x4", "--rate", "0.05,0.2", "--cycles", "800", "--json"]
+    assert main(args) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["rate"] for r in rows] == [0.05, 0.2]
+    assert rows[1]["accepted"] == pytest.approx(0.2, abs=0.03)
+    assert main(["noc", "--shape", "4x4", "--rate", "0.05,0.2", "--cycles", "300"]) == 0
+    out = capsys.readouterr().out
+    assert "offered" in out and "0.05" in out and "0.2" in out
+
+
+def test_cli_bad_rate_list(capsys):
+    with pytest.raises(SystemExit):
+        main(["noc", "--rate", "0.1,x"])
+    assert "expected loads separated by commas, not '0.1,x'" in capsys.readouterr().err

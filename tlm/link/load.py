@@ -32,6 +32,8 @@ __all__ = ["simulate", "LoadSources", "zero_load_latency", "channel_load_bound",
 def pair_weights(cfg: LinkConfig, pattern: str) -> np.ndarray:
     """``w[src, dst]``: the share of ``src``'s packets that go to ``dst`` under ``pattern``."""
     torus = cfg.torus
+    if pattern == "transpose" and torus.shape != torus.shape[::-1]:
+        raise ValueError(f"transpose needs a symmetric shape, not {torus.shape!r}")
     n = torus.nodes
     w = np.zeros((n, n))
     for src in range(n):
