@@ -86,3 +86,22 @@ def test_watchdog_names_where():
     with pytest.raises(ScoreboardError, match="cycle 2: no flit moved for 3 cycles with 5"):
         for c in range(3):
             dog.tick(False, 5, c, lambda: "stuck here")
+
+
+def test_watchdog_fires_when_sinks_stop(seed):
+    """Sinks that never take a flit stop the traffic: the watchdog fails and names buffers."""
+    import itertools
+
+    rng = np.random.default_rng(seed)
+    cfg = LinkConfig((4, 4), depth=2)
+    packets = random_packets(cfg, rng, 20)
+    original = NodeTraffic.__init__
+
+    def stalled(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self._eject = [itertools.repeat(False) for _ in self._eject]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(NodeTraffic, "__init__", stalled)
+        with pytest.raises(ScoreboardError, match=r"no flit moved for 200 cycles .* stuck at node"):
+            drive(cfg, packets, rng)
