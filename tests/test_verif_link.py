@@ -93,10 +93,7 @@ def test_ultraserver_4x4x4_verilator(seed):
     )
 
 
-@pytest.mark.sim
-@pytest.mark.slow
-@pytest.mark.parametrize("traffic", ["uniform", "transpose", "hotspot"])
-def test_ultraserver_saturation_verilator(traffic, seed):
+def saturate_ultraserver(traffic, packets, seed):
     """Every node sends back to back (offered load 1, about twice saturation) for thousands
     of cycles; all packets arrive, at the cycles the model predicts, and the network drains."""
     cfg = LinkConfig((4, 4, 4))
@@ -107,8 +104,22 @@ def test_ultraserver_saturation_verilator(traffic, seed):
         "verif.link.bench_network",
         seed,
         f"sat-{traffic}",
-        LINK_PACKETS=600,
+        LINK_PACKETS=packets,
         LINK_TRAFFIC=traffic,
         LINK_PATTERNS="always:always",
         LINK_MALFORMED=0,
     )
+
+
+@pytest.mark.sim
+def test_ultraserver_saturation_verilator(seed):
+    """Uniform traffic at offered load 1 for about 2,400 cycles."""
+    saturate_ultraserver("uniform", 400, seed)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("traffic", ["uniform", "transpose", "hotspot"])
+def test_ultraserver_saturation_long_verilator(traffic, seed):
+    """Uniform and transpose for about 3,500 cycles, hotspot for about 21,000."""
+    saturate_ultraserver(traffic, 600, seed)
