@@ -117,8 +117,10 @@ def simulate_batch(
         front = np.minimum(sent, Q - 1)
         dnode = np.take_along_axis(qdst, front[..., None], axis=2)[..., 0]
         is_head = fi == 0
+        lane = (sent % cfg.lanes).astype(U64) << U64(2)  # packets take the lanes in turn
         head = (
             head_kind
+            | lane
             | (
                 coord_field[dnode]
                 | src_of

@@ -154,8 +154,9 @@ class LoadSources:
                 continue
             s = self.seq[src]
             self.seq[src] = (s + 1) & self.seq_mask
+            lane = s % self.cfg.lanes  # packets take the lanes in turn
             self.queues[src].extend(
-                fmt.packet(self.coords[dst], self.coords[src], self.length, s, self.data)
+                fmt.packet(self.coords[dst], self.coords[src], self.length, s, self.data, lane)
             )
             self.created[(src, s)] = cycle
             if cycle >= self.warmup:

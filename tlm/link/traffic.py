@@ -16,7 +16,8 @@ nothing from it):
     offset, as an all-to-all exchange schedules it).
 
 Sources are Bernoulli: at ``rate`` flits per cycle per node, a node creates a packet of
-``length`` flits in a cycle with probability ``rate / length`` into an unbounded source queue.
+``length`` flits in a cycle with probability ``rate / length`` into an unbounded source queue;
+its packets take the lanes (:mod:`tlm.link.routing`) in turn.
 """
 
 from __future__ import annotations
