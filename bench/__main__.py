@@ -5,7 +5,7 @@ Prints a table with each figure beside its target and the naive design's figure
 test: figures are measured, printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
-    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip
+    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
-PARTS = ("gen", "build", "sim", "tlm", "chip")
+PARTS = ("gen", "build", "sim", "tlm", "chip", "noc")
 
 
 def _children_peak_mib() -> float:
@@ -333,6 +333,10 @@ def main(argv=None) -> int:
         rows += bench_sim("verilator", 32, args.cycles)
         if shutil.which("iverilog"):
             rows += bench_sim("icarus", 16, args.cycles // 4)
+    if "noc" in parts:
+        from .noc import bench_noc
+
+        rows += bench_noc()
     record = {
         "machine": platform.platform(),
         "python": platform.python_version(),

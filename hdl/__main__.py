@@ -5,6 +5,8 @@ FuseSoC's generator and ``make gen`` call this. Examples::
     python -m hdl tensor_engine --rows 128 --cols 128 -o build/gen/tensor_engine.v
     python -m hdl tensor_engine --rows 4 --cols 4 --json -o te.v
     python -m hdl tensor_engine --rows 8 --cols 8 --format bf16,fp8_e4m3,fp8_e5m2 -o te.v
+    python -m hdl torus --shape 4x4x4 -o build/gen/torus.v
+    python -m hdl link_router --shape 4x4 --vcs 2 --depth 4 --width 64 -o router.v
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from tlm.formats import FORMATS, format_set
 
-from .gen import BLOCKS, write_verilog
+from .gen import BLOCKS, LINK_BLOCKS, write_verilog
 
 
 def parser() -> argparse.ArgumentParser:
@@ -31,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
         help=f"operand format, or formats chosen per op: a comma-separated list of "
         f"{', '.join(FORMATS)}, or 'all' (default int8)",
     )
+    p.add_argument("--shape", default="4x4", help="link blocks: torus shape (default 4x4)")
+    p.add_argument("--vcs", type=int, default=2, help="link blocks: virtual channels (default 2)")
+    p.add_argument("--depth", type=int, default=4, help="link blocks: flits per VC (default 4)")
+    p.add_argument("--width", type=int, default=64, help="link blocks: flit bits (default 64)")
     p.add_argument("--name", default=None, help="top module name (default: the block name)")
     p.add_argument("-o", "--output", required=True, type=Path, help="Verilog file to write")
     p.add_argument("--json", action="store_true", help="print figures as JSON")
@@ -40,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     params = {"rows": args.rows, "cols": args.cols, "fmt": args.fmt}
+    if args.block in LINK_BLOCKS:
+        params = {"shape": args.shape, "vcs": args.vcs, "depth": args.depth, "width": args.width}
     try:
         params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
         info = write_verilog(args.block, params, args.output, name=args.name)

@@ -7,15 +7,24 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
+from tlm.link.config import LinkConfig
 from tlm.tensor.config import EngineConfig
 
 from .formats import OperandDecoder
+from .link.router import Router
+from .link.torus import TorusNetwork
 from .tensor.array import Column
 from .tensor.engine import TensorEngine
 from .tensor.pe import ProcessingElement
 from .tensor.skew import DelayLane
 
-__all__ = ["tensor_engine_verilog", "write_verilog", "BLOCKS"]
+__all__ = [
+    "tensor_engine_verilog",
+    "link_router_verilog",
+    "torus_verilog",
+    "write_verilog",
+    "BLOCKS",
+]
 
 
 def default_slice_cols(cols: int) -> int:
@@ -66,8 +75,30 @@ def tensor_engine_verilog(
     return "\n".join(parts)
 
 
+def link_router_verilog(cfg: LinkConfig, name: str = "link_router") -> str:
+    """Verilog of one torus router (its coordinate is an input port)."""
+    return verilog.convert(Router(cfg), name=name, emit_src=False)
+
+
+def torus_verilog(cfg: LinkConfig, name: str = "torus") -> str:
+    """Verilog of a torus network: the router module ``{name}_router``, generated once, and
+    the top ``name`` placing one instance per node."""
+    router = f"{name}_router"
+    top = TorusNetwork(cfg, router_module=router)
+    return "\n".join(
+        [link_router_verilog(cfg, router), verilog.convert(top, name=name, emit_src=False)]
+    )
+
+
 #: Blocks ``python -m hdl`` can generate: name -> (config class, generator).
-BLOCKS = {"tensor_engine": (EngineConfig, tensor_engine_verilog)}
+BLOCKS = {
+    "tensor_engine": (EngineConfig, tensor_engine_verilog),
+    "link_router": (LinkConfig, link_router_verilog),
+    "torus": (LinkConfig, torus_verilog),
+}
+
+#: Blocks configured by a :class:`~tlm.link.config.LinkConfig` (``--shape``, ``--vcs`` ...).
+LINK_BLOCKS = ("link_router", "torus")
 
 
 def write_verilog(block: str, params: dict, path: Path, *, name: str | None = None) -> dict:

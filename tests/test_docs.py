@@ -7,7 +7,21 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ["tlm.formats", "tlm.tensor.config", "tlm.tensor.matmul", "tlm.tensor.timing"]
+MODULES = [
+    "tlm.formats",
+    "tlm.tensor.config",
+    "tlm.tensor.matmul",
+    "tlm.tensor.timing",
+    "tlm.link.flit",
+    "tlm.link.topology",
+    "tlm.link.routing",
+    "tlm.link.config",
+    "tlm.link.router",
+    "tlm.link.network",
+    "tlm.link.traffic",
+    "tlm.link.batch",
+    "tlm.link.batch_load",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

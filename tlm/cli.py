@@ -12,6 +12,7 @@ import json
 import sys
 
 from .chip.cli import add_gemm_parser
+from .link.cli import register as register_noc
 from .tensor.config import EngineConfig
 from .tensor.cost import MODES, matmul_cycles
 
@@ -96,6 +97,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="print JSON")
     t.set_defaults(study=tensor_study, title="nc_matmul on the tensor engine")
     add_gemm_parser(sub)
+    register_noc(sub)
     return p
 
 

@@ -2,7 +2,8 @@
 the Verilog it wrote in a generated core file.
 
 FuseSoC calls ``fusesoc_gen.py <input.yml>`` in a fresh folder; the input names the
-parameters (``block``, ``rows``, ``cols``, ``format``, ``name``) under ``parameters``.
+parameters (``block``, ``rows``, ``cols``, ``format``, ``name``; for the NeuronLink blocks
+``shape``, ``vcs``, ``depth``, ``width``) under ``parameters``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def main(input_file: str) -> int:
     name = params.get("name", block)
     out = Path.cwd() / f"{name}.v"
     cmd = [sys.executable, "-m", "hdl", block, "-o", str(out), "--name", name]
-    for key in ("rows", "cols", "format"):
+    for key in ("rows", "cols", "format", "shape", "vcs", "depth", "width"):
         if key in params:
             cmd += [f"--{key}", str(params[key])]
     subprocess.run(cmd, check=True, cwd=files_root)

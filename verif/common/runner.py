@@ -95,6 +95,19 @@ def _children_peak_rss_mib() -> float | None:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
+def sources_hash(inputs) -> str:
+    """Hash of source files (``.py`` under each folder, or single files) relative to the
+    project root: the key of generated Verilog, so that editing a model the RTL does not
+    import never forces a rebuild."""
+    h = hashlib.sha1()
+    for entry in inputs:
+        path = ROOT / entry
+        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(source.relative_to(ROOT).as_posix().encode())
+            h.update(source.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def build(
     sim: str,
     verilog: Path,

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from hdl.gen import write_verilog
 from tlm.tensor.config import EngineConfig
-from verif.common.runner import BUILD, ROOT
+from verif.common.runner import BUILD, sources_hash
 
 __all__ = ["engine_verilog", "build_engine", "TOP", "HIER_BLOCKS"]
 
@@ -21,18 +20,11 @@ HIER_BLOCKS = (f"{TOP}_col",)
 
 #: What the engine's Verilog is generated from: the RTL and the plain definitions it imports
 #: (formats, engine parameters). The rest of tlm/ (chip, network models) never changes it.
-_GENERATOR_INPUTS = ("hdl", "tlm/formats.py", "tlm/tensor")
+GENERATOR_INPUTS = ("hdl", "tlm/formats.py", "tlm/tensor")
 
 
 def _sources_hash() -> str:
-    """Hash of the generator's inputs (:data:`_GENERATOR_INPUTS`)."""
-    h = hashlib.sha1()
-    for entry in _GENERATOR_INPUTS:
-        path = ROOT / entry
-        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            h.update(source.relative_to(ROOT).as_posix().encode())
-            h.update(source.read_bytes())
-    return h.hexdigest()[:12]
+    return sources_hash(GENERATOR_INPUTS)
 
 
 def engine_verilog(cfg: EngineConfig) -> Path:

@@ -1,0 +1,1 @@
+"""NeuronLink router and torus network tops in Amaranth."""

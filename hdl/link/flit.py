@@ -1,0 +1,54 @@
+"""``amaranth.lib.data`` layouts of the flit, built from :class:`tlm.link.flit.FlitFormat`.
+
+The field list lives in :mod:`tlm.link.flit` (the TLM and benches encode and decode with it);
+this module only turns it into layouts, so the three levels cannot drift apart. Ports between
+routers stay plain ``width``-bit vectors (struct-typed ports between repeated blocks bloat the
+netlist, ``docs/performance.md``); logic views them through these layouts.
+"""
+
+from __future__ import annotations
+
+from amaranth.lib import data, enum
+
+from tlm.link.flit import FlitFormat
+from tlm.link.flit import FlitKind as _Kind
+
+__all__ = ["FlitKind", "flit_layout", "head_layout"]
+
+
+class FlitKind(enum.Enum, shape=2):
+    """Shaped enum of :class:`tlm.link.flit.FlitKind` (same values)."""
+
+    HEAD = _Kind.HEAD.value
+    BODY = _Kind.BODY.value
+    TAIL = _Kind.TAIL.value
+    SINGLE = _Kind.SINGLE.value
+
+
+def head_layout(fmt: FlitFormat) -> data.StructLayout:
+    """Layout of a head flit's payload: ``dst``, ``src`` (arrays of coordinates), ``length``
+    (flits - 1), ``seq``, from :meth:`FlitFormat.head_fields`."""
+    fields = {}
+    for name, width in fmt.head_fields():
+        if name in ("dst", "src"):
+            fields[name] = data.ArrayLayout(fmt.coord_bits, fmt.dims)
+        else:
+            fields[name] = width
+    return data.StructLayout(fields)
+
+
+def flit_layout(fmt: FlitFormat) -> data.StructLayout:
+    """Layout of a flit: ``kind``, ``vc``, ``payload`` (from :meth:`FlitFormat.fields`);
+    ``payload`` is a union of ``head`` (:func:`head_layout`) and ``data``."""
+    fields = {}
+    for name, width in fmt.fields():
+        if name == "kind":
+            fields[name] = FlitKind
+        elif name == "payload":
+            head = head_layout(fmt)
+            fields[name] = data.UnionLayout({"head": head, "data": width})
+        else:
+            fields[name] = width
+    layout = data.StructLayout(fields)
+    assert layout.size == fmt.width
+    return layout

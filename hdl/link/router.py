@@ -1,0 +1,368 @@
+"""Torus router: wormhole, credit flow control, dimension-order routing with dateline VCs.
+
+The cycle-exact reference is :class:`tlm.link.router.Router`; its docstring and ``docs/noc.md``
+give the pipeline, which this module implements register for register:
+
+* link input FIFOs, one per VC (``depth`` flits, no reset on the storage);
+* an injection buffer that commits a packet only once its tail has been checked
+  (read, commit and write pointers; a malformed packet rolls the write pointer back);
+* per output port one round-robin arbiter over every requester (the injection buffer and
+  each link VC), the switch and VC allocation in one step since each packet's output VC is
+  fixed by its lane and dateline class (:mod:`tlm.link.routing`);
+* output registers for every link and the ejection stream, credit registers for every link
+  input, saturating drop counters (:class:`tlm.link.config.DropKind`).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from tlm.link.config import DropKind, LinkConfig
+
+from .flit import FlitKind, flit_layout
+
+__all__ = ["Router", "LinkSignature"]
+
+
+class LinkSignature(wiring.Signature):
+    """One direction of a link, seen from the sender: ``valid`` and ``flit`` forward (the flit
+    carries its VC), ``credit`` back (one bit per VC: a slot of that VC was freed).
+
+    Parameters
+    ----------
+    width : int
+        Flit width in bits.
+    vcs : int
+        Virtual channels.
+    """
+
+    def __init__(self, width: int, vcs: int):
+        self.width, self.vcs = width, vcs
+        super().__init__({"valid": Out(1), "flit": Out(width), "credit": In(vcs)})
+
+    def __eq__(self, other):
+        return isinstance(other, LinkSignature) and (self.width, self.vcs) == (
+            other.width,
+            other.vcs,
+        )
+
+    def __repr__(self):
+        return f"LinkSignature({self.width}, {self.vcs})"
+
+
+def _rr_pick(m, req, ptr, n):
+    """One-hot grant: the first set bit of ``req`` at or after ``ptr``, cyclically."""
+    ones = Const((1 << n) - 1, n)
+    masked = Signal(n)
+    m.d.comb += masked.eq(req & (ones << ptr)[:n])
+    pick_from = Signal(n)
+    m.d.comb += pick_from.eq(Mux(masked.any(), masked, req))
+    grant = Signal(n)
+    m.d.comb += grant.eq(pick_from & (~pick_from + 1)[:n])
+    return grant
+
+
+def _encode(onehot, n):
+    """Index of the set bit of a one-hot vector (0 if none)."""
+    bits = max(1, (n - 1).bit_length())
+    return Cat(*[Cat(*[onehot[r] for r in range(n) if r >> b & 1]).any() for b in range(bits)])
+
+
+class Router(wiring.Component):
+    """One router of a ``cfg.shape`` torus; its coordinate is the ``coord`` input.
+
+    Ports
+    -----
+    ``inject`` (stream in), ``eject`` (stream out)
+        The local node's flits. ``eject`` is registered; packets leave it contiguous.
+    ``i_links[p - 1]``, ``o_links[p - 1]`` (:class:`LinkSignature`)
+        Link port ``p`` (1 ``x+``, 2 ``x-``, ...; :mod:`tlm.link.topology`), in and out.
+    ``coord``
+        This router's coordinate, ``coord_bits`` per dimension, dimension 0 lowest.
+    ``drops``
+        Saturating counters, indexed by :class:`~tlm.link.config.DropKind`.
+
+    Parameters
+    ----------
+    cfg : LinkConfig
+    """
+
+    def __init__(self, cfg: LinkConfig):
+        if not isinstance(cfg, LinkConfig):
+            self._MustUse__silence = True
+            raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
+        self.cfg = cfg
+        w, v = cfg.width, cfg.vcs
+        links = cfg.ports - 1
+        super().__init__(
+            {
+                "inject": In(stream.Signature(w)),
+                "eject": Out(stream.Signature(w)),
+                "i_links": In(LinkSignature(w, v)).array(links),
+                "o_links": Out(LinkSignature(w, v)).array(links),
+                "coord": In(len(cfg.shape) * cfg.coord_bits),
+                "drops": Out(data.ArrayLayout(cfg.counter_bits, len(DropKind))),
+            }
+        )
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        fmt = cfg.fmt
+        m = Module()
+        P, V, R, W = cfg.ports, cfg.vcs, cfg.requesters, cfg.width
+        lanes = cfg.lanes
+        lane_bits = (lanes - 1).bit_length()
+        layout = flit_layout(fmt)
+        here = data.View(data.ArrayLayout(fmt.coord_bits, fmt.dims), self.coord)
+
+        # ---- storage: requester 0 = injection buffer, then each VC of each link port -----
+        def pointer_fifo(depth, name):
+            bits = (depth - 1).bit_length()
+            store = Array(Signal(W, name=f"{name}_e{i}", reset_less=True) for i in range(depth))
+            return store, bits
+
+        heads = []  # flit at the head of each requester
+        nonempty = []
+        inj_store, inj_bits = pointer_fifo(cfg.inject_depth, "inj")
+        inj_rd = Signal(inj_bits + 1)
+        inj_commit = Signal(inj_bits + 1)
+        inj_wr = Signal(inj_bits + 1)
+        heads.append(inj_store[inj_rd[:inj_bits]] if inj_bits else inj_store[0])
+        nonempty.append(inj_rd != inj_commit)
+        vc_fifos = []  # (store, rd, wr, bits) per link requester
+        for p in range(1, P):
+            for vc in range(V):
+                store, bits = pointer_fifo(cfg.depth, f"in{p}_vc{vc}")
+                rd = Signal(bits + 1, name=f"in{p}_vc{vc}_rd")
+                wr = Signal(bits + 1, name=f"in{p}_vc{vc}_wr")
+                vc_fifos.append((store, rd, wr, bits))
+                heads.append(store[rd[:bits]] if bits else store[0])
+                nonempty.append(rd != wr)
+
+        # ---- per-requester and per-output state ----------------------------------------------
+        port_bits = (P - 1).bit_length()
+        vc_bits = max(1, (V - 1).bit_length())
+        held = Signal(R)  # a packet in progress holds (alloc_port, alloc_vc)
+        alloc_port = [Signal(port_bits, name=f"alloc_port{r}") for r in range(R)]
+        alloc_vc = [Signal(vc_bits, name=f"alloc_vc{r}") for r in range(R)]
+        busy = Signal(P * V)  # output VCs held by a packet; the ejection port uses bit 0
+        credit_bits = cfg.depth.bit_length()
+        credits = [
+            [Signal(credit_bits, init=cfg.depth, name=f"credit{o}_vc{vc}") for vc in range(V)]
+            for o in range(P)
+        ]
+        has_credit = Signal(P * V)
+        for o in range(1, P):
+            for vc in range(V):
+                m.d.comb += has_credit[o * V + vc].eq(credits[o][vc] != 0)
+        ej_valid = Signal()
+        ej_flit = Signal(W)
+        ej_free = Signal()
+        m.d.comb += [
+            self.eject.valid.eq(ej_valid),
+            self.eject.payload.eq(ej_flit),
+            ej_free.eq(~ej_valid | self.eject.ready),
+        ]
+        rr = [Signal(range(R), name=f"rr{o}") for o in range(P)]
+
+        # ---- requests ------------------------------------------------------------------------
+        want = Signal(R)
+        drop_orphan = Signal(R)
+        drop_dest = Signal(R)
+        req_port = [Signal(port_bits, name=f"req_port{r}") for r in range(R)]
+        req_vc = [Signal(vc_bits, name=f"req_vc{r}") for r in range(R)]
+        for r in range(R):
+            flit = data.View(layout, heads[r])
+            head = flit.payload.head
+            is_head = (flit.kind == FlitKind.HEAD) | (flit.kind == FlitKind.SINGLE)
+            bad_dest = Cat(*[head.dst[d] >= k for d, k in enumerate(cfg.shape)]).any()
+            r_port = Signal(port_bits, name=f"route_port{r}")
+            r_cls = Signal(name=f"route_cls{r}")
+            for d in reversed(range(fmt.dims)):  # dimension 0 last: it wins
+                k = cfg.shape[d]
+                c, t, s = here[d], head.dst[d], head.src[d]
+                dist = Mux(t >= c, t - c, t + k - c)
+                plus = dist <= k // 2
+                cls = Mux(plus, (c == k - 1) | (c < s), (c == 0) | (c > s))
+                with m.If(t != c):
+                    m.d.comb += [r_port.eq(Mux(plus, 1 + 2 * d, 2 + 2 * d)), r_cls.eq(cls)]
+            lane = flit.vc[:lane_bits] if lane_bits else Const(0, 1)
+            new_vc = Mux(r_port == 0, lane, Cat(lane, r_cls) if lane_bits else r_cls)
+            port = Mux(held[r], alloc_port[r], r_port)
+            ovc = Mux(held[r], alloc_vc[r], new_vc)
+            m.d.comb += [req_port[r].eq(port), req_vc[r].eq(ovc)]
+            index = port * V + ovc
+            ok_link = has_credit.bit_select(index, 1) & (held[r] | ~busy.bit_select(index, 1))
+            ok_eject = ej_free & (held[r] | ~busy[0])
+            ok = Mux(port == 0, ok_eject, ok_link)
+            start = nonempty[r] & ~held[r]
+            if r == 0:  # the injection buffer holds only checked packets
+                m.d.comb += want[r].eq(nonempty[r] & ok)
+            else:
+                m.d.comb += [
+                    drop_orphan[r].eq(start & ~is_head),
+                    drop_dest[r].eq(start & is_head & bad_dest),
+                    want[r].eq(nonempty[r] & ok & (held[r] | (is_head & ~bad_dest))),
+                ]
+
+        # ---- switch: one round-robin arbiter per output ---------------------------------------
+        granted = Signal(R)
+        grant_any = []
+        out_flits = []
+        grants = []
+        for o in range(P):
+            req = Signal(R, name=f"req_o{o}")
+            m.d.comb += req.eq(Cat(*[want[r] & (req_port[r] == o) for r in range(R)]))
+            grant = _rr_pick(m, req, rr[o], R)
+            grants.append(grant)
+            sel_flit = Signal(W, name=f"sel_flit{o}")
+            sel_vc = Signal(vc_bits, name=f"sel_vc{o}")
+            m.d.comb += [
+                sel_flit.eq(_or_reduce([Mux(grant[r], heads[r], 0) for r in range(R)], W)),
+                sel_vc.eq(_or_reduce([Mux(grant[r], req_vc[r], 0) for r in range(R)], vc_bits)),
+            ]
+            out = data.View(layout, Signal(W, name=f"out_flit{o}"))
+            m.d.comb += [
+                out.as_value().eq(sel_flit),
+                out.vc.eq(sel_vc),  # the ejection port's "VC" is the lane
+            ]
+            out_flits.append((out, sel_vc))
+            grant_any.append(grant.any())
+            with m.If(grant.any()):
+                m.d.sync += rr[o].eq(Mux(_encode(grant, R) == R - 1, 0, _encode(grant, R) + 1))
+                kind = data.View(layout, sel_flit).kind
+                hold_bit = sel_vc if o else 0
+                with m.If(kind == FlitKind.HEAD):
+                    m.d.sync += busy.bit_select(o * V + hold_bit, 1).eq(1)
+                with m.If(kind == FlitKind.TAIL):
+                    m.d.sync += busy.bit_select(o * V + hold_bit, 1).eq(0)
+        m.d.comb += granted.eq(_or_reduce(grants, R))
+
+        for r in range(R):
+            flit = data.View(layout, heads[r])
+            with m.If(granted[r]):
+                with m.If(flit.kind == FlitKind.HEAD):
+                    m.d.sync += [
+                        held[r].eq(1),
+                        alloc_port[r].eq(req_port[r]),
+                        alloc_vc[r].eq(req_vc[r]),
+                    ]
+                with m.If(flit.kind == FlitKind.TAIL):
+                    m.d.sync += held[r].eq(0)
+
+        # ---- outputs: link registers, ejection register, credits --------------------------
+        for o in range(1, P):
+            link = self.o_links[o - 1]
+            out, sel_vc = out_flits[o]
+            m.d.sync += [link.valid.eq(grant_any[o]), link.flit.eq(out.as_value())]
+            for vc in range(V):
+                spent = grant_any[o] & (sel_vc == vc)
+                m.d.sync += credits[o][vc].eq(credits[o][vc] + link.credit[vc] - spent)
+        with m.If(grant_any[0]):
+            m.d.sync += [ej_valid.eq(1), ej_flit.eq(out_flits[0][0].as_value())]
+        with m.Elif(self.eject.ready):
+            m.d.sync += ej_valid.eq(0)
+        pops = Signal(R)
+        m.d.comb += pops.eq(granted | drop_orphan | drop_dest)
+        for p in range(1, P):
+            link = self.i_links[p - 1]
+            m.d.sync += link.credit.eq(pops[1 + (p - 1) * V : 1 + p * V])
+            for vc in range(V):
+                store, rd, wr, bits = vc_fifos[(p - 1) * V + vc]
+                r = 1 + (p - 1) * V + vc
+                m.d.sync += rd.eq(rd + pops[r])
+                full = (wr - rd)[: bits + 1] == cfg.depth
+                incoming = data.View(layout, link.flit)
+                with m.If(link.valid & (incoming.vc == vc) & ~full):
+                    slot = store[wr[:bits]] if bits else store[0]
+                    m.d.sync += [slot.eq(link.flit), wr.eq(wr + 1)]
+
+        # ---- injection: check, write, commit or roll back -------------------------------------
+        inj = data.View(layout, self.inject.payload)
+        inj_head = inj.payload.head
+        occupancy = (inj_wr - inj_rd)[: inj_bits + 1]
+        m.d.comb += self.inject.ready.eq(occupancy != cfg.inject_depth)
+        accept = self.inject.valid & self.inject.ready
+        m.d.sync += inj_rd.eq(inj_rd + pops[0])
+        is_open = Signal()
+        count = Signal(fmt.len_bits + 1)
+        length = Signal(fmt.len_bits + 1)
+        pkt_bad_dest = Signal()
+        over = Signal()
+        inj_bad_dest = Cat(*[inj_head.dst[d] >= k for d, k in enumerate(cfg.shape)]).any()
+        inj_length = inj_head.length + 1
+        inc = {kind: Signal(2, name=f"inj_{kind.name.lower()}") for kind in DropKind}
+
+        def write(at):
+            slot = at[:inj_bits] if inj_bits else 0
+            return [inj_store[slot].eq(self.inject.payload)]
+
+        with m.If(accept):
+            with m.Switch(inj.kind):
+                with m.Case(FlitKind.HEAD, FlitKind.SINGLE):
+                    m.d.comb += inc[DropKind.BAD_LENGTH].eq(is_open)
+                    m.d.sync += inj_wr.eq(inj_commit)  # rolls back an unfinished packet
+                    with m.If(inj.kind == FlitKind.SINGLE):
+                        m.d.sync += is_open.eq(0)
+                        with m.If(inj_bad_dest):
+                            m.d.comb += inc[DropKind.BAD_DEST].eq(1)
+                        with m.Elif(inj_length != 1):
+                            m.d.comb += inc[DropKind.BAD_LENGTH].eq(is_open + 1)
+                        with m.Else():
+                            m.d.sync += write(inj_commit)
+                            m.d.sync += [inj_wr.eq(inj_commit + 1), inj_commit.eq(inj_commit + 1)]
+                    with m.Else():
+                        m.d.sync += [
+                            is_open.eq(1),
+                            count.eq(1),
+                            length.eq(inj_length),
+                            pkt_bad_dest.eq(inj_bad_dest),
+                            over.eq(0),
+                        ]
+                        with m.If(~inj_bad_dest):
+                            m.d.sync += write(inj_commit)
+                            m.d.sync += inj_wr.eq(inj_commit + 1)
+                with m.Case(FlitKind.BODY):
+                    with m.If(~is_open):
+                        m.d.comb += inc[DropKind.ORPHAN].eq(1)
+                    with m.Elif(~over):
+                        m.d.sync += count.eq(count + 1)
+                        with m.If(count + 1 >= length):
+                            m.d.sync += over.eq(1)
+                        with m.Elif(~pkt_bad_dest):
+                            m.d.sync += write(inj_wr)
+                            m.d.sync += inj_wr.eq(inj_wr + 1)
+                with m.Case(FlitKind.TAIL):
+                    with m.If(~is_open):
+                        m.d.comb += inc[DropKind.ORPHAN].eq(1)
+                    with m.Else():
+                        m.d.sync += is_open.eq(0)
+                        with m.If(pkt_bad_dest):
+                            m.d.comb += inc[DropKind.BAD_DEST].eq(1)
+                        with m.Elif(over | (count + 1 != length)):
+                            m.d.comb += inc[DropKind.BAD_LENGTH].eq(1)
+                            m.d.sync += inj_wr.eq(inj_commit)
+                        with m.Else():
+                            m.d.sync += write(inj_wr)
+                            m.d.sync += [inj_wr.eq(inj_wr + 1), inj_commit.eq(inj_wr + 1)]
+
+        # ---- drop counters ---------------------------------------------------------------------
+        top = (1 << cfg.counter_bits) - 1
+        for kind in DropKind:
+            link_drops = {DropKind.ORPHAN: drop_orphan, DropKind.BAD_DEST: drop_dest}.get(kind)
+            terms = [inc[kind]]
+            if link_drops is not None:
+                terms += [link_drops[r] for r in range(1, R)]
+            total = Signal(cfg.counter_bits + 8, name=f"drops_next_{kind.name.lower()}")
+            m.d.comb += total.eq(self.drops[kind] + sum(terms))
+            m.d.sync += self.drops[kind].eq(Mux(total > top, top, total))
+        return m
+
+
+def _or_reduce(values, width):
+    out = Const(0, width)
+    for v in values:
+        out = out | v
+    return out[:width]

@@ -1,0 +1,159 @@
+"""tlm.link.router: pipeline timing, credits, round robin, and the drop rules."""
+
+import pytest
+
+from tlm.link.config import DropKind, LinkConfig
+from tlm.link.router import Router
+
+CFG = LinkConfig((4, 4), depth=2)
+FMT = CFG.fmt
+X_PLUS, X_MINUS, Y_PLUS = 1, 2, 3
+
+
+def run(router, cycles, **inputs):
+    return [router.step(**inputs) for _ in range(cycles)]
+
+
+def test_flit_timing_and_vc_rewrite():
+    r = Router(CFG, (3, 0))
+    # from (3, 0) going + in x takes the wrap link: class 1, VC 1
+    flit = FMT.head(dst=(0, 0), src=(3, 0), length=1, seq=1)
+    assert r.step(inject=flit).inject_fire
+    assert r.outputs().link[X_PLUS] is None
+    info = r.step()
+    assert info.sent == {X_PLUS: FMT.with_vc(flit, 1)}
+    assert r.outputs().link[X_PLUS] == FMT.with_vc(flit, 1)
+    r.step()
+    assert r.outputs().link[X_PLUS] is None
+
+
+def test_link_input_to_eject_with_credit_return():
+    r = Router(CFG, (1, 1))
+    flit = FMT.head(dst=(1, 1), src=(0, 1), length=1, seq=2, vc=1)
+    link = [None] * CFG.ports
+    link[X_MINUS] = flit
+    r.step(link_in=link)  # written into x- VC 1
+    r.step()  # granted to ejection; slot freed
+    out = r.outputs()
+    assert out.eject == FMT.with_vc(flit, 0)  # the lane (VC mod V/2) leaves with it
+    assert out.credit[X_MINUS] == 0b10
+    assert r.step(eject_ready=False).ejected is None
+    assert r.step(eject_ready=True).ejected == FMT.with_vc(flit, 0)
+    assert r.outputs().eject is None and r.outputs().credit[X_MINUS] == 0
+
+
+def test_credits_stop_and_resume():
+    r = Router(CFG, (0, 0))
+    packets = [FMT.head(dst=(1, 0), src=(0, 0), length=1, seq=s) for s in range(4)]
+    sent = []
+    for flit in packets:
+        info = r.step(inject=flit)
+        assert info.inject_fire
+        sent += list(info.sent.values())
+    for _ in range(6):
+        sent += list(r.step().sent.values())
+    assert len(sent) == CFG.depth  # two credits of VC 0 on x+, then stop
+    credit = [0] * CFG.ports
+    credit[X_PLUS] = 1
+    r.step(credit_in=credit)
+    assert list(r.step().sent.values()) == [packets[2]]
+
+
+def test_round_robin_between_inputs():
+    r = Router(CFG, (1, 0))
+    # two link inputs (x- VC 0, y+ VC 0) both feeding x+ with single-flit packets
+    got = []
+    for s in range(8):
+        link = [None] * CFG.ports
+        link[X_MINUS] = FMT.head(dst=(2, 0), src=(0, 0), length=1, seq=s)
+        link[Y_PLUS] = FMT.head(dst=(2, 0), src=(1, 1), length=1, seq=100 + s)
+        credit = [0] * CFG.ports
+        credit[X_PLUS] = 1  # the next router frees a slot each cycle
+        info = r.step(link_in=link if s < 2 else None, credit_in=credit)
+        got += [FMT.decode_head(f).seq for f in info.sent.values()]
+    assert got == [0, 100, 1, 101]
+
+
+def test_wormhole_holds_output_vc():
+    r = Router(LinkConfig((4, 4), depth=4), (0, 0))
+    a = FMT.packet((0, 0), (0, 0), 3, 1, data=[7, 8])  # to itself: through the ejection port
+    b_head = FMT.head(dst=(0, 0), src=(3, 0), length=1, seq=2, vc=1)
+    order = []
+    for flit in a:
+        order += list(r.step(inject=flit).sent.values())
+    link = [None] * CFG.ports
+    link[X_MINUS] = b_head  # arrives while packet a holds the ejection port
+    for c in range(8):
+        order += list(r.step(link_in=link if c == 0 else None).sent.values())
+    assert order == a + [FMT.with_vc(b_head, 0)]
+
+
+@pytest.mark.parametrize(
+    "flits,kind",
+    [
+        (lambda: [FMT.head((4, 0), (0, 0), 2, 0), FMT.body(1, tail=True)], DropKind.BAD_DEST),
+        (lambda: [FMT.head((9, 9), (0, 0), 1, 0)], DropKind.BAD_DEST),
+        (lambda: [FMT.body(5)], DropKind.ORPHAN),
+        (lambda: [FMT.body(5, tail=True)], DropKind.ORPHAN),
+        (lambda: [FMT.head((1, 0), (0, 0), 3, 0), FMT.body(1, tail=True)], DropKind.BAD_LENGTH),
+        (
+            lambda: [FMT.head((1, 0), (0, 0), 2, 0), FMT.body(1), FMT.body(2, tail=True)],
+            DropKind.BAD_LENGTH,
+        ),
+        (lambda: [FMT.head((1, 0), (0, 0), 2, 0, single=True)], DropKind.BAD_LENGTH),
+        (lambda: [FMT.head((1, 0), (0, 0), 2, 0), FMT.body(1)], DropKind.BAD_LENGTH),
+    ],
+)
+def test_malformed_injection_is_dropped_counted_and_does_not_block(flits, kind):
+    r = Router(CFG, (0, 0))
+    good = FMT.packet((1, 0), (0, 0), 2, 9, data=[42])
+    for flit in flits() + good:
+        assert r.step(inject=flit).inject_fire
+    sent = []
+    for _ in range(6):
+        sent += list(r.step().sent.values())
+    assert sent == good
+    counts = [0, 0, 0]
+    counts[kind] = 1
+    assert r.outputs().counters == tuple(counts)
+
+
+def test_malformed_link_input_is_dropped_with_credit():
+    r = Router(CFG, (0, 0))
+    link = [None] * CFG.ports
+    link[Y_PLUS] = FMT.body(3)
+    r.step(link_in=link)
+    link[Y_PLUS] = FMT.head((7, 0), (0, 1), 1, 0)
+    r.step(link_in=link)
+    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (0, 0, 1)
+    r.step()
+    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (1, 0, 1)
+
+
+def test_counters_saturate():
+    r = Router(LinkConfig((4, 4), counter_bits=2), (0, 0))
+    for _ in range(5):
+        r.step(inject=FMT.body(0))
+    assert r.outputs().counters == (0, 0, 3)
+
+
+def test_flit_without_credit_is_an_error():
+    r = Router(CFG, (0, 0))
+    link = [None] * CFG.ports
+    link[X_MINUS] = FMT.head((1, 1), (3, 0), 2, 0)
+    link2 = [None] * CFG.ports
+    link2[X_MINUS] = FMT.body(1)
+    r.step(link_in=link)
+    r.step(link_in=link2)  # head leaves (y+ has credits); two flits now in flight
+    with pytest.raises(RuntimeError, match=r"router \(0, 0\) port 2: flit arrived without"):
+        for _ in range(3):
+            r.step(link_in=link2, credit_in=None)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError) as error:
+        Router(CFG, (4, 0))
+    assert str(error.value) == "coord must be a node of the torus (4, 4), not (4, 0)"
+    with pytest.raises(TypeError) as error:
+        Router((4, 4), (0, 0))
+    assert str(error.value) == "cfg must be a LinkConfig, not (4, 4)"

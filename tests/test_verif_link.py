@@ -1,0 +1,125 @@
+"""Entry points of the router and network cocotb benches: one router on Icarus (every port
+pair and VC, backpressure on every output), the 4x4 server torus on Icarus, the 4x4x4
+UltraServer on Verilator (saturation run in the slow tier)."""
+
+import pytest
+
+from tlm.link.config import LinkConfig
+from verif.common.runner import ROOT, run
+from verif.common.toolchain import have_simulator
+from verif.link.build import build_link
+
+
+def run_bench(sim, block, cfg, module, seed, tag, **env):
+    if not have_simulator(sim):
+        pytest.fail(f"{sim} is not installed: run `make setup`")
+    simbuild = build_link(sim, block, cfg)
+    env = {
+        "LINK_SHAPE": cfg.torus.name,
+        "LINK_VCS": cfg.vcs,
+        "LINK_DEPTH": cfg.depth,
+        "SEED": seed,
+        "PYTHONPATH": ROOT,
+    } | env
+    run(simbuild, module, env=env, test_dir=simbuild.build_dir / f"run-{tag}-{seed}")
+
+
+@pytest.mark.sim
+def test_router_icarus(seed):
+    """Directed and random traffic, under full rate, idle inputs and slow neighbours."""
+    cfg = LinkConfig((4, 4), depth=2)
+    patterns = "always:always:always,random:random:random,always:1of4:1of4"
+    run_bench(
+        "icarus",
+        "link_router",
+        cfg,
+        "verif.link.bench_router",
+        seed,
+        "router",
+        LINK_COORD="1,2",
+        LINK_PACKETS=8,
+        LINK_PATTERNS=patterns,
+    )
+
+
+@pytest.mark.sim
+def test_server_4x4_icarus(seed):
+    """The 4x4 torus: uniform traffic with malformed packets, then backpressure."""
+    cfg = LinkConfig((4, 4))
+    run_bench(
+        "icarus",
+        "torus",
+        cfg,
+        "verif.link.bench_network",
+        seed,
+        "4x4",
+        LINK_PACKETS=12,
+        LINK_PATTERNS="always:always,random:1of4",
+    )
+
+
+@pytest.mark.sim
+def test_server_saturation_icarus(seed):
+    """Every node of the 4x4 torus sends back to back (offered load 1, about twice the
+    saturation load) for thousands of cycles: no deadlock, every packet on time."""
+    cfg = LinkConfig((4, 4))
+    run_bench(
+        "icarus",
+        "torus",
+        cfg,
+        "verif.link.bench_network",
+        seed,
+        "4x4-sat",
+        LINK_PACKETS=500,
+        LINK_TRAFFIC="uniform",
+        LINK_PATTERNS="always:always",
+        LINK_MALFORMED=0,
+    )
+
+
+@pytest.mark.sim
+def test_ultraserver_4x4x4_verilator(seed):
+    """The 4x4x4 torus: uniform and transpose traffic, sources and sinks at random."""
+    cfg = LinkConfig((4, 4, 4))
+    run_bench(
+        "verilator",
+        "torus",
+        cfg,
+        "verif.link.bench_network",
+        seed,
+        "4x4x4",
+        LINK_PACKETS=10,
+        LINK_PATTERNS="always:always,random:3of4",
+    )
+
+
+def saturate_ultraserver(traffic, packets, seed):
+    """Every node sends back to back (offered load 1, about twice saturation) for thousands
+    of cycles; all packets arrive, at the cycles the model predicts, and the network drains."""
+    cfg = LinkConfig((4, 4, 4))
+    run_bench(
+        "verilator",
+        "torus",
+        cfg,
+        "verif.link.bench_network",
+        seed,
+        f"sat-{traffic}",
+        LINK_PACKETS=packets,
+        LINK_TRAFFIC=traffic,
+        LINK_PATTERNS="always:always",
+        LINK_MALFORMED=0,
+    )
+
+
+@pytest.mark.sim
+def test_ultraserver_saturation_verilator(seed):
+    """Uniform traffic at offered load 1 for about 2,400 cycles."""
+    saturate_ultraserver("uniform", 400, seed)
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+@pytest.mark.parametrize("traffic", ["uniform", "transpose", "hotspot"])
+def test_ultraserver_saturation_long_verilator(traffic, seed):
+    """Uniform and transpose for about 3,500 cycles, hotspot for about 21,000."""
+    saturate_ultraserver(traffic, 600, seed)

@@ -1,0 +1,94 @@
+"""``trnsim noc``: load study of a torus network on the cycle-exact model.
+
+trnsim noc --shape 4x4x4 --traffic uniform --rate 0.3 --cycles 20000 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .batch_load import simulate_batch
+from .config import LinkConfig
+from .load import channel_load_bound, simulate
+from .traffic import PATTERNS
+
+__all__ = ["register", "noc_study"]
+
+
+def _rates(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected loads separated by commas, not {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one load")
+    return values
+
+
+def noc_study(args) -> list[dict]:
+    cfg = LinkConfig(args.shape, vcs=args.vcs, depth=args.depth)
+    bound = channel_load_bound(cfg, args.traffic)["bound"]
+    if len(args.rate) > 1:
+        rows, _ = simulate_batch(
+            cfg, args.traffic, args.rate, args.cycles, length=args.length, seed=args.seed
+        )
+        rows = [row | {"channel_load_bound": bound} for row in rows]
+        if args.json:
+            return rows
+        keep = (
+            "rate",
+            "offered",
+            "accepted",
+            "latency_mean",
+            "latency_p99",
+            "latency_max",
+            "link_util_mean",
+            "link_util_max",
+        )
+        return [{k: row[k] for k in keep} for row in rows]
+    result = simulate(
+        cfg, args.traffic, args.rate[0], args.cycles, length=args.length, seed=args.seed
+    )
+    result["channel_load_bound"] = channel_load_bound(cfg, args.traffic)["bound"]
+    if args.json:
+        return [result]
+    links = result.pop("links")
+    _print_links(links)
+    return [{"figure": k, "value": v} for k, v in result.items() if v is not None]
+
+
+def _print_links(links):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="link utilisation by direction (flits per cycle)")
+    for col in ("direction", "mean", "max", "busiest node"):
+        table.add_column(col, justify="right")
+    for port in dict.fromkeys(link["port"] for link in links):
+        mine = [x for x in links if x["port"] == port]
+        top = max(mine, key=lambda x: x["utilisation"])
+        mean = sum(x["utilisation"] for x in mine) / len(mine)
+        table.add_row(port, f"{mean:.3f}", f"{top['utilisation']:.3f}", str(top["node"]))
+    Console().print(table)
+
+
+def register(sub):
+    """Add the ``noc`` subcommand to ``trnsim``'s subparsers."""
+    p = sub.add_parser("noc", help="load study of a NeuronLink torus (cycle-exact to the RTL)")
+    p.add_argument("--shape", default="4x4", help="torus shape: 4x4 (server), 4x4x4 (UltraServer)")
+    p.add_argument("--traffic", choices=PATTERNS, default="uniform", help="traffic pattern")
+    p.add_argument(
+        "--rate",
+        type=_rates,
+        default=[0.3],
+        help="offered flits per node per cycle, or a list for a sweep: 0.1,0.2,0.3",
+    )
+    p.add_argument("--cycles", type=int, default=20000, help="cycles to simulate (default 20000)")
+    p.add_argument("--length", type=int, default=4, help="flits per packet (default 4)")
+    p.add_argument("--vcs", type=int, default=2, help="virtual channels per link (default 2)")
+    p.add_argument("--depth", type=int, default=4, help="flits of buffer per VC (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="traffic seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print JSON (with every link)")
+    p.set_defaults(study=noc_study, title="NeuronLink torus load study (cycle-level model)")

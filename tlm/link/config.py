@@ -1,0 +1,117 @@
+"""Parameters of a router and its torus network, checked once and shared by RTL, TLM, benches."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .flit import FlitFormat
+from .topology import Torus, parse_shape
+
+__all__ = ["LinkConfig", "DropKind"]
+
+
+class DropKind(enum.IntEnum):
+    """Malformed input a router drops; the value indexes the router's status counters."""
+
+    #: a head whose destination lies outside the torus (the whole packet is dropped)
+    BAD_DEST = 0
+    #: a packet whose length field disagrees with where its tail is (the whole packet)
+    BAD_LENGTH = 1
+    #: a body or tail flit with no head before it (that flit)
+    ORPHAN = 2
+
+
+def _power_of_two(name, value, low, high):
+    ok = not isinstance(value, bool) and isinstance(value, int) and low <= value <= high
+    if not ok or value & (value - 1):
+        raise ValueError(f"{name} must be a power of two in {low}..{high}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """A torus network of identical routers.
+
+    Parameters
+    ----------
+    shape : tuple of int or str
+        Ring sizes, e.g. ``(4, 4)`` (server) or ``"4x4x4"`` (UltraServer).
+    vcs : int
+        Virtual channels per link, a power of two 2..8 (half per dateline class).
+    depth : int
+        Flit buffer per VC at each link input, a power of two 1..64 (credits per VC).
+    width : int
+        Flit width in bits.
+    len_bits : int
+        Packets have 1 to ``2**len_bits`` flits.
+    seq_bits, coord_bits : int
+        See :class:`~tlm.link.flit.FlitFormat`.
+    inject_depth : int
+        Injection buffer in flits, a power of two at least the longest packet (a packet enters
+        the network only when all of it is in this buffer and checked).
+    counter_bits : int
+        Width of each saturating status counter.
+
+    Examples
+    --------
+    >>> cfg = LinkConfig("4x4x4")
+    >>> cfg.shape, cfg.ports, cfg.requesters, cfg.fmt.width
+    ((4, 4, 4), 7, 13, 64)
+    """
+
+    shape: tuple[int, ...]
+    vcs: int = 2
+    depth: int = 4
+    width: int = 64
+    len_bits: int = 2
+    seq_bits: int = 16
+    coord_bits: int = 4
+    inject_depth: int = 8
+    counter_bits: int = 16
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", parse_shape(self.shape))
+        _power_of_two("vcs", self.vcs, 2, 8)
+        _power_of_two("depth", self.depth, 1, 64)
+        if max(self.shape) > 1 << self.coord_bits:
+            raise ValueError(
+                f"coord_bits must hold every coordinate of {self.shape}, not {self.coord_bits!r}"
+            )
+        self.fmt  # noqa: B018 - checks the flit widths
+        _power_of_two("inject_depth", self.inject_depth, self.fmt.max_length, 256)
+        c = self.counter_bits
+        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 32:
+            raise ValueError(f"counter_bits must be an integer in 1..32, not {c!r}")
+
+    @property
+    def torus(self) -> Torus:
+        return Torus(self.shape)
+
+    @property
+    def fmt(self) -> FlitFormat:
+        return FlitFormat(
+            dims=len(self.shape),
+            width=self.width,
+            vc_bits=(self.vcs - 1).bit_length(),
+            coord_bits=self.coord_bits,
+            len_bits=self.len_bits,
+            seq_bits=self.seq_bits,
+        )
+
+    @property
+    def ports(self) -> int:
+        return 1 + 2 * len(self.shape)
+
+    @property
+    def requesters(self) -> int:
+        """Inputs the switch arbitrates between: the injection buffer, then each VC of each
+        link port (requester ``1 + (port - 1) * vcs + vc``)."""
+        return 1 + (self.ports - 1) * self.vcs
+
+    @property
+    def lanes(self) -> int:
+        return self.vcs // 2
+
+    @property
+    def tag(self) -> str:
+        return f"{self.torus.name}_v{self.vcs}d{self.depth}w{self.width}"

@@ -1,0 +1,235 @@
+"""The world around one router: neighbours that send flits within their credits, slow
+neighbours that return credits late (backpressure on every output), a local source and sink.
+
+Used by the Amaranth-simulator lockstep tests and the cocotb router bench alike. Per cycle:
+:meth:`RouterEnv.drive` gives the router's inputs (decided from the environment's own state,
+never from this cycle's outputs: a source's ``valid`` never waits for ``ready``), then
+:meth:`RouterEnv.observe` takes the router's outputs of the same cycle.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from tlm.link.config import DropKind, LinkConfig
+from verif.common.patterns import pattern
+
+from .stimulus import malformed_packet
+
+__all__ = ["RouterEnv", "RouterInputs", "coverage", "all_pairs"]
+
+
+class RouterInputs:
+    __slots__ = ("inject", "eject_ready", "link_in", "credit_in")
+
+    def __init__(self, inject, eject_ready, link_in, credit_in):
+        self.inject = inject
+        self.eject_ready = eject_ready
+        self.link_in = link_in
+        self.credit_in = credit_in
+
+    def kwargs(self):
+        return {
+            "inject": self.inject,
+            "eject_ready": self.eject_ready,
+            "link_in": self.link_in,
+            "credit_in": self.credit_in,
+        }
+
+
+class RouterEnv:
+    """Random traffic into every input of a router at ``coord``, every VC, every output.
+
+    Parameters
+    ----------
+    cfg : LinkConfig
+    coord : tuple of int
+    rng : numpy.random.Generator
+    packets : int
+        Packets each input (the local port and every link port) sends.
+    malformed : float
+        Share of packets broken on purpose (link inputs: orphans and bad destinations;
+        the local port: every :class:`~tlm.link.config.DropKind`).
+    send, ready, credit : str
+        Patterns: when inputs may send, when ejection is ready, when a slow neighbour returns
+        a credit it owes.
+    """
+
+    def __init__(
+        self,
+        cfg,
+        coord,
+        rng,
+        packets=20,
+        malformed=0.1,
+        *,
+        send="random",
+        ready="random",
+        credit="random",
+    ):
+        if not isinstance(cfg, LinkConfig):
+            raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
+        self.cfg, self.coord, self.rng = cfg, tuple(coord), rng
+        fmt, torus = cfg.fmt, cfg.torus
+        P, V = cfg.ports, cfg.vcs
+        self.P, self.V = P, V
+        self.local = deque()
+        self.bad = 0
+        #: drops the router must count, by DropKind: a malformed packet at the local port
+        #: counts once; on a link, a bad destination drops only the head, and the rest of
+        #: that packet then arrives as orphans
+        self.expected_drops = [0] * len(DropKind)
+        # per link input, per VC: a queue of flits (packets contiguous within a VC)
+        self.link_q = [[deque() for _ in range(V)] for _ in range(P)]
+        for port in range(P):
+            vcs = range(V)  # the local port's lane comes from its head's VC field
+            # first one packet to every (output, dateline class) from every VC of this input,
+            # in random order, then random packets
+            aimed = [(v, o, cls) for v in vcs for o in range(P) for cls in (0, 1)]
+            aimed = [aimed[i] for i in rng.permutation(len(aimed))]
+            for i in range(len(aimed) + packets):
+                vc = int(rng.integers(V))
+                if i < len(aimed):
+                    vc, o, cls = aimed[i]
+                    route = self._aim(o, cls)
+                    if route is None:
+                        continue
+                    flits = self._good(*route)
+                elif rng.random() < malformed:
+                    kinds = list(DropKind) if port == 0 else [DropKind.BAD_DEST, DropKind.ORPHAN]
+                    kind = kinds[int(rng.integers(len(kinds)))]
+                    flits = malformed_packet(cfg, rng, torus.node(coord), kind).flits
+                    self.bad += 1
+                    self.expected_drops[kind] += 1
+                    if port and kind == DropKind.BAD_DEST:
+                        self.expected_drops[DropKind.ORPHAN] += len(flits) - 1
+                else:
+                    dst = torus.coord(int(rng.integers(torus.nodes)))
+                    src = torus.coord(int(rng.integers(torus.nodes)))
+                    flits = self._good(dst, src)
+                flits = [fmt.with_vc(f, vc) for f in flits]
+                if port == 0:
+                    self.local.extend(flits)
+                else:
+                    self.link_q[port][vc].extend(flits)
+        self.upstream_credits = [[cfg.depth] * V for _ in range(P)]
+        self.owed = [[0] * V for _ in range(P)]  # credits the slow neighbours still owe
+        self.offer = None
+        self._send = [pattern(send, rng) for _ in range(P)]
+        self._ready = pattern(ready, rng)
+        self._credit = [pattern(credit, rng) for _ in range(P)]
+        self.ejected = []
+        self.sent_flits = 0
+
+    def _good(self, dst, src):
+        fmt, rng = self.cfg.fmt, self.rng
+        length = int(rng.integers(1, fmt.max_length + 1))
+        data = [int(x) for x in rng.integers(1 << min(fmt.payload_bits, 62), size=length - 1)]
+        return fmt.packet(dst, src, length, int(rng.integers(1 << fmt.seq_bits)), data)
+
+    def _aim(self, o, cls):
+        """``(dst, src)`` of a packet that leaves this router by port ``o`` in dateline class
+        ``cls``, or ``None`` if no packet can (a class forced at a ring's end)."""
+        torus, rng, here = self.cfg.torus, self.rng, self.coord
+        if o == 0:
+            return (here, torus.coord(int(rng.integers(torus.nodes)))) if cls == 0 else None
+        d, minus = divmod(o - 1, 2)
+        k, c = self.cfg.shape[d], here[d]
+        if k == 2 and minus:  # half way round goes +: a ring of 2 never uses its - port
+            return None
+        dst = list(here)
+        for e in range(d + 1, torus.dims):
+            dst[e] = int(rng.integers(self.cfg.shape[e]))
+        dst[d] = (c - 1 if minus else c + 1) % k
+        # going +: class 1 iff c == k-1 or c < s; going -: class 1 iff c == 0 or c > s
+        wrap = c == (0 if minus else k - 1)
+        if minus:
+            choices = [s for s in range(k) if int(wrap or c > s) == cls]
+        else:
+            choices = [s for s in range(k) if int(wrap or c < s) == cls]
+        if not choices:
+            return None
+        src = list(torus.coord(int(rng.integers(torus.nodes))))
+        src[d] = choices[int(rng.integers(len(choices)))]
+        return tuple(dst), tuple(src)
+
+    @property
+    def idle(self) -> bool:
+        busy = self.local or self.offer is not None
+        busy = busy or any(q for port in self.link_q for q in port)
+        return not busy
+
+    def drive(self) -> RouterInputs:
+        if self.offer is None and self.local and next(self._send[0]):
+            self.offer = self.local.popleft()
+        link_in = [None] * self.P
+        credit_in = [0] * self.P
+        for port in range(1, self.P):
+            if next(self._send[port]):
+                ready = [
+                    v
+                    for v in range(self.V)
+                    if self.link_q[port][v] and self.upstream_credits[port][v] > 0
+                ]
+                if ready:
+                    v = ready[int(self.rng.integers(len(ready)))]
+                    link_in[port] = self.link_q[port][v].popleft()
+                    self.upstream_credits[port][v] -= 1
+                    self.sent_flits += 1
+            if next(self._credit[port]):
+                for v in range(self.V):
+                    if self.owed[port][v]:
+                        self.owed[port][v] -= 1
+                        credit_in[port] |= 1 << v
+        return RouterInputs(self.offer, next(self._ready), link_in, credit_in)
+
+    def observe(self, outs, ins: RouterInputs):
+        """The router showed ``outs`` while ``ins`` were driven (the same cycle)."""
+        if ins.inject is not None and outs.inject_ready:
+            self.offer = None
+        if outs.eject is not None and ins.eject_ready:
+            self.ejected.append(outs.eject)
+        for port in range(1, self.P):
+            mask = outs.credit[port]
+            for v in range(self.V):
+                if mask >> v & 1:
+                    self.upstream_credits[port][v] += 1
+            flit = outs.link[port]
+            if flit is not None:
+                self.owed[port][self.cfg.fmt.vc(flit)] += 1
+
+
+def coverage(cfg: LinkConfig, grants) -> set:
+    """The (input port, input VC, output port, output VC) a set of TLM grants exercised;
+    the injection buffer is input port 0, VC 0."""
+    seen = set()
+    for r, o, ov in grants:
+        if r == 0:
+            seen.add((0, 0, o, ov))
+        else:
+            port, vc = divmod(r - 1, cfg.vcs)
+            seen.add((port + 1, vc, o, ov))
+    return seen
+
+
+def all_pairs(cfg: LinkConfig, coord) -> set:
+    """Every (input port, input VC, output port, output VC) the router at ``coord`` can use
+    (the ejection port's "VC" is the lane; a link input keeps its VC's lane; a class the
+    dateline rule forces at a ring's end and the ``-`` port of a ring of 2 are left out)."""
+    pairs = set()
+    ins = [(0, 0)] + [(p, v) for p in range(1, cfg.ports) for v in range(cfg.vcs)]
+    for p, v in ins:
+        lanes = range(cfg.lanes) if p == 0 else [v % cfg.lanes]
+        for lane in lanes:
+            pairs.add((p, v, 0, lane))
+            for o in range(1, cfg.ports):
+                d, minus = divmod(o - 1, 2)
+                k, c = cfg.shape[d], coord[d]
+                if k == 2 and minus:
+                    continue
+                wrap = c == (0 if minus else k - 1)
+                for cls in (0, 1):
+                    if wrap and cls == 0:
+                        continue
+                    pairs.add((p, v, o, lane + cls * cfg.lanes))
+    return pairs

@@ -1,0 +1,116 @@
+"""Packet scoreboard and watchdog of the network benches (no cocotb: the TLM tests use them).
+
+:class:`PacketBoard` takes what each node's source handed to the network and what each
+ejection port delivered, and checks that every well-formed packet arrives exactly once, at its
+destination, intact, and in order per (source, destination, lane). :class:`Watchdog` fails when
+nothing moves for too long while packets are outstanding, naming where they are stuck.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from tlm.link.config import LinkConfig
+from tlm.link.topology import port_name
+
+__all__ = ["PacketBoard", "Watchdog", "ScoreboardError"]
+
+
+class ScoreboardError(AssertionError):
+    pass
+
+
+class PacketBoard:
+    """Expected packets per (src, dst, lane), and a reassembly per ejection port."""
+
+    def __init__(self, cfg: LinkConfig):
+        self.cfg = cfg
+        self.fmt = cfg.fmt
+        self.expected: dict[tuple, deque] = defaultdict(deque)
+        self.partial: dict[int, list] = {}
+        self.sent = 0
+        self.delivered = 0
+        self.flits = 0
+
+    def send(self, packet):
+        """A well-formed packet entered its source's injection port."""
+        if packet.bad is None:
+            self.expected[(packet.src, packet.dst, packet.lane)].append(packet)
+            self.sent += 1
+
+    @property
+    def outstanding(self) -> int:
+        return self.sent - self.delivered
+
+    def eject(self, node: int, flit: int, cycle: int):
+        """A flit left ``node``'s ejection port in ``cycle``."""
+        fmt, torus = self.fmt, self.cfg.torus
+        self.flits += 1
+        kind = flit & 3
+        part = self.partial.get(node)
+        if kind in (0, 3):
+            if part:
+                raise ScoreboardError(f"cycle {cycle}: node {node} ejected a head inside a packet")
+            part = self.partial[node] = []
+        elif part is None:
+            raise ScoreboardError(f"cycle {cycle}: node {node} ejected a flit with no head")
+        part.append(flit)
+        if kind < 2:
+            return
+        del self.partial[node]
+        head = fmt.decode_head(part[0])
+        src = torus.node(head.src)
+        key = (src, node, fmt.vc(part[0]))
+        queue = self.expected.get(key)
+        if not queue:
+            raise ScoreboardError(
+                f"cycle {cycle}: node {node} received an unexpected packet {head} "
+                f"(lane {key[2]}): never sent, sent elsewhere, or delivered twice"
+            )
+        want = queue.popleft()
+        lane_flits = [fmt.with_vc(f, want.lane) for f in want.flits]
+        if part != lane_flits:
+            raise ScoreboardError(
+                f"cycle {cycle}: node {node}: packet seq {want.seq} from {src} lane {want.lane}"
+                f" arrived as {[hex(f) for f in part]}, sent as {[hex(f) for f in lane_flits]}"
+                " (corrupt or out of order)"
+            )
+        self.delivered += 1
+
+    def check_done(self):
+        left = {k: len(q) for k, q in self.expected.items() if q}
+        if left or self.partial:
+            raise ScoreboardError(f"packets never delivered (src, dst, lane): {left}")
+
+
+class Watchdog:
+    """Fails when no flit has moved for ``limit`` cycles while packets are outstanding."""
+
+    def __init__(self, limit: int = 200):
+        self.limit = limit
+        self.idle = 0
+
+    def tick(self, moved: bool, outstanding: int, cycle: int, where=None):
+        """``where()`` returns a description of the stuck state, called only on failure."""
+        self.idle = 0 if moved or not outstanding else self.idle + 1
+        if self.idle >= self.limit:
+            detail = where() if where else ""
+            raise ScoreboardError(
+                f"cycle {cycle}: no flit moved for {self.limit} cycles with {outstanding}"
+                f" packets outstanding (deadlock?); {detail}"
+            )
+
+
+def describe_buffers(cfg: LinkConfig, routers) -> str:
+    """Where flits wait in TLM routers: node, input port, VC, count and head flit."""
+    parts = []
+    for node, r in enumerate(routers):
+        for req, q in enumerate(r.fifo):
+            if q:
+                if req == 0:
+                    where = "inject"
+                else:
+                    port, vc = divmod(req - 1, cfg.vcs)
+                    where = f"{port_name(port + 1)} vc{vc}"
+                parts.append(f"node {node} {where}: {len(q)} flits, head {q[0]:#x}")
+    return "stuck at " + "; ".join(parts[:20]) if parts else "no flit buffered"
