@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     if args.block in LINK_BLOCKS:
         params = {"shape": args.shape, "vcs": args.vcs, "depth": args.depth, "width": args.width}
     try:
-        params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
+        if "fmt" in params:
+            params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
         info = write_verilog(args.block, params, args.output, name=args.name)
     except (ValueError, TypeError) as error:
         print(f"python -m hdl: error: {error}", file=sys.stderr)
