@@ -38,8 +38,9 @@ def test_array_computes_skewed_matmul(rows, cols, seed):
             await ctx.tick()
         for c in range(cols):
             ctx.set(dut.w_in[c].we, 0)
-        # Beat b enters row k at cycle b + k; column m's sum of beat b leaves at b + rows + m.
-        for t in range(n + rows + cols + 1):
+        # Beat b enters row k at cycle b + k; each PE registers its moving lane before using
+        # it, so column m's sum of beat b leaves at b + rows + m + 1.
+        for t in range(n + rows + cols + 2):
             for k in range(rows):
                 b = t - k
                 live = 0 <= b < n
@@ -47,7 +48,7 @@ def test_array_computes_skewed_matmul(rows, cols, seed):
                     dut.a_in[k], {"data": int(x[k, b]) if live else 0, "en": int(live), "bank": 1}
                 )
             for m in range(cols):
-                b = t - rows - m
+                b = t - rows - m - 1
                 if 0 <= b < n:
                     got[m, b] = ctx.get(dut.p_out[m])
             await ctx.tick()
@@ -69,12 +70,13 @@ def test_array_holds_while_the_result_queue_is_full():
         ctx.set(dut.w_in[0].we, 0)
         await ctx.tick()  # load lanes are registered on entry to a slice
         ctx.set(dut.a_in[0], {"data": 5, "en": 1, "bank": 0})
-        ctx.set(dut.q_push, 1)  # two results enter the queue: full after two cycles
-        await ctx.tick()  # PE(0,0) sum 3*5
+        await ctx.tick()  # PE(0,0) registers 5
         ctx.set(dut.a_in[0], {"data": 7, "en": 1, "bank": 0})
+        ctx.set(dut.q_push, 1)  # two results enter the queue: full after two cycles
+        await ctx.tick()  # PE(0,0) sum 3*5, registers 7
+        ctx.set(dut.a_in[0].en, 0)
         await ctx.tick()  # PE(0,0) sum 3*7; 15 at the bottom of column 0
         ctx.set(dut.q_push, 0)
-        ctx.set(dut.a_in[0].en, 0)
         for _ in range(5):  # queue full: nothing moves
             assert ctx.get(dut.p_out[0]) == 15
             await ctx.tick()

@@ -14,7 +14,7 @@ def wrap32(v):
 def test_pe_random_cycles(seed):
     rng = np.random.default_rng(seed)
     dut = ProcessingElement(EngineConfig(1, 1))
-    ref = {"w": [0, 0], "a": (0, 0, 0), "p": 0}
+    ref = {"w": [0, 0], "a": (0, 0, 0), "p": 0}  # `a` is the registered moving lane
 
     async def bench(ctx):
         for cycle in range(600):
@@ -32,8 +32,9 @@ def test_pe_random_cycles(seed):
             assert (a.data, a.en, a.bank) == ref["a"], f"cycle {cycle} a_out (seed {seed})"
             assert ctx.get(dut.p_out) == ref["p"], f"cycle {cycle} p_out (seed {seed})"
             if adv:
+                a_x, a_en, a_bank = ref["a"]  # the PE computes from its registered lane
+                ref["p"] = wrap32(p_in + ref["w"][a_bank] * a_x) if a_en else p_in
                 ref["a"] = (x, en, bank)
-                ref["p"] = wrap32(p_in + ref["w"][bank] * x) if en else p_in
                 if we:
                     ref["w"][wbank] = wdata
             await ctx.tick()

@@ -230,12 +230,13 @@ class TensorEngine(wiring.Component):
             m.d.comb += mv_ctl.i.x_fmt.eq(x_code)
         if mixed:
             m.d.comb += mv_ctl.i.int.eq(is_int_code(cfg, w_code))
-        # One register between the skew and the array, matching the register each array slice
-        # puts on its load lanes (see Column): a weight written for row k, column m is still
-        # written before the first moving element that uses it and after the last that does not.
+        # Each PE registers its moving lane on entry and computes from that register (see
+        # ProcessingElement), which matches the register each array slice puts on its load
+        # lanes (see Column): a weight written for row k, column m is still written before the
+        # first moving element that uses it and after the last that does not.
         # Operands enter the array decoded (hdl.formats.decode_operand): one decoder per row
         # and per column here, none in the PEs.
-        lanes = Signal.like(array.a_in, reset_less=True)
+        lanes = Signal.like(array.a_in)
         for k in range(cfg.rows):
             ctl = mv_ctl.o[k]
             code = ctl.x_fmt if fb else None
@@ -246,8 +247,7 @@ class TensorEngine(wiring.Component):
             ]
             if mixed:
                 m.d.comb += lanes[k].int.eq(ctl.int)
-        with m.If(adv):
-            m.d.sync += array.a_in.eq(lanes)
+        m.d.comb += array.a_in.eq(lanes)
 
         # LoadStationary control: writes the bank that is not (or no longer) active.
         ld_in_op = Signal()

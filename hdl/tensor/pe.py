@@ -19,11 +19,16 @@ class ProcessingElement(wiring.Component):
     passed down.
 
     Every register advances only when ``adv`` is high (the engine freezes the whole array while
-    the result stream is stalled). Per advancing cycle::
+    the result stream is stalled). The moving operand is registered on entry (``a``, which is
+    also ``a_out``) and used from there; per advancing cycle::
 
-        a_out <= a_in
-        p_out <= p_in + w[a_in.bank] * a_in.data   if a_in.en else p_in
-        w[w_in.bank] <= w_in.data                  if w_in.we
+        a <= a_in
+        p_out <= p_in + w[a.bank] * a.data   if a.en else p_in
+        w[w_in.bank] <= w_in.data            if w_in.we
+
+    So no arithmetic depends on ``a_in``: a PE on the left edge of a Verilator hierarchical
+    block (whose ``a_in`` is a port of the block) is computed once per clock edge, not again
+    whenever the block's inputs change.
 
     Parameters
     ----------
@@ -59,12 +64,12 @@ class ProcessingElement(wiring.Component):
         p_reg = Signal.like(self.p_out, reset_less=True)
         m.d.comb += [self.a_out.eq(a_reg), self.p_out.eq(p_reg)]
         weight = Signal.like(w0)
-        m.d.comb += weight.eq(Mux(self.a_in.bank, w1, w0))
-        is_int = (self.a_in.int,) if cfg.has_int and cfg.has_float else ()
+        m.d.comb += weight.eq(Mux(a_reg.bank, w1, w0))
+        is_int = (a_reg.int,) if cfg.has_int and cfg.has_float else ()
         with m.If(self.adv):
             m.d.sync += [
                 a_reg.eq(self.a_in),
-                p_reg.eq(mac(m, cfg, self.p_in, weight, self.a_in.data, self.a_in.en, *is_int)),
+                p_reg.eq(mac(m, cfg, self.p_in, weight, a_reg.data, a_reg.en, *is_int)),
             ]
             with m.If(self.w_in.we & ~self.w_in.bank):
                 m.d.sync += w0.eq(self.w_in.data)
