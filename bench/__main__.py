@@ -15,15 +15,13 @@ import json
 import platform
 import resource
 import shutil
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "build" / "bench"
+from .common import OUT, ROOT, build_in_child, generate
+
 PARTS = ("gen", "build", "sim", "tlm", "chip", "noc")
 
 
@@ -40,30 +38,9 @@ def bench_gen(size: int, fmt: str = "int8") -> list[dict]:
     out = OUT / f"tensor_engine_{size}_{fmt}.v"
     label = _label(size, fmt)
     int8_128 = size == 128 and fmt == "int8"
-    start = time.perf_counter()
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hdl",
-            "tensor_engine",
-            "--rows",
-            str(size),
-            "--cols",
-            str(size),
-            "--format",
-            fmt,
-            "-o",
-            str(out),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
+    wall, info = generate(
+        "tensor_engine", ["--rows", str(size), "--cols", str(size), "--format", fmt], out
     )
-    wall = time.perf_counter() - start
-    info = json.loads(result.stdout)
     return [
         {
             "figure": f"Verilog generation {label}",
@@ -82,32 +59,6 @@ def bench_gen(size: int, fmt: str = "int8") -> list[dict]:
     ]
 
 
-_BUILD_CHILD = """
-import json, resource, sys
-from tlm.tensor.config import EngineConfig
-from verif.common.toolchain import apply_environment
-from verif.tensor.build import build_engine
-apply_environment()
-b = build_engine(sys.argv[1], EngineConfig(int(sys.argv[2]), int(sys.argv[2]), sys.argv[3]),
-                 fresh=True)
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 / 1024
-print(json.dumps({"seconds": b.build_seconds, "peak_gib": peak}))
-"""
-
-
-def _build_in_child(sim: str, size: int, fmt: str) -> dict:
-    """A fresh build in its own interpreter, so its peak memory is its own."""
-    result = subprocess.run(
-        [sys.executable, "-c", _BUILD_CHILD, sim, str(size), fmt],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    if result.returncode:
-        raise RuntimeError(f"{sim} build of {size}x{size} {fmt} failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def _cached_build(sim: str, size: int, fmt: str = "int8"):
     from tlm.tensor.config import EngineConfig
     from verif.tensor.build import build_engine
@@ -116,7 +67,10 @@ def _cached_build(sim: str, size: int, fmt: str = "int8"):
 
 
 def bench_build(size: int, fmt: str = "int8") -> list[dict]:
-    figures = _build_in_child("verilator", size, fmt)
+    figures = build_in_child(
+        "from tlm.tensor.config import EngineConfig\nfrom verif.tensor.build import build_engine",
+        f"build_engine('verilator', EngineConfig({size}, {size}, {fmt!r}), fresh=True)",
+    )
     label = _label(size, fmt)
     int8_128 = size == 128 and fmt == "int8"
     return [

@@ -47,12 +47,22 @@ def bench_chip(out: Path | None = None) -> list[dict]:
         }
         record[dtype] = figures
         rows += [
-            _row(f"{name}: wall time, record + simulate", wall, "s",
-                 "<= 10 s" if dtype == "bf16" else ""),
-            _row(f"{name}: instructions / wall s, record + simulate",
-                 figures["instructions_per_s"], "instr/s"),
-            _row(f"{name}: instructions / wall s of simulation",
-                 figures["instructions_per_simulation_s"], "instr/s"),
+            _row(
+                f"{name}: wall time, record + simulate",
+                wall,
+                "s",
+                "<= 10 s" if dtype == "bf16" else "",
+            ),
+            _row(
+                f"{name}: instructions / wall s, record + simulate",
+                figures["instructions_per_s"],
+                "instr/s",
+            ),
+            _row(
+                f"{name}: instructions / wall s of simulation",
+                figures["instructions_per_simulation_s"],
+                "instr/s",
+            ),
             _row(f"{name}: events / wall s of simulation", figures["events_per_s"], "events/s"),
             _row(f"{name}: simulated time", figures["simulated_time_us"], "us"),
             _row(f"{name}: of the model's peak", figures["percent_of_peak"], "%"),

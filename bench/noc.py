@@ -15,13 +15,9 @@ Writes ``build/bench/noc.json``. Measured and printed, never asserted.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "build" / "bench"
+from .common import OUT, ROOT, build_in_child, generate
 
 #: Saturation throughput of the 4x4x4 torus under uniform traffic, 4-flit packets (TLM,
 #: docs/noc.md); the benchmarks run at half of it.
@@ -30,7 +26,7 @@ SATURATION_4X4X4 = 0.50
 
 def bench_tlm(cycles=3000) -> list[dict]:
     from tlm.link.config import LinkConfig
-    from tlm.link.load import LoadSources
+    from tlm.link.load import LoadSources, advance
     from tlm.link.network import Network
 
     cfg = LinkConfig((4, 4, 4))
@@ -39,12 +35,7 @@ def bench_tlm(cycles=3000) -> list[dict]:
     net = Network(cfg)
     start = time.perf_counter()
     for _ in range(cycles):
-        step = net.step(sources.offers())
-        for i in step.accepted:
-            sources.accepted(i)
-        for node, flit in step.ejected.items():
-            sources.ejected(node, flit)
-        sources.end_cycle()
+        advance(net, sources)
     seconds = time.perf_counter() - start
     hops = sum(sum(x) for x in net.link_flits)
     from tlm.link.batch_load import simulate_batch
@@ -85,16 +76,7 @@ def bench_tlm(cycles=3000) -> list[dict]:
 
 def bench_gen() -> list[dict]:
     out = OUT / "torus_4x4x4.v"
-    start = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "hdl", "torus", "--shape", "4x4x4", "-o", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    wall = time.perf_counter() - start
-    info = json.loads(result.stdout)
+    wall, info = generate("torus", ["--shape", "4x4x4"], out)
     return [
         {
             "figure": "Verilog generation torus 4x4x4",
@@ -114,16 +96,16 @@ def bench_gen() -> list[dict]:
 
 
 def bench_rtl(cycles=2000) -> list[dict]:
-    import resource
-
     from tlm.link.config import LinkConfig
     from verif.common.runner import run
     from verif.link.build import build_link
 
     cfg = LinkConfig((4, 4, 4))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    simbuild = build_link("verilator", "torus", cfg, fresh=True)
-    peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, before)
+    built = build_in_child(
+        "from tlm.link.config import LinkConfig\nfrom verif.link.build import build_link",
+        "build_link('verilator', 'torus', LinkConfig((4, 4, 4)), fresh=True)",
+    )
+    simbuild = build_link("verilator", "torus", cfg)  # the build just made
     perf = OUT / "noc_rtl_load.json"
     rate = SATURATION_4X4X4 / 2
     run(
@@ -143,14 +125,14 @@ def bench_rtl(cycles=2000) -> list[dict]:
     return [
         {
             "figure": "Verilator build under cocotb, torus 4x4x4",
-            "value": simbuild.build_seconds,
+            "value": built["seconds"],
             "unit": "s",
             "target": "",
             "naive": "",
         },
         {
             "figure": "Verilator build peak memory, torus 4x4x4",
-            "value": peak / 1024,
+            "value": built["peak_gib"],
             "unit": "GiB",
             "target": "",
             "naive": "",

@@ -12,6 +12,7 @@ import json
 import sys
 
 from .chip.cli import add_gemm_parser
+from .cli_args import comma_list
 from .link.cli import register as register_noc
 from .tensor.config import EngineConfig
 from .tensor.cost import MODES, matmul_cycles
@@ -20,16 +21,7 @@ from .tensor.cost import MODES, matmul_cycles
 TENSOR_CLOCK_HZ = 2.4e9
 
 
-def _sizes(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected integers separated by commas, not {text!r}"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one size")
-    return values
+_sizes = comma_list(int, "integers", "size")
 
 
 def tensor_study(args) -> list[dict]:

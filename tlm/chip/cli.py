@@ -1,6 +1,6 @@
 """``trnsim gemm``: a tiled GEMM on one chip, timed (and optionally traced).
 
-    trnsim gemm --preset trn2 --m 4096 --n 4096 --k 4096 --dtype bf16 --trace out.json
+trnsim gemm --preset trn2 --m 4096 --n 4096 --k 4096 --dtype bf16 --trace out.json
 """
 
 from __future__ import annotations
@@ -27,8 +27,15 @@ def gemm_study(args) -> list[dict]:
     from .trace import write_chrome_trace, write_vcd
 
     kernel, _blocks, _c = build_gemm(
-        args.m, args.n, args.k, args.dtype, preset=args.preset,
-        choose=dict(args.choose) or None, values=False, cores=args.cores, bufs=args.bufs,
+        args.m,
+        args.n,
+        args.k,
+        args.dtype,
+        preset=args.preset,
+        choose=dict(args.choose) or None,
+        values=False,
+        cores=args.cores,
+        bufs=args.bufs,
     )
     run = kernel.run()
     spec = kernel.spec
@@ -67,9 +74,14 @@ def add_gemm_parser(sub) -> argparse.ArgumentParser:
     g.add_argument("--dtype", default="bf16", choices=DTYPES, help="input format (bf16)")
     g.add_argument("--cores", type=int, default=None, help="cores to use (default: all)")
     g.add_argument("--bufs", type=int, default=4, help="SBUF buffers per input stream (4)")
-    g.add_argument("--choose", type=_choice, action="append", default=[],
-                   metavar="SECTION.FIGURE=ALT",
-                   help="pick a named alternative, e.g. tensor.freq_hz=core_nki2")
+    g.add_argument(
+        "--choose",
+        type=_choice,
+        action="append",
+        default=[],
+        metavar="SECTION.FIGURE=ALT",
+        help="pick a named alternative, e.g. tensor.freq_hz=core_nki2",
+    )
     g.add_argument("--trace", default=None, help="write a Chrome/Perfetto JSON trace here")
     g.add_argument("--vcd", default=None, help="write a VCD (engine busy, queues, SBUF) here")
     g.add_argument("--json", action="store_true", help="print JSON")

@@ -43,8 +43,18 @@ class HbmTensor(View):
     In functional mode it holds a numpy array (``values``); in timing-only mode only its size.
     """
 
-    def __init__(self, name, shape, dtype, stack: HbmStack, data=None, values=True, _base=None,
-                 ranges=None, keep=None):
+    def __init__(
+        self,
+        name,
+        shape,
+        dtype,
+        stack: HbmStack,
+        data=None,
+        values=True,
+        _base=None,
+        ranges=None,
+        keep=None,
+    ):
         self.name = name
         self.dtype = as_dtype(dtype)
         self.stack = stack
@@ -84,8 +94,9 @@ class HbmTensor(View):
         self.keep = keep or (True,) * len(self.base_shape)
 
     def _derive(self, ranges, keep):
-        return HbmTensor(self.name, None, self.dtype, self.stack, _base=self._root,
-                         ranges=ranges, keep=keep)
+        return HbmTensor(
+            self.name, None, self.dtype, self.stack, _base=self._root, ranges=ranges, keep=keep
+        )
 
     def _array(self):
         return self._root._data

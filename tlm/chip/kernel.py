@@ -179,4 +179,3 @@ class Kernel:
         from .sim import simulate
 
         return simulate(self)
-

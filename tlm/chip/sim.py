@@ -186,5 +186,3 @@ def _deadlock(queues) -> DeadlockError:
     others = "; ".join(f"{h.label} {w}" for h, w in blocked[1:])
     rule = f"semaphore deadlock: {why}" + (f" (also blocked: {others})" if others else "")
     return DeadlockError(head.label, rule)
-
-

@@ -21,9 +21,10 @@ __all__ = ["write_chrome_trace", "write_vcd"]
 
 
 def _queues(run):
-    keys = sorted({(i.core, i.queue) for i in run.program},
-                  key=lambda k: (k[0], ENGINES.index(k[1]) if k[1] in ENGINES else
-                                 4 + int(k[1][3:])))
+    keys = sorted(
+        {(i.core, i.queue) for i in run.program},
+        key=lambda k: (k[0], ENGINES.index(k[1]) if k[1] in ENGINES else 4 + int(k[1][3:])),
+    )
     return keys
 
 
@@ -34,23 +35,34 @@ def write_chrome_trace(run, path) -> Path:
     tid = {key: n for n, key in enumerate(keys)}
     events = []
     for core in sorted({k[0] for k in keys}):
-        events.append({"ph": "M", "name": "process_name", "pid": core,
-                       "args": {"name": f"core{core}"}})
+        events.append(
+            {"ph": "M", "name": "process_name", "pid": core, "args": {"name": f"core{core}"}}
+        )
     for key, n in tid.items():
-        events.append({"ph": "M", "name": "thread_name", "pid": key[0], "tid": n,
-                       "args": {"name": key[1]}})
-        events.append({"ph": "M", "name": "thread_sort_index", "pid": key[0], "tid": n,
-                       "args": {"sort_index": n}})
+        events.append(
+            {"ph": "M", "name": "thread_name", "pid": key[0], "tid": n, "args": {"name": key[1]}}
+        )
+        events.append(
+            {
+                "ph": "M",
+                "name": "thread_sort_index",
+                "pid": key[0],
+                "tid": n,
+                "args": {"sort_index": n},
+            }
+        )
     for inst in run.program:
-        events.append({
-            "ph": "X",
-            "name": inst.op,
-            "pid": inst.core,
-            "tid": tid[(inst.core, inst.queue)],
-            "ts": inst.start_s * 1e6,
-            "dur": max(inst.end_s - inst.start_s, 0.0) * 1e6,
-            "args": {"label": inst.label, "done_us": inst.done_s * 1e6},
-        })
+        events.append(
+            {
+                "ph": "X",
+                "name": inst.op,
+                "pid": inst.core,
+                "tid": tid[(inst.core, inst.queue)],
+                "ts": inst.start_s * 1e6,
+                "dur": max(inst.end_s - inst.start_s, 0.0) * 1e6,
+                "args": {"label": inst.label, "done_us": inst.done_s * 1e6},
+            }
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
     return path
@@ -78,8 +90,10 @@ def write_vcd(run, path, *, timescale_ps: int = 100) -> Path:
     path = Path(path)
     keys = _queues(run)
     changes = []  # (tick, order, var key, value)
+
     def tick(t):
         return int(round(t * 1e12 / timescale_ps))
+
     pending = {key: 0 for key in keys}
     for inst in run.program:
         pending[(inst.core, inst.queue)] += 1
@@ -102,13 +116,15 @@ def write_vcd(run, path, *, timescale_ps: int = 100) -> Path:
         for key in keys:
             scope = f"chip.core{key[0]}"
             var[("busy", key)] = w.register_var(scope, f"{key[1]}_busy", "wire", size=1, init=0)
-            var[("depth", key)] = w.register_var(scope, f"{key[1]}_depth", "integer", size=32,
-                                                 init=pending[key])
+            var[("depth", key)] = w.register_var(
+                scope, f"{key[1]}_depth", "integer", size=32, init=pending[key]
+            )
             busy_count[key] = 0
         sbuf = {}
         for core in sorted({k[0] for k in keys}):
-            var[("sbuf", core)] = w.register_var(f"chip.core{core}", "sbuf_bytes_per_partition",
-                                                 "integer", size=32, init=0)
+            var[("sbuf", core)] = w.register_var(
+                f"chip.core{core}", "sbuf_bytes_per_partition", "integer", size=32, init=0
+            )
             sbuf[core] = 0
         for stack in stacks:
             var[("hbm", stack)] = w.register_var("chip", f"{stack}_GBps", "real", init=0.0)

@@ -146,8 +146,9 @@ class Memory:
         if len(shape) < 2 or any(
             isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1 for n in shape
         ):
-            raise KernelError(what, f"shape must be (partitions, free...) of positive ints, "
-                                    f"not {shape!r}")
+            raise KernelError(
+                what, f"shape must be (partitions, free...) of positive ints, not {shape!r}"
+            )
         if shape[0] > self.partitions:
             raise KernelError(
                 what,

@@ -105,9 +105,7 @@ class NeuronCore:
             )
         if view.memory.kind not in kinds:
             allowed = " or ".join(k.upper() for k in kinds)
-            raise KernelError(
-                label, f"{role} must be in {allowed}, not {view.memory.kind.upper()}"
-            )
+            raise KernelError(label, f"{role} must be in {allowed}, not {view.memory.kind.upper()}")
         if view.alloc.freed:
             raise KernelError(label, f"{role} {view.name!r} was freed")
 
@@ -155,8 +153,8 @@ class NeuronCore:
             shape = value.shape
             if len(shape) != 2 or shape[1] != 1 or shape[0] != partitions:
                 raise KernelError(
-                    label, f"shape mismatch: {role} must be a [{partitions}, 1] tile, not "
-                    f"{list(shape)}"
+                    label,
+                    f"shape mismatch: {role} must be a [{partitions}, 1] tile, not {list(shape)}",
                 )
             return value
         if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool):
@@ -196,8 +194,10 @@ class NeuronCore:
         if queue is None:
             queue = self._next_dma
             self._next_dma = (self._next_dma + 1) % len(self.dma_queues)
-        elif isinstance(queue, bool) or not isinstance(queue, int) or not (
-            0 <= queue < len(self.dma_queues)
+        elif (
+            isinstance(queue, bool)
+            or not isinstance(queue, int)
+            or not (0 <= queue < len(self.dma_queues))
         ):
             raise KernelError(
                 label, f"queue must be an integer in 0..{len(self.dma_queues) - 1}, not {queue!r}"
@@ -290,8 +290,9 @@ class NeuronCore:
             )
         if dst.partitions[0] != 0:
             raise KernelError(
-                label, f"illegal partitions: dst starts at partition {dst.partitions[0]}, "
-                "results leave the array on partitions 0..M-1"
+                label,
+                f"illegal partitions: dst starts at partition {dst.partitions[0]}, "
+                "results leave the array on partitions 0..M-1",
             )
         if self.kernel.values:
             cfg = _value_engine(k * rows, t.cols, (s_fmt, m_fmt))
@@ -349,15 +350,21 @@ class NeuronCore:
         if self.kernel.values:
             identity = np.eye(k, dtype=np.float32).astype(src.dtype)
             fmt = format_of_dtype(src.dtype)
-            dst.values[...] = matmul(src.values, identity,
-                                     cfg=_value_engine(t.rows, t.cols, (fmt, fmt)))
+            dst.values[...] = matmul(
+                src.values, identity, cfg=_value_engine(t.rows, t.cols, (fmt, fmt))
+            )
         fmt = get_format(dtype_name(src.dtype))
         cfg = EngineConfig(t.rows, t.cols, fmt)
         self._last_stationary = None
         occupancy = matmul_cycles(k, m, k, cfg=cfg, mode="back_to_back") / t.freq_hz
         latency = matmul_cycles(k, m, k, cfg=cfg, mode="alone") / t.freq_hz
         return self._emit(
-            label, "nc_transpose", "tensor", [src], [dst], occupancy_s=occupancy,
+            label,
+            "nc_transpose",
+            "tensor",
+            [src],
+            [dst],
+            occupancy_s=occupancy,
             latency_s=max(latency, occupancy),
         )
 
@@ -415,8 +422,9 @@ class NeuronCore:
                 dst.values[...] = ALU_OPS[op](x, y.reshape(x.shape)).astype(dst.dtype)
         return self._emit(label, "tensor_tensor", engine, [a, b], [dst], **timing)
 
-    def tensor_scalar(self, dst, src, op0, operand0, op1=None, operand1=None, *,
-                      engine="vector", name=None):
+    def tensor_scalar(
+        self, dst, src, op0, operand0, op1=None, operand1=None, *, engine="vector", name=None
+    ):
         """``dst = (src op0 operand0) op1 operand1``; operands are numbers or [P, 1] tiles."""
         label = self._label(f"tensor_scalar.{op0}", name)
         for role, op in (("op0", op0), ("op1", op1)):
@@ -478,8 +486,9 @@ class NeuronCore:
     def _sem_engine(self, label, engine):
         allowed = ENGINES + self.dma_queues
         if engine not in allowed:
-            raise KernelError(label, f"engine must be one of {', '.join(ENGINES)}, dma0.., "
-                                     f"not {engine!r}")
+            raise KernelError(
+                label, f"engine must be one of {', '.join(ENGINES)}, dma0.., not {engine!r}"
+            )
 
     def sem_signal(self, sem: Semaphore, *, engine: str, name=None):
         """Add one to ``sem`` when ``engine``'s queue reaches this point."""

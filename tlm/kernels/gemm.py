@@ -82,12 +82,18 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
         stack = core.hbm_stack.index
         if ci not in state:
             state[ci] = {
-                "a": [core.sbuf.tile((part, r, block_m), a_t[0].dtype, name=f"a{i}")
-                      for i in range(bufs)],
-                "b": [core.sbuf.tile((part, r, block_n), b[0].dtype, name=f"b{i}")
-                      for i in range(bufs)],
-                "o": [core.sbuf.tile((rows, bank_n), c[0].dtype, name=f"o{i}")
-                      for i in range(2 * spec.core.psum_banks)],
+                "a": [
+                    core.sbuf.tile((part, r, block_m), a_t[0].dtype, name=f"a{i}")
+                    for i in range(bufs)
+                ],
+                "b": [
+                    core.sbuf.tile((part, r, block_n), b[0].dtype, name=f"b{i}")
+                    for i in range(bufs)
+                ],
+                "o": [
+                    core.sbuf.tile((rows, bank_n), c[0].dtype, name=f"o{i}")
+                    for i in range(2 * spec.core.psum_banks)
+                ],
                 "ps": {},
                 "step": 0,
                 "out": 0,
@@ -109,8 +115,23 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
             # up to r pieces of `part` rows (r = 1 unless FP8 double row)
             steps = [(q, min(q + part, k1)) for q in range(k0, k1, part)]
             if len(steps) > 1 and steps[-1][1] - steps[-1][0] != part:
-                _ragged(core, st, slot, steps, a_t[stack], b[stack], m0, m1, n0, n1, rows,
-                        bank_n, tm, tn, first=kt == 0)
+                _ragged(
+                    core,
+                    st,
+                    slot,
+                    steps,
+                    a_t[stack],
+                    b[stack],
+                    m0,
+                    m1,
+                    n0,
+                    n1,
+                    rows,
+                    bank_n,
+                    tm,
+                    tn,
+                    first=kt == 0,
+                )
                 continue
             p = steps[0][1] - steps[0][0]
             a_tile = st["a"][slot][0:p, 0 : len(steps), 0 : m1 - m0]
@@ -141,8 +162,11 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
                 else:
                     core.tensor_copy(out, src, engine="vector")
                 st["out"] += 1
-                core.dma_copy(c[stack][m0 + mi0 : m0 + mi1, n0 + nj0 : n0 + nj1], out,
-                              queue=_store_q(st, last=index == last_block[ci]))
+                core.dma_copy(
+                    c[stack][m0 + mi0 : m0 + mi1, n0 + nj0 : n0 + nj1],
+                    out,
+                    queue=_store_q(st, last=index == last_block[ci]),
+                )
     return blocks
 
 
@@ -197,8 +221,21 @@ def assemble(blocks, c, spec) -> np.ndarray:
     return out
 
 
-def build_gemm(m, n, k, dtype="bf16", *, preset="trn2", choose=None, values=False, a=None,
-               b=None, out_dtype=None, cores=None, bufs=4):
+def build_gemm(
+    m,
+    n,
+    k,
+    dtype="bf16",
+    *,
+    preset="trn2",
+    choose=None,
+    values=False,
+    a=None,
+    b=None,
+    out_dtype=None,
+    cores=None,
+    bufs=4,
+):
     """A kernel recording ``C = A @ B`` (``A`` ``[m, k]``, ``B`` ``[k, n]``) on a chip.
 
     Parameters

@@ -63,8 +63,9 @@ def matmul_softmax(kernel: Kernel, a_t, b, out, *, bufs=2):
         core.dma_copy(out[m0:m1], o)
 
 
-def build_matmul_softmax(m, n, k, dtype="bf16", *, preset="trn2", values=False, a=None,
-                         b=None, out_dtype="fp32"):
+def build_matmul_softmax(
+    m, n, k, dtype="bf16", *, preset="trn2", values=False, a=None, b=None, out_dtype="fp32"
+):
     """A kernel recording ``softmax(A @ B)``; returns ``(kernel, out tensor)``."""
     kernel = Kernel(preset, values=values)
     a_t_data = None if a is None else np.ascontiguousarray(np.asarray(a).T)
@@ -80,5 +81,3 @@ def softmax_reference(a, b) -> np.ndarray:
     s = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
     e = np.exp(s - s.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
-
-

@@ -5,8 +5,7 @@ trnsim noc --shape 4x4x4 --traffic uniform --rate 0.3 --cycles 20000 [--json]
 
 from __future__ import annotations
 
-import argparse
-
+from ..cli_args import comma_list
 from .batch_load import simulate_batch
 from .config import LinkConfig
 from .load import channel_load_bound, simulate
@@ -15,16 +14,7 @@ from .traffic import PATTERNS
 __all__ = ["register", "noc_study"]
 
 
-def _rates(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected loads separated by commas, not {text!r}"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one load")
-    return values
+_rates = comma_list(float, "loads", "load")
 
 
 def noc_study(args) -> list[dict]:

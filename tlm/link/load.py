@@ -26,7 +26,14 @@ from .routing import route
 from .topology import port_name
 from .traffic import PATTERNS, Destinations
 
-__all__ = ["simulate", "LoadSources", "zero_load_latency", "channel_load_bound", "pair_weights"]
+__all__ = [
+    "simulate",
+    "advance",
+    "LoadSources",
+    "zero_load_latency",
+    "channel_load_bound",
+    "pair_weights",
+]
 
 
 def pair_weights(cfg: LinkConfig, pattern: str) -> np.ndarray:
@@ -221,6 +228,17 @@ class LoadSources:
         return out
 
 
+def advance(net: Network, sources: LoadSources):
+    """One cycle of ``net`` driven by ``sources``: offer, step, and tell the sources what was
+    accepted and what left the network."""
+    step = net.step(sources.offers())
+    for i in step.accepted:
+        sources.accepted(i)
+    for node, flit in step.ejected.items():
+        sources.ejected(node, flit)
+    sources.end_cycle()
+
+
 def simulate(
     cfg: LinkConfig,
     pattern: str = "uniform",
@@ -243,12 +261,7 @@ def simulate(
     for cycle in range(cycles):
         if cycle == sources.warmup:
             snapshot = [list(x) for x in net.link_flits]
-        step = net.step(sources.offers())
-        for i in step.accepted:
-            sources.accepted(i)
-        for node, flit in step.ejected.items():
-            sources.ejected(node, flit)
-        sources.end_cycle()
+        advance(net, sources)
     if snapshot is None:
         snapshot = [[0] * cfg.ports for _ in range(cfg.torus.nodes)]
     sent = [

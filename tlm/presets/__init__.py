@@ -176,5 +176,3 @@ def figures(spec: ChipSpec) -> dict:
         for key, value in vars(ns).items():
             out[f"{section}.{key}"] = value
     return out
-
-

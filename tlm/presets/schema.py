@@ -148,7 +148,6 @@ class PresetFile(BaseModel):
                             where = f"{section}.{name}" + (f" alternative {label}" if label else "")
                             known = ", ".join(sorted(self.sources))
                             raise ValueError(
-                                f"{where} cites source {key!r}, which is not in [sources] "
-                                f"({known})"
+                                f"{where} cites source {key!r}, which is not in [sources] ({known})"
                             )
         return self

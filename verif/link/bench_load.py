@@ -19,6 +19,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import LinkConfig
 from tlm.link.load import LoadSources
+from verif.link.ports import NodePorts
 
 
 @cocotb.test()
@@ -30,35 +31,23 @@ async def load_points(dut):
     length = int(os.environ.get("LINK_LENGTH", "4"))
     seed = int(os.environ.get("SEED", "0"))
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    inj_v = [getattr(dut, f"inject__{i}__valid") for i in range(n)]
-    inj_p = [getattr(dut, f"inject__{i}__payload") for i in range(n)]
-    inj_r = [getattr(dut, f"inject__{i}__ready") for i in range(n)]
-    ej_v = [getattr(dut, f"eject__{i}__valid") for i in range(n)]
-    ej_p = [getattr(dut, f"eject__{i}__payload") for i in range(n)]
+    ports = NodePorts(dut, n)
+    inj_r, ej_v, ej_p = ports.inj_r, ports.ej_v, ports.ej_p
     results = []
     for rate in [float(r) for r in os.environ.get("LINK_RATES", "0.1").split(",")]:
         await RisingEdge(dut.clk)
-        for i in range(n):
-            inj_v[i].value = 0
-            inj_p[i].value = 0
-            getattr(dut, f"eject__{i}__ready").value = 1
+        ports.idle()
+        ports.set_ready([1] * n)
         dut.rst.value = 1
         for _ in range(2):
             await RisingEdge(dut.clk)
         dut.rst.value = 0
         sources = LoadSources(cfg, pattern, rate, cycles, length=length, seed=seed)
-        driven = [None] * n
         start = time.perf_counter()
         for _ in range(cycles):
             await RisingEdge(dut.clk)
             offers = sources.offers()
-            for i in range(n):
-                flit = offers.get(i)
-                if flit is not driven[i]:
-                    inj_v[i].value = flit is not None
-                    if flit is not None:
-                        inj_p[i].value = flit
-                    driven[i] = flit
+            ports.offer(offers)
             await ReadOnly()
             for i in offers:
                 if inj_r[i].value:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import time
 
 import cocotb
@@ -25,21 +24,11 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from tlm.link.config import LinkConfig
 from tlm.link.network import Network
+from verif.link.ports import NodePorts, config_from_env
 from verif.link.scoreboard import PacketBoard, Watchdog, describe_buffers
 from verif.link.stimulus import random_packets
 from verif.link.traffic import NodeTraffic
-
-
-def _config():
-    cfg = LinkConfig(
-        os.environ.get("LINK_SHAPE", "4x4"),
-        vcs=int(os.environ.get("LINK_VCS", "2")),
-        depth=int(os.environ.get("LINK_DEPTH", "4")),
-    )
-    seed = int(os.environ.get("SEED") or random.randrange(1 << 31))
-    return cfg, seed
 
 
 async def run_traffic(dut, cfg, seed, pattern, inject, eject, packets, malformed, log):
@@ -50,29 +39,15 @@ async def run_traffic(dut, cfg, seed, pattern, inject, eject, packets, malformed
     stim = random_packets(cfg, rng, packets, pattern=pattern, malformed=malformed)
     traffic = NodeTraffic(stim, board, inject, eject, rng)
     dog = Watchdog(200)
-    inj_v = [getattr(dut, f"inject__{i}__valid") for i in range(n)]
-    inj_p = [getattr(dut, f"inject__{i}__payload") for i in range(n)]
-    inj_r = [getattr(dut, f"inject__{i}__ready") for i in range(n)]
-    ej_v = [getattr(dut, f"eject__{i}__valid") for i in range(n)]
-    ej_p = [getattr(dut, f"eject__{i}__payload") for i in range(n)]
-    ej_r = [getattr(dut, f"eject__{i}__ready") for i in range(n)]
-    driven = [None] * n
-    ready_driven = [None] * n
+    ports = NodePorts(dut, n)
+    inj_r, ej_v, ej_p = ports.inj_r, ports.ej_v, ports.ej_p
     cycle = 0
     start = time.perf_counter()
     while traffic.pending or board.outstanding:
         await RisingEdge(dut.clk)
         offers, ready = traffic.offers()
-        for i in range(n):
-            flit = offers.get(i)
-            if flit is not driven[i]:
-                inj_v[i].value = flit is not None
-                if flit is not None:
-                    inj_p[i].value = flit
-                driven[i] = flit
-            if ready[i] != ready_driven[i]:
-                ej_r[i].value = ready[i]
-                ready_driven[i] = ready[i]
+        ports.offer(offers)
+        ports.set_ready(ready)
         await ReadOnly()
         for i, router in enumerate(net.routers):
             if bool(inj_r[i].value) != router.inject_ready:
@@ -128,7 +103,7 @@ async def run_traffic(dut, cfg, seed, pattern, inject, eject, packets, malformed
 @cocotb.test()
 async def traffic(dut):
     """Each pattern pair of LINK_PATTERNS with LINK_TRAFFIC from every node."""
-    cfg, seed = _config()
+    cfg, seed = config_from_env()
     dut._log.info("torus %s, seed %d (rerun with SEED=%d)", cfg.shape, seed, seed)
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     n = cfg.torus.nodes

@@ -13,26 +13,15 @@ Configured by environment (``tests/test_verif_link.py`` sets it): ``LINK_SHAPE``
 from __future__ import annotations
 
 import os
-import random
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from tlm.link.config import LinkConfig
 from tlm.link.router import Router, RouterOutputs
+from verif.link.ports import config_from_env
 from verif.link.router_env import RouterEnv, all_pairs, coverage
-
-
-def _config():
-    cfg = LinkConfig(
-        os.environ.get("LINK_SHAPE", "4x4"),
-        vcs=int(os.environ.get("LINK_VCS", "2")),
-        depth=int(os.environ.get("LINK_DEPTH", "4")),
-    )
-    seed = int(os.environ.get("SEED") or random.randrange(1 << 31))
-    return cfg, seed
 
 
 class Ports:
@@ -96,7 +85,7 @@ async def reset(dut, ports):
 @cocotb.test()
 async def lockstep(dut):
     """Random and directed traffic on every input, every output compared every cycle."""
-    cfg, seed = _config()
+    cfg, seed = config_from_env()
     coord = tuple(int(c) for c in os.environ.get("LINK_COORD", "1,1").split(","))
     packets = int(os.environ.get("LINK_PACKETS", "20"))
     triples = os.environ.get("LINK_PATTERNS", "random:random:random").split(",")
