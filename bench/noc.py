@@ -6,8 +6,8 @@
   (no model in the loop): cycles per second;
 * the TLM on 4x4x4 at 50% of saturation: flit-hops (flits crossing a router-to-router link)
   simulated per second, for the per-router model (:class:`tlm.link.network.Network`) and the
-  vectorised one (:class:`tlm.link.batch.BatchNetwork`) on one network and on a batch of 64
-  (64 independent runs of the load point at once). Target >= 1,000,000.
+  vectorised one (:class:`tlm.link.batch.BatchNetwork`) on one network and on a batch of 128
+  (128 independent runs of the load point at once). Target >= 1,000,000.
 
 Writes ``build/bench/noc.json``. Measured and printed, never asserted.
 """
