@@ -6,7 +6,7 @@ takes the engine's configuration and works for one format or several.
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -120,7 +120,8 @@ def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str):
 
     floats = tuple(f for f in cfg.formats if f.kind == "float")
     index = _float_index(m, cfg, code, f"{name}_fi") if len(floats) > 1 else None
-    sign, sig, exp, nan, inf, _ = decode_any(m, floats, raw, index, name)
+    sig_bits = Shape.cast(layout["sig"].shape).width
+    sign, sig, exp, nan, inf, _ = decode_any(m, floats, raw, index, name, sig_bits)
     out = Signal(layout, name=f"{name}_dec")
     m.d.comb += [
         out.sign.eq(sign),
@@ -173,28 +174,25 @@ def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None):
     """``acc + weight * x`` when ``enable``, else ``acc``: one PE step, added to ``m``.
 
     Integers wrap like the TLM's accumulator. Floating point follows the numerics contract
-    (``docs/numerics.md``) on operands decoded by :func:`decode_operand`: the binary32
-    product (:func:`hdl.fp.mul.multiply`) then a :class:`hdl.fp.Float32Adder`. On an engine
-    with an integer format beside floating-point ones, ``is_int`` chooses the integer step.
+    (``docs/numerics.md``) on operands decoded by :func:`decode_operand`
+    (:func:`hdl.fp.mac.mac_step`). On an engine with an integer format beside floating-point
+    ones, ``is_int`` chooses the integer step.
     """
     ints = [f for f in cfg.formats if f.kind == "int"]
     if not cfg.has_float:
         fmt = ints[0]
         total = acc + weight * x
         return Mux(enable, total[: fmt.acc_bits].as_signed(), acc)
-    from .fp.add import Float32Adder
-    from .fp.mul import multiply
+    from .fp.mac import mac_step
 
     def unpack(v):
-        return (v.sign, v.sig, v.exp, v.nan, v.inf, v.sig == 0)
+        return (v.sign, v.sig, v.exp, v.nan, v.inf, ~v.sig[-1])
 
-    m.submodules.add = add = Float32Adder()
-    m.d.comb += [add.a.eq(acc), add.b.eq(multiply(m, unpack(weight), unpack(x)))]
-    result = add.s
+    result = mac_step(m, acc, unpack(weight), unpack(x))
     if ints:
         bits = ints[0].bits
         magnitude = weight.sig[:bits] * x.sig[:bits]
         product = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
         int_sum = (acc.as_signed() + product)[:32]
-        result = Mux(is_int, int_sum, add.s)
+        result = Mux(is_int, int_sum, result)
     return Mux(enable, result, acc)

@@ -9,7 +9,7 @@ from tlm.formats import CANONICAL_NAN_BITS, FLOAT_FORMATS
 from .mul import decode
 from .round import F32_INF, round_to_f32
 
-__all__ = ["Float32Adder"]
+__all__ = ["Float32Adder", "add"]
 
 #: Alignment kept below the larger operand's last bit. An operand further down than this is
 #: below a quarter of the larger one's last place: replacing it by the smallest non-zero value
@@ -31,55 +31,67 @@ class Float32Adder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fp32 = FLOAT_FORMATS["fp32"]
-        sa, ma, ea, nan_a, inf_a, zero_a = decode(m, fp32, self.a, "a")
-        sb, mb, eb, nan_b, inf_b, zero_b = decode(m, fp32, self.b, "b")
-
-        # Order by the exponent of the last place: x has the larger (or equal) one.
-        # Named signals are computed once: Amaranth repeats an expression at every use, and
-        # every PE evaluates this every cycle.
-        swap = Signal()
-        m.d.comb += swap.eq(eb > ea)
-        sx, mx, ex = Signal(), Signal.like(ma), Signal.like(ea)
-        sy, my, ey = Signal(), Signal.like(ma), Signal.like(ea)
-        m.d.comb += [
-            sx.eq(Mux(swap, sb, sa)),
-            mx.eq(Mux(swap, mb, ma)),
-            ex.eq(Mux(swap, eb, ea)),
-            sy.eq(Mux(swap, sa, sb)),
-            my.eq(Mux(swap, ma, mb)),
-            ey.eq(Mux(swap, ea, eb)),
-        ]
-        d = Signal(range(512))
-        m.d.comb += d.eq(ex - ey)
-        near = Signal()
-        m.d.comb += near.eq(d <= ALIGN)
-        shift = Signal(range(ALIGN + 1))
-        m.d.comb += shift.eq(Mux(near, d, ALIGN))
-        # Both on the last place of 2**(ex - shift): x exactly, y exactly or as a sticky one.
-        x_int = Signal(24 + ALIGN)
-        y_int = Signal(24 + ALIGN)
-        m.d.comb += [
-            x_int.eq(mx << shift),
-            y_int.eq(Mux(near, my, my != 0)),
-        ]
-        total = Signal(signed(24 + ALIGN + 2))
-        m.d.comb += total.eq(Mux(sx, -x_int, x_int) + Mux(sy, -y_int, y_int))
-        negative = Signal()
-        m.d.comb += negative.eq(total < 0)
-        size = Signal(24 + ALIGN + 1)
-        m.d.comb += size.eq(Mux(negative, -total, total))
-        exp = Signal(signed(len(ex) + 1))
-        m.d.comb += exp.eq(ex - shift)
-        magnitude = round_to_f32(m, size, exp, name="sum")
-
-        with m.If(nan_a | nan_b | (inf_a & inf_b & (sa != sb))):
-            m.d.comb += self.s.eq(CANONICAL_NAN_BITS)
-        with m.Elif(inf_a | inf_b):
-            m.d.comb += self.s.eq(Cat(Const(F32_INF, 31), Mux(inf_a, sa, sb)))
-        with m.Elif(size == 0):
-            m.d.comb += self.s.eq(Cat(Const(0, 31), sa & sb))
-        with m.Elif(magnitude >= F32_INF):
-            m.d.comb += self.s.eq(Cat(Const(F32_INF, 31), negative))
-        with m.Else():
-            m.d.comb += self.s.eq(Cat(magnitude[:31], negative))
+        a = decode(m, fp32, self.a, "a")[:5]
+        b = decode(m, fp32, self.b, "b")[:5]
+        m.d.comb += self.s.eq(add(m, a, b))
         return m
+
+
+def add(m: Module, a, b):
+    """``fp32(a + b)`` of two unpacked values ``(sign, sig, exp, nan, inf)`` (value ``sig *
+    2**exp``, ``sig`` below ``2**25``, ``exp`` at least -149, a zero at -149): binary32 bits,
+    ties to even, with the special cases of :class:`Float32Adder`. Added to ``m``."""
+    sa, ma, ea, nan_a, inf_a = a
+    sb, mb, eb, nan_b, inf_b = b
+    width = max(len(ma), len(mb))
+
+    # Order by the exponent of the last place: x has the larger (or equal) one.
+    # Named signals are computed once: Amaranth repeats an expression at every use, and
+    # every PE evaluates this every cycle.
+    swap = Signal(name="add_swap")
+    m.d.comb += swap.eq(eb > ea)
+    sx, mx, ex = Signal(name="add_sx"), Signal(width, name="add_mx"), Signal.like(ea, name="add_ex")
+    sy, my, ey = Signal(name="add_sy"), Signal(width, name="add_my"), Signal.like(ea, name="add_ey")
+    m.d.comb += [
+        sx.eq(Mux(swap, sb, sa)),
+        mx.eq(Mux(swap, mb, ma)),
+        ex.eq(Mux(swap, eb, ea)),
+        sy.eq(Mux(swap, sa, sb)),
+        my.eq(Mux(swap, ma, mb)),
+        ey.eq(Mux(swap, ea, eb)),
+    ]
+    d = Signal(range(1024), name="add_d")
+    m.d.comb += d.eq(ex - ey)
+    near = Signal(name="add_near")
+    m.d.comb += near.eq(d <= ALIGN)
+    shift = Signal(range(ALIGN + 1), name="add_shift")
+    m.d.comb += shift.eq(Mux(near, d, ALIGN))
+    # Both on the last place of 2**(ex - shift): x exactly, y exactly or as a sticky one.
+    x_int = Signal(width + ALIGN, name="add_x")
+    y_int = Signal(width + ALIGN, name="add_y")
+    m.d.comb += [
+        x_int.eq(mx << shift),
+        y_int.eq(Mux(near, my, my != 0)),
+    ]
+    total = Signal(signed(width + ALIGN + 2), name="add_total")
+    m.d.comb += total.eq(Mux(sx, -x_int, x_int) + Mux(sy, -y_int, y_int))
+    negative = Signal(name="add_neg")
+    m.d.comb += negative.eq(total < 0)
+    size = Signal(width + ALIGN + 1, name="add_size")
+    m.d.comb += size.eq(Mux(negative, -total, total))
+    exp = Signal(signed(len(ex) + 1), name="add_exp")
+    m.d.comb += exp.eq(ex - shift)
+    magnitude = round_to_f32(m, size, exp, name="sum")
+
+    out = Signal(32, name="add_s")
+    with m.If(nan_a | nan_b | (inf_a & inf_b & (sa != sb))):
+        m.d.comb += out.eq(CANONICAL_NAN_BITS)
+    with m.Elif(inf_a | inf_b):
+        m.d.comb += out.eq(Cat(Const(F32_INF, 31), Mux(inf_a, sa, sb)))
+    with m.Elif(size == 0):
+        m.d.comb += out.eq(Cat(Const(0, 31), sa & sb))
+    with m.Elif(magnitude >= F32_INF):
+        m.d.comb += out.eq(Cat(Const(F32_INF, 31), negative))
+    with m.Else():
+        m.d.comb += out.eq(Cat(magnitude[:31], negative))
+    return out

@@ -4,17 +4,29 @@ from amaranth.hdl import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .add import Float32Adder
-from .mul import FloatMultiplier, format_tuple
+from tlm.formats import FLOAT_FORMATS
 
-__all__ = ["FloatMac"]
+from .add import add
+from .mul import decode, decode_any, format_tuple, product
+
+__all__ = ["FloatMac", "mac_step"]
+
+
+def mac_step(m: Module, acc, w, x):
+    """``fp32(acc + fp32(w * x))``: binary32 bits from the binary32 bits ``acc`` and two
+    operands decoded and normalised by :func:`hdl.fp.mul.decode_any`. The product goes to
+    the adder unpacked (:func:`hdl.fp.mul.product`): rounded, never packed into binary32
+    and decoded again. Added to ``m``."""
+    return add(m, decode(m, FLOAT_FORMATS["fp32"], acc, "acc")[:5], product(m, w, x))
 
 
 class FloatMac(wiring.Component):
     """``acc_out = fp32(acc_in + fp32(w * x))`` when ``en``, else ``acc_in``. Combinational.
 
     Chained down a column from +0.0, k = 0 .. K-1, this is exactly ``tlm.tensor.matmul`` for
-    floating-point operands (``tests/test_hdl_fp_mac.py``).
+    floating-point operands (``tests/test_hdl_fp_mac.py``); it is the datapath of every PE
+    (:func:`hdl.formats.mac` runs the same :func:`mac_step` on operands decoded at the
+    array's edge).
 
     Parameters
     ----------
@@ -35,16 +47,7 @@ class FloatMac(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.mul = mul = FloatMultiplier(self.w_fmts, self.x_fmts)
-        m.submodules.add = add = Float32Adder()
-        for side, port in (("w", "a"), ("x", "b")):
-            if hasattr(self, f"{side}_code"):
-                m.d.comb += getattr(mul, f"{port}_code").eq(getattr(self, f"{side}_code"))
-        m.d.comb += [
-            mul.a.eq(self.w),
-            mul.b.eq(self.x),
-            add.a.eq(self.acc_in),
-            add.b.eq(mul.p),
-            self.acc_out.eq(Mux(self.en, add.s, self.acc_in)),
-        ]
+        w = decode_any(m, self.w_fmts, self.w, getattr(self, "w_code", None), "w")
+        x = decode_any(m, self.x_fmts, self.x, getattr(self, "x_code", None), "x")
+        m.d.comb += self.acc_out.eq(Mux(self.en, mac_step(m, self.acc_in, w, x), self.acc_in))
         return m

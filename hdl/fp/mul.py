@@ -6,11 +6,19 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tlm.formats import CANONICAL_NAN_BITS, FloatFormat
+from tlm.formats import FloatFormat
 
-from .round import F32_INF, round_to_f32
+from .round import leading_one, pack_f32
 
-__all__ = ["FloatMultiplier", "decode", "decode_any", "format_tuple", "multiply"]
+__all__ = [
+    "FloatMultiplier",
+    "decode",
+    "decode_any",
+    "format_tuple",
+    "multiply",
+    "normalise",
+    "product",
+]
 
 
 def format_tuple(fmts) -> tuple[FloatFormat, ...]:
@@ -21,24 +29,49 @@ def format_tuple(fmts) -> tuple[FloatFormat, ...]:
     return fmts
 
 
-def decode_any(m: Module, fmts: tuple[FloatFormat, ...], raw, code, prefix: str):
-    """:func:`decode` for an operand whose format is ``fmts[code]``, chosen at run time.
+def decode_any(m: Module, fmts: tuple[FloatFormat, ...], raw, code, prefix: str, width=0):
+    """:func:`decode` for an operand whose format is ``fmts[code]``, chosen at run time, with
+    its significand normalised (:func:`normalise`) to the widest format's width, or to
+    ``width`` bits if that is more.
 
     Each format is decoded from the low bits of ``raw``; the fields are widened to the widest
-    format's and selected by ``code`` (a code naming no format decodes as ``fmts[0]``).
+    format's and selected by ``code`` (a code naming no format decodes as ``fmts[0]``). The
+    zero flag of the result is the significand's top bit, clear.
     """
-    if len(fmts) == 1:
-        return decode(m, fmts[0], raw[: fmts[0].storage_bits], prefix)
     parts = [decode(m, f, raw[: f.storage_bits], f"{prefix}{i}") for i, f in enumerate(fmts)]
-    sign = Signal(name=f"{prefix}_sign")
-    sig = Signal(max(len(p[1]) for p in parts), name=f"{prefix}_sig")
-    exp = Signal(signed(max(len(p[2]) for p in parts)), name=f"{prefix}_exp")
-    nan, inf = Signal(name=f"{prefix}_nan"), Signal(name=f"{prefix}_inf")
-    with m.Switch(code):
-        for i, (s, g, e, n, f, _) in enumerate(parts):
-            with m.Case(*([i] if i else [0, *range(len(fmts), 1 << len(code))])):
-                m.d.comb += [sign.eq(s), sig.eq(g), exp.eq(e), nan.eq(n), inf.eq(f)]
-    return sign, sig, exp, nan, inf, sig == 0
+    width = max([width] + [len(p[1]) for p in parts])
+    if len(fmts) == 1:
+        sign, sig, exp, nan, inf, _ = parts[0]
+    else:
+        sign = Signal(name=f"{prefix}_sign")
+        sig = Signal(width, name=f"{prefix}_raw_sig")
+        exp = Signal(signed(max(len(p[2]) for p in parts)), name=f"{prefix}_raw_exp")
+        nan, inf = Signal(name=f"{prefix}_nan"), Signal(name=f"{prefix}_inf")
+        with m.Switch(code):
+            for i, (s, g, e, n, f, _) in enumerate(parts):
+                with m.Case(*([i] if i else [0, *range(len(fmts), 1 << len(code))])):
+                    m.d.comb += [sign.eq(s), sig.eq(g), exp.eq(e), nan.eq(n), inf.eq(f)]
+    if len(sig) < width:
+        wide = Signal(width, name=f"{prefix}_wide_sig")
+        m.d.comb += wide.eq(sig)
+        sig = wide
+    sig, exp = normalise(m, sig, exp, prefix)
+    return sign, sig, exp, nan, inf, ~sig[-1]
+
+
+def normalise(m: Module, sig, exp, prefix: str):
+    """``(sig << n, exp - n)`` with ``n`` such that the top bit of the shifted significand
+    is set (unchanged when ``sig`` is 0): the same value, with its leading one at a known
+    place, so that a product of two normalised significands has its leading one at one of
+    two places and needs no search for it."""
+    width = len(sig)
+    lead = leading_one(m, sig, f"{prefix}_nlead")
+    shift = Signal(range(width), name=f"{prefix}_nshift")
+    m.d.comb += shift.eq(width - 1 - lead)
+    out_sig = Signal(width, name=f"{prefix}_nsig")
+    out_exp = Signal(signed(len(exp)), name=f"{prefix}_nexp")
+    m.d.comb += [out_sig.eq(sig << shift), out_exp.eq(exp - shift)]
+    return out_sig, out_exp
 
 
 def decode(m: Module, fmt: FloatFormat, raw, prefix: str):
@@ -114,24 +147,60 @@ class FloatMultiplier(wiring.Component):
         return m
 
 
-def multiply(m: Module, a, b):
-    """``fp32(a * b)`` of two decoded operands (``(sign, sig, exp, nan, inf, zero)`` as
-    :func:`decode` returns them): binary32 bits, ties to even, canonical NaN. Added to ``m``."""
+def product(m: Module, a, b):
+    """``fp32(a * b)`` of two decoded, normalised operands (``(sign, sig, exp, nan, inf,
+    zero)`` as :func:`decode_any` returns them), unpacked: ``(sign, sig, exp, nan, inf)``
+    with value ``sig * 2**exp`` exactly the rounded product (``sig`` at most ``2**24``,
+    ``exp`` at least -149), ``inf`` set for an infinite or overflowed product and ``nan``
+    for an invalid one. Added to ``m``.
+
+    Both significands have their top bit set (or are 0), so the exact product's leading one
+    is its top bit or the next: one multiplexer normalises it, and a product in binary32's
+    normal range rounds at a fixed place. Only a product below 2**-126 is shifted right, by
+    at most 25 places, to round at 2**-149.
+    """
     sa, ma, ea, nan_a, inf_a, zero_a = a
     sb, mb, eb, nan_b, inf_b, zero_b = b
-    sign = sa ^ sb
-    prod = Signal(len(ma) + len(mb))
+    width = len(ma) + len(mb)
+    full = max(width, 26)  # at least the 24 kept bits, a guard bit and one more
+    prod = Signal(width, name="prod")
     m.d.comb += prod.eq(ma * mb)
-    exp = Signal(signed(max(len(ea), len(eb)) + 2))  # value = prod * 2**exp
-    m.d.comb += exp.eq(ea + eb)
-    magnitude = round_to_f32(m, prod, exp, name="prod")
-    p = Signal(32)
-    with m.If(nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a)):
-        m.d.comb += p.eq(CANONICAL_NAN_BITS)
-    with m.Elif(inf_a | inf_b | (magnitude >= F32_INF)):
-        m.d.comb += p.eq(Cat(Const(F32_INF, 31), sign))
-    with m.Elif(zero_a | zero_b):
-        m.d.comb += p.eq(Cat(Const(0, 31), sign))
-    with m.Else():
-        m.d.comb += p.eq(Cat(magnitude[:31], sign))
-    return p
+    top = Signal(name="prod_top")
+    m.d.comb += top.eq(prod[-1])
+    # Exponent of the leading one of the product; value = prod * 2**(ea + eb).
+    # (at least 10 bits: the result's exponent goes down to -149 - 23 in the same width)
+    lead_exp = Signal(signed(max(len(ea) + 2, len(eb) + 2, 10)), name="prod_e")
+    m.d.comb += lead_exp.eq(ea + eb + (width - 2) + top)
+    norm = Signal(full, name="prod_norm")  # leading one at the top bit
+    m.d.comb += norm.eq(Mux(top, prod, prod << 1) << (full - width))
+    # Right shift that puts 2**-149 on the last kept bit (0 in the normal range).
+    under = Signal(range(26), name="prod_under")
+    m.d.comb += under.eq(Mux(lead_exp < -126, Mux(lead_exp < -151, 25, -126 - lead_exp), 0))
+    shifted = Signal(full, name="prod_shifted")
+    m.d.comb += shifted.eq(norm >> under)
+    # Sticky: any bit of norm below the guard bit's place (ones mask from a right shift).
+    rest = Signal(range(26), name="prod_rest")
+    m.d.comb += rest.eq(25 - under)
+    sticky = Signal(name="prod_sticky")
+    m.d.comb += sticky.eq((norm & (Const((1 << full) - 1, full) >> rest)) != 0)
+    kept = shifted[full - 24 :]
+    guard = shifted[full - 25]
+    sig = Signal(25, name="prod_sig")
+    m.d.comb += sig.eq(kept + (guard & (sticky | kept[0])))
+    exp = Signal(signed(len(lead_exp)), name="prod_exp")
+    # A zero product sits at the bottom of the range, so that it never outranks the other
+    # addend when an adder orders the two by exponent.
+    m.d.comb += exp.eq(Mux((under == 0) & ~zero_a & ~zero_b, lead_exp - 23, -149))
+    nan = Signal(name="prod_nan")
+    inf = Signal(name="prod_inf")
+    m.d.comb += [
+        nan.eq(nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a)),
+        inf.eq(inf_a | inf_b | ((lead_exp + sig[24]) > 127)),
+    ]
+    return sa ^ sb, sig, exp, nan, inf
+
+
+def multiply(m: Module, a, b):
+    """``fp32(a * b)`` of two decoded, normalised operands (:func:`decode_any`): binary32
+    bits, ties to even, canonical NaN. Added to ``m``."""
+    return pack_f32(m, product(m, a, b), name="prod")

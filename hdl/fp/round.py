@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Mux, Signal, signed
 
-__all__ = ["round_to_f32", "leading_one", "F32_INF"]
+from tlm.formats import CANONICAL_NAN_BITS
+
+__all__ = ["round_to_f32", "leading_one", "pack_f32", "F32_INF"]
 
 #: Bits of +infinity in binary32; a rounded magnitude at or above it has overflowed.
 F32_INF = 0x7F800000
@@ -78,3 +80,26 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     magnitude = Signal(33, name=f"{name}_mag")
     m.d.comb += magnitude.eq(Mux(value == 0, 0, (biased.as_unsigned() << 23) + q))
     return magnitude
+
+
+def pack_f32(m, value, name: str = "pack"):
+    """Binary32 bits of an unpacked value ``(sign, sig, exp, nan, inf)``: ``sig * 2**exp``
+    with ``sig`` at most ``2**24`` and ``exp`` at least -149, already rounded (as
+    :func:`hdl.fp.mul.product` returns it). Added to ``m``.
+
+    ``((exp + 149) << 23) + sig`` is the whole encoding: a subnormal has ``exp`` -149; a
+    normal significand's hidden bit adds one to the exponent field, and ``sig == 2**24`` (a
+    rounding carry) two.
+    """
+    sign, sig, exp, nan, inf = value
+    bits = Signal(32, name=f"{name}_bits")
+    magnitude = (exp + 149).as_unsigned()[:8] << 23
+    with m.If(nan):
+        m.d.comb += bits.eq(CANONICAL_NAN_BITS)
+    with m.Elif(inf):
+        m.d.comb += bits.eq(Cat(Const(F32_INF, 31), sign))
+    with m.Elif(sig == 0):
+        m.d.comb += bits.eq(Cat(Const(0, 31), sign))
+    with m.Else():
+        m.d.comb += bits.eq(Cat((magnitude + sig)[:31], sign))
+    return bits
