@@ -143,6 +143,11 @@ class LoadSources:
         self.latencies: list[int] = []
         self.offered = self.accepted_flits = 0
         self.draws = rng.random((cycles, n)) < rate / length
+        # every packet's creation cycle, source and destination (-1: the pattern sends none),
+        # drawn now in the order the cycles would draw them; both engines read these
+        self.packet_cycle, self.packet_src = np.nonzero(self.draws)
+        self.packet_dst = self.dests.draw(self.packet_src)
+        self._first = np.searchsorted(self.packet_cycle, np.arange(cycles + 1))
         self.data = [0] * (length - 1)
         self.head_shift = 2 + fmt.vc_bits
         self.c = fmt.dims * fmt.coord_bits
@@ -154,10 +159,11 @@ class LoadSources:
     def offers(self) -> dict:
         """Create this cycle's packets; return ``{node: flit}`` offered for injection."""
         cycle, fmt = self.cycle, self.fmt
-        for src in np.flatnonzero(self.draws[cycle]):
-            src = int(src)
-            dst = self.dests.next(src)
-            if dst is None:
+        lo, hi = self._first[cycle], self._first[cycle + 1]
+        for src, dst in zip(
+            self.packet_src[lo:hi].tolist(), self.packet_dst[lo:hi].tolist(), strict=True
+        ):
+            if dst < 0:
                 continue
             s = self.seq[src]
             self.seq[src] = (s + 1) & self.seq_mask
