@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from tlm.cli import main
-from tlm.link.config import LinkConfig
+from tlm.link.config import DropKind, LinkConfig
 from tlm.link.fast import FastNetwork
 from tlm.link.load import simulate
 from tlm.link.network import Network
 from tlm.link.traffic import PATTERNS
 from verif.link.scoreboard import PacketBoard
-from verif.link.stimulus import random_packets
+from verif.link.stimulus import Packet, random_packets
 from verif.link.traffic import NodeTraffic
 
 
@@ -33,9 +33,15 @@ def test_fast_equals_network(shape, vcs, depth, inject, eject, seed):
     cfg = LinkConfig(shape, vcs=vcs, depth=depth)
     rng = np.random.default_rng(seed)
     packets = random_packets(cfg, rng, 25, malformed=0.15)
+    for src, mine in enumerate(packets):  # and packets cut short by the next (good) head
+        good = [i for i, p in enumerate(mine) if p.bad is None]
+        for i in sorted(rng.choice(good, size=min(2, len(good)), replace=False), reverse=True):
+            mine.insert(int(i), _cut_short(cfg, rng, src))
     traffic = NodeTraffic(packets, PacketBoard(cfg), inject, eject, rng)
     net, fast = Network(cfg), FastNetwork(cfg)
     for cycle in range(3000):
+        if rng.random() < 0.05:
+            _link_fault(cfg, rng, net, fast)
         offer, ready = traffic.offers()
         want = net.step(offer, ready)
         got = fast.step(offer, ready)
@@ -59,7 +65,42 @@ def test_fast_equals_network(shape, vcs, depth, inject, eject, seed):
     assert cycle < 2999
     traffic.board.check_done()
     assert fast.state.link_flits.tolist() == net.link_flits
-    assert sum(sum(r.counters) for r in net.routers) > 0  # malformed packets were dropped
+    assert all(np.sum([r.counters for r in net.routers], axis=0))  # every kind was dropped
+
+
+def _cut_short(cfg, rng, src) -> Packet:
+    """The head and first body flit of a 3-flit packet (the next head finds it open)."""
+    fmt, torus = cfg.fmt, cfg.torus
+    dst = torus.coord(int(rng.integers(torus.nodes)))
+    flits = fmt.packet(dst, torus.coord(src), 3, 0, [7, 8])[:2]
+    return Packet(src, None, 0, 0, flits, DropKind.BAD_LENGTH)
+
+
+def _link_fault(cfg, rng, net, fast):
+    """A broken neighbour: an orphan body or tail, or a head for outside the torus, on a
+    random link into an idle VC, in both models (its sender's credit taken as if it sent it)."""
+    fmt, torus = cfg.fmt, cfg.torus
+    node, port = int(rng.integers(torus.nodes)), int(rng.integers(1, cfg.ports))
+    vc = int(rng.integers(cfg.vcs))
+    peer, facing = int(fast.consts.peer_node[node, port]), int(fast.consts.peer_port[port])
+    r = 1 + (port - 1) * cfg.vcs + vc
+    upstream, here = net.routers[peer], net.routers[node]
+    if upstream.link_reg[facing] is not None or upstream.credits[facing][vc] == 0:
+        return
+    if here.fifo[r] or here.alloc[r] is not None:
+        return
+    if rng.random() < 0.5:
+        flit = fmt.body(int(rng.integers(1 << 20)), vc=vc, tail=bool(rng.integers(2)))
+    else:
+        dst = list(torus.coord(int(rng.integers(torus.nodes))))
+        dst[0] = cfg.shape[0]
+        flit = fmt.head(tuple(dst), torus.coord(peer), 2, 0, vc=vc)
+    if net._link_in[node] is None:
+        net._link_in[node] = [None] * cfg.ports
+    net._link_in[node][port] = flit
+    upstream.credits[facing][vc] -= 1
+    fast.state.lval[peer, facing], fast.state.lreg[peer, facing] = True, flit
+    fast.state.cred[peer, facing, vc] -= 1
 
 
 def test_flit_without_credit_is_an_error():
