@@ -230,75 +230,24 @@ def _field_node(flit, off, cb, cmask, shape, stride):
     return node
 
 
-@njit(cache=True)
-def _pop(buf, qhead, qcnt, committed, creg, m, r, size, port, vc):
-    """Remove the head of requester ``r``'s FIFO; a link FIFO's slot goes back as a credit."""
+@njit(cache=True, inline="always")
+def _pop(buf, qhead, qcnt, m, r, size):
+    """Remove and return the head of requester ``r``'s FIFO (of ``size`` slots)."""
     h = qhead[m, r]
-    flit = buf[m, r, h]
     qhead[m, r] = (h + 1) & (size - 1)
     qcnt[m, r] -= 1
-    if r == 0:
-        committed[m] -= 1
-    else:
-        creg[m, port] |= 1 << vc
-    return flit
+    return buf[m, r, h]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _bump(counters, m, kind, top):
     counters[m, kind] = min(counters[m, kind] + 1, top)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _inject_append(buf, qhead, qcnt, m, flit, DI):
     buf[m, 0, (qhead[m, 0] + qcnt[m, 0]) & (DI - 1)] = flit
     qcnt[m, 0] += 1
-
-
-@njit(cache=True)
-def _inject_write(flit, length, bad, m, buf, qhead, qcnt, committed, ck, counters, K):
-    """The injection checker (:meth:`tlm.link.router.Router._inject_write`); ``length`` is the
-    length field plus one and ``bad`` whether the destination lies outside the torus."""
-    kind = flit & 3
-    DI, top, bad_dest, bad_length, orphan = K
-    if kind == HEAD or kind == SINGLE:
-        if ck[m, _OPEN]:  # the previous packet never had its tail: roll back
-            qcnt[m, 0] = committed[m]
-            _bump(counters, m, bad_length, top)
-            ck[m, _OPEN] = 0
-        if kind == SINGLE:
-            if bad:
-                _bump(counters, m, bad_dest, top)
-            elif length != 1:
-                _bump(counters, m, bad_length, top)
-            else:
-                _inject_append(buf, qhead, qcnt, m, flit, DI)
-                committed[m] = qcnt[m, 0]
-            return
-        ck[m, _OPEN], ck[m, _COUNT], ck[m, _LENGTH] = 1, 1, length
-        ck[m, _BAD_DEST], ck[m, _OVER] = bad, 0
-        if not bad:
-            _inject_append(buf, qhead, qcnt, m, flit, DI)
-        return
-    if not ck[m, _OPEN]:
-        _bump(counters, m, orphan, top)
-        return
-    ck[m, _COUNT] += 1
-    if kind == BODY:
-        if ck[m, _COUNT] >= ck[m, _LENGTH]:
-            ck[m, _OVER] = 1
-        elif not ck[m, _BAD_DEST]:
-            _inject_append(buf, qhead, qcnt, m, flit, DI)
-        return
-    ck[m, _OPEN] = 0  # tail
-    if ck[m, _BAD_DEST]:
-        _bump(counters, m, bad_dest, top)
-    elif ck[m, _OVER] or ck[m, _COUNT] != ck[m, _LENGTH]:
-        qcnt[m, 0] = committed[m]
-        _bump(counters, m, bad_length, top)
-    else:
-        _inject_append(buf, qhead, qcnt, m, flit, DI)
-        committed[m] = qcnt[m, 0]
 
 
 @njit(cache=True)
@@ -316,7 +265,7 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
     counters, ck, link_flits = S.counters, S.check, S.link_flits
     lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
-    K = (DI, top, C.bad_dest, C.bad_length, C.orphan)
+    bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
     N = here.shape[0]
     for m in range(N):
         for p in range(1, P):
@@ -348,10 +297,10 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             if o < 0:
                 kind = flit & 3
                 node = _field_node(flit, dst_off, cb, cmask, shape, stride)
-                drop = C.orphan if kind == BODY or kind == TAIL else C.bad_dest if node < 0 else -1
-                if drop >= 0:
-                    size = DI if r == 0 else D
-                    _pop(buf, qhead, qcnt, committed, creg, m, r, size, rq_port[r], rq_vc[r])
+                drop = orphan if kind == BODY or kind == TAIL else bad_dest if node < 0 else -1
+                if drop >= 0:  # only a link FIFO can hold these
+                    _pop(buf, qhead, qcnt, m, r, D)
+                    creg[m, rq_port[r]] |= 1 << rq_vc[r]
                     _bump(counters, m, drop, top)
                     continue
                 o = route_port[m, node]
@@ -387,8 +336,12 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 i = best[1, o]
                 r, ov = req[0, i], req[2, i]
                 rr[m, o] = r + 1 if r + 1 < R else 0
-                size = DI if r == 0 else D
-                flit = _pop(buf, qhead, qcnt, committed, creg, m, r, size, rq_port[r], rq_vc[r])
+                if r == 0:
+                    flit = _pop(buf, qhead, qcnt, m, r, DI)
+                    committed[m] -= 1
+                else:
+                    flit = _pop(buf, qhead, qcnt, m, r, D)
+                    creg[m, rq_port[r]] |= 1 << rq_vc[r]
                 kind = flit & 3
                 out = (flit & ~(vc_mask << vc_off)) | (ov << vc_off)
                 if o == 0:
@@ -426,12 +379,52 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 qcnt[m, r] += 1
         fire = inj_v[m] and inject_ready
         acc[m] = fire
-        if fire:
-            flit = inj_f[m]
+        ejval[m] = new_ejval
+        if not fire:
+            continue
+        # the injection checker (Router._inject_write): write, commit or roll back
+        flit = inj_f[m]
+        kind = flit & 3
+        if kind == HEAD or kind == SINGLE:
+            if ck[m, _OPEN]:  # the previous packet never had its tail: roll back
+                qcnt[m, 0] = committed[m]
+                _bump(counters, m, bad_length, top)
+                ck[m, _OPEN] = 0
             length = ((flit >> C.len_off) & C.len_mask) + 1
             bad = _field_node(flit, dst_off, cb, cmask, shape, stride) < 0
-            _inject_write(flit, length, bad, m, buf, qhead, qcnt, committed, ck, counters, K)
-        ejval[m] = new_ejval
+            if kind == SINGLE:
+                if bad:
+                    _bump(counters, m, bad_dest, top)
+                elif length != 1:
+                    _bump(counters, m, bad_length, top)
+                else:
+                    _inject_append(buf, qhead, qcnt, m, flit, DI)
+                    committed[m] = qcnt[m, 0]
+                continue
+            ck[m, _OPEN], ck[m, _COUNT], ck[m, _LENGTH] = 1, 1, length
+            ck[m, _BAD_DEST], ck[m, _OVER] = bad, 0
+            if not bad:
+                _inject_append(buf, qhead, qcnt, m, flit, DI)
+            continue
+        if not ck[m, _OPEN]:
+            _bump(counters, m, orphan, top)
+            continue
+        ck[m, _COUNT] += 1
+        if kind == BODY:
+            if ck[m, _COUNT] >= ck[m, _LENGTH]:
+                ck[m, _OVER] = 1
+            elif not ck[m, _BAD_DEST]:
+                _inject_append(buf, qhead, qcnt, m, flit, DI)
+            continue
+        ck[m, _OPEN] = 0  # tail
+        if ck[m, _BAD_DEST]:
+            _bump(counters, m, bad_dest, top)
+        elif ck[m, _OVER] or ck[m, _COUNT] != ck[m, _LENGTH]:
+            qcnt[m, 0] = committed[m]
+            _bump(counters, m, bad_length, top)
+        else:
+            _inject_append(buf, qhead, qcnt, m, flit, DI)
+            committed[m] = qcnt[m, 0]
     return -1
 
 
