@@ -15,20 +15,11 @@ from tlm.link.load import simulate
 from tlm.link.network import Network
 from tlm.link.traffic import PATTERNS
 from verif.link.scoreboard import PacketBoard
-from verif.link.stimulus import Packet, random_packets
+from verif.link.stimulus import TWIN_CASES, Packet, random_packets
 from verif.link.traffic import NodeTraffic
 
 
-@pytest.mark.parametrize(
-    "shape,vcs,depth,inject,eject",
-    [
-        ((4, 4), 2, 4, "always", "random"),
-        ((3, 5), 4, 1, "random", "3of4"),
-        ((4, 4, 4), 2, 2, "always", "always"),
-        ((2, 3), 2, 4, "1of2", "1of4"),
-        ((5,), 8, 2, "always", "1of2"),
-    ],
-)
+@pytest.mark.parametrize("shape,vcs,depth,inject,eject", TWIN_CASES)
 def test_fast_equals_network(shape, vcs, depth, inject, eject, seed):
     cfg = LinkConfig(shape, vcs=vcs, depth=depth)
     rng = np.random.default_rng(seed)

@@ -516,12 +516,14 @@ class FastNetwork:
 
     Examples
     --------
+    >>> from tlm.link.network import Network
     >>> cfg = LinkConfig((4, 4))
-    >>> net = FastNetwork(cfg)
+    >>> fast, ref = FastNetwork(cfg), Network(cfg)
     >>> flit = cfg.fmt.head(dst=(2, 3), src=(0, 0), length=1, seq=5)
-    >>> cycles = [net.step({0: flit} if c == 0 else {}).ejected for c in range(12)]
-    >>> [(c, node) for c, out in enumerate(cycles) for node in out]   # 3 hops: 2*3+2
-    [(8, 14)]
+    >>> offers = [{0: flit}] + [{}] * 9
+    >>> steps = [(fast.step(x).ejected, ref.step(x).ejected) for x in offers]
+    >>> steps[8][0] == {14: flit}, all(a == b for a, b in steps)   # 3 hops: 2*3+2 cycles
+    (True, True)
     """
 
     def __init__(self, cfg: LinkConfig):
