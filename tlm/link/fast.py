@@ -10,7 +10,8 @@ the injection checker with roll-back and drop counters, ejection backpressure), 
 ``tests/test_tlm_link_fast.py`` holds the two side by side, register for register, and checks
 ``simulate(engine="fast") == simulate(engine="python")`` for every traffic pattern.
 
-Nothing is derived a second time here: routes come from a table that
+The cycle rules are written again here, as in :mod:`tlm.link.batch`, and held to the
+reference by those tests; nothing else is: routes come from a table that
 :func:`tlm.link.routing.route` fills for every (router, destination) and
 :func:`~tlm.link.routing.dateline_class` for every (port, coordinate, source coordinate);
 field positions from :meth:`FlitFormat.fields <tlm.link.flit.FlitFormat.fields>` and
@@ -142,6 +143,7 @@ def _tables(cfg: LinkConfig):
 
 
 def make_consts(cfg: LinkConfig) -> Consts:
+    """The kernels' constants for ``cfg`` (flits of at most 64 bits)."""
     if not isinstance(cfg, LinkConfig):
         raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
     if cfg.width > 64:
@@ -186,6 +188,7 @@ def make_consts(cfg: LinkConfig) -> Consts:
 
 
 def make_state(cfg: LinkConfig) -> State:
+    """Every router of ``cfg`` after reset: empty buffers, all credits, nothing held."""
     N, P, V, R = cfg.torus.nodes, cfg.ports, cfg.vcs, cfg.requesters
     alloc = np.full((N, R), -1, np.int64)
     return State(
