@@ -366,12 +366,8 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         # writes: returned credits, link inputs, injection
         for o in range(1, P):
             mask = cin[m, o]
-            v = 0
-            while mask:
-                if mask & 1:
-                    cred[m, o, v] += 1
-                mask >>= 1
-                v += 1
+            for v in range(V):
+                cred[m, o, v] += (mask >> v) & 1
         for i in range(1, P):
             if lin_v[m, i]:
                 flit = lin_f[m, i]
