@@ -21,6 +21,8 @@ MODULES = [
     "tlm.link.traffic",
     "tlm.link.batch",
     "tlm.link.batch_load",
+    "tlm.link.fast",
+    "tlm.link.load",
 ]
 
 

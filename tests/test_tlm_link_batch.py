@@ -9,19 +9,11 @@ from tlm.link.config import LinkConfig
 from tlm.link.load import simulate
 from tlm.link.network import Network
 from verif.link.scoreboard import PacketBoard
-from verif.link.stimulus import random_packets
+from verif.link.stimulus import TWIN_CASES, random_packets
 from verif.link.traffic import NodeTraffic
 
 
-@pytest.mark.parametrize(
-    "shape,vcs,depth,inject,eject",
-    [
-        ((4, 4), 2, 4, "always", "random"),
-        ((3, 5), 4, 1, "random", "3of4"),
-        ((4, 4, 4), 2, 2, "always", "always"),
-        ((2, 3), 2, 4, "1of2", "1of4"),
-    ],
-)
+@pytest.mark.parametrize("shape,vcs,depth,inject,eject", TWIN_CASES)
 def test_batch_equals_network(shape, vcs, depth, inject, eject, seed):
     cfg = LinkConfig(shape, vcs=vcs, depth=depth)
     n, batch = cfg.torus.nodes, 2

@@ -1,6 +1,10 @@
 """``trnsim noc``: load study of a torus network on the cycle-exact model.
 
-trnsim noc --shape 4x4x4 --traffic uniform --rate 0.3 --cycles 20000 [--json]
+trnsim noc --shape 4x4x4 --traffic uniform --rate 0.3 --cycles 20000 [--engine fast] [--json]
+
+``--engine fast`` (the default) runs every load point on the compiled network
+(:mod:`tlm.link.fast`); ``--engine python`` runs one point on the per-router model and a sweep
+on the vectorised batch model (:mod:`tlm.link.batch_load`), as before the compiled engine.
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ from __future__ import annotations
 from ..cli_args import comma_list
 from .batch_load import simulate_batch
 from .config import LinkConfig
-from .load import channel_load_bound, simulate
+from .load import ENGINES, channel_load_bound, simulate
 from .traffic import PATTERNS
 
 __all__ = ["register", "noc_study"]
@@ -19,11 +23,19 @@ _rates = comma_list(float, "loads", "load")
 
 def noc_study(args) -> list[dict]:
     cfg = LinkConfig(args.shape, vcs=args.vcs, depth=args.depth)
+    if args.engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {args.engine!r}")
     bound = channel_load_bound(cfg, args.traffic)["bound"]
     if len(args.rate) > 1:
-        rows, _ = simulate_batch(
-            cfg, args.traffic, args.rate, args.cycles, length=args.length, seed=args.seed
-        )
+        if args.engine == "fast":
+            rows = [
+                simulate(cfg, args.traffic, rate, args.cycles, length=args.length, seed=args.seed)
+                for rate in args.rate
+            ]
+        else:
+            rows, _ = simulate_batch(
+                cfg, args.traffic, args.rate, args.cycles, length=args.length, seed=args.seed
+            )
         rows = [row | {"channel_load_bound": bound} for row in rows]
         if args.json:
             return rows
@@ -39,9 +51,15 @@ def noc_study(args) -> list[dict]:
         )
         return [{k: row[k] for k in keep} for row in rows]
     result = simulate(
-        cfg, args.traffic, args.rate[0], args.cycles, length=args.length, seed=args.seed
+        cfg,
+        args.traffic,
+        args.rate[0],
+        args.cycles,
+        length=args.length,
+        seed=args.seed,
+        engine=args.engine,
     )
-    result["channel_load_bound"] = channel_load_bound(cfg, args.traffic)["bound"]
+    result["channel_load_bound"] = bound
     if args.json:
         return [result]
     links = result.pop("links")
@@ -80,5 +98,11 @@ def register(sub):
     p.add_argument("--vcs", type=int, default=2, help="virtual channels per link (default 2)")
     p.add_argument("--depth", type=int, default=4, help="flits of buffer per VC (default 4)")
     p.add_argument("--seed", type=int, default=0, help="traffic seed (default 0)")
+    p.add_argument(
+        "--engine",
+        default="fast",
+        help="fast: compiled network (default); python: the per-router reference model "
+        "(a sweep: the vectorised batch model). Same figures for one point",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (with every link)")
     p.set_defaults(study=noc_study, title="NeuronLink torus load study (cycle-level model)")

@@ -71,3 +71,35 @@ class Destinations:
             return t.node(t.neighbour(t.coord(src), port))
         self._turn[src] = self._turn[src] % (n - 1) + 1
         return (src + self._turn[src]) % n
+
+    def draw(self, srcs) -> np.ndarray:
+        """Destinations of packets from ``srcs`` in turn, ``-1`` where :meth:`next` gives
+        ``None``: equal to ``[self.next(s) for s in srcs]``, with the generator left in the same
+        state (``tests/test_tlm_link_fast.py`` checks both for every pattern).
+
+        ``uniform`` and ``neighbour`` draw one array of bounded integers, which numpy makes
+        from the generator exactly as the same draws one at a time; ``transpose`` draws nothing;
+        ``hotspot`` (whose draws interleave) and ``all-to-all`` call :meth:`next` for each.
+
+        Examples
+        --------
+        >>> d = Destinations("transpose", Torus((4, 4)), np.random.default_rng(0))
+        >>> d.draw([1, 5, 1]).tolist()
+        [4, -1, 4]
+        """
+        srcs = np.asarray(srcs, np.int64).reshape(-1)
+        t, p = self.torus, self.pattern
+        if p == "uniform":
+            dst = self.rng.integers(t.nodes - 1, size=srcs.size)
+            return dst + (dst >= srcs)
+        if p == "neighbour":
+            ports = 1 + self.rng.integers(2 * t.dims, size=srcs.size)
+            table = np.array(
+                [[0] + [t.node(t.neighbour(c, q)) for q in range(1, t.ports)] for c in t.coords()]
+            )
+            return table[srcs, ports].astype(np.int64)
+        if p == "transpose":
+            table = np.array([-1 if (d := self.next(s)) is None else d for s in range(t.nodes)])
+            return table[srcs].astype(np.int64)
+        out = [self.next(s) for s in srcs.tolist()]
+        return np.array([-1 if d is None else d for d in out], np.int64)

@@ -14,7 +14,17 @@ import numpy as np
 from tlm.link.config import DropKind, LinkConfig
 from tlm.link.traffic import Destinations
 
-__all__ = ["Packet", "random_packets", "malformed_packet"]
+__all__ = ["Packet", "random_packets", "malformed_packet", "TWIN_CASES"]
+
+#: ``(shape, vcs, depth, inject pattern, eject pattern)`` of the runs that hold each twin of
+#: the network model (the vectorised and the compiled one) against the per-router model.
+TWIN_CASES = [
+    ((4, 4), 2, 4, "always", "random"),
+    ((3, 5), 4, 1, "random", "3of4"),
+    ((4, 4, 4), 2, 2, "always", "always"),
+    ((2, 3), 2, 4, "1of2", "1of4"),
+    ((5,), 8, 2, "always", "1of2"),
+]
 
 
 @dataclass

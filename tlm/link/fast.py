@@ -1,0 +1,656 @@
+"""The network model compiled: :class:`~tlm.link.network.Network`'s cycle rules as numba kernels.
+
+:class:`FastNetwork` holds every router's registers and buffers in flat arrays and advances
+the whole network one cycle in one compiled call; :func:`run_load` runs a whole load study
+(:class:`~tlm.link.load.LoadSources`' packets, injection queues, ejection bookkeeping,
+latencies and link counts) in one compiled loop, with no Python work per cycle. Both compute
+exactly what the per-router model does: the rules are :mod:`tlm.link.router`'s (routing with
+dateline classes, VC allocation, round-robin switch allocation over the requesters, credits,
+the injection checker with roll-back and drop counters, ejection backpressure), and
+``tests/test_tlm_link_fast.py`` holds the two side by side, register for register, and checks
+``simulate(engine="fast") == simulate(engine="python")`` for every traffic pattern.
+
+The cycle rules are written again here, as in :mod:`tlm.link.batch`, and held to the
+reference by those tests; nothing else is: routes come from a table that
+:func:`tlm.link.routing.route` fills for every (router, destination) and
+:func:`~tlm.link.routing.dateline_class` for every (port, coordinate, source coordinate);
+field positions from :meth:`FlitFormat.fields <tlm.link.flit.FlitFormat.fields>` and
+:meth:`~tlm.link.flit.FlitFormat.head_fields`; the flits of a load study's packets from the
+encoder of :class:`~tlm.link.flit.FlitFormat`. Flits are held as ``int64`` bit patterns, so the
+flit width is at most 64 bits. Kernels are compiled on first use and cached on disk
+(``cache=True``): the first call in a fresh environment takes some seconds.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .config import DropKind, LinkConfig
+from .flit import FlitKind
+from .network import NetStep
+from .routing import dateline_class, route
+from .topology import LOCAL
+
+__all__ = ["FastNetwork", "run_load"]
+
+HEAD, BODY, TAIL, SINGLE = (int(k) for k in FlitKind)
+_MASK64 = (1 << 64) - 1
+# columns of the injection checker's state
+_OPEN, _COUNT, _LENGTH, _BAD_DEST, _OVER = range(5)
+
+
+class Consts(NamedTuple):
+    """What the kernels read and never write: sizes, field positions, tables."""
+
+    P: int  # ports
+    V: int  # VCs per link
+    R: int  # requesters: the injection buffer, then each VC of each link port
+    D: int  # FIFO depth per VC (a power of two)
+    DI: int  # injection buffer depth (a power of two)
+    lanes: int
+    vc_off: int  # bit position of the VC field
+    vc_mask: int
+    dst_off: int  # bit positions of a head's fields
+    src_off: int
+    len_off: int
+    len_mask: int
+    cb: int  # coordinate bits
+    cmask: int
+    top: int  # saturation value of a drop counter
+    bad_dest: int  # DropKind indices of the counters
+    bad_length: int
+    orphan: int
+    shape: np.ndarray  # [dims]
+    stride: np.ndarray  # [dims]: node = sum(coord * stride)
+    here: np.ndarray  # [N, dims]: each router's coordinate
+    route_port: np.ndarray  # [N, N]: output port at router m for destination node n
+    port_dim: np.ndarray  # [P]: dimension of a link port
+    dateline: np.ndarray  # [P, max k, 2**cb]: VC class leaving coordinate c from source s
+    peer_node: np.ndarray  # [N, P]: the router at the other end of each link port
+    peer_port: np.ndarray  # [P]: the port it enters there
+    rq_port: np.ndarray  # [R]: link port of a requester (0 for the injection buffer)
+    rq_vc: np.ndarray  # [R]: VC of a requester
+
+
+class State(NamedTuple):
+    """Every router's registers and buffers, indexed by node first."""
+
+    buf: np.ndarray  # [N, R, max(D, DI)] int64: FIFO contents (ring buffers)
+    qhead: np.ndarray  # [N, R]: read position
+    qcnt: np.ndarray  # [N, R]: flits held (requester 0: committed and pending)
+    committed: np.ndarray  # [N]: committed flits of the injection buffer
+    alloc_port: np.ndarray  # [N, R]: output port a packet in progress holds, -1 none
+    alloc_vc: np.ndarray  # [N, R]
+    busy: np.ndarray  # [N, P, V] bool: output VC held by a packet
+    cred: np.ndarray  # [N, P, V]: credits
+    lreg: np.ndarray  # [N, P] int64: link output registers
+    lval: np.ndarray  # [N, P] bool
+    creg: np.ndarray  # [N, P]: credit masks going back upstream
+    ejreg: np.ndarray  # [N] int64: ejection register
+    ejval: np.ndarray  # [N] bool
+    rr: np.ndarray  # [N, P]: round-robin pointer of each output
+    counters: np.ndarray  # [N, len(DropKind)]
+    check: np.ndarray  # [N, 5]: injection checker (open, count, length, bad dest, over)
+    link_flits: np.ndarray  # [N, P]: flits sent on each output (port 0: ejected)
+    # scratch: this cycle's inputs from the neighbours, the requests of one router
+    lin_f: np.ndarray
+    lin_v: np.ndarray
+    cin: np.ndarray
+    req: np.ndarray  # [3, R]: requester, output port, output VC
+    best: np.ndarray  # [2, P]: round-robin distance and request index of each output
+
+
+def _offsets(fmt) -> dict:
+    """Bit position of every flit field and head field, from the format's field lists."""
+    out, pos = {}, 0
+    for name, width in fmt.fields():
+        out[name], pos = pos, pos + width
+    pos = out["payload"]
+    for name, width in fmt.head_fields():
+        out[name], pos = pos, pos + width
+    return out
+
+
+@lru_cache(maxsize=16)
+def _tables(cfg: LinkConfig):
+    """Routing tables of ``cfg``'s torus, filled by the routing rules of :mod:`.routing`."""
+    torus, fmt = cfg.torus, cfg.fmt
+    coords = torus.coords()
+    N, P = torus.nodes, cfg.ports
+    route_port = np.zeros((N, N), np.int64)
+    src = (0,) * torus.dims  # the output port does not depend on the source
+    for m, here in enumerate(coords):
+        for n, dst in enumerate(coords):
+            route_port[m, n] = route(cfg.shape, here, src, dst)[0]
+    port_dim = np.zeros(P, np.int64)
+    dateline = np.zeros((P, max(cfg.shape), 1 << fmt.coord_bits), np.int64)
+    for port in range(1, P):
+        d, side = divmod(port - 1, 2)
+        port_dim[port] = d
+        k = cfg.shape[d]
+        for c in range(k):
+            for s in range(1 << fmt.coord_bits):
+                dateline[port, c, s] = dateline_class(c, s, k, side == 0)
+    peer_node = np.zeros((N, P), np.int64)
+    peer_port = np.zeros(P, np.int64)
+    for node, port, peer, pport in torus.links():
+        peer_node[node, port], peer_port[port] = peer, pport
+    return route_port, port_dim, dateline, peer_node, peer_port
+
+
+def make_consts(cfg: LinkConfig) -> Consts:
+    """The kernels' constants for ``cfg`` (flits of at most 64 bits)."""
+    if not isinstance(cfg, LinkConfig):
+        raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
+    if cfg.width > 64:
+        raise ValueError(
+            f"width must be at most 64 bits for the compiled engine, not {cfg.width!r}"
+        )
+    fmt, torus = cfg.fmt, cfg.torus
+    V, R = cfg.vcs, cfg.requesters
+    off = _offsets(fmt)
+    route_port, port_dim, dateline, peer_node, peer_port = _tables(cfg)
+    stride = np.cumprod((1,) + cfg.shape[:-1]).astype(np.int64)
+    return Consts(
+        P=cfg.ports,
+        V=V,
+        R=R,
+        D=cfg.depth,
+        DI=cfg.inject_depth,
+        lanes=cfg.lanes,
+        vc_off=off["vc"],
+        vc_mask=(1 << fmt.vc_bits) - 1,
+        dst_off=off["dst"],
+        src_off=off["src"],
+        len_off=off["length"],
+        len_mask=(1 << fmt.len_bits) - 1,
+        cb=fmt.coord_bits,
+        cmask=(1 << fmt.coord_bits) - 1,
+        top=(1 << cfg.counter_bits) - 1,
+        bad_dest=int(DropKind.BAD_DEST),
+        bad_length=int(DropKind.BAD_LENGTH),
+        orphan=int(DropKind.ORPHAN),
+        shape=np.array(cfg.shape, np.int64),
+        stride=stride,
+        here=np.array(torus.coords(), np.int64),
+        route_port=route_port,
+        port_dim=port_dim,
+        dateline=dateline,
+        peer_node=peer_node,
+        peer_port=peer_port,
+        rq_port=np.array([0] + [1 + (r - 1) // V for r in range(1, R)], np.int64),
+        rq_vc=np.array([0] + [(r - 1) % V for r in range(1, R)], np.int64),
+    )
+
+
+def make_state(cfg: LinkConfig) -> State:
+    """Every router of ``cfg`` after reset: empty buffers, all credits, nothing held."""
+    N, P, V, R = cfg.torus.nodes, cfg.ports, cfg.vcs, cfg.requesters
+    alloc = np.full((N, R), -1, np.int64)
+    return State(
+        buf=np.zeros((N, R, max(cfg.depth, cfg.inject_depth)), np.int64),
+        qhead=np.zeros((N, R), np.int64),
+        qcnt=np.zeros((N, R), np.int64),
+        committed=np.zeros(N, np.int64),
+        alloc_port=alloc,
+        alloc_vc=np.zeros((N, R), np.int64),
+        busy=np.zeros((N, P, V), np.bool_),
+        cred=np.full((N, P, V), cfg.depth, np.int64),
+        lreg=np.zeros((N, P), np.int64),
+        lval=np.zeros((N, P), np.bool_),
+        creg=np.zeros((N, P), np.int64),
+        ejreg=np.zeros(N, np.int64),
+        ejval=np.zeros(N, np.bool_),
+        rr=np.zeros((N, P), np.int64),
+        counters=np.zeros((N, len(DropKind)), np.int64),
+        check=np.zeros((N, 5), np.int64),
+        link_flits=np.zeros((N, P), np.int64),
+        lin_f=np.zeros((N, P), np.int64),
+        lin_v=np.zeros((N, P), np.bool_),
+        cin=np.zeros((N, P), np.int64),
+        req=np.zeros((3, R), np.int64),
+        best=np.zeros((2, P), np.int64),
+    )
+
+
+# -- kernels ----------------------------------------------------------------------------------
+# The hot loop takes its arrays as plain local variables, unpacked once per cycle: an array
+# read out of a tuple inside a branchy function costs a reference-count update each time.
+@njit(cache=True, inline="always")
+def _field_node(flit, off, cb, cmask, shape, stride):
+    """Node of the coordinate field at bit ``off`` of ``flit``, or -1 if a coordinate lies
+    outside the torus (:meth:`Torus.node_of_field <tlm.link.topology.Torus.node_of_field>`)."""
+    node = 0
+    for d in range(shape.size):
+        c = (flit >> (off + d * cb)) & cmask
+        if c >= shape[d]:
+            return -1
+        node += c * stride[d]
+    return node
+
+
+@njit(cache=True, inline="always")
+def _pop(buf, qhead, qcnt, m, r, size):
+    """Remove and return the head of requester ``r``'s FIFO (of ``size`` slots)."""
+    h = qhead[m, r]
+    qhead[m, r] = (h + 1) & (size - 1)
+    qcnt[m, r] -= 1
+    return buf[m, r, h]
+
+
+@njit(cache=True, inline="always")
+def _bump(counters, m, kind, top):
+    counters[m, kind] = min(counters[m, kind] + 1, top)
+
+
+@njit(cache=True, inline="always")
+def _inject_append(buf, qhead, qcnt, m, flit, DI):
+    buf[m, 0, (qhead[m, 0] + qcnt[m, 0]) & (DI - 1)] = flit
+    qcnt[m, 0] += 1
+
+
+@njit(cache=True)
+def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
+    """One network cycle (:meth:`tlm.link.network.Network.step`): every router reads its
+    neighbours' registers, then steps as :meth:`tlm.link.router.Router.step` does. Returns
+    ``node * P + port`` of a flit that arrived without a credit, or -1."""
+    P, V, R, D, DI, lanes, top = C.P, C.V, C.R, C.D, C.DI, C.lanes, C.top
+    vc_off, vc_mask, dst_off, src_off = C.vc_off, C.vc_mask, C.dst_off, C.src_off
+    cb, cmask, shape, stride, here = C.cb, C.cmask, C.shape, C.stride, C.here
+    route_port, port_dim, dateline = C.route_port, C.port_dim, C.dateline
+    peer_node, peer_port, rq_port, rq_vc = C.peer_node, C.peer_port, C.rq_port, C.rq_vc
+    buf, qhead, qcnt, committed = S.buf, S.qhead, S.qcnt, S.committed
+    alloc_port, alloc_vc, busy, cred = S.alloc_port, S.alloc_vc, S.busy, S.cred
+    lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
+    counters, ck, link_flits = S.counters, S.check, S.link_flits
+    lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
+    bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
+    N = here.shape[0]
+    for m in range(N):
+        for p in range(1, P):
+            peer, q = peer_node[m, p], peer_port[p]
+            lin_v[m, p] = lval[peer, q]
+            lin_f[m, p] = lreg[peer, q]
+            cin[m, p] = creg[peer, q]
+    for m in range(N):
+        ej_was = ejval[m]
+        ej_ready = ready[m]
+        ejv[m] = ej_was and ej_ready
+        ejf[m] = ejreg[m]
+        ej_free = (not ej_was) or ej_ready
+        new_ejval = ej_was and not ej_ready
+        inject_ready = qcnt[m, 0] < DI
+        for p in range(P):
+            lval[m, p] = False
+            creg[m, p] = 0
+        # requests, from the state at the start of the cycle (drops leave at once)
+        nreq = 0
+        for r in range(R):
+            if r == 0:
+                if committed[m] == 0:
+                    continue
+            elif qcnt[m, r] == 0:
+                continue
+            flit = buf[m, r, qhead[m, r]]
+            o = alloc_port[m, r]
+            if o < 0:
+                kind = flit & 3
+                node = _field_node(flit, dst_off, cb, cmask, shape, stride)
+                drop = orphan if kind == BODY or kind == TAIL else bad_dest if node < 0 else -1
+                if drop >= 0:  # only a link FIFO can hold these
+                    _pop(buf, qhead, qcnt, m, r, D)
+                    creg[m, rq_port[r]] |= 1 << rq_vc[r]
+                    _bump(counters, m, drop, top)
+                    continue
+                o = route_port[m, node]
+                lane = (flit >> vc_off) & (lanes - 1)
+                if o == 0:
+                    ov = lane
+                    ok = ej_free and not busy[m, 0, 0]
+                else:
+                    d = port_dim[o]
+                    s = (flit >> (src_off + d * cb)) & cmask
+                    ov = lane + dateline[o, here[m, d], s] * lanes
+                    ok = (not busy[m, o, ov]) and cred[m, o, ov] > 0
+            else:
+                ov = alloc_vc[m, r]
+                ok = ej_free if o == 0 else cred[m, o, ov] > 0
+            if ok:
+                req[0, nreq], req[1, nreq], req[2, nreq] = r, o, ov
+                nreq += 1
+        # one round-robin arbiter per output: the requester nearest after its pointer
+        if nreq:
+            for o in range(P):
+                best[0, o] = R
+            for i in range(nreq):
+                o = req[1, i]
+                key = req[0, i] - rr[m, o]
+                if key < 0:
+                    key += R
+                if key < best[0, o]:
+                    best[0, o], best[1, o] = key, i
+            for o in range(P):
+                if best[0, o] == R:
+                    continue
+                i = best[1, o]
+                r, ov = req[0, i], req[2, i]
+                rr[m, o] = r + 1 if r + 1 < R else 0
+                if r == 0:
+                    flit = _pop(buf, qhead, qcnt, m, r, DI)
+                    committed[m] -= 1
+                else:
+                    flit = _pop(buf, qhead, qcnt, m, r, D)
+                    creg[m, rq_port[r]] |= 1 << rq_vc[r]
+                kind = flit & 3
+                out = (flit & ~(vc_mask << vc_off)) | (ov << vc_off)
+                if o == 0:
+                    ejreg[m] = out
+                    new_ejval = True
+                    hold = 0
+                else:
+                    lreg[m, o] = out
+                    lval[m, o] = True
+                    cred[m, o, ov] -= 1
+                    hold = ov
+                link_flits[m, o] += 1
+                if kind == HEAD:
+                    alloc_port[m, r], alloc_vc[m, r] = o, ov
+                    busy[m, o, hold] = True
+                elif kind == TAIL:
+                    alloc_port[m, r] = -1
+                    busy[m, o, hold] = False
+        # writes: returned credits, link inputs, injection
+        for o in range(1, P):
+            mask = cin[m, o]
+            for v in range(V):
+                cred[m, o, v] += (mask >> v) & 1
+        for i in range(1, P):
+            if lin_v[m, i]:
+                flit = lin_f[m, i]
+                r = 1 + (i - 1) * V + ((flit >> vc_off) & vc_mask)
+                if qcnt[m, r] >= D:
+                    return m * P + i
+                buf[m, r, (qhead[m, r] + qcnt[m, r]) & (D - 1)] = flit
+                qcnt[m, r] += 1
+        fire = inj_v[m] and inject_ready
+        acc[m] = fire
+        ejval[m] = new_ejval
+        if not fire:
+            continue
+        # the injection checker (Router._inject_write): write, commit or roll back
+        flit = inj_f[m]
+        kind = flit & 3
+        if kind == HEAD or kind == SINGLE:
+            if ck[m, _OPEN]:  # the previous packet never had its tail: roll back
+                qcnt[m, 0] = committed[m]
+                _bump(counters, m, bad_length, top)
+                ck[m, _OPEN] = 0
+            length = ((flit >> C.len_off) & C.len_mask) + 1
+            bad = _field_node(flit, dst_off, cb, cmask, shape, stride) < 0
+            if kind == SINGLE:
+                if bad:
+                    _bump(counters, m, bad_dest, top)
+                elif length != 1:
+                    _bump(counters, m, bad_length, top)
+                else:
+                    _inject_append(buf, qhead, qcnt, m, flit, DI)
+                    committed[m] = qcnt[m, 0]
+                continue
+            ck[m, _OPEN], ck[m, _COUNT], ck[m, _LENGTH] = 1, 1, length
+            ck[m, _BAD_DEST], ck[m, _OVER] = bad, 0
+            if not bad:
+                _inject_append(buf, qhead, qcnt, m, flit, DI)
+            continue
+        if not ck[m, _OPEN]:
+            _bump(counters, m, orphan, top)
+            continue
+        ck[m, _COUNT] += 1
+        if kind == BODY:
+            if ck[m, _COUNT] >= ck[m, _LENGTH]:
+                ck[m, _OVER] = 1
+            elif not ck[m, _BAD_DEST]:
+                _inject_append(buf, qhead, qcnt, m, flit, DI)
+            continue
+        ck[m, _OPEN] = 0  # tail
+        if ck[m, _BAD_DEST]:
+            _bump(counters, m, bad_dest, top)
+        elif ck[m, _OVER] or ck[m, _COUNT] != ck[m, _LENGTH]:
+            qcnt[m, 0] = committed[m]
+            _bump(counters, m, bad_length, top)
+        else:
+            _inject_append(buf, qhead, qcnt, m, flit, DI)
+            committed[m] = qcnt[m, 0]
+    return -1
+
+
+@njit(cache=True)
+def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies, snap):
+    """A whole load study (:func:`tlm.link.load.simulate`) on the packets and flit pieces of
+    :func:`_packet_tables`. Returns (offered flits, accepted flits, latencies written, error
+    as from :func:`_cycle`)."""
+    cycles, warmup, length, seq_mask = L[0], L[1], L[2], L[3]
+    head, seq_off, vc_off = L[4], L[5], L[6]
+    head_dst, head_src, body, tail = L[7], L[8], L[9], L[10]
+    N = C.here.shape[0]
+    lanes = C.lanes
+    made = np.zeros(N, np.int64)  # packets created per source
+    sent = np.zeros(N, np.int64)  # packets fully accepted
+    fi = np.zeros(N, np.int64)  # flit index within the front packet
+    in_src = np.zeros(N, np.int64)  # packet being ejected at each node
+    in_seq = np.zeros(N, np.int64)
+    inj_v = np.zeros(N, np.bool_)
+    inj_f = np.zeros(N, np.int64)
+    ready = np.ones(N, np.bool_)
+    acc = np.zeros(N, np.bool_)
+    ejv = np.zeros(N, np.bool_)
+    ejf = np.zeros(N, np.int64)
+    offered = accepted = nlat = 0
+    for cycle in range(cycles):
+        if cycle == warmup:
+            snap[:, :] = S.link_flits
+        for i in range(pk_first[cycle], pk_first[cycle + 1]):
+            src = pk_src[i]
+            created[src, pk_seq[i]] = cycle
+            made[src] += 1
+            if cycle >= warmup:
+                offered += length
+        for n in range(N):
+            if sent[n] < made[n]:
+                i = src_pk[n, sent[n]]
+                lane = pk_seq[i] % lanes  # packets take the lanes in turn
+                if fi[n] == 0:
+                    f = head | head_dst[pk_dst[i]] | head_src[n]
+                    inj_f[n] = f | (pk_seq[i] << seq_off) | (lane << vc_off)
+                elif fi[n] == length - 1:
+                    inj_f[n] = tail[lane]
+                else:
+                    inj_f[n] = body[lane]
+                inj_v[n] = True
+            else:
+                inj_v[n] = False
+        err = _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
+        if err >= 0:
+            return offered, accepted, nlat, err
+        for n in range(N):
+            if acc[n]:
+                fi[n] += 1
+                if fi[n] == length:
+                    fi[n] = 0
+                    sent[n] += 1
+            if ejv[n]:
+                f = ejf[n]
+                kind = f & 3
+                if kind == HEAD or kind == SINGLE:
+                    in_src[n] = _field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
+                    in_seq[n] = (f >> seq_off) & seq_mask
+                if cycle >= warmup:
+                    accepted += 1
+                if kind >= TAIL:
+                    t0 = created[in_src[n], in_seq[n]]
+                    if t0 >= warmup:
+                        latencies[nlat] = cycle - t0
+                        nlat += 1
+    return offered, accepted, nlat, -1
+
+
+# -- Python side ------------------------------------------------------------------------------
+def _signed(flit: int) -> int:
+    """A flit of up to 64 bits as the int64 with the same bits."""
+    return flit - (1 << 64) if flit >> 63 else flit
+
+
+def _credit_error(cfg: LinkConfig, err: int):
+    node, port = divmod(err, cfg.ports)
+    coord = cfg.torus.coord(node)
+    raise RuntimeError(f"router {coord} port {port}: flit arrived without a credit")
+
+
+class FastNetwork:
+    """All routers of ``cfg.shape`` in flat arrays, stepped by a compiled kernel: the same
+    cycle, inputs and outputs as :class:`~tlm.link.network.Network`.
+
+    Examples
+    --------
+    >>> from tlm.link.network import Network
+    >>> cfg = LinkConfig((4, 4))
+    >>> fast, ref = FastNetwork(cfg), Network(cfg)
+    >>> flit = cfg.fmt.head(dst=(2, 3), src=(0, 0), length=1, seq=5)
+    >>> offers = [{0: flit}] + [{}] * 9
+    >>> steps = [(fast.step(x).ejected, ref.step(x).ejected) for x in offers]
+    >>> steps[8][0] == {14: flit}, all(a == b for a, b in steps)   # 3 hops: 2*3+2 cycles
+    (True, True)
+    """
+
+    def __init__(self, cfg: LinkConfig):
+        self.consts = make_consts(cfg)
+        self.cfg = cfg
+        self.state = make_state(cfg)
+        n = cfg.torus.nodes
+        self._inj_v = np.zeros(n, np.bool_)
+        self._inj_f = np.zeros(n, np.int64)
+        self._ready = np.ones(n, np.bool_)
+        self._acc = np.zeros(n, np.bool_)
+        self._ejv = np.zeros(n, np.bool_)
+        self._ejf = np.zeros(n, np.int64)
+        self.cycle = 0
+
+    def inject_ready(self, node: int) -> bool:
+        return bool(self.state.qcnt[node, 0] < self.cfg.inject_depth)
+
+    def step(self, inject=None, eject_ready=None) -> NetStep:
+        """Advance one cycle; arguments and result as :meth:`Network.step
+        <tlm.link.network.Network.step>`."""
+        self._inj_v[:] = False
+        self._ready[:] = True
+        for node, flit in (inject or {}).items():
+            self._inj_v[node], self._inj_f[node] = True, _signed(flit)
+        for node, ready in (eject_ready or {}).items():
+            self._ready[node] = bool(ready)
+        err = _cycle(
+            self.state,
+            self.consts,
+            self._inj_v,
+            self._inj_f,
+            self._ready,
+            self._acc,
+            self._ejv,
+            self._ejf,
+        )
+        if err >= 0:
+            _credit_error(self.cfg, err)
+        self.cycle += 1
+        out = NetStep()
+        out.accepted = np.flatnonzero(self._acc).tolist()
+        out.ejected = {int(n): int(self._ejf[n]) & _MASK64 for n in np.flatnonzero(self._ejv)}
+        return out
+
+    # -- registers, in Router's terms ------------------------------------------------------
+    def link_reg(self, node: int) -> tuple:
+        """Flits in ``node``'s link output registers, by port (``None``: nothing)."""
+        s = self.state
+        return tuple(
+            int(s.lreg[node, p]) & _MASK64 if s.lval[node, p] and p != LOCAL else None
+            for p in range(self.cfg.ports)
+        )
+
+    def credit_reg(self, node: int) -> tuple:
+        return tuple(int(x) for x in self.state.creg[node])
+
+    def eject_reg(self, node: int):
+        s = self.state
+        return int(s.ejreg[node]) & _MASK64 if s.ejval[node] else None
+
+    def counters(self, node: int) -> list:
+        return [int(x) for x in self.state.counters[node]]
+
+
+def _packet_tables(sources):
+    """A load study's packets as the kernel reads them: the kept packets (the pattern sent
+    them) with their creation cycle, source, destination and sequence number; each source's
+    packets in order; and the pieces of their flits, made by the flit encoder."""
+    cfg, fmt, torus = sources.cfg, sources.fmt, sources.torus
+    n, cycles, length = torus.nodes, sources.cycles, sources.length
+    keep = sources.packet_dst >= 0
+    cyc = sources.packet_cycle[keep].astype(np.int64)
+    src = sources.packet_src[keep].astype(np.int64)
+    dst = sources.packet_dst[keep].astype(np.int64)
+    order = np.argsort(src, kind="stable")  # each source's packets in creation order
+    per_src = np.bincount(src, minlength=n)
+    ordinal = np.empty(src.size, np.int64)
+    ordinal[order] = np.arange(src.size) - np.repeat(np.cumsum(per_src) - per_src, per_src)
+    most = int(per_src.max()) if src.size else 0
+    src_pk = np.zeros((n, max(most, 1)), np.int64)
+    src_pk[src, ordinal] = np.arange(src.size)
+    seq = ordinal & sources.seq_mask
+    first = np.searchsorted(cyc, np.arange(cycles + 1)).astype(np.int64)
+    created = np.zeros((n, max(min(most, sources.seq_mask + 1), 1)), np.int64)
+    # flit pieces: a head is the OR of its kind and length, its destination, its source, its
+    # sequence number and lane at their fields; body and tail flits carry data 0
+    off = _offsets(fmt)
+    zero = (0,) * torus.dims
+    base = fmt.head(zero, zero, length, 0)
+    coords = torus.coords()
+    as_array = lambda values: np.array([_signed(v) for v in values], np.int64)  # noqa: E731
+    head_dst = as_array(fmt.head(c, zero, length, 0) ^ base for c in coords)
+    head_src = as_array(fmt.head(zero, c, length, 0) ^ base for c in coords)
+    lanes = range(cfg.lanes)
+    body = as_array(fmt.body(0, vc=lane) for lane in lanes)
+    tail = as_array(fmt.body(0, vc=lane, tail=True) for lane in lanes)
+    L = (
+        cycles,
+        sources.warmup,
+        length,
+        sources.seq_mask,
+        _signed(base),
+        off["seq"],
+        off["vc"],
+        head_dst,
+        head_src,
+        body,
+        tail,
+    )
+    return L, first, src, dst, seq, src_pk, created, src.size
+
+
+def run_load(sources) -> dict:
+    """Run ``sources`` (a fresh :class:`~tlm.link.load.LoadSources`) for all its cycles on a
+    compiled network; the figures of :func:`tlm.link.load.simulate`, to the last bit."""
+    cfg = sources.cfg
+    C = make_consts(cfg)
+    S = make_state(cfg)
+    L, first, src, dst, seq, src_pk, created, count = _packet_tables(sources)
+    latencies = np.zeros(max(count, 1), np.int64)
+    snap = np.zeros_like(S.link_flits)
+    offered, accepted, nlat, err = _load(
+        S, C, L, first, src, dst, seq, src_pk, created, latencies, snap
+    )
+    if err >= 0:
+        _credit_error(cfg, err)
+    sources.offered, sources.accepted_flits = int(offered), int(accepted)
+    sources.latencies = latencies[:nlat].tolist()
+    sources.cycle = sources.cycles
+    return sources.result((S.link_flits - snap).tolist())
