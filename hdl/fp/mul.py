@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.formats import FloatFormat
 
-from .round import leading_one, pack_f32
+from .round import normalise_left, pack_f32
 
 __all__ = [
     "FloatMultiplier",
@@ -64,13 +64,9 @@ def normalise(m: Module, sig, exp, prefix: str):
     is set (unchanged when ``sig`` is 0): the same value, with its leading one at a known
     place, so that a product of two normalised significands has its leading one at one of
     two places and needs no search for it."""
-    width = len(sig)
-    lead = leading_one(m, sig, f"{prefix}_nlead")
-    shift = Signal(range(width), name=f"{prefix}_nshift")
-    m.d.comb += shift.eq(width - 1 - lead)
-    out_sig = Signal(width, name=f"{prefix}_nsig")
-    out_exp = Signal(signed(len(exp)), name=f"{prefix}_nexp")
-    m.d.comb += [out_sig.eq(sig << shift), out_exp.eq(exp - shift)]
+    out_sig, shift = normalise_left(m, sig, f"{prefix}_norm")
+    out_exp = Signal(signed(len(exp) + 1), name=f"{prefix}_nexp")
+    m.d.comb += out_exp.eq(exp - shift)
     return out_sig, out_exp
 
 
