@@ -10,7 +10,8 @@ give the pipeline, which this module implements register for register:
   each link VC), the switch and VC allocation in one step since each packet's output VC is
   fixed by its lane and dateline class (:mod:`tlm.link.routing`);
 * output registers for every link and the ejection stream, credit registers for every link
-  input, saturating drop counters (:class:`tlm.link.config.DropKind`).
+  input, saturating drop counters (:class:`tlm.link.config.DropKind`), also for the link
+  protocol's misuse: a flit that finds its VC's FIFO full, a credit not owed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from tlm.link.config import DropKind, LinkConfig
+from tlm.link.config import MALFORMED, DropKind, LinkConfig
 
 from .flit import FlitKind, flit_layout
 
@@ -253,31 +254,47 @@ class Router(wiring.Component):
                     m.d.sync += held[r].eq(0)
 
         # ---- outputs: link registers, ejection register, credits --------------------------
+        credit_over = []  # a credit returned to a VC that holds every credit: ignored
         for o in range(1, P):
             link = self.o_links[o - 1]
             out, sel_vc = out_flits[o]
             m.d.sync += [link.valid.eq(grant_any[o]), link.flit.eq(out.as_value())]
             for vc in range(V):
                 spent = grant_any[o] & (sel_vc == vc)
-                m.d.sync += credits[o][vc].eq(credits[o][vc] + link.credit[vc] - spent)
+                over = Signal(name=f"credit_over{o}_vc{vc}")
+                m.d.comb += over.eq(link.credit[vc] & ~spent & (credits[o][vc] == cfg.depth))
+                credit_over.append(over)
+                with m.If(~over):
+                    m.d.sync += credits[o][vc].eq(credits[o][vc] + link.credit[vc] - spent)
         with m.If(grant_any[0]):
             m.d.sync += [ej_valid.eq(1), ej_flit.eq(out_flits[0][0].as_value())]
         with m.Elif(self.eject.ready):
             m.d.sync += ej_valid.eq(0)
         pops = Signal(R)
         m.d.comb += pops.eq(granted | drop_orphan | drop_dest)
+        no_credit = []  # a flit on a link input that finds its VC's FIFO full: dropped
         for p in range(1, P):
             link = self.i_links[p - 1]
             m.d.sync += link.credit.eq(pops[1 + (p - 1) * V : 1 + p * V])
+            incoming = data.View(layout, link.flit)
             for vc in range(V):
                 store, rd, wr, bits = vc_fifos[(p - 1) * V + vc]
                 r = 1 + (p - 1) * V + vc
                 m.d.sync += rd.eq(rd + pops[r])
-                full = (wr - rd)[: bits + 1] == cfg.depth
-                incoming = data.View(layout, link.flit)
-                with m.If(link.valid & (incoming.vc == vc) & ~full):
+                # full after this cycle's read: the neighbour sent without a credit
+                full = ((wr - rd)[: bits + 1] == cfg.depth) & ~pops[r]
+                arrive = Signal(name=f"in{p}_vc{vc}_arrive")
+                m.d.comb += arrive.eq(link.valid & (incoming.vc == vc))
+                with m.If(arrive & ~full):
                     slot = store[wr[:bits]] if bits else store[0]
                     m.d.sync += [slot.eq(link.flit), wr.eq(wr + 1)]
+                lost = Signal(name=f"in{p}_vc{vc}_no_credit")
+                m.d.comb += lost.eq(arrive & full)
+                no_credit.append(lost)
+                # the last flit written, if a head or body, becomes its packet's end
+                last = store[(wr - 1)[:bits]] if bits else store[0]
+                with m.If(lost & ~last[1]):
+                    m.d.sync += last[:2].eq(~last[:2])
 
         # ---- injection: check, write, commit or roll back -------------------------------------
         inj = data.View(layout, self.inject.payload)
@@ -293,7 +310,7 @@ class Router(wiring.Component):
         over = Signal()
         inj_bad_dest = Cat(*[inj_head.dst[d] >= k for d, k in enumerate(cfg.shape)]).any()
         inj_length = inj_head.length + 1
-        inc = {kind: Signal(2, name=f"inj_{kind.name.lower()}") for kind in DropKind}
+        inc = {kind: Signal(2, name=f"inj_{kind.name.lower()}") for kind in MALFORMED}
 
         def write(at):
             slot = at[:inj_bits] if inj_bits else 0
@@ -350,13 +367,17 @@ class Router(wiring.Component):
 
         # ---- drop counters ---------------------------------------------------------------------
         top = (1 << cfg.counter_bits) - 1
+        links = range(1, R)
+        terms = {
+            DropKind.BAD_DEST: [inc[DropKind.BAD_DEST]] + [drop_dest[r] for r in links],
+            DropKind.BAD_LENGTH: [inc[DropKind.BAD_LENGTH]],
+            DropKind.ORPHAN: [inc[DropKind.ORPHAN]] + [drop_orphan[r] for r in links],
+            DropKind.NO_CREDIT: no_credit,
+            DropKind.CREDIT_OVERFLOW: credit_over,
+        }
         for kind in DropKind:
-            link_drops = {DropKind.ORPHAN: drop_orphan, DropKind.BAD_DEST: drop_dest}.get(kind)
-            terms = [inc[kind]]
-            if link_drops is not None:
-                terms += [link_drops[r] for r in range(1, R)]
             total = Signal(cfg.counter_bits + 8, name=f"drops_next_{kind.name.lower()}")
-            m.d.comb += total.eq(self.drops[kind] + sum(terms))
+            m.d.comb += total.eq(self.drops[kind] + sum(terms[kind]))
             m.d.sync += self.drops[kind].eq(Mux(total > top, top, total))
         return m
 
