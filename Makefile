@@ -19,7 +19,7 @@ help:
 	@echo "make gen         Verilog of the tensor engine (ROWS, COLS, FORMAT) into build/gen/"
 	@echo "make sim         one bench run: SIM=icarus|verilator ROWS COLS FORMAT SEED WAVES=1"
 	@echo "make waves       open the last WAVES=1 run in GTKWave with a prepared save file"
-	@echo "make lint        ruff, and Verilator -Wall lint of the generated RTL through FuseSoC"
+	@echo "make lint        ruff, and Verilator -Wall lint of the tensor engine and the 4x4 torus"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 
 setup:
@@ -44,9 +44,11 @@ waves:
 
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools
-	mkdir -p build/fusesoc && cd build/fusesoc && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
-		$(CURDIR)/$(PY) -m verif.common.toolchain fusesoc --cores-root $(CURDIR) run \
-		--target lint trnsim:tensor:engine
+	for target in lint lint_link; do \
+		mkdir -p build/fusesoc/$$target && (cd build/fusesoc/$$target && \
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
+		fusesoc --cores-root $(CURDIR) run --target $$target trnsim:tensor:engine) || exit 1; \
+	done
 
 bench:
 	$(PY) -m bench
