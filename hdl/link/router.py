@@ -307,9 +307,10 @@ class Router(wiring.Component):
         accept = self.inject.valid & self.inject.ready
         m.d.sync += inj_rd.eq(inj_rd + pops[0])
         is_open = Signal()
-        count = Signal(fmt.len_bits + 1)  # flits of the open packet so far
-        length = Signal(fmt.len_bits + 1)
-        seen = (count + 1)[: len(count)]  # ... with this one (at most 2**len_bits + 1)
+        count_bits = (fmt.max_length + 1).bit_length()  # up to one flit past the longest
+        count = Signal(count_bits)  # flits of the open packet so far
+        length = Signal(count_bits)
+        seen = (count + 1)[:count_bits]  # ... with this one: at most max_length + 1, it fits
         pkt_bad_dest = Signal()
         over = Signal()
         inj_bad_dest = _outside(inj_head.dst, cfg)
