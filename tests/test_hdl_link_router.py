@@ -108,6 +108,13 @@ def test_lockstep_shapes(shape, vcs, depth, patterns, seed):
     assert not all_pairs(cfg, coord) - seen
 
 
+def test_single_flit_packets(seed):
+    """len_bits=0: every good packet is one flit (a head claiming length 1 with a tail is
+    BAD_LENGTH); the smallest injection buffer this allows, 2 flits, never hangs on it."""
+    cfg = LinkConfig((4, 4), len_bits=0, inject_depth=2, depth=2)
+    check_router(cfg, (1, 2), seed, packets=12, malformed=0.5)
+
+
 def test_counters_saturate_in_rtl(seed):
     cfg = LinkConfig((4, 4), counter_bits=2)
     check_router(cfg, (1, 1), seed, packets=16, malformed=0.9)

@@ -60,8 +60,8 @@ class LinkConfig:
     seq_bits, coord_bits : int
         See :class:`~tlm.link.flit.FlitFormat`.
     inject_depth : int
-        Injection buffer in flits, a power of two at least the longest packet (a packet enters
-        the network only when all of it is in this buffer and checked).
+        Injection buffer in flits, a power of two at least the longest packet and at least 2
+        (a packet enters the network only when all of it is in this buffer and checked).
     counter_bits : int
         Width of each saturating status counter.
 
@@ -91,7 +91,9 @@ class LinkConfig:
                 f"coord_bits must hold every coordinate of {self.shape}, not {self.coord_bits!r}"
             )
         self.fmt  # noqa: B018 - checks the flit widths
-        _power_of_two("inject_depth", self.inject_depth, self.fmt.max_length, 256)
+        # at least 2: a head whose length says 1 (malformed: that is a single) waits in the
+        # buffer for its tail, which a 1-flit buffer could never take in
+        _power_of_two("inject_depth", self.inject_depth, max(2, self.fmt.max_length), 256)
         c = self.counter_bits
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 32:
             raise ValueError(f"counter_bits must be an integer in 1..32, not {c!r}")
