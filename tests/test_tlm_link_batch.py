@@ -5,7 +5,7 @@ import pytest
 
 from tlm.link.batch import BatchNetwork
 from tlm.link.batch_load import simulate_batch
-from tlm.link.config import LinkConfig
+from tlm.link.config import DropKind, LinkConfig
 from tlm.link.load import simulate
 from tlm.link.network import Network
 from verif.link.scoreboard import PacketBoard
@@ -15,7 +15,24 @@ from verif.link.traffic import NodeTraffic
 
 @pytest.mark.parametrize("shape,vcs,depth,inject,eject", TWIN_CASES)
 def test_batch_equals_network(shape, vcs, depth, inject, eject, seed):
-    cfg = LinkConfig(shape, vcs=vcs, depth=depth)
+    check_batch(LinkConfig(shape, vcs=vcs, depth=depth), inject, eject, seed)
+
+
+def test_batch_equals_network_under_link_misuse(seed):
+    """Some routers believe they hold two credits more than they do (a broken sender): their
+    neighbours see flits without credit, they see credits they are not owed; both models drop
+    and count alike, and the networks still drain."""
+    cfg = LinkConfig((4, 4), vcs=2, depth=2)
+    faults = [(0, 1, 0), (5, 3, 1), (10, 2, 0), (15, 4, 1)]  # (node, output port, VC)
+    counters = check_batch(cfg, "always", "random", seed, faults=faults)
+    assert counters[:, DropKind.NO_CREDIT].sum() > 0
+    assert counters[:, DropKind.CREDIT_OVERFLOW].sum() > 0
+
+
+def check_batch(cfg, inject, eject, seed, faults=()):
+    """Step ``Network`` and ``BatchNetwork`` side by side on the same traffic, comparing every
+    register every cycle; ``faults`` add two credits to those outputs at cycle 30 in both.
+    Returns the batch model's counters."""
     n, batch = cfg.torus.nodes, 2
     rng = np.random.default_rng(seed)
     nets = [Network(cfg) for _ in range(batch)]
@@ -37,6 +54,11 @@ def test_batch_equals_network(shape, vcs, depth, inject, eject, seed):
             for i, f in offer.items():
                 valid[b, i], flits[b, i] = True, f
             ready[b] = [rdy[i] for i in range(n)]
+        if cycle == 30:
+            for b, net in enumerate(nets):
+                for node, o, v in faults:
+                    net.routers[node].credits[o][v] += 2
+                    vec.cred[b * n + node, o, v] += 2
         acc, ej_v, ej_f = vec.step(valid, flits, ready)
         for b, (net, traffic) in enumerate(zip(nets, traffics, strict=True)):
             step = net.step(*offers[b])
@@ -55,6 +77,7 @@ def test_batch_equals_network(shape, vcs, depth, inject, eject, seed):
                 break
     assert cycle < 2999
     assert sum(sum(r.counters) for net in nets for r in net.routers) > 0
+    return vec.counters
 
 
 def test_bad_arguments():

@@ -3,11 +3,12 @@
 import pytest
 
 from tlm.link.config import DropKind, LinkConfig
+from tlm.link.flit import FlitKind
 from tlm.link.router import Router
 
 CFG = LinkConfig((4, 4), depth=2)
 FMT = CFG.fmt
-X_PLUS, X_MINUS, Y_PLUS = 1, 2, 3
+X_PLUS, X_MINUS, Y_PLUS, Y_MINUS = 1, 2, 3, 4
 
 
 def run(router, cycles, **inputs):
@@ -113,7 +114,7 @@ def test_malformed_injection_is_dropped_counted_and_does_not_block(flits, kind):
     for _ in range(6):
         sent += list(r.step().sent.values())
     assert sent == good
-    counts = [0, 0, 0]
+    counts = [0] * len(DropKind)
     counts[kind] = 1
     assert r.outputs().counters == tuple(counts)
 
@@ -125,29 +126,93 @@ def test_malformed_link_input_is_dropped_with_credit():
     r.step(link_in=link)
     link[Y_PLUS] = FMT.head((7, 0), (0, 1), 1, 0)
     r.step(link_in=link)
-    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (0, 0, 1)
+    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (0, 0, 1, 0, 0)
     r.step()
-    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (1, 0, 1)
+    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (1, 0, 1, 0, 0)
 
 
 def test_counters_saturate():
     r = Router(LinkConfig((4, 4), counter_bits=2), (0, 0))
     for _ in range(5):
         r.step(inject=FMT.body(0))
-    assert r.outputs().counters == (0, 0, 3)
+    assert r.outputs().counters == (0, 0, 3, 0, 0)
 
 
-def test_flit_without_credit_is_an_error():
+def link(port, flit):
+    """Link inputs with ``flit`` on ``port`` alone."""
+    flits = [None] * CFG.ports
+    flits[port] = flit
+    return flits
+
+
+@pytest.mark.parametrize(
+    "last,closed",
+    [
+        (lambda: FMT.head((0, 1), (3, 0), 1, 7, single=True), None),  # a packet ended: kept
+        (lambda: FMT.head((0, 1), (3, 0), 3, 7), FlitKind.SINGLE),
+        (lambda: FMT.body(7), FlitKind.TAIL),
+    ],
+)
+def test_flit_without_credit_is_dropped_and_counted(last, closed):
+    """A flit into a full FIFO is dropped and counted; if the FIFO's last flit leaves a
+    packet open, that flit becomes the packet's end; other inputs keep flowing."""
     r = Router(CFG, (0, 0))
-    link = [None] * CFG.ports
-    link[X_MINUS] = FMT.head((1, 1), (3, 0), 2, 0)
-    link2 = [None] * CFG.ports
-    link2[X_MINUS] = FMT.body(1)
-    r.step(link_in=link)
-    r.step(link_in=link2)  # head leaves (y+ has credits); two flits now in flight
-    with pytest.raises(RuntimeError, match=r"router \(0, 0\) port 2: flit arrived without"):
-        for _ in range(3):
-            r.step(link_in=link2, credit_in=None)
+    q = r.fifo[1 + (X_MINUS - 1) * CFG.vcs]
+    r.step(link_in=link(X_MINUS, FMT.head((0, 2), (3, 0), 1, 1, single=True)))  # no credit
+    r.credits[Y_PLUS][0] = 0
+    r.step(link_in=link(X_MINUS, last()))
+    r.step()
+    assert list(q) == [FMT.head((0, 2), (3, 0), 1, 1, single=True), last()]
+    dropped = FMT.body(99, tail=True)
+    r.step(link_in=link(X_MINUS, dropped))
+    counts = [0] * len(DropKind)
+    counts[DropKind.NO_CREDIT] = 1
+    assert r.outputs().counters == tuple(counts)
+    want = last() if closed is None else (last() & ~3) | closed
+    assert list(q) == [FMT.head((0, 2), (3, 0), 1, 1, single=True), want]
+    # another input keeps going: x+ VC 0 to the ejection port
+    r.step(link_in=link(X_PLUS, FMT.head((0, 0), (1, 0), 1, 5)))
+    assert r.step().sent == {0: FMT.head((0, 0), (1, 0), 1, 5)}
+    assert r.outputs().counters == tuple(counts)
+
+
+def test_closed_packet_leaves_truncated_and_the_rest_is_orphaned():
+    """Head and one body in a full depth-2 FIFO; the next body is dropped (no credit), the
+    buffered body becomes the tail; the packet leaves as head + tail and frees its output VC;
+    the packet's real tail then arrives as an orphan."""
+    r = Router(CFG, (0, 0))
+    head = FMT.head((0, 1), (3, 0), 4, 3)
+    r.credits[Y_PLUS][0] = 0
+    r.step(link_in=link(X_MINUS, head))
+    r.step(link_in=link(X_MINUS, FMT.body(1)))
+    r.step(link_in=link(X_MINUS, FMT.body(2)))  # full: dropped
+    credit = [0] * CFG.ports
+    credit[Y_PLUS] = 1
+    sent = []
+    for c in range(4):
+        sent += list(r.step(credit_in=credit if c < 2 else None).sent.values())
+    assert sent == [head, FMT.body(1, tail=True)]
+    assert not r.busy[Y_PLUS][0] and r.alloc[1 + (X_MINUS - 1) * CFG.vcs] is None
+    r.step(link_in=link(X_MINUS, FMT.body(3, tail=True)))
+    r.step()
+    assert r.outputs().counters == (0, 0, 1, 1, 0)
+
+
+def test_credit_not_owed_is_ignored_and_counted():
+    r = Router(CFG, (0, 0))
+    credit = [0] * CFG.ports
+    credit[X_PLUS] = 0b11
+    credit[Y_MINUS] = 0b01
+    r.step(credit_in=credit)
+    assert r.outputs().counters == (0, 0, 0, 0, 3)
+    assert r.credits[X_PLUS] == [CFG.depth] * CFG.vcs
+    # a credit that is owed still counts: one flit out on x+ VC 0, its credit back
+    assert r.step(inject=FMT.head((1, 0), (0, 0), 1, 0)).inject_fire
+    r.step()
+    assert r.credits[X_PLUS][0] == CFG.depth - 1
+    r.step(credit_in=credit)
+    assert r.credits[X_PLUS] == [CFG.depth] * CFG.vcs
+    assert r.outputs().counters == (0, 0, 0, 0, 5)
 
 
 def test_bad_arguments():

@@ -81,6 +81,10 @@ def test_bad_shape(shape, message):
         ({"vcs": 3}, "vcs must be a power of two in 2..8, not 3"),
         ({"depth": 0}, "depth must be a power of two in 1..64, not 0"),
         ({"inject_depth": 2}, "inject_depth must be a power of two in 4..256, not 2"),
+        (
+            {"len_bits": 0, "inject_depth": 1},
+            "inject_depth must be a power of two in 2..256, not 1",
+        ),
         ({"counter_bits": 0}, "counter_bits must be an integer in 1..32, not 0"),
         (
             {"shape": (16, 4), "coord_bits": 3},

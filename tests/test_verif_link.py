@@ -10,7 +10,7 @@ from verif.common.toolchain import have_simulator
 from verif.link.build import build_link
 
 
-def run_bench(sim, block, cfg, module, seed, tag, **env):
+def run_bench(sim, block, cfg, module, seed, tag, testcase=None, **env):
     if not have_simulator(sim):
         pytest.fail(f"{sim} is not installed: run `make setup`")
     simbuild = build_link(sim, block, cfg)
@@ -21,7 +21,8 @@ def run_bench(sim, block, cfg, module, seed, tag, **env):
         "SEED": seed,
         "PYTHONPATH": ROOT,
     } | env
-    run(simbuild, module, env=env, test_dir=simbuild.build_dir / f"run-{tag}-{seed}")
+    test_dir = simbuild.build_dir / f"run-{tag}-{seed}"
+    run(simbuild, module, env=env, test_dir=test_dir, testcase=testcase)
 
 
 @pytest.mark.sim
@@ -36,9 +37,30 @@ def test_router_icarus(seed):
         "verif.link.bench_router",
         seed,
         "router",
+        testcase="lockstep",
         LINK_COORD="1,2",
         LINK_PACKETS=8,
         LINK_PATTERNS=patterns,
+    )
+
+
+@pytest.mark.sim
+def test_router_link_misuse_icarus(seed):
+    """The x- neighbour sends without credits, neighbours return credits not owed: flits and
+    credits dropped and counted as the model does, the other inputs' packets all get through."""
+    run_bench(
+        "icarus",
+        "link_router",
+        LinkConfig((4, 4), depth=2),
+        "verif.link.bench_router",
+        seed,
+        "router-misuse",
+        testcase="misuse",
+        LINK_COORD="1,2",
+        LINK_PACKETS=12,
+        LINK_PATTERNS="always:random:1of4",
+        LINK_ROGUE=2,
+        LINK_SPURIOUS=0.05,
     )
 
 

@@ -10,7 +10,8 @@ give the pipeline, which this module implements register for register:
   each link VC), the switch and VC allocation in one step since each packet's output VC is
   fixed by its lane and dateline class (:mod:`tlm.link.routing`);
 * output registers for every link and the ejection stream, credit registers for every link
-  input, saturating drop counters (:class:`tlm.link.config.DropKind`).
+  input, saturating drop counters (:class:`tlm.link.config.DropKind`), also for the link
+  protocol's misuse: a flit that finds its VC's FIFO full, a credit not owed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from tlm.link.config import DropKind, LinkConfig
+from tlm.link.config import MALFORMED, DropKind, LinkConfig
 
 from .flit import FlitKind, flit_layout
 
@@ -157,14 +158,8 @@ class Router(wiring.Component):
         for o in range(1, P):
             for vc in range(V):
                 m.d.comb += has_credit[o * V + vc].eq(credits[o][vc] != 0)
-        ej_valid = Signal()
-        ej_flit = Signal(W)
         ej_free = Signal()
-        m.d.comb += [
-            self.eject.valid.eq(ej_valid),
-            self.eject.payload.eq(ej_flit),
-            ej_free.eq(~ej_valid | self.eject.ready),
-        ]
+        m.d.comb += ej_free.eq(~self.eject.valid | self.eject.ready)
         rr = [Signal(range(R), name=f"rr{o}") for o in range(P)]
 
         # ---- requests ------------------------------------------------------------------------
@@ -177,13 +172,13 @@ class Router(wiring.Component):
             flit = data.View(layout, heads[r])
             head = flit.payload.head
             is_head = (flit.kind == FlitKind.HEAD) | (flit.kind == FlitKind.SINGLE)
-            bad_dest = Cat(*[head.dst[d] >= k for d, k in enumerate(cfg.shape)]).any()
+            bad_dest = _outside(head.dst, cfg)
             r_port = Signal(port_bits, name=f"route_port{r}")
             r_cls = Signal(name=f"route_cls{r}")
             for d in reversed(range(fmt.dims)):  # dimension 0 last: it wins
                 k = cfg.shape[d]
                 c, t, s = here[d], head.dst[d], head.src[d]
-                dist = Mux(t >= c, t - c, t + k - c)
+                dist = Mux(t >= c, t - c, k - (c - t))  # operands of one width
                 plus = dist <= k // 2
                 cls = Mux(plus, (c == k - 1) | (c < s), (c == 0) | (c > s))
                 with m.If(t != c):
@@ -213,31 +208,40 @@ class Router(wiring.Component):
         out_flits = []
         grants = []
         for o in range(P):
-            req = Signal(R, name=f"req_o{o}")
-            m.d.comb += req.eq(Cat(*[want[r] & (req_port[r] == o) for r in range(R)]))
+            req = Cat(*[want[r] & (req_port[r] == o) for r in range(R)])
             grant = _rr_pick(m, req, rr[o], R)
             grants.append(grant)
-            sel_flit = Signal(W, name=f"sel_flit{o}")
+
+            def select(values, width, grant=grant):
+                return _or_reduce([Mux(grant[r], v, 0) for r, v in enumerate(values)], width)
+
+            # the granted flit's kind and payload; its VC is replaced by the output VC
+            views = [data.View(layout, h) for h in heads]
+            sel_kind = Signal(FlitKind, name=f"sel_kind{o}")
+            sel_payload = Signal(len(views[0].payload.as_value()), name=f"sel_payload{o}")
             sel_vc = Signal(vc_bits, name=f"sel_vc{o}")
             m.d.comb += [
-                sel_flit.eq(_or_reduce([Mux(grant[r], heads[r], 0) for r in range(R)], W)),
-                sel_vc.eq(_or_reduce([Mux(grant[r], req_vc[r], 0) for r in range(R)], vc_bits)),
+                sel_kind.eq(select([f.kind for f in views], 2)),
+                sel_payload.eq(select([f.payload.as_value() for f in views], len(sel_payload))),
+                sel_vc.eq(select(req_vc, vc_bits)),
             ]
             out = data.View(layout, Signal(W, name=f"out_flit{o}"))
             m.d.comb += [
-                out.as_value().eq(sel_flit),
+                out.kind.eq(sel_kind),
                 out.vc.eq(sel_vc),  # the ejection port's "VC" is the lane
+                out.payload.eq(sel_payload),
             ]
             out_flits.append((out, sel_vc))
             grant_any.append(grant.any())
             with m.If(grant.any()):
                 m.d.sync += rr[o].eq(Mux(_encode(grant, R) == R - 1, 0, _encode(grant, R) + 1))
-                kind = data.View(layout, sel_flit).kind
-                hold_bit = sel_vc if o else 0
-                with m.If(kind == FlitKind.HEAD):
-                    m.d.sync += busy.bit_select(o * V + hold_bit, 1).eq(1)
-                with m.If(kind == FlitKind.TAIL):
-                    m.d.sync += busy.bit_select(o * V + hold_bit, 1).eq(0)
+                # a head takes its output VC, a tail frees it (the ejection port has one)
+                holds = [(o * V + vc, sel_vc == vc) for vc in range(V)] if o else [(0, 1)]
+                for bit, hit in holds:
+                    with m.If(hit & (sel_kind == FlitKind.HEAD)):
+                        m.d.sync += busy[bit].eq(1)
+                    with m.If(hit & (sel_kind == FlitKind.TAIL)):
+                        m.d.sync += busy[bit].eq(0)
         m.d.comb += granted.eq(_or_reduce(grants, R))
 
         for r in range(R):
@@ -253,31 +257,47 @@ class Router(wiring.Component):
                     m.d.sync += held[r].eq(0)
 
         # ---- outputs: link registers, ejection register, credits --------------------------
+        credit_over = []  # a credit returned to a VC that holds every credit: ignored
         for o in range(1, P):
             link = self.o_links[o - 1]
             out, sel_vc = out_flits[o]
             m.d.sync += [link.valid.eq(grant_any[o]), link.flit.eq(out.as_value())]
             for vc in range(V):
                 spent = grant_any[o] & (sel_vc == vc)
-                m.d.sync += credits[o][vc].eq(credits[o][vc] + link.credit[vc] - spent)
+                over = Signal(name=f"credit_over{o}_vc{vc}")
+                m.d.comb += over.eq(link.credit[vc] & ~spent & (credits[o][vc] == cfg.depth))
+                credit_over.append(over)
+                with m.If(~over):
+                    m.d.sync += credits[o][vc].eq(credits[o][vc] + link.credit[vc] - spent)
         with m.If(grant_any[0]):
-            m.d.sync += [ej_valid.eq(1), ej_flit.eq(out_flits[0][0].as_value())]
+            m.d.sync += [self.eject.valid.eq(1), self.eject.payload.eq(out_flits[0][0].as_value())]
         with m.Elif(self.eject.ready):
-            m.d.sync += ej_valid.eq(0)
+            m.d.sync += self.eject.valid.eq(0)
         pops = Signal(R)
         m.d.comb += pops.eq(granted | drop_orphan | drop_dest)
+        no_credit = []  # a flit on a link input that finds its VC's FIFO full: dropped
         for p in range(1, P):
             link = self.i_links[p - 1]
             m.d.sync += link.credit.eq(pops[1 + (p - 1) * V : 1 + p * V])
+            incoming = data.View(layout, link.flit)
             for vc in range(V):
                 store, rd, wr, bits = vc_fifos[(p - 1) * V + vc]
                 r = 1 + (p - 1) * V + vc
                 m.d.sync += rd.eq(rd + pops[r])
-                full = (wr - rd)[: bits + 1] == cfg.depth
-                incoming = data.View(layout, link.flit)
-                with m.If(link.valid & (incoming.vc == vc) & ~full):
+                # full after this cycle's read: the neighbour sent without a credit
+                full = ((wr - rd)[: bits + 1] == cfg.depth) & ~pops[r]
+                arrive = Signal(name=f"in{p}_vc{vc}_arrive")
+                m.d.comb += arrive.eq(link.valid & (incoming.vc == vc))
+                with m.If(arrive & ~full):
                     slot = store[wr[:bits]] if bits else store[0]
                     m.d.sync += [slot.eq(link.flit), wr.eq(wr + 1)]
+                lost = Signal(name=f"in{p}_vc{vc}_no_credit")
+                m.d.comb += lost.eq(arrive & full)
+                no_credit.append(lost)
+                # the last flit written, if a head or body, becomes its packet's end
+                last = store[(wr - 1)[:bits]] if bits else store[0]
+                with m.If(lost & ~last[1]):
+                    m.d.sync += last[:2].eq(~last[:2])
 
         # ---- injection: check, write, commit or roll back -------------------------------------
         inj = data.View(layout, self.inject.payload)
@@ -287,13 +307,16 @@ class Router(wiring.Component):
         accept = self.inject.valid & self.inject.ready
         m.d.sync += inj_rd.eq(inj_rd + pops[0])
         is_open = Signal()
-        count = Signal(fmt.len_bits + 1)
-        length = Signal(fmt.len_bits + 1)
+        count_bits = (fmt.max_length + 1).bit_length()  # up to one flit past the longest
+        count = Signal(count_bits)  # flits of the open packet so far
+        length = Signal(count_bits)
+        seen = (count + 1)[:count_bits]  # ... with this one: at most max_length + 1, it fits
         pkt_bad_dest = Signal()
         over = Signal()
-        inj_bad_dest = Cat(*[inj_head.dst[d] >= k for d, k in enumerate(cfg.shape)]).any()
+        inj_bad_dest = _outside(inj_head.dst, cfg)
         inj_length = inj_head.length + 1
-        inc = {kind: Signal(2, name=f"inj_{kind.name.lower()}") for kind in DropKind}
+        inc = {kind: Signal(name=f"inj_{kind.name.lower()}") for kind in MALFORMED}
+        rollback = Signal()  # a head came before the open packet's tail: that one is dropped
 
         def write(at):
             slot = at[:inj_bits] if inj_bits else 0
@@ -302,14 +325,14 @@ class Router(wiring.Component):
         with m.If(accept):
             with m.Switch(inj.kind):
                 with m.Case(FlitKind.HEAD, FlitKind.SINGLE):
-                    m.d.comb += inc[DropKind.BAD_LENGTH].eq(is_open)
+                    m.d.comb += rollback.eq(is_open)
                     m.d.sync += inj_wr.eq(inj_commit)  # rolls back an unfinished packet
                     with m.If(inj.kind == FlitKind.SINGLE):
                         m.d.sync += is_open.eq(0)
                         with m.If(inj_bad_dest):
                             m.d.comb += inc[DropKind.BAD_DEST].eq(1)
                         with m.Elif(inj_length != 1):
-                            m.d.comb += inc[DropKind.BAD_LENGTH].eq(is_open + 1)
+                            m.d.comb += inc[DropKind.BAD_LENGTH].eq(1)
                         with m.Else():
                             m.d.sync += write(inj_commit)
                             m.d.sync += [inj_wr.eq(inj_commit + 1), inj_commit.eq(inj_commit + 1)]
@@ -328,8 +351,8 @@ class Router(wiring.Component):
                     with m.If(~is_open):
                         m.d.comb += inc[DropKind.ORPHAN].eq(1)
                     with m.Elif(~over):
-                        m.d.sync += count.eq(count + 1)
-                        with m.If(count + 1 >= length):
+                        m.d.sync += count.eq(seen)
+                        with m.If(seen >= length):
                             m.d.sync += over.eq(1)
                         with m.Elif(~pkt_bad_dest):
                             m.d.sync += write(inj_wr)
@@ -341,7 +364,7 @@ class Router(wiring.Component):
                         m.d.sync += is_open.eq(0)
                         with m.If(pkt_bad_dest):
                             m.d.comb += inc[DropKind.BAD_DEST].eq(1)
-                        with m.Elif(over | (count + 1 != length)):
+                        with m.Elif(over | (seen != length)):
                             m.d.comb += inc[DropKind.BAD_LENGTH].eq(1)
                             m.d.sync += inj_wr.eq(inj_commit)
                         with m.Else():
@@ -350,15 +373,37 @@ class Router(wiring.Component):
 
         # ---- drop counters ---------------------------------------------------------------------
         top = (1 << cfg.counter_bits) - 1
+        links = range(1, R)
+        terms = {
+            DropKind.BAD_DEST: [inc[DropKind.BAD_DEST]] + [drop_dest[r] for r in links],
+            DropKind.BAD_LENGTH: [inc[DropKind.BAD_LENGTH], rollback],
+            DropKind.ORPHAN: [inc[DropKind.ORPHAN]] + [drop_orphan[r] for r in links],
+            DropKind.NO_CREDIT: no_credit,
+            DropKind.CREDIT_OVERFLOW: credit_over,
+        }
         for kind in DropKind:
-            link_drops = {DropKind.ORPHAN: drop_orphan, DropKind.BAD_DEST: drop_dest}.get(kind)
-            terms = [inc[kind]]
-            if link_drops is not None:
-                terms += [link_drops[r] for r in range(1, R)]
-            total = Signal(cfg.counter_bits + 8, name=f"drops_next_{kind.name.lower()}")
-            m.d.comb += total.eq(self.drops[kind] + sum(terms))
+            add = self.drops[kind] + _add_tree(terms[kind])
+            total = Signal(len(add), name=f"drops_next_{kind.name.lower()}")  # the adder's width
+            m.d.comb += total.eq(add)
             m.d.sync += self.drops[kind].eq(Mux(total > top, top, total))
         return m
+
+
+def _outside(dst, cfg):
+    """Whether coordinates ``dst`` lie outside the torus (a ring of ``2**coord_bits`` holds
+    every value its field can take: no comparison for it)."""
+    full = 1 << cfg.coord_bits
+    return Cat(*[dst[d] >= k for d, k in enumerate(cfg.shape) if k < full], Const(0, 1)).any()
+
+
+def _add_tree(values):
+    """Sum of ``values`` added in pairs, so the width grows with the log of their count (a
+    running sum would grow a bit per term)."""
+    values = list(values)
+    while len(values) > 1:
+        odd = values[-1:] if len(values) % 2 else []
+        values = [a + b for a, b in zip(values[0::2], values[1::2], strict=False)] + odd
+    return values[0]
 
 
 def _or_reduce(values, width):

@@ -238,8 +238,12 @@ class BatchNetwork:
         # several VCs of one port may pop at once: add their (distinct) bits
         np.add.at(creg, pf[lk] // R * P + self.rq_port[pr[lk]], 1 << self.rq_vc[pr[lk]])
         self.creg = creg.reshape(M, P)
-        # returned credits
-        self.cred += (cin[:, :, None] >> self.vc_range) & 1
+        inc = np.zeros((M, len(DropKind)), np.int64)
+        # returned credits; one for a VC that holds every credit is ignored and counted
+        ret = (cin[:, :, None] >> self.vc_range) & 1
+        spare = ret.astype(bool) & (self.cred >= self.D)
+        inc[:, DropKind.CREDIT_OVERFLOW] += spare.sum(axis=(1, 2))
+        self.cred += ret & ~spare
         # link inputs
         li = np.flatnonzero(lin_v)
         if li.size:
@@ -247,13 +251,18 @@ class BatchNetwork:
             am, ap = li // P, li % P
             rf = am * R + 1 + (ap - 1) * V + ((f >> U64(2)) & U64(self.vc_mask)).astype(np.int64)
             cnt = self.cnt.reshape(-1)
-            if (cnt[rf] >= self.D).any():
-                raise RuntimeError("a flit arrived without a credit")
+            full = cnt[rf] >= self.D  # after this cycle's reads: sent without a credit
+            if full.any():
+                np.add.at(inc[:, DropKind.NO_CREDIT], am[full], 1)
+                # the last flit of a full FIFO, if a head or body, closes its packet
+                last = rf[full] * self.Dm + (head[rf[full]] + self.D - 1) % self.D
+                lf = self.buf.reshape(-1)[last]
+                self.buf.reshape(-1)[last] = np.where(lf & U64(2), lf, lf ^ U64(3))
+                f, rf = f[~full], rf[~full]
             pos = (head[rf] + cnt[rf]) % self.D
             self.buf.reshape(-1)[rf * self.Dm + pos] = f
             cnt[rf] += 1
         # injection checker
-        inc = np.zeros((M, len(DropKind)), np.int64)
         np.add.at(inc[:, DropKind.ORPHAN], qm[drop_orphan], 1)
         np.add.at(inc[:, DropKind.BAD_DEST], qm[drop_dest], 1)
         self._inject(inj_v & inject_ready, inj_f, inc)

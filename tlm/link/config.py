@@ -8,11 +8,15 @@ from dataclasses import dataclass
 from .flit import FlitFormat
 from .topology import Torus, parse_shape
 
-__all__ = ["LinkConfig", "DropKind"]
+__all__ = ["LinkConfig", "DropKind", "MALFORMED"]
 
 
 class DropKind(enum.IntEnum):
-    """Malformed input a router drops; the value indexes the router's status counters."""
+    """Bad input a router drops or ignores; the value indexes the router's status counters.
+
+    The first three are malformed packets; the last two are misuse of the link protocol by a
+    neighbour (``docs/noc.md``, "Bad input").
+    """
 
     #: a head whose destination lies outside the torus (the whole packet is dropped)
     BAD_DEST = 0
@@ -20,6 +24,15 @@ class DropKind(enum.IntEnum):
     BAD_LENGTH = 1
     #: a body or tail flit with no head before it (that flit)
     ORPHAN = 2
+    #: a flit that found its VC's buffer full on a link input: the neighbour sent it without a
+    #: credit (that flit; the packet it continues is closed early, the rest become orphans)
+    NO_CREDIT = 3
+    #: a credit returned on a link output whose VC already holds every credit (ignored)
+    CREDIT_OVERFLOW = 4
+
+
+#: The kinds a malformed packet causes (the others are link-protocol misuse, not packets).
+MALFORMED = (DropKind.BAD_DEST, DropKind.BAD_LENGTH, DropKind.ORPHAN)
 
 
 def _power_of_two(name, value, low, high):
@@ -47,8 +60,8 @@ class LinkConfig:
     seq_bits, coord_bits : int
         See :class:`~tlm.link.flit.FlitFormat`.
     inject_depth : int
-        Injection buffer in flits, a power of two at least the longest packet (a packet enters
-        the network only when all of it is in this buffer and checked).
+        Injection buffer in flits, a power of two at least the longest packet and at least 2
+        (a packet enters the network only when all of it is in this buffer and checked).
     counter_bits : int
         Width of each saturating status counter.
 
@@ -78,7 +91,9 @@ class LinkConfig:
                 f"coord_bits must hold every coordinate of {self.shape}, not {self.coord_bits!r}"
             )
         self.fmt  # noqa: B018 - checks the flit widths
-        _power_of_two("inject_depth", self.inject_depth, self.fmt.max_length, 256)
+        # at least 2: a head whose length says 1 (malformed: that is a single) waits in the
+        # buffer for its tail, which a 1-flit buffer could never take in
+        _power_of_two("inject_depth", self.inject_depth, max(2, self.fmt.max_length), 256)
         c = self.counter_bits
         if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= 32:
             raise ValueError(f"counter_bits must be an integer in 1..32, not {c!r}")

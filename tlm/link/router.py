@@ -27,6 +27,12 @@ The pipeline (``docs/noc.md``):
 * **Drops.** A FIFO head with no packet in progress that is a body or tail flit (orphan), or a
   head whose destination is outside the torus, is removed that cycle and counted (credit
   returned). The injection buffer never holds malformed packets.
+* **Link misuse.** A flit on a link input whose VC's FIFO is full after this cycle's read (the
+  neighbour sent it without a credit) is dropped and counted (``NO_CREDIT``); if the last flit
+  in that FIFO is a head or body, it becomes the end of its packet (head -> single, body ->
+  tail), so the packet leaves truncated but closed and holds no output VC; the rest of that
+  packet then arrives as orphans. A credit returned for a VC that already holds ``depth``
+  credits is ignored and counted (``CREDIT_OVERFLOW``).
 
 So a flit takes two cycles per router; one flit alone crosses ``H`` hops and leaves the
 ejection register ``2 H + 2`` cycles after it was accepted (an ``L``-flit packet injected back
@@ -311,6 +317,7 @@ class Router:
                 info.sent[o] = out
                 info.grants.append((winner, o, ov))
         # writes: returned credits, link inputs, injection
+        depth = self.cfg.depth
         if credit_in is not None:
             for o in range(1, P):
                 mask = credit_in[o]
@@ -319,20 +326,24 @@ class Router:
                 v = 0
                 while mask:
                     if mask & 1:
-                        credits[o][v] += 1
+                        if credits[o][v] >= depth:  # not owed: ignored, counted
+                            self._count_drop(DropKind.CREDIT_OVERFLOW)
+                        else:
+                            credits[o][v] += 1
                     mask >>= 1
                     v += 1
         if link_in is not None:
-            depth = self.cfg.depth
             for i in range(1, P):
                 flit = link_in[i]
                 if flit is not None:
                     r = 1 + (i - 1) * V + ((flit >> self._vc_shift) & self._vc_mask)
-                    if len(fifo[r]) >= depth:
-                        raise RuntimeError(
-                            f"router {self.coord} port {i}: flit arrived without a credit"
-                        )
-                    fifo[r].append(flit)
+                    q = fifo[r]
+                    if len(q) >= depth:  # full after this cycle's read: sent without a credit
+                        self._count_drop(DropKind.NO_CREDIT)
+                        if not q[-1] & 2:  # a head or body leaves its packet open: close it
+                            q[-1] ^= 3  # head -> single, body -> tail
+                        continue
+                    q.append(flit)
                     self.active.add(r)
         if inject is not None and inject_ready:
             self._inject_write(inject)

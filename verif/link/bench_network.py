@@ -24,6 +24,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
+from tlm.link.config import DropKind
 from tlm.link.network import Network
 from verif.link.ports import NodePorts, config_from_env
 from verif.link.scoreboard import PacketBoard, Watchdog, describe_buffers
@@ -77,10 +78,10 @@ async def run_traffic(dut, cfg, seed, pattern, inject, eject, packets, malformed
     board.check_done()
     raw = dut.drops.value.to_unsigned()
     bits = cfg.counter_bits
-    per_node = 3 * bits
+    per_node = len(DropKind) * bits
     for i, router in enumerate(net.routers):
         word = raw >> (i * per_node)
-        got = [word >> (k * bits) & ((1 << bits) - 1) for k in range(3)]
+        got = [word >> (k * bits) & ((1 << bits) - 1) for k in range(len(DropKind))]
         assert got == router.counters, f"node {i} drop counters {got} != {router.counters}"
     dropped = sum(p.bad is not None for mine in stim for p in mine)
     assert sum(sum(r.counters) for r in net.routers) == dropped

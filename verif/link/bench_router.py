@@ -3,11 +3,14 @@
 Random traffic into every input and VC, with malformed packets, idle inputs and slow
 neighbours that return credits late (backpressure on every output), a directed share that
 makes every (input, VC) -> (output, VC) pair occur (:class:`verif.link.router_env.RouterEnv`).
-Every output is compared with the model every cycle; coverage is asserted at the end.
+Every output is compared with the model every cycle; coverage, the drop counters and that every
+well-formed packet left are asserted at the end. A second test, ``misuse``, adds a neighbour that
+sends without credits and credits returned that are not owed.
 
 Configured by environment (``tests/test_verif_link.py`` sets it): ``LINK_SHAPE``,
 ``LINK_VCS``, ``LINK_DEPTH``, ``LINK_COORD`` (e.g. ``1,2``), ``LINK_PACKETS``,
-``LINK_PATTERNS`` (``send:ready:credit`` triples, comma-separated), ``SEED``.
+``LINK_PATTERNS`` (``send:ready:credit`` triples, comma-separated), ``SEED``; the ``misuse``
+test also ``LINK_ROGUE`` (the link port whose neighbour ignores credits) and ``LINK_SPURIOUS``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
+from tlm.link.config import DropKind
 from tlm.link.router import Router, RouterOutputs
 from verif.link.ports import config_from_env
 from verif.link.router_env import RouterEnv, all_pairs, coverage
@@ -69,7 +73,7 @@ class Ports:
         eject = self.ej[1].value.to_unsigned() if self.ej[0].value else None
         raw = self.drops.value.to_unsigned()
         bits = cfg.counter_bits
-        counters = tuple(raw >> (k * bits) & ((1 << bits) - 1) for k in range(3))
+        counters = tuple(raw >> (k * bits) & ((1 << bits) - 1) for k in range(len(DropKind)))
         return RouterOutputs(bool(self.inj[2].value), eject, link, credit, counters)
 
 
@@ -82,49 +86,75 @@ async def reset(dut, ports):
     dut.rst.value = 0
 
 
-@cocotb.test()
-async def lockstep(dut):
-    """Random and directed traffic on every input, every output compared every cycle."""
+async def run_env(dut, ports, cfg, coord, seed, triple, packets, **misuse):
+    """Reset, then drive one :class:`RouterEnv` to the end, comparing every output with the
+    model every cycle; check the counters and that every good packet left. Returns the
+    (input, VC, output, VC) pairs exercised."""
+    send, ready, credit = triple.split(":")
+    await reset(dut, ports)
+    rng = np.random.default_rng(seed)
+    env = RouterEnv(cfg, coord, rng, packets, 0.1, send=send, ready=ready, credit=credit, **misuse)
+    model = Router(cfg, coord)
+    seen = set()
+    cycle = idle = 0
+    while idle < 30:
+        await RisingEdge(dut.clk)
+        ins = env.drive()
+        ports.drive(ins)
+        await ReadOnly()
+        want, got = model.outputs(), ports.read()
+        if got != want:
+            raise AssertionError(f"{triple} cycle {cycle} (seed {seed}): RTL {got} != model {want}")
+        env.observe(want, ins)
+        seen |= coverage(cfg, model.step(**ins.kwargs()).grants)
+        cycle += 1
+        idle = idle + 1 if env.idle else 0
+        if cycle > 50000:
+            raise AssertionError(f"no progress after {cycle} cycles (seed {seed})")
+    env.check_counters(model.counters)
+    env.check_delivered()
+    dut._log.info(
+        "%s: %d cycles, %d flits in on links, drops %s",
+        triple,
+        cycle,
+        env.sent_flits,
+        dict(zip([k.name for k in DropKind], model.counters, strict=True)),
+    )
+    return seen
+
+
+def start(dut):
+    """The configuration, coordinate and seed from the environment; clock and ports."""
     cfg, seed = config_from_env()
     coord = tuple(int(c) for c in os.environ.get("LINK_COORD", "1,1").split(","))
-    packets = int(os.environ.get("LINK_PACKETS", "20"))
-    triples = os.environ.get("LINK_PATTERNS", "random:random:random").split(",")
     dut._log.info("router %s at %s, seed %d (rerun with SEED=%d)", cfg.shape, coord, seed, seed)
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     ports = Ports(dut, cfg)
     dut.coord.value = sum(c << (d * cfg.coord_bits) for d, c in enumerate(coord))
+    return cfg, coord, seed, ports
+
+
+@cocotb.test()
+async def lockstep(dut):
+    """Random and directed traffic on every input, every output compared every cycle."""
+    cfg, coord, seed, ports = start(dut)
+    packets = int(os.environ.get("LINK_PACKETS", "20"))
+    triples = os.environ.get("LINK_PATTERNS", "random:random:random").split(",")
     seen = set()
     for i, triple in enumerate(triples):
-        send, ready, credit = triple.split(":")
-        await reset(dut, ports)
-        rng = np.random.default_rng(seed + i)
-        env = RouterEnv(cfg, coord, rng, packets, 0.1, send=send, ready=ready, credit=credit)
-        model = Router(cfg, coord)
-        cycle = idle = 0
-        while idle < 30:
-            await RisingEdge(dut.clk)
-            ins = env.drive()
-            ports.drive(ins)
-            await ReadOnly()
-            want, got = model.outputs(), ports.read()
-            if got != want:
-                raise AssertionError(
-                    f"{triple} cycle {cycle} (seed {seed + i}): RTL {got} != model {want}"
-                )
-            env.observe(want, ins)
-            seen |= coverage(cfg, model.step(**ins.kwargs()).grants)
-            cycle += 1
-            idle = idle + 1 if env.idle else 0
-            if cycle > 50000:
-                raise AssertionError(f"no progress after {cycle} cycles (seed {seed + i})")
-        top = (1 << cfg.counter_bits) - 1
-        assert model.counters == [min(n, top) for n in env.expected_drops]
-        dut._log.info(
-            "%s: %d cycles, %d flits in on links, drops %s",
-            triple,
-            cycle,
-            env.sent_flits,
-            model.counters,
-        )
+        seen |= await run_env(dut, ports, cfg, coord, seed + i, triple, packets)
     missing = all_pairs(cfg, coord) - seen
     assert not missing, f"never exercised (in port, in vc, out, out vc): {sorted(missing)}"
+
+
+@cocotb.test()
+async def misuse(dut):
+    """Link misuse: the neighbour on port LINK_ROGUE sends without credits, and neighbours
+    return credits they do not owe with chance LINK_SPURIOUS per cycle. The RTL drops and
+    counts as the model does, every cycle; traffic from the other inputs still gets through."""
+    cfg, coord, seed, ports = start(dut)
+    packets = int(os.environ.get("LINK_PACKETS", "20"))
+    rogue = int(os.environ.get("LINK_ROGUE", "2"))
+    spurious = float(os.environ.get("LINK_SPURIOUS", "0.05"))
+    triple = os.environ.get("LINK_PATTERNS", "always:random:1of4").split(",")[0]
+    await run_env(dut, ports, cfg, coord, seed, triple, packets, rogue=rogue, spurious=spurious)

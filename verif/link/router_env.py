@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from tlm.link.config import DropKind, LinkConfig
+from tlm.link.config import MALFORMED, DropKind, LinkConfig
 from verif.common.patterns import pattern
 
 from .stimulus import malformed_packet
@@ -53,6 +53,12 @@ class RouterEnv:
     send, ready, credit : str
         Patterns: when inputs may send, when ejection is ready, when a slow neighbour returns
         a credit it owes.
+    rogue : int or None
+        A link port whose neighbour misuses the link: it sends whenever it has a flit, credit
+        or not (the router drops what does not fit, ``DropKind.NO_CREDIT``).
+    spurious : float
+        Chance per cycle and link output that its neighbour returns a credit it does not owe
+        (``DropKind.CREDIT_OVERFLOW`` when the router already holds every credit).
     """
 
     def __init__(
@@ -66,9 +72,14 @@ class RouterEnv:
         send="random",
         ready="random",
         credit="random",
+        rogue=None,
+        spurious=0.0,
     ):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
+        if rogue is not None and rogue not in range(1, cfg.ports):
+            raise ValueError(f"rogue must be a link port in 1..{cfg.ports - 1}, not {rogue!r}")
+        self.rogue, self.spurious = rogue, spurious
         self.cfg, self.coord, self.rng = cfg, tuple(coord), rng
         fmt, torus = cfg.fmt, cfg.torus
         P, V = cfg.ports, cfg.vcs
@@ -81,6 +92,8 @@ class RouterEnv:
         self.expected_drops = [0] * len(DropKind)
         # per link input, per VC: a queue of flits (packets contiguous within a VC)
         self.link_q = [[deque() for _ in range(V)] for _ in range(P)]
+        #: well-formed packets each input sends, as flits without their VC field
+        self.good = [[] for _ in range(P)]
         for port in range(P):
             vcs = range(V)  # the local port's lane comes from its head's VC field
             # first one packet to every (output, dateline class) from every VC of this input,
@@ -95,8 +108,9 @@ class RouterEnv:
                     if route is None:
                         continue
                     flits = self._good(*route)
+                    self.good[port].append(flits)
                 elif rng.random() < malformed:
-                    kinds = list(DropKind) if port == 0 else [DropKind.BAD_DEST, DropKind.ORPHAN]
+                    kinds = MALFORMED if port == 0 else (DropKind.BAD_DEST, DropKind.ORPHAN)
                     kind = kinds[int(rng.integers(len(kinds)))]
                     flits = malformed_packet(cfg, rng, torus.node(coord), kind).flits
                     self.bad += 1
@@ -107,6 +121,7 @@ class RouterEnv:
                     dst = torus.coord(int(rng.integers(torus.nodes)))
                     src = torus.coord(int(rng.integers(torus.nodes)))
                     flits = self._good(dst, src)
+                    self.good[port].append(flits)
                 flits = [fmt.with_vc(f, vc) for f in flits]
                 if port == 0:
                     self.local.extend(flits)
@@ -120,6 +135,8 @@ class RouterEnv:
         self._credit = [pattern(credit, rng) for _ in range(P)]
         self.ejected = []
         self.sent_flits = 0
+        # what left each output (port, VC), in order; the ejection port is (0, 0)
+        self.out_flits: dict[tuple[int, int], list[int]] = {}
 
     def _good(self, dst, src):
         fmt, rng = self.cfg.fmt, self.rng
@@ -169,7 +186,8 @@ class RouterEnv:
                 ready = [
                     v
                     for v in range(self.V)
-                    if self.link_q[port][v] and self.upstream_credits[port][v] > 0
+                    if self.link_q[port][v]
+                    and (self.upstream_credits[port][v] > 0 or port == self.rogue)
                 ]
                 if ready:
                     v = ready[int(self.rng.integers(len(ready)))]
@@ -181,6 +199,8 @@ class RouterEnv:
                     if self.owed[port][v]:
                         self.owed[port][v] -= 1
                         credit_in[port] |= 1 << v
+            if self.spurious and self.rng.random() < self.spurious:
+                credit_in[port] |= 1 << int(self.rng.integers(self.V))
         return RouterInputs(self.offer, next(self._ready), link_in, credit_in)
 
     def observe(self, outs, ins: RouterInputs):
@@ -189,6 +209,7 @@ class RouterEnv:
             self.offer = None
         if outs.eject is not None and ins.eject_ready:
             self.ejected.append(outs.eject)
+            self.out_flits.setdefault((0, 0), []).append(outs.eject)
         for port in range(1, self.P):
             mask = outs.credit[port]
             for v in range(self.V):
@@ -197,6 +218,46 @@ class RouterEnv:
             flit = outs.link[port]
             if flit is not None:
                 self.owed[port][self.cfg.fmt.vc(flit)] += 1
+                self.out_flits.setdefault((port, self.cfg.fmt.vc(flit)), []).append(flit)
+
+    def check_delivered(self):
+        """Every well-formed packet from every input but the rogue one left the router whole
+        (each output VC carries whole packets one after another)."""
+        fmt = self.cfg.fmt
+        left = {}
+        for stream in self.out_flits.values():
+            packet = []
+            for flit in stream:
+                packet.append(fmt.with_vc(flit, 0))
+                if flit & 3 >= 2:  # tail or single
+                    key = tuple(packet)
+                    left[key] = left.get(key, 0) + 1
+                    packet = []
+        missing = 0
+        for port in range(self.P):
+            if port == self.rogue:
+                continue
+            for flits in self.good[port]:
+                key = tuple(fmt.with_vc(f, 0) for f in flits)
+                if left.get(key):
+                    left[key] -= 1
+                else:
+                    missing += 1
+        assert not missing, f"{missing} well-formed packets from well-behaved inputs never left"
+
+    def check_counters(self, counters):
+        """The drop counters at the end: without misuse, exactly the malformed packets sent;
+        with it, the injection checker's count exactly and some of each kind of misuse."""
+        top = (1 << self.cfg.counter_bits) - 1
+        want = [min(n, top) for n in self.expected_drops]
+        if self.rogue is None and not self.spurious:
+            assert list(counters) == want, f"drop counters {counters}, expected {want}"
+            return
+        assert counters[DropKind.BAD_LENGTH] == want[DropKind.BAD_LENGTH]
+        if self.rogue is not None:
+            assert counters[DropKind.NO_CREDIT] > 0, "the rogue input never overflowed"
+        if self.spurious:
+            assert counters[DropKind.CREDIT_OVERFLOW] > 0, "no credit was ever refused"
 
 
 def coverage(cfg: LinkConfig, grants) -> set:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tlm.link.config import DropKind, LinkConfig
+from tlm.link.config import MALFORMED, DropKind, LinkConfig
 from tlm.link.traffic import Destinations
 
 __all__ = ["Packet", "random_packets", "malformed_packet", "TWIN_CASES"]
@@ -79,7 +79,7 @@ def random_packets(
         seq = 0
         for _ in range(count):
             if malformed and rng.random() < malformed:
-                kind = DropKind(int(rng.integers(len(DropKind))))
+                kind = MALFORMED[int(rng.integers(len(MALFORMED)))]
                 mine.append(malformed_packet(cfg, rng, src, kind))
                 continue
             dst = dests.next(src)

@@ -10,36 +10,24 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from hdl.gen import default_slice_cols
 from tlm.tensor.config import EngineConfig
-from verif.common.runner import BUILD, ROOT, SIMULATORS, run
+from verif.common.runner import ROOT, SIMULATORS
+from verif.common.sim import open_waves, run_and_report, write_save
 from verif.tensor.build import TOP, build_engine
 from verif.tensor.stimulus import PATTERNS
-
-WAVES = BUILD / "waves"
-
-
-def _trace_name(prefix: str, path: str, width: int) -> str:
-    return f"{prefix}{path}" + (f"[{width - 1}:0]" if width > 1 else "")
 
 
 def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
     """A GTKWave save file grouping the streams, the status and a 2x2 corner of the array."""
-    from vcd.gtkw import GTKWSave
-
     from hdl.formats import acc_shape, operand_shape
     from hdl.tensor.layouts import load_beat, moving_beat, moving_lane, result_beat, status_layout
 
-    prefix = f"{TOP}."  # Icarus' FST and Verilator's VCD both scope the design by its top
     groups = {
         "ld_stream (LoadStationary)": [
             ("ld_stream__valid", 1),
@@ -72,22 +60,10 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
                 (pe + "w1", op),
             ]
     groups["array corner: PE(row, col) for rows, cols 0..1"] = corner
-    save.parent.mkdir(parents=True, exist_ok=True)
-    with open(save, "w") as f:
-        gtkw = GTKWSave(f)
-        gtkw.comment(f"tensor engine {cfg.rows}x{cfg.cols} {cfg.format_tag}, {sim}")
-        gtkw.dumpfile(str(dump))
-        gtkw.zoom_markers(-20.0)
-        gtkw.trace(_trace_name(prefix, "clk", 1))
-        gtkw.trace(_trace_name(prefix, "rst", 1))
-        for name, signals in groups.items():
-            with gtkw.group(name):
-                for path, width in signals:
-                    gtkw.trace(
-                        _trace_name(prefix, path, width),
-                        datafmt="dec" if "p_out" in path else "hex",
-                    )
-    return save
+    for name, signals in groups.items():
+        groups[name] = [(p, w, "dec" if "p_out" in p else "hex") for p, w in signals]
+    comment = f"tensor engine {cfg.rows}x{cfg.cols} {cfg.format_tag}, {sim}"
+    return write_save(save, dump, comment, TOP, groups)
 
 
 def main(argv=None) -> int:
@@ -114,15 +90,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     if args.open_waves:
-        saves = sorted(WAVES.glob("*.gtkw"), key=lambda f: f.stat().st_mtime)
-        if not saves:
-            print("no waveform yet: run `make sim WAVES=1` first", file=sys.stderr)
-            return 2
-        cmd = ["gtkwave", str(saves[-1])]
-        if shutil.which("gtkwave") is None or not os.environ.get("DISPLAY"):
-            print(f"no gtkwave or no display here; on a desktop run: {' '.join(cmd)}")
-            return 0
-        return subprocess.call(cmd)
+        return open_waves(f"{TOP}_*.gtkw", "sim")
 
     try:
         cfg = EngineConfig(args.rows, args.cols, args.format)
@@ -133,59 +101,29 @@ def main(argv=None) -> int:
     print(f"engine {cfg.rows}x{cfg.cols} {cfg.format_tag} on {args.sim}, seed {seed}")
     start = time.perf_counter()
     simbuild = build_engine(args.sim, cfg, waves=args.waves)
-    test_dir = simbuild.build_dir / f"run-{seed}"
-    outcome = {
-        "sim": args.sim,
-        "rows": cfg.rows,
-        "cols": cfg.cols,
-        "seed": seed,
-        "build_s": round(simbuild.build_seconds, 2),
-        "build_cached": simbuild.cached,
+    env = {
+        "TE_ROWS": cfg.rows,
+        "TE_COLS": cfg.cols,
+        "TE_FORMAT": ",".join(f.name for f in cfg.formats),
+        "SEED": seed,
+        "TE_OPS": args.ops,
+        "TE_MAX_N": args.max_n,
+        "TE_PATTERNS": args.patterns,
+        "PYTHONPATH": ROOT,
     }
-    try:
-        run(
-            simbuild,
-            "verif.tensor.bench",
-            waves=args.waves,
-            test_dir=test_dir,
-            env={
-                "TE_ROWS": cfg.rows,
-                "TE_COLS": cfg.cols,
-                "TE_FORMAT": ",".join(f.name for f in cfg.formats),
-                "SEED": seed,
-                "TE_OPS": args.ops,
-                "TE_MAX_N": args.max_n,
-                "TE_PATTERNS": args.patterns,
-                "PYTHONPATH": ROOT,
-            },
-        )
-        outcome["passed"] = True
-    except AssertionError as error:
-        outcome["passed"] = False
-        outcome["error"] = str(error)
-    outcome["seconds"] = round(time.perf_counter() - start, 2)
-    if args.waves:
-        source = (
-            (test_dir / "dump.vcd")
-            if args.sim == "verilator"
-            else (simbuild.build_dir / f"{TOP}.fst")
-        )
-        dump = WAVES / f"{TOP}_{cfg.tag}_{args.sim}{source.suffix}"
-        WAVES.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, dump)
-        save = write_gtkw(cfg, dump, dump.with_suffix(".gtkw"), args.sim)
-        outcome.update(waveform=str(dump), gtkw=str(save))
-    if args.json:
-        print(json.dumps(outcome))
-    else:
-        print(
-            ("PASS" if outcome["passed"] else "FAIL")
-            + f" in {outcome['seconds']} s"
-            + (f"; waves: {outcome['waveform']} (make waves)" if args.waves else "")
-        )
-        if not outcome["passed"]:
-            print(outcome["error"])
-    return 0 if outcome["passed"] else 1
+    return run_and_report(
+        simbuild,
+        "verif.tensor.bench",
+        env,
+        {"sim": args.sim, "rows": cfg.rows, "cols": cfg.cols, "seed": seed},
+        seed=seed,
+        started=start,
+        waves=args.waves,
+        dump_name=f"{TOP}_{cfg.tag}_{args.sim}",
+        write_gtkw=lambda dump, save: write_gtkw(cfg, dump, save, args.sim),
+        waves_target="waves",
+        as_json=args.json,
+    )
 
 
 if __name__ == "__main__":

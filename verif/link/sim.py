@@ -1,0 +1,168 @@
+"""``make sim-link`` / ``python -m verif.link.sim``: one run of the torus or router bench, its
+seed printed, with waveforms on request, and ``make waves-link`` to look at them in GTKWave.
+
+Examples::
+
+    python -m verif.link.sim --sim icarus --shape 4x4 --seed 1 --waves
+    python -m verif.link.sim --block link_router --shape 4x4x4 --coord 1,2,3 --misuse
+    python -m verif.link.sim --sim verilator --shape 4x4x4 --traffic transpose --packets 50
+    python -m verif.link.sim --open-waves
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+from hdl.hier import port_names
+from hdl.link.router import Router
+from hdl.link.torus import TorusNetwork
+from tlm.link.config import LinkConfig
+from tlm.link.traffic import PATTERNS as TRAFFIC
+from verif.common.patterns import PATTERNS
+from verif.common.runner import ROOT, SIMULATORS
+from verif.common.sim import open_waves, run_and_report, write_save
+from verif.link.build import TOPS, build_link
+
+#: Nodes of a torus whose injection and ejection streams the save file shows.
+SHOWN_NODES = 4
+
+#: Waveform file names by block: all begin with ``link_``, which ``make waves-link`` opens.
+WAVE_NAMES = {"link_router": "link_router", "torus": "link_torus"}
+
+#: The patterns each bench runs with unless --patterns says otherwise.
+DEFAULT_PATTERNS = {
+    "traffic": "always:always,random:1of4",  # the torus: inject:eject pairs
+    "lockstep": "always:always:always,random:random:random",  # the router: send:ready:credit
+    "misuse": "always:random:1of4",
+}
+
+
+def _ports(component) -> dict[str, list[tuple[str, int]]]:
+    """A component's ports as GTKWave groups: ``inject__0__valid`` goes to ``inject 0``."""
+    component._MustUse__silence = True  # built for its port list only, never elaborated
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for name, _, value in port_names(component):
+        parts = name.split("__")
+        group = " ".join(parts[:-1]) if len(parts) > 1 else name
+        groups.setdefault(group, []).append((name, len(value)))
+    return groups
+
+
+def write_gtkw(block: str, cfg: LinkConfig, dump: Path, save: Path, sim: str) -> Path:
+    """A GTKWave save file: every port of the router, or for a torus the streams of its first
+    nodes, every drop counter, and the link ports of router 0 (node (0, ...))."""
+    if block == "link_router":
+        groups = {f"router {g}": s for g, s in _ports(Router(cfg)).items()}
+    else:
+        groups = {}
+        for group, signals in _ports(TorusNetwork(cfg)).items():
+            _, *node = group.split()  # inject 0, eject 0, ..., drops
+            if not node:
+                groups[group] = signals
+            elif int(node[0]) < SHOWN_NODES:
+                groups.setdefault(f"node {node[0]}", []).extend(signals)
+        for group, signals in _ports(Router(cfg)).items():
+            if "links" in group:
+                groups[f"router0 {group}"] = [(f"router0.{p}", w) for p, w in signals]
+    groups = {name: [(p, w, "hex") for p, w in signals] for name, signals in groups.items()}
+    return write_save(save, dump, f"{block} {cfg.tag}, {sim}", TOPS[block], groups)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m verif.link.sim", description=__doc__.split("\n")[0])
+    p.add_argument("--block", choices=sorted(TOPS), default="torus", help="default torus")
+    p.add_argument("--sim", choices=SIMULATORS, default="icarus")
+    p.add_argument("--shape", default="4x4", help="torus shape, e.g. 4x4 or 4x4x4")
+    p.add_argument("--vcs", type=int, default=2, help="virtual channels (default 2)")
+    p.add_argument("--depth", type=int, default=4, help="flits per VC buffer (default 4)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--packets", type=int, default=10, help="packets per node or input")
+    p.add_argument(
+        "--traffic", choices=TRAFFIC, default="uniform", help="torus: destination pattern"
+    )
+    p.add_argument(
+        "--patterns",
+        default=None,
+        help=f"comma-separated patterns of {', '.join(PATTERNS)}: inject:eject pairs (torus) or "
+        f"send:ready:credit triples (router; --misuse runs the first); default {DEFAULT_PATTERNS}",
+    )
+    p.add_argument("--malformed", type=float, default=0.05, help="torus: share of broken packets")
+    p.add_argument("--coord", default=None, help="router: its coordinate, e.g. 1,2 (default 1s)")
+    p.add_argument(
+        "--misuse",
+        action="store_true",
+        help="router: a neighbour sending without credits and credits not owed",
+    )
+    p.add_argument("--waves", action="store_true", help="write a waveform and a GTKWave save file")
+    p.add_argument("--open-waves", action="store_true", help="open the last waveform in GTKWave")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    if args.open_waves:
+        return open_waves("link_*.gtkw", "sim-link")
+    prog = "python -m verif.link.sim"
+    try:
+        cfg = LinkConfig(args.shape, vcs=args.vcs, depth=args.depth)
+        coord = _coord(args.coord, cfg) if args.block == "link_router" else None
+    except ValueError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    where = f" at {coord}" if coord else ""
+    print(f"{args.block} {cfg.tag}{where} on {args.sim}, seed {seed} (rerun with --seed {seed})")
+    start = time.perf_counter()
+    simbuild = build_link(args.sim, args.block, cfg, waves=args.waves)
+    env = {
+        "LINK_SHAPE": cfg.torus.name,
+        "LINK_VCS": cfg.vcs,
+        "LINK_DEPTH": cfg.depth,
+        "LINK_PACKETS": args.packets,
+        "SEED": seed,
+        "PYTHONPATH": ROOT,
+    }
+    if args.block == "torus":
+        module, testcase = "verif.link.bench_network", "traffic"
+        env |= {"LINK_TRAFFIC": args.traffic, "LINK_MALFORMED": args.malformed}
+    else:
+        module = "verif.link.bench_router"
+        testcase = "misuse" if args.misuse else "lockstep"
+        env["LINK_COORD"] = ",".join(map(str, coord))
+    env["LINK_PATTERNS"] = args.patterns or DEFAULT_PATTERNS[testcase]
+    return run_and_report(
+        simbuild,
+        module,
+        env,
+        {"block": args.block, "sim": args.sim, "shape": cfg.torus.name, "seed": seed},
+        seed=seed,
+        started=start,
+        waves=args.waves,
+        dump_name=f"{WAVE_NAMES[args.block]}_{cfg.tag}_{args.sim}",
+        write_gtkw=lambda dump, save: write_gtkw(args.block, cfg, dump, save, args.sim),
+        waves_target="waves-link",
+        as_json=args.json,
+        testcase=testcase,
+    )
+
+
+def _coord(text: str | None, cfg: LinkConfig) -> tuple[int, ...]:
+    """The router's coordinate from ``--coord`` (default all 1s, an inner node of rings > 2)."""
+    if text is None:
+        return tuple(min(1, k - 1) for k in cfg.shape)
+    try:
+        coord = tuple(int(c) for c in text.split(","))
+    except ValueError:
+        coord = None
+    if coord is None or not cfg.torus.contains(coord) or len(coord) != len(cfg.shape):
+        raise ValueError(f"coord must be a node of the torus {cfg.shape} like 1,2, not {text!r}")
+    return coord
+
+
+if __name__ == "__main__":
+    sys.exit(main())
