@@ -29,7 +29,7 @@ help:
 	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
 	@echo "                 DEPTH SEED WAVES=1"
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
-	@echo "make lint        ruff, and Verilator -Wall lint of the tensor engine and the 4x4 torus"
+	@echo "make lint        ruff, and Verilator -Wall lint: tensor engine (int8, every format), 4x4 torus"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 
 setup:
@@ -63,7 +63,7 @@ waves-link:
 
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools
-	for target in lint lint_link; do \
+	for target in lint lint_formats lint_link; do \
 		mkdir -p build/fusesoc/$$target && (cd build/fusesoc/$$target && \
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
 		fusesoc --cores-root $(CURDIR) run --target $$target trnsim:tensor:engine) || exit 1; \

@@ -12,9 +12,10 @@ from verif.common.toolchain import apply_environment
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("target", ["lint", "lint_link"])
+@pytest.mark.parametrize("target", ["lint", "lint_formats", "lint_link"])
 def test_fusesoc_lint_target_is_clean(target):
-    """``lint``: the 8x8 tensor engine; ``lint_link``: the 4x4 torus and its router."""
+    """``lint``: the 8x8 int8 tensor engine; ``lint_formats``: the 8x8 engine with every
+    format (the floating-point datapath); ``lint_link``: the 4x4 torus and its router."""
     work = BUILD / "fusesoc" / target  # each target its own work folder
     work.mkdir(parents=True, exist_ok=True)
     env = apply_environment(dict(os.environ))

@@ -67,10 +67,13 @@ def add(m: Module, a, b):
     shift = Signal(range(ALIGN + 1), name="add_shift")
     m.d.comb += shift.eq(Mux(near, d, ALIGN))
     # Both on the last place of 2**(ex - shift): x exactly, y exactly or as a sticky one.
+    # x << shift as (x << ALIGN) >> (ALIGN - shift): no shift widens its operand
+    back = Signal(range(ALIGN + 1), name="add_back")
     x_int = Signal(width + ALIGN, name="add_x")
     y_int = Signal(width + ALIGN, name="add_y")
     m.d.comb += [
-        x_int.eq(mx << shift),
+        back.eq(ALIGN - shift),
+        x_int.eq(Cat(Const(0, ALIGN), mx) >> back),
         y_int.eq(Mux(near, my, my != 0)),
     ]
     total = Signal(signed(width + ALIGN + 2), name="add_total")

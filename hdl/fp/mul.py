@@ -65,7 +65,7 @@ def normalise(m: Module, sig, exp, prefix: str):
     place, so that a product of two normalised significands has its leading one at one of
     two places and needs no search for it."""
     out_sig, shift = normalise_left(m, sig, f"{prefix}_norm")
-    out_exp = Signal(signed(len(exp) + 1), name=f"{prefix}_nexp")
+    out_exp = Signal(signed(len(exp)), name=f"{prefix}_nexp")  # every format's range fits
     m.d.comb += out_exp.eq(exp - shift)
     return out_sig, out_exp
 
@@ -172,15 +172,15 @@ def product(m: Module, a, b):
     # Right shift that puts 2**-149 on the last kept bit (0 in the normal range).
     under = Signal(range(26), name="prod_under")
     m.d.comb += under.eq(Mux(lead_exp < -126, Mux(lead_exp < -151, 25, -126 - lead_exp), 0))
-    shifted = Signal(full, name="prod_shifted")
-    m.d.comb += shifted.eq(norm >> under)
+    shifted = Signal(25, name="prod_shifted")  # the kept bits and the guard bit
+    m.d.comb += shifted.eq((norm >> under)[full - 25 :])
     # Sticky: any bit of norm below the guard bit's place (ones mask from a right shift).
     rest = Signal(range(26), name="prod_rest")
     m.d.comb += rest.eq(25 - under)
     sticky = Signal(name="prod_sticky")
     m.d.comb += sticky.eq((norm & (Const((1 << full) - 1, full) >> rest)) != 0)
-    kept = shifted[full - 24 :]
-    guard = shifted[full - 25]
+    kept = shifted[1:]
+    guard = shifted[0]
     sig = Signal(25, name="prod_sig")
     m.d.comb += sig.eq(kept + (guard & (sticky | kept[0])))
     exp = Signal(signed(len(lead_exp)), name="prod_exp")

@@ -26,10 +26,12 @@ def normalise_left(m, value, name: str):
     for level in reversed(range(bits)):
         half = 1 << level
         zero = cur[full - half :] == 0
-        nxt = Signal(full, name=f"{name}_{level}")
-        m.d.comb += [count[level].eq(zero), nxt.eq(Mux(zero, cur << half, cur))]
+        # the last level keeps only the value's own width (the padding below is zeros)
+        keep = width if level == 0 else full
+        nxt = Signal(keep, name=f"{name}_{level}")
+        m.d.comb += [count[level].eq(zero), nxt.eq(Mux(zero, cur << half, cur)[full - keep :])]
         cur = nxt
-    return cur[full - width :], count
+    return cur, count
 
 
 def round_to_f32(m, value, exp, name: str = "rnd"):
@@ -41,9 +43,8 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     The value is normalised (:func:`normalise_left`), so a normal result rounds at a fixed
     place: 24 bits kept, a guard bit and a sticky rest. A result below 2**-126 is exact (a
     multiple of 2**-149 that small is a subnormal) and is placed, unrounded, on 2**-149.
-    Adding the rounded significand (hidden bit included) to ``(exponent + 126) << 23``
-    carries into the exponent by itself when rounding overflows the significand, and into
-    the infinity pattern when that overflows the range.
+    A rounding carry out of the significand adds one to the exponent field, and into the
+    infinity pattern when that overflows the range.
     """
     width = len(value)
     if width < 26:
@@ -55,20 +56,23 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     m.d.comb += normal.eq(e32 >= -126)
     kept = norm[width - 24 :]
     sticky = norm[: width - 25] != 0
-    rounded = Signal(25, name=f"{name}_rounded")
-    m.d.comb += rounded.eq(kept + (norm[width - 25] & (sticky | kept[0])))
-    # Subnormal: value * 2**(exp + 149) is an integer below 2**23, so value fits 23 bits and
-    # the shift is below 23.
-    place = Signal(range(23), name=f"{name}_place")
-    m.d.comb += place.eq(Mux(normal, 0, (exp + 149)[:5]))
+    up = Signal(name=f"{name}_up")
+    m.d.comb += up.eq(norm[width - 25] & (sticky | kept[0]))
+    frac = Signal(23, name=f"{name}_frac")
+    m.d.comb += frac.eq((kept + up)[:23])
+    # Subnormal: value * 2**(exp + 149) is an integer below 2**23, that is the normalised
+    # value shifted right by zeros - (exp + 149) places (at least width - 23), losing nothing.
+    place = Signal(range(width), name=f"{name}_place")
+    m.d.comb += place.eq(Mux(normal, 0, zeros - (exp + 149)))
+    # The rounded significand is 2**23 .. 2**24: the fraction is its low 23 bits, and 2**24
+    # (a carry out of 24 ones) adds one to the exponent field, into the infinity pattern at
+    # the top.
+    field = Signal(10, name=f"{name}_field")
+    m.d.comb += field.eq(e32 + Mux(kept.all() & up, 128, 127))
+    above = Signal(33, name=f"{name}_normal_mag")
+    m.d.comb += above.eq(Cat(frac, field))
     magnitude = Signal(33, name=f"{name}_mag")
-    m.d.comb += magnitude.eq(
-        Mux(
-            normal,
-            ((e32 + 126).as_unsigned()[:9] << 23) + rounded,
-            (value[:23] << place)[:23],
-        )
-    )
+    m.d.comb += magnitude.eq(Mux(normal, above, (norm >> place)[:23]))
     return magnitude
 
 
