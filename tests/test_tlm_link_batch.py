@@ -9,7 +9,7 @@ from tlm.link.config import DropKind, LinkConfig
 from tlm.link.load import simulate
 from tlm.link.network import Network
 from verif.link.scoreboard import PacketBoard
-from verif.link.stimulus import TWIN_CASES, random_packets
+from verif.link.stimulus import TWIN_CASES, credit_faults, random_packets
 from verif.link.traffic import NodeTraffic
 
 
@@ -19,19 +19,18 @@ def test_batch_equals_network(shape, vcs, depth, inject, eject, seed):
 
 
 def test_batch_equals_network_under_link_misuse(seed):
-    """Some routers believe they hold two credits more than they do (a broken sender): their
+    """Routers that believe they hold two credits more than they do (broken senders): their
     neighbours see flits without credit, they see credits they are not owed; both models drop
     and count alike, and the networks still drain."""
     cfg = LinkConfig((4, 4), vcs=2, depth=2)
-    faults = [(0, 1, 0), (5, 3, 1), (10, 2, 0), (15, 4, 1)]  # (node, output port, VC)
-    counters = check_batch(cfg, "always", "random", seed, faults=faults)
+    counters = check_batch(cfg, "always", "random", seed, misuse=True)
     assert counters[:, DropKind.NO_CREDIT].sum() > 0
     assert counters[:, DropKind.CREDIT_OVERFLOW].sum() > 0
 
 
-def check_batch(cfg, inject, eject, seed, faults=()):
+def check_batch(cfg, inject, eject, seed, misuse=False):
     """Step ``Network`` and ``BatchNetwork`` side by side on the same traffic, comparing every
-    register every cycle; ``faults`` add two credits to those outputs at cycle 30 in both.
+    register every cycle; with ``misuse``, some senders are broken (``credit_faults``) in both.
     Returns the batch model's counters."""
     n, batch = cfg.torus.nodes, 2
     rng = np.random.default_rng(seed)
@@ -42,6 +41,7 @@ def check_batch(cfg, inject, eject, seed, faults=()):
         )
         for _ in range(batch)
     ]
+    faults = credit_faults(cfg, rng) if misuse else None
     vec = BatchNetwork(cfg, batch)
     for cycle in range(3000):
         valid = np.zeros((batch, n), bool)
@@ -54,11 +54,11 @@ def check_batch(cfg, inject, eject, seed, faults=()):
             for i, f in offer.items():
                 valid[b, i], flits[b, i] = True, f
             ready[b] = [rdy[i] for i in range(n)]
-        if cycle == 30:
+        if faults and cycle == faults.cycle:
             for b, net in enumerate(nets):
-                for node, o, v in faults:
-                    net.routers[node].credits[o][v] += 2
-                    vec.cred[b * n + node, o, v] += 2
+                for node, o, v in faults.sites:
+                    net.routers[node].credits[o][v] += faults.extra
+                    vec.cred[b * n + node, o, v] += faults.extra
         acc, ej_v, ej_f = vec.step(valid, flits, ready)
         for b, (net, traffic) in enumerate(zip(nets, traffics, strict=True)):
             step = net.step(*offers[b])

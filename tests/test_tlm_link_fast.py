@@ -9,28 +9,55 @@ import numpy as np
 import pytest
 
 from tlm.cli import main
-from tlm.link.config import DropKind, LinkConfig
+from tlm.link.config import MALFORMED, DropKind, LinkConfig
 from tlm.link.fast import FastNetwork
+from tlm.link.flit import FlitKind
 from tlm.link.load import simulate
 from tlm.link.network import Network
 from tlm.link.traffic import PATTERNS
 from verif.link.scoreboard import PacketBoard
-from verif.link.stimulus import TWIN_CASES, Packet, random_packets
+from verif.link.stimulus import TWIN_CASES, Packet, credit_faults, random_packets
 from verif.link.traffic import NodeTraffic
 
 
 @pytest.mark.parametrize("shape,vcs,depth,inject,eject", TWIN_CASES)
 def test_fast_equals_network(shape, vcs, depth, inject, eject, seed):
+    counts = check_fast(LinkConfig(shape, vcs=vcs, depth=depth), inject, eject, seed)
+    assert all(counts[kind] > 0 for kind in MALFORMED), counts  # every malformed kind dropped
+    assert counts[DropKind.NO_CREDIT] == counts[DropKind.CREDIT_OVERFLOW] == 0, counts
+
+
+@pytest.mark.parametrize("shape,vcs,depth,inject,eject", TWIN_CASES)
+def test_fast_equals_network_under_link_misuse(shape, vcs, depth, inject, eject, seed):
+    """Broken senders too (``credit_faults``): their neighbours see flits without credit, they
+    see credits they are not owed; both models drop, close and count alike and still drain."""
     cfg = LinkConfig(shape, vcs=vcs, depth=depth)
+    counts = check_fast(cfg, inject, eject, seed, misuse=True)
+    assert all(counts[kind] > 0 for kind in DropKind), counts  # every kind was dropped
+
+
+def check_fast(cfg, inject, eject, seed, misuse=False):
+    """Step ``Network`` and ``FastNetwork`` side by side on the same random traffic (malformed
+    packets, packets cut short, malformed flits from a broken neighbour on the links, ejection
+    backpressure), comparing every register every cycle until both drain; with ``misuse``,
+    some senders are broken (``credit_faults``) in both. Without it, every well-formed packet
+    must arrive intact (with it, packets through a broken link arrive truncated or not at all,
+    as they should: the per-router model's tests hold those rules). Returns the drop counts,
+    summed over the routers."""
     rng = np.random.default_rng(seed)
     packets = random_packets(cfg, rng, 25, malformed=0.15)
     for src, mine in enumerate(packets):  # and packets cut short by the next (good) head
         good = [i for i, p in enumerate(mine) if p.bad is None]
         for i in sorted(rng.choice(good, size=min(2, len(good)), replace=False), reverse=True):
             mine.insert(int(i), _cut_short(cfg, rng, src))
+    faults = credit_faults(cfg, rng) if misuse else None
     traffic = NodeTraffic(packets, PacketBoard(cfg), inject, eject, rng)
     net, fast = Network(cfg), FastNetwork(cfg)
     for cycle in range(3000):
+        if faults and cycle == faults.cycle:
+            for node, o, v in faults.sites:
+                net.routers[node].credits[o][v] += faults.extra
+                fast.state.cred[node, o, v] += faults.extra
         if rng.random() < 0.05:
             _link_fault(cfg, rng, net, fast)
         offer, ready = traffic.offers()
@@ -40,8 +67,9 @@ def test_fast_equals_network(shape, vcs, depth, inject, eject, seed):
         assert got.ejected == want.ejected, cycle
         for i in want.accepted:
             traffic.accepted(i)
-        for node, flit in want.ejected.items():
-            traffic.board.eject(node, flit, cycle)
+        if not misuse:
+            for node, flit in want.ejected.items():
+                traffic.board.eject(node, flit, cycle)
         for node, r in enumerate(net.routers):
             where = (cycle, node)
             assert fast.link_reg(node) == tuple(r.link_reg), where
@@ -54,9 +82,10 @@ def test_fast_equals_network(shape, vcs, depth, inject, eject, seed):
         if cycle > 50 and not traffic.pending and all(r.quiet for r in net.routers):
             break
     assert cycle < 2999
-    traffic.board.check_done()
+    if not misuse:
+        traffic.board.check_done()
     assert fast.state.link_flits.tolist() == net.link_flits
-    assert all(np.sum([r.counters for r in net.routers], axis=0))  # every kind was dropped
+    return np.sum([r.counters for r in net.routers], axis=0)
 
 
 def _cut_short(cfg, rng, src) -> Packet:
@@ -94,19 +123,65 @@ def _link_fault(cfg, rng, net, fast):
     fast.state.cred[peer, facing, vc] -= 1
 
 
-def test_flit_without_credit_is_an_error():
-    cfg = LinkConfig((4, 4))
-    fast = FastNetwork(cfg)
+def _fifo(fast, node, r):
+    """The flits in requester ``r``'s FIFO at ``node``, oldest first."""
+    s, depth = fast.state, fast.cfg.depth
+    return [int(s.buf[node, r, (s.qhead[node, r] + i) % depth]) for i in range(s.qcnt[node, r])]
+
+
+@pytest.mark.parametrize(
+    "last,closed",
+    [
+        (FlitKind.HEAD, FlitKind.SINGLE),
+        (FlitKind.BODY, FlitKind.TAIL),
+        (FlitKind.TAIL, None),  # the packet ended: kept as it is
+        (FlitKind.SINGLE, None),
+    ],
+)
+def test_flit_without_credit_is_dropped_and_counted(last, closed):
+    """A flit into a full FIFO (nothing read from it this cycle) is dropped and counted, no
+    credit goes back for it, and the FIFO's last flit, if it leaves its packet open, ends it
+    (as tests/test_tlm_link_router.py holds the per-router model to)."""
+    cfg = LinkConfig((4, 4), depth=4)
+    fmt, fast = cfg.fmt, FastNetwork(cfg)
+    s = fast.state
     node, port = 5, 1  # node 5 is (1, 1); its x+ input VC 0 is requester 1
-    fast.state.qcnt[node, 1] = cfg.depth  # full, and its packet waits for a y+ credit
-    fast.state.alloc_port[node, 1] = 3
-    fast.state.cred[node, 3] = 0
-    peer, peer_port = fast.consts.peer_node[node, port], fast.consts.peer_port[port]
-    fast.state.lval[peer, peer_port] = True
-    fast.state.lreg[peer, peer_port] = cfg.fmt.head((0, 0), (2, 1), 1, 0)
-    with pytest.raises(RuntimeError) as error:
-        fast.step()
-    assert str(error.value) == "router (1, 1) port 1: flit arrived without a credit"
+    if last in (FlitKind.HEAD, FlitKind.SINGLE):  # a packet ends, the next one begins
+        end = fmt.head((0, 0), (2, 1), 2, 7, single=last == FlitKind.SINGLE)
+        flits = [fmt.body(1), fmt.body(2), fmt.body(3, tail=True), end]
+    else:
+        flits = [fmt.body(1), fmt.body(2), fmt.body(3), fmt.body(4, tail=last == FlitKind.TAIL)]
+    for i, flit in enumerate(flits):
+        s.buf[node, 1, i] = flit
+    s.qcnt[node, 1] = cfg.depth  # full, and its packet in progress waits for a y+ credit
+    s.alloc_port[node, 1] = 3
+    s.cred[node, 3] = 0
+    peer, facing = fast.consts.peer_node[node, port], fast.consts.peer_port[port]
+    s.lval[peer, facing], s.lreg[peer, facing] = True, fmt.body(99, tail=True)
+    fast.step()
+    counts = [0] * len(DropKind)
+    counts[DropKind.NO_CREDIT] = 1
+    assert fast.counters(node) == counts
+    assert fast.credit_reg(node)[port] == 0  # none for the dropped flit
+    want = flits[-1] if closed is None else (flits[-1] & ~3) | closed
+    assert _fifo(fast, node, 1) == flits[:-1] + [want]
+
+
+def test_credit_not_owed_is_ignored_and_counted():
+    """A credit for a VC that holds every credit is ignored and counted; one that is owed
+    counts as a credit."""
+    cfg = LinkConfig((4, 4), vcs=2, depth=2)
+    fast = FastNetwork(cfg)
+    s = fast.state
+    node, port = 5, 1
+    s.cred[node, port, 1] = cfg.depth - 1  # one flit of VC 1 is owed
+    peer, facing = fast.consts.peer_node[node, port], fast.consts.peer_port[port]
+    s.creg[peer, facing] = 0b11  # a credit for each VC
+    fast.step()
+    counts = [0] * len(DropKind)
+    counts[DropKind.CREDIT_OVERFLOW] = 1
+    assert fast.counters(node) == counts
+    assert s.cred[node, port].tolist() == [cfg.depth, cfg.depth]
 
 
 def test_bad_arguments():

@@ -6,7 +6,8 @@ the whole network one cycle in one compiled call; :func:`run_load` runs a whole 
 latencies and link counts) in one compiled loop, with no Python work per cycle. Both compute
 exactly what the per-router model does: the rules are :mod:`tlm.link.router`'s (routing with
 dateline classes, VC allocation, round-robin switch allocation over the requesters, credits,
-the injection checker with roll-back and drop counters, ejection backpressure), and
+the injection checker with roll-back and drop counters, link misuse: a flit sent without a
+credit dropped and its packet closed, a credit not owed ignored; ejection backpressure), and
 ``tests/test_tlm_link_fast.py`` holds the two side by side, register for register, and checks
 ``simulate(engine="fast") == simulate(engine="python")`` for every traffic pattern.
 
@@ -64,6 +65,8 @@ class Consts(NamedTuple):
     bad_dest: int  # DropKind indices of the counters
     bad_length: int
     orphan: int
+    no_credit: int
+    credit_overflow: int
     shape: np.ndarray  # [dims]
     stride: np.ndarray  # [dims]: node = sum(coord * stride)
     here: np.ndarray  # [N, dims]: each router's coordinate
@@ -174,6 +177,8 @@ def make_consts(cfg: LinkConfig) -> Consts:
         bad_dest=int(DropKind.BAD_DEST),
         bad_length=int(DropKind.BAD_LENGTH),
         orphan=int(DropKind.ORPHAN),
+        no_credit=int(DropKind.NO_CREDIT),
+        credit_overflow=int(DropKind.CREDIT_OVERFLOW),
         shape=np.array(cfg.shape, np.int64),
         stride=stride,
         here=np.array(torus.coords(), np.int64),
@@ -256,8 +261,7 @@ def _inject_append(buf, qhead, qcnt, m, flit, DI):
 @njit(cache=True)
 def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     """One network cycle (:meth:`tlm.link.network.Network.step`): every router reads its
-    neighbours' registers, then steps as :meth:`tlm.link.router.Router.step` does. Returns
-    ``node * P + port`` of a flit that arrived without a credit, or -1."""
+    neighbours' registers, then steps as :meth:`tlm.link.router.Router.step` does."""
     P, V, R, D, DI, lanes, top = C.P, C.V, C.R, C.D, C.DI, C.lanes, C.top
     vc_off, vc_mask, dst_off, src_off = C.vc_off, C.vc_mask, C.dst_off, C.src_off
     cb, cmask, shape, stride, here = C.cb, C.cmask, C.shape, C.stride, C.here
@@ -269,6 +273,7 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     counters, ck, link_flits = S.counters, S.check, S.link_flits
     lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
     bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
+    no_credit, credit_overflow = C.no_credit, C.credit_overflow
     N = here.shape[0]
     for m in range(N):
         for p in range(1, P):
@@ -366,15 +371,27 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         # writes: returned credits, link inputs, injection
         for o in range(1, P):
             mask = cin[m, o]
-            for v in range(V):
-                cred[m, o, v] += (mask >> v) & 1
+            v = 0
+            while mask:
+                if mask & 1:
+                    if cred[m, o, v] >= D:  # not owed: ignored, counted
+                        _bump(counters, m, credit_overflow, top)
+                    else:
+                        cred[m, o, v] += 1
+                mask >>= 1
+                v += 1
         for i in range(1, P):
             if lin_v[m, i]:
                 flit = lin_f[m, i]
                 r = 1 + (i - 1) * V + ((flit >> vc_off) & vc_mask)
-                if qcnt[m, r] >= D:
-                    return m * P + i
-                buf[m, r, (qhead[m, r] + qcnt[m, r]) & (D - 1)] = flit
+                n = qcnt[m, r]
+                if n >= D:  # full after this cycle's read: sent without a credit
+                    _bump(counters, m, no_credit, top)
+                    last = (qhead[m, r] + n - 1) & (D - 1)
+                    if not buf[m, r, last] & 2:  # a head or body leaves its packet open:
+                        buf[m, r, last] ^= 3  # it ends there (head -> single, body -> tail)
+                    continue
+                buf[m, r, (qhead[m, r] + n) & (D - 1)] = flit
                 qcnt[m, r] += 1
         fire = inj_v[m] and inject_ready
         acc[m] = fire
@@ -424,14 +441,12 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         else:
             _inject_append(buf, qhead, qcnt, m, flit, DI)
             committed[m] = qcnt[m, 0]
-    return -1
 
 
 @njit(cache=True)
 def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies, snap):
     """A whole load study (:func:`tlm.link.load.simulate`) on the packets and flit pieces of
-    :func:`_packet_tables`. Returns (offered flits, accepted flits, latencies written, error
-    as from :func:`_cycle`)."""
+    :func:`_packet_tables`. Returns (offered flits, accepted flits, latencies written)."""
     cycles, warmup, length, seq_mask = L[0], L[1], L[2], L[3]
     head, seq_off, vc_off = L[4], L[5], L[6]
     head_dst, head_src, body, tail = L[7], L[8], L[9], L[10]
@@ -472,9 +487,7 @@ def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies,
                 inj_v[n] = True
             else:
                 inj_v[n] = False
-        err = _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
-        if err >= 0:
-            return offered, accepted, nlat, err
+        _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
         for n in range(N):
             if acc[n]:
                 fi[n] += 1
@@ -494,19 +507,13 @@ def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies,
                     if t0 >= warmup:
                         latencies[nlat] = cycle - t0
                         nlat += 1
-    return offered, accepted, nlat, -1
+    return offered, accepted, nlat
 
 
 # -- Python side ------------------------------------------------------------------------------
 def _signed(flit: int) -> int:
     """A flit of up to 64 bits as the int64 with the same bits."""
     return flit - (1 << 64) if flit >> 63 else flit
-
-
-def _credit_error(cfg: LinkConfig, err: int):
-    node, port = divmod(err, cfg.ports)
-    coord = cfg.torus.coord(node)
-    raise RuntimeError(f"router {coord} port {port}: flit arrived without a credit")
 
 
 class FastNetwork:
@@ -550,7 +557,7 @@ class FastNetwork:
             self._inj_v[node], self._inj_f[node] = True, _signed(flit)
         for node, ready in (eject_ready or {}).items():
             self._ready[node] = bool(ready)
-        err = _cycle(
+        _cycle(
             self.state,
             self.consts,
             self._inj_v,
@@ -560,8 +567,6 @@ class FastNetwork:
             self._ejv,
             self._ejf,
         )
-        if err >= 0:
-            _credit_error(self.cfg, err)
         self.cycle += 1
         out = NetStep()
         out.accepted = np.flatnonzero(self._acc).tolist()
@@ -645,11 +650,7 @@ def run_load(sources) -> dict:
     L, first, src, dst, seq, src_pk, created, count = _packet_tables(sources)
     latencies = np.zeros(max(count, 1), np.int64)
     snap = np.zeros_like(S.link_flits)
-    offered, accepted, nlat, err = _load(
-        S, C, L, first, src, dst, seq, src_pk, created, latencies, snap
-    )
-    if err >= 0:
-        _credit_error(cfg, err)
+    offered, accepted, nlat = _load(S, C, L, first, src, dst, seq, src_pk, created, latencies, snap)
     sources.offered, sources.accepted_flits = int(offered), int(accepted)
     sources.latencies = latencies[:nlat].tolist()
     sources.cycle = sources.cycles

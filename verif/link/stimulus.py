@@ -2,7 +2,9 @@
 
 Each node gets a list of packets (``Packet``): destination from a traffic pattern, random
 length, lane and data; with ``malformed`` some are deliberately broken in each of the ways the
-router must drop (:class:`~tlm.link.config.DropKind`).
+router must drop (:data:`~tlm.link.config.MALFORMED`). ``credit_faults`` breaks senders instead:
+routers that believe they hold more credits than they do, the link misuse the other two
+:class:`~tlm.link.config.DropKind` members count.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ import numpy as np
 from tlm.link.config import MALFORMED, DropKind, LinkConfig
 from tlm.link.traffic import Destinations
 
-__all__ = ["Packet", "random_packets", "malformed_packet", "TWIN_CASES"]
+__all__ = [
+    "Packet",
+    "random_packets",
+    "malformed_packet",
+    "CreditFaults",
+    "credit_faults",
+    "TWIN_CASES",
+]
 
 #: ``(shape, vcs, depth, inject pattern, eject pattern)`` of the runs that hold each twin of
 #: the network model (the vectorised and the compiled one) against the per-router model.
@@ -93,3 +102,40 @@ def random_packets(
             seq = (seq + 1) % (1 << fmt.seq_bits)
         out.append(mine)
     return out
+
+
+@dataclass
+class CreditFaults:
+    """Broken senders: at ``cycle``, the router at ``node`` of each ``(node, port, vc)`` in
+    ``sites`` comes to believe it holds ``extra`` credits more for that VC of output ``port``
+    than its neighbour's buffer has room for.
+
+    Once that VC backs up it sends without a credit (the neighbour drops and counts
+    ``NO_CREDIT``); once it drains it gets back credits it is not owed (ignored and counted,
+    ``CREDIT_OVERFLOW``); either way the extra credits are used up and the link works again.
+    A bench adds ``extra`` to the credit counter of each site, in every model it compares.
+    """
+
+    cycle: int
+    sites: list[tuple[int, int, int]]
+    extra: int = 2
+
+
+def credit_faults(
+    cfg: LinkConfig, rng: np.random.Generator, share: float = 0.75, cycle: int = 30
+) -> CreditFaults:
+    """A random ``share`` of ``cfg``'s link output VCs, each given two credits too many at
+    ``cycle``.
+
+    Three quarters by default: measured over 1,000 seeds, enough for every run of
+    ``TWIN_CASES`` to see both kinds of misuse (the sparsest, ``(2, 3)`` with 4-flit buffers,
+    at least 3 ``NO_CREDIT`` drops; with half, 4 runs in 1,000 saw none).
+    """
+    sites = [
+        (node, port, vc)
+        for node in range(cfg.torus.nodes)
+        for port in range(1, cfg.ports)
+        for vc in range(cfg.vcs)
+    ]
+    picked = rng.choice(len(sites), size=max(1, round(share * len(sites))), replace=False)
+    return CreditFaults(cycle, [sites[int(i)] for i in sorted(picked)])
