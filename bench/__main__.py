@@ -1,8 +1,10 @@
-"""``make bench`` / ``python -m bench``: the tensor engine's performance figures.
+"""``make bench`` / ``python -m bench``: the project's performance figures.
 
 Prints a table with each figure beside its target and the naive design's figure
-(``../shared/TOOLCHAIN.md``), and writes ``build/bench/tensor_engine.json``. Nothing here is a
-test: figures are measured, printed and recorded, never asserted.
+(``../shared/TOOLCHAIN.md``), and records them in ``build/bench/figures.json``: the latest
+record of every part, a run of some parts replacing theirs and leaving the others' as they
+were. Nothing here is a test: figures are measured,
+printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
     python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc
@@ -270,39 +272,44 @@ def main(argv=None) -> int:
     from verif.common.toolchain import apply_environment
 
     apply_environment()
-    rows: list[dict] = []
+    by_part: dict[str, list[dict]] = {}
     if "tlm" in parts:
-        rows += bench_tlm()
+        by_part["tlm"] = bench_tlm()
     if "chip" in parts:
         from .chip import bench_chip
 
-        rows += bench_chip(OUT)
+        by_part["chip"] = bench_chip(OUT)
     if "gen" in parts:
-        rows += bench_gen(32) + bench_gen(128) + bench_gen(128, "all")
+        by_part["gen"] = bench_gen(32) + bench_gen(128) + bench_gen(128, "all")
     if "build" in parts:
-        rows += bench_build(128) + bench_build(128, "all")
+        by_part["build"] = bench_build(128) + bench_build(128, "all")
     if "sim" in parts:
-        rows += bench_sim("verilator", 128, args.cycles)
-        rows += bench_sim("verilator", 128, args.cycles // 2, "all")
-        rows += bench_sim("verilator", 32, args.cycles)
+        sims = bench_sim("verilator", 128, args.cycles)
+        sims += bench_sim("verilator", 128, args.cycles // 2, "all")
+        sims += bench_sim("verilator", 32, args.cycles)
         if shutil.which("iverilog"):
-            rows += bench_sim("icarus", 16, args.cycles // 4)
+            sims += bench_sim("icarus", 16, args.cycles // 4)
+        by_part["sim"] = sims
     if "noc" in parts:
         from .noc import bench_noc
 
-        rows += bench_noc()
-    record = {
+        by_part["noc"] = bench_noc()
+    head = {
         "machine": platform.platform(),
         "python": platform.python_version(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "figures": rows,
     }
-    (OUT / "tensor_engine.json").write_text(json.dumps(record, indent=2))
+    path = OUT / "figures.json"
+    latest = json.loads(path.read_text()) if path.exists() else {}
+    latest |= {part: {**head, "figures": part_rows} for part, part_rows in by_part.items()}
+    path.write_text(json.dumps({p: latest[p] for p in PARTS if p in latest}, indent=2))
+    rows = [row for part in parts for row in by_part[part]]
+    record = {**head, "figures": rows}
     if args.json:
         print(json.dumps(record))
     else:
         print_table(rows)
-        print(f"written to {OUT / 'tensor_engine.json'}")
+        print(f"recorded in {OUT / 'figures.json'} ({', '.join(by_part)})")
     return 0
 
 
