@@ -13,7 +13,7 @@ import numpy as np
 
 from ..chip import Kernel
 
-__all__ = ["matmul_softmax", "build_matmul_softmax", "softmax_reference"]
+__all__ = ["matmul_softmax", "build_matmul_softmax", "softmax_reference", "engine_scores"]
 
 
 def matmul_softmax(kernel: Kernel, a_t, b, out, *, bufs=2):
@@ -76,8 +76,26 @@ def build_matmul_softmax(
     return kernel, out
 
 
-def softmax_reference(a, b) -> np.ndarray:
-    """float64 ``softmax(a @ b)`` along rows, the reference the kernel is checked against."""
-    s = np.asarray(a, np.float64) @ np.asarray(b, np.float64)
+def engine_scores(a, b, part: int = 128) -> np.ndarray:
+    """The FP32 scores ``a @ b`` exactly as the kernel's matmuls make them: per block of
+    ``part`` rows, one nc_matmul per K step of ``part`` (:func:`tlm.tensor.matmul`, the
+    numerics contract), each step's result added to the PSUM accumulator (from +0.0) in FP32."""
+    from ..tensor import matmul
+
+    a_t, b = np.asarray(a).T, np.asarray(b)
+    k, m = a_t.shape
+    scores = np.zeros((m, b.shape[1]), np.float32)
+    for m0 in range(0, m, part):  # row blocks: the engine's columns
+        for k0 in range(0, k, part):
+            scores[m0 : m0 + part] += matmul(a_t[k0 : k0 + part, m0 : m0 + part], b[k0 : k0 + part])
+    return scores
+
+
+def softmax_reference(a, b, scores=None) -> np.ndarray:
+    """float64 ``softmax(a @ b)`` along rows, the reference the kernel is checked against;
+    of ``scores`` instead of the float64 ``a @ b`` when given (:func:`engine_scores`: then
+    only the kernel's FP32 exponentials, sums and divisions differ from it)."""
+    s = np.asarray(a, np.float64) @ np.asarray(b, np.float64) if scores is None else scores
+    s = np.asarray(s, np.float64)
     e = np.exp(s - s.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
