@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.formats import FloatFormat
 
-from .round import normalise_left, pack_f32
+from .round import normalise_left, pack_f32, round_up
 
 __all__ = [
     "FloatMultiplier",
@@ -182,7 +182,7 @@ def product(m: Module, a, b):
     kept = shifted[1:]
     guard = shifted[0]
     sig = Signal(25, name="prod_sig")
-    m.d.comb += sig.eq(kept + (guard & (sticky | kept[0])))
+    m.d.comb += sig.eq(kept + round_up(kept, guard, sticky))
     exp = Signal(signed(len(lead_exp)), name="prod_exp")
     # A zero product sits at the bottom of the range, so that it never outranks the other
     # addend when an adder orders the two by exponent.

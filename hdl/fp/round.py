@@ -6,10 +6,16 @@ from amaranth.hdl import Cat, Const, Mux, Signal, signed
 
 from tlm.formats import CANONICAL_NAN_BITS
 
-__all__ = ["round_to_f32", "normalise_left", "pack_f32", "F32_INF"]
+__all__ = ["round_to_f32", "round_up", "normalise_left", "pack_f32", "F32_INF"]
 
 #: Bits of +infinity in binary32; a rounded magnitude at or above it has overflowed.
 F32_INF = 0x7F800000
+
+
+def round_up(kept, guard, sticky):
+    """Round to nearest, ties to even: add one to ``kept`` when the first bit dropped
+    (``guard``) is set and either any bit below it (``sticky``) or ``kept``'s last bit is."""
+    return guard & (sticky | kept[0])
 
 
 def normalise_left(m, value, name: str):
@@ -57,7 +63,7 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     kept = norm[width - 24 :]
     sticky = norm[: width - 25] != 0
     up = Signal(name=f"{name}_up")
-    m.d.comb += up.eq(norm[width - 25] & (sticky | kept[0]))
+    m.d.comb += up.eq(round_up(kept, norm[width - 25], sticky))
     frac = Signal(23, name=f"{name}_frac")
     m.d.comb += frac.eq((kept + up)[:23])
     # Subnormal: value * 2**(exp + 149) is an integer below 2**23, that is the normalised
