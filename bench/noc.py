@@ -8,9 +8,7 @@
   simulated per second, for the compiled engine (:mod:`tlm.link.fast`, one network, the whole
   ``simulate(engine="fast")`` call as ``trnsim noc`` makes it, after a warm-up call; its
   numba compile time into an empty cache and its load from the cache are figures of their
-  own), the per-router model (:class:`tlm.link.network.Network`) and the vectorised one
-  (:class:`tlm.link.batch.BatchNetwork`) on one network and on a batch of 128 (128
-  independent runs of the load point at once). Target >= 1,000,000.
+  own) and the per-router model (:class:`tlm.link.network.Network`). Target >= 1,000,000.
 
 Writes ``build/bench/noc.json``. Measured and printed, never asserted.
 """
@@ -115,26 +113,8 @@ def bench_tlm(cycles=3000) -> list[dict]:
         advance(net, sources)
     seconds = time.perf_counter() - start
     hops = sum(sum(x[1:]) for x in net.link_flits)  # port 0 counts ejections, not hops
-    from tlm.link.batch_load import simulate_batch
-
-    batch_rows = []
-    for batch, n_cycles in ((1, cycles), (128, cycles // 3)):
-        start = time.perf_counter()
-        _, bnet = simulate_batch(cfg, "uniform", [rate] * batch, n_cycles, seed=1)
-        took = time.perf_counter() - start
-        batch_rows.append(
-            {
-                "figure": f"TLM vectorised (BatchNetwork), batch of {batch}, same load: "
-                "flit-hops/s",
-                "value": float(bnet.link_flits.sum()) / took,
-                "unit": "flit-hops/s",
-                "target": ">= 1,000,000",
-                "naive": "",
-            }
-        )
     return (
         fast_rows
-        + batch_rows
         + [
             {
                 "figure": f"TLM per-router model (Network) 4x4x4 uniform at {rate:.2f} "

@@ -19,8 +19,6 @@ MODULES = [
     "tlm.link.router",
     "tlm.link.network",
     "tlm.link.traffic",
-    "tlm.link.batch",
-    "tlm.link.batch_load",
     "tlm.link.fast",
     "tlm.link.load",
 ]

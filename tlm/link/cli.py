@@ -3,14 +3,13 @@
 trnsim noc --shape 4x4x4 --traffic uniform --rate 0.3 --cycles 20000 [--engine fast] [--json]
 
 ``--engine fast`` (the default) runs every load point on the compiled network
-(:mod:`tlm.link.fast`); ``--engine python`` runs one point on the per-router model and a sweep
-on the vectorised batch model (:mod:`tlm.link.batch_load`), as before the compiled engine.
+(:mod:`tlm.link.fast`); ``--engine python`` on the per-router reference model (the same
+figures, some 40x slower).
 """
 
 from __future__ import annotations
 
 from ..cli_args import comma_list
-from .batch_load import simulate_batch
 from .config import LinkConfig
 from .load import ENGINES, channel_load_bound, simulate
 from .traffic import PATTERNS
@@ -27,16 +26,19 @@ def noc_study(args) -> list[dict]:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {args.engine!r}")
     bound = channel_load_bound(cfg, args.traffic)["bound"]
     if len(args.rate) > 1:
-        if args.engine == "fast":
-            rows = [
-                simulate(cfg, args.traffic, rate, args.cycles, length=args.length, seed=args.seed)
-                for rate in args.rate
-            ]
-        else:
-            rows, _ = simulate_batch(
-                cfg, args.traffic, args.rate, args.cycles, length=args.length, seed=args.seed
+        rows = [
+            simulate(
+                cfg,
+                args.traffic,
+                rate,
+                args.cycles,
+                length=args.length,
+                seed=args.seed,
+                engine=args.engine,
             )
-        rows = [row | {"channel_load_bound": bound} for row in rows]
+            | {"channel_load_bound": bound}
+            for rate in args.rate
+        ]
         if args.json:
             return rows
         keep = (
@@ -101,8 +103,8 @@ def register(sub):
     p.add_argument(
         "--engine",
         default="fast",
-        help="fast: compiled network (default); python: the per-router reference model "
-        "(a sweep: the vectorised batch model). Same figures for one point",
+        help="fast: compiled network (default); python: the per-router reference model. "
+        "Same figures",
     )
     p.add_argument("--json", action="store_true", help="print JSON (with every link)")
     p.set_defaults(study=noc_study, title="NeuronLink torus load study (cycle-level model)")

@@ -11,9 +11,9 @@ credit dropped and its packet closed, a credit not owed ignored; ejection backpr
 ``tests/test_tlm_link_fast.py`` holds the two side by side, register for register, and checks
 ``simulate(engine="fast") == simulate(engine="python")`` for every traffic pattern.
 
-The cycle rules are written again here, as in :mod:`tlm.link.batch`, and held to the
-reference by those tests; nothing else is: routes come from a table that
-:func:`tlm.link.routing.route` fills for every (router, destination) and
+The cycle rules are written again here (the one copy besides the reference, which stays the
+readable definition) and held to the reference by those tests; nothing else is: routes come
+from a table that :func:`tlm.link.routing.route` fills for every (router, destination) and
 :func:`~tlm.link.routing.dateline_class` for every (port, coordinate, source coordinate);
 field positions from :meth:`FlitFormat.fields <tlm.link.flit.FlitFormat.fields>` and
 :meth:`~tlm.link.flit.FlitFormat.head_fields`; the flits of a load study's packets from the
