@@ -10,7 +10,8 @@
   numba compile time into an empty cache and its load from the cache are figures of their
   own) and the per-router model (:class:`tlm.link.network.Network`). Target >= 1,000,000.
 
-Writes ``build/bench/noc.json``. Measured and printed, never asserted.
+Recorded with the other parts in ``build/bench/figures.json``. Measured and printed, never
+asserted.
 """
 
 from __future__ import annotations
@@ -209,7 +210,4 @@ def bench_rtl(cycles=2000) -> list[dict]:
 
 
 def bench_noc() -> list[dict]:
-    rows = bench_tlm() + bench_gen() + bench_rtl()
-    OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "noc.json").write_text(json.dumps(rows, indent=2))
-    return rows
+    return bench_tlm() + bench_gen() + bench_rtl()
