@@ -9,7 +9,7 @@ Amaranth's simulator can run. The parent's logic is identical in both modes.
 
 from __future__ import annotations
 
-from amaranth.hdl import ClockSignal, Instance, ResetSignal, Value
+from amaranth.hdl import ClockSignal, Const, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 
 __all__ = ["place", "port_names"]
@@ -23,19 +23,27 @@ def port_names(component: wiring.Component):
         yield name, direction, Value.cast(value)
 
 
-def place(m, name: str, component: wiring.Component, module: str | None, *, clocked=True):
+def place(
+    m, name: str, component: wiring.Component, module: str | None, *, clocked=True, reset=True
+):
     """Add ``component`` to module ``m`` under ``name``.
 
     With ``module=None`` it becomes a submodule (flat); otherwise an ``Instance`` of the
     Verilog module ``module`` (generated separately from an identical component) connected to
     the component's port signals, which the parent drives and reads as usual. A module of
-    combinational logic only (``clocked=False``) has no clock and reset ports.
+    combinational logic only (``clocked=False``) has no clock and reset ports. One whose
+    registers are all reset-less (``reset=False``) has its unused reset port tied low: an
+    input that follows the top's reset makes Verilator update a hierarchical block's
+    combinational outputs on every evaluation of the model, however little changed.
     """
     if module is None:
         m.submodules[name] = component
         return
     component._MustUse__silence = True  # described by `module`, never elaborated here
-    ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()} if clocked else {}
+    ports = {}
+    if clocked:
+        ports["i_clk"] = ClockSignal()
+        ports["i_rst"] = ResetSignal() if reset else Const(0)
     for port, direction, value in port_names(component):
         ports[f"{direction}_{port}"] = value
     m.submodules[name] = Instance(module, **ports)

@@ -8,24 +8,26 @@ from hdl.tensor import SystolicArray
 from tlm.tensor import EngineConfig, matmul
 
 
-@pytest.mark.parametrize("rows,cols", [(1, 1), (3, 2), (2, 5), (4, 4)])
-def test_array_computes_skewed_matmul(rows, cols, seed):
+@pytest.mark.parametrize(
+    "rows,cols,slice_cols", [(1, 1, 1), (3, 2, 1), (2, 5, 1), (2, 6, 3), (4, 4, 2), (4, 4, 4)]
+)
+def test_array_computes_skewed_matmul(rows, cols, slice_cols, seed):
     cfg = EngineConfig(rows, cols)
     rng = np.random.default_rng(seed)
     n = 6
     w = rng.integers(-128, 128, (rows, cols))
     x = rng.integers(-128, 128, (rows, n))
     want = matmul(w, x, cfg=cfg)  # [cols, n]
-    dut = SystolicArray(cfg)
+    dut = SystolicArray(cfg, slice_cols=slice_cols)
     got = np.zeros((cols, n), np.int64)
 
     async def bench(ctx):
-        # The result queue replica stays empty (no push, no pop): the array advances.
+        ctx.set(dut.adv, 1)
         # Load bank 1 one row per cycle, each column's write delayed by its index (diagonal).
         for t in range(rows + cols):
             for c in range(cols):
                 j = t - c
-                lane = dut.w_in[c]
+                lane = dut.w_in(c)
                 ctx.set(
                     lane,
                     {
@@ -37,7 +39,7 @@ def test_array_computes_skewed_matmul(rows, cols, seed):
                 )
             await ctx.tick()
         for c in range(cols):
-            ctx.set(dut.w_in[c].we, 0)
+            ctx.set(dut.w_in(c).we, 0)
         # Beat b enters row k at cycle b + k; each PE registers its moving lane before using
         # it, so column m's sum of beat b leaves at b + rows + m + 1.
         for t in range(n + rows + cols + 2):
@@ -57,37 +59,40 @@ def test_array_computes_skewed_matmul(rows, cols, seed):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    np.testing.assert_array_equal(got, want, err_msg=f"seed {seed}")
+    np.testing.assert_array_equal(got, want, err_msg=f"seed {seed}, slices of {slice_cols}")
 
 
-def test_array_holds_while_the_result_queue_is_full():
+@pytest.mark.parametrize("slice_cols", [1, 2])
+def test_array_holds_while_adv_is_low(slice_cols):
     cfg = EngineConfig(2, 2)
-    dut = SystolicArray(cfg)
+    dut = SystolicArray(cfg, slice_cols=slice_cols)
 
     async def bench(ctx):
-        ctx.set(dut.w_in[0], {"data": 3, "row": 0, "we": 1, "bank": 0})
+        ctx.set(dut.adv, 1)
+        ctx.set(dut.w_in(0), {"data": 3, "row": 0, "we": 1, "bank": 0})
+        ctx.set(dut.w_in(1), {"data": 2, "row": 0, "we": 1, "bank": 0})
         await ctx.tick()
-        ctx.set(dut.w_in[0].we, 0)
+        ctx.set(dut.w_in(0).we, 0)
+        ctx.set(dut.w_in(1).we, 0)
         await ctx.tick()  # load lanes are registered on entry to a slice
         ctx.set(dut.a_in[0], {"data": 5, "en": 1, "bank": 0})
         await ctx.tick()  # PE(0,0) registers 5
         ctx.set(dut.a_in[0], {"data": 7, "en": 1, "bank": 0})
-        ctx.set(dut.q_push, 1)  # two results enter the queue: full after two cycles
-        await ctx.tick()  # PE(0,0) sum 3*5, registers 7
+        await ctx.tick()  # PE(0,0) sum 3*5, registers 7; PE(0,1) registers 5
         ctx.set(dut.a_in[0].en, 0)
-        await ctx.tick()  # PE(0,0) sum 3*7; 15 at the bottom of column 0
-        ctx.set(dut.q_push, 0)
-        for _ in range(5):  # queue full: nothing moves
+        await ctx.tick()  # PE(0,0) sum 3*7; 15 at the bottom of column 0; PE(0,1) 2*5
+        ctx.set(dut.adv, 0)
+        for _ in range(5):  # nothing moves
             assert ctx.get(dut.p_out[0]) == 15
+            assert ctx.get(dut.p_out[1]) == 0
             await ctx.tick()
-        ctx.set(dut.q_pop, 1)  # one result leaves; the array advances from the next cycle
-        await ctx.tick()
-        assert ctx.get(dut.p_out[0]) == 15
-        ctx.set(dut.q_pop, 0)
+        ctx.set(dut.adv, 1)
         await ctx.tick()
         assert ctx.get(dut.p_out[0]) == 21  # the second sum reached the bottom
+        assert ctx.get(dut.p_out[1]) == 10  # column 1 one cycle behind column 0
         await ctx.tick()
         assert ctx.get(dut.p_out[0]) == 0  # and nothing after it
+        assert ctx.get(dut.p_out[1]) == 14
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

@@ -71,6 +71,49 @@ def test_pipe_taps_and_reset_value():
     sim.run()
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_skew_without_the_zero_delay_lane(reverse):
+    """``through=False``: the zero-delay lane is left at zero (its users read ``i``); the
+    others are delayed as usual."""
+    dut = Skew(16, 3, reverse=reverse, through=False)
+    zero = 2 if reverse else 0
+
+    async def bench(ctx):
+        ctx.set(dut.adv, 1)
+        for v in (1, 2, 3):
+            ctx.set(dut.i, [v, v + 10, v + 20])
+            await ctx.tick()
+        ctx.set(dut.i, [4, 14, 24])
+        out = list(ctx.get(dut.o))
+        assert out[zero] == 0
+        for lane in range(3):
+            if lane != zero:
+                d = dut.delay(lane)
+                assert out[lane] == 4 - d + 10 * lane, f"lane {lane}"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_pipe_without_tap_zero():
+    dut = Pipe(4, 3, through=False)
+
+    async def bench(ctx):
+        ctx.set(dut.adv, 1)
+        for v in (1, 2, 3):
+            ctx.set(dut.i, v)
+            await ctx.tick()
+        ctx.set(dut.i, 4)
+        assert list(ctx.get(dut.o)) == [0, 3, 2]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match=r"^n must be a positive integer, not 0$"):
         Skew(8, 0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal, Value
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -29,9 +29,14 @@ def check_slice_cols(component, cfg: EngineConfig, slice_cols):
 class Column(wiring.Component):
     """``width`` adjacent columns of ``rows`` PEs (a vertical slice of the array).
 
-    Moving lanes enter on the left (``a_in[k]`` to row k) and move one column right per
-    cycle, leaving on the right (``a_out``); partial sums start at zero at the top of each
-    column and leave at its bottom (``p_out[j]``). Column j's load lane ``w_in[j]`` writes
+    Every register advances only while ``adv`` is high (the engine drives it from registers
+    only, so nothing computed from it depends on an input of the engine). Moving lanes
+    enter on the left (``a_in[k]`` to row k) and move one column right per cycle; partial
+    sums start at zero at the top of each column and leave at its bottom
+    (``p_out[j]``). ``a_out`` is the lanes the slice's last column takes next, that is the
+    registers of the column before it (``a_in`` itself for a one-column slice): the next
+    slice's left register, which the parent holds (see :class:`SystolicArray`), takes them
+    on the same edge as the last column does. Column j's load lane ``w_in[j]`` writes
     ``data`` into bank ``bank`` of the PE in row ``row`` one cycle later (lanes are registered
     on entry).
 
@@ -59,8 +64,7 @@ class Column(wiring.Component):
         self.p_layout = data.ArrayLayout(acc_shape(cfg), width)
         super().__init__(
             {
-                "q_push": In(1),
-                "q_pop": In(1),
+                "adv": In(1),
                 "a_in": In(self.lanes.size),
                 "a_out": Out(self.lanes.size),
                 "w_in": In(self.w_layout.size),
@@ -70,27 +74,23 @@ class Column(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # A replica of the engine's result-queue count: the slice's enable then comes from a
-        # register of its own, and no PE's next state depends combinationally on a port of
-        # the slice (Verilator's hierarchical blocks recompute such logic on every call).
-        count = Signal(range(3))
-        m.d.sync += count.eq(count + self.q_push - self.q_pop)
-        adv = count != 2
-        # Load lanes are registered on entry, for the same reason: the row decode and weight
-        # write of every PE then read a register, not a port. (The engine delays the moving
-        # lanes by one register too, so writes and uses keep their order.)
-        w_in = Signal(self.w_layout)
-        with m.If(adv):
-            m.d.sync += w_in.eq(self.w_in)
+        adv = self.adv
+        # Load lanes are registered on entry: the row decode and weight write of every PE
+        # then read a register, not a port, and run once per clock edge in a Verilator
+        # hierarchical block, not again on every call that changes its inputs. (Each PE
+        # registers its moving lane too, so writes and uses keep their order.)
+        w_in = Signal(self.w_layout, reset_less=True)
+        m.d.sync += w_in.eq(Mux(adv, self.w_in, w_in))  # one expression: see the PE
         a_in = data.View(self.lanes, self.a_in)
         a_out = data.View(self.lanes, self.a_out)
         p_out = data.View(self.p_layout, self.p_out)
         left = [a_in[k] for k in range(self.cfg.rows)]
         for j in range(self.width):
+            handoff = list(left)  # what column j takes (after the loop: the last column)
             above = None
             for k in range(self.cfg.rows):
                 pe = ProcessingElement(self.cfg)
-                place(m, f"pe{k}_{j}", pe, self._pe_module)
+                place(m, f"pe{k}_{j}", pe, self._pe_module, reset=False)
                 m.d.comb += [
                     pe.adv.eq(adv),
                     pe.a_in.eq(left[k]),
@@ -104,7 +104,7 @@ class Column(wiring.Component):
                 left[k] = pe.a_out
             m.d.comb += p_out[j].eq(above.p_out)
         for k in range(self.cfg.rows):
-            m.d.comb += a_out[k].eq(left[k])
+            m.d.comb += a_out[k].eq(handoff[k])
         return m
 
 
@@ -114,6 +114,13 @@ class SystolicArray(wiring.Component):
     Row k's moving lane enters column 0 and reaches column m m cycles later; column m's sum
     leaves its bottom ``rows`` cycles after its top row computed. The engine skews the inputs
     and de-skews the outputs; see :class:`~hdl.tensor.engine.TensorEngine`.
+
+    The lanes entering each slice but the first come from a register here that takes the
+    previous slice's ``a_out`` (what that slice's last column takes next) on the same edges
+    as that column, so it always holds the same values as the column's own lane registers.
+    The slices then connect through registers only: Verilator calls each hierarchical
+    block's combinational update on its own, not in a chain across the array during which
+    one thread waits for the other.
 
     Parameters
     ----------
@@ -128,30 +135,47 @@ class SystolicArray(wiring.Component):
         self.slice_cols = slice_cols
         self._col_module = col_module
         self._pe_module = pe_module
+        slices = cfg.cols // slice_cols
         super().__init__(
             {
-                "q_push": In(1),
-                "q_pop": In(1),
+                "adv": In(1),
                 "a_in": In(data.ArrayLayout(moving_lane(cfg), cfg.rows)),
-                "w_in": In(data.ArrayLayout(load_lane(cfg), cfg.cols)),
+                **{
+                    f"w_in{s}": In(data.ArrayLayout(load_lane(cfg), slice_cols))
+                    for s in range(slices)
+                },
                 "p_out": Out(data.ArrayLayout(acc_shape(cfg), cfg.cols)),
             }
         )
 
+    def w_in(self, col: int):
+        """The load lane of column ``col``: a port per slice (``w_in{s}``), not one vector for
+        the array, so that Verilator sees each slice's lanes as a variable of their own. (The
+        first slice's come straight from the engine's ports; a vector that held them would
+        make every slice's depend on those ports.)"""
+        return getattr(self, f"w_in{col // self.slice_cols}")[col % self.slice_cols]
+
     def elaborate(self, platform):
         m = Module()
         width = self.slice_cols
+        adv = self.adv
         left = None
         for s in range(self.cfg.cols // width):
             col = Column(self.cfg, width, pe_module=self._pe_module)
-            place(m, f"col{s}", col, self._col_module)
-            # Slice s takes lanes s*width .. (s+1)*width-1 of the load and result vectors.
-            w_bits, p_bits = len(col.w_in), len(col.p_out)
+            place(m, f"col{s}", col, self._col_module, reset=False)
+            # Slice s takes lanes s*width .. (s+1)*width-1 of the result vector.
+            p_bits = len(col.p_out)
+            if left is None:
+                m.d.comb += col.a_in.eq(self.a_in)
+            else:
+                # reset-less like the PEs' lane registers it mirrors
+                edge = Signal(len(col.a_in), name=f"edge{s}", reset_less=True)
+                with m.If(adv):
+                    m.d.sync += edge.eq(left.a_out)
+                m.d.comb += col.a_in.eq(edge)
             m.d.comb += [
-                col.q_push.eq(self.q_push),
-                col.q_pop.eq(self.q_pop),
-                col.a_in.eq(self.a_in if left is None else left.a_out),
-                col.w_in.eq(Value.cast(self.w_in)[s * w_bits : (s + 1) * w_bits]),
+                col.adv.eq(adv),
+                col.w_in.eq(getattr(self, f"w_in{s}")),
                 Value.cast(self.p_out)[s * p_bits : (s + 1) * p_bits].eq(col.p_out),
             ]
             left = col

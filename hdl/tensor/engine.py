@@ -127,18 +127,38 @@ class TensorEngine(wiring.Component):
         mixed = cfg.has_int and cfg.has_float
         codes = {"x_fmt": fb} if fb else {}
         codes |= {"int": 1} if mixed else {}
-        m.submodules.mv_skew = mv_skew = Skew(op, cfg.rows, lane_module=lanes_of(op, cfg.rows))
+        # Row 0 and column 0 take their operands and control straight from the ports; the
+        # skews and pipes leave that lane out of their outputs (through=False), so that the
+        # other 2 x 127 lanes, and the operand decoders on them, depend on registers only:
+        # Verilator evaluates logic that depends on the model's inputs on every evaluation,
+        # several times per cycle under cocotb, and the rest once per clock edge.
+        m.submodules.mv_skew = mv_skew = Skew(
+            op, cfg.rows, lane_module=lanes_of(op, cfg.rows), through=False
+        )
         m.submodules.mv_ctl = mv_ctl = Pipe(
             data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1), **codes}),
             cfg.rows,
+            through=False,
         )
-        m.submodules.ld_skew = ld_skew = Skew(op, cfg.cols, lane_module=lanes_of(op, cfg.cols))
+        m.submodules.ld_skew = ld_skew = Skew(
+            op, cfg.cols, lane_module=lanes_of(op, cfg.cols), through=False
+        )
         m.submodules.ld_ctl = ld_ctl = Pipe(
             data.StructLayout(
                 {"row": range(cfg.rows), "we": 1, "bank": 1, **({"fmt": fb} if fb else {})}
             ),
             cfg.cols,
+            through=False,
         )
+
+        def tap(pipe, stage):
+            """A pipe's value ``stage`` cycles ago: its input itself for stage 0."""
+            return pipe.i if stage == 0 else pipe.o[stage]
+
+        def skewed(skew, lane):
+            """A skew's lane after its delay: the input itself for lane 0."""
+            return skew.i[0] if lane == 0 else skew.o[lane]
+
         m.submodules.deskew = deskew = Skew(
             acc, cfg.cols, reverse=True, lane_module=lanes_of(acc, cfg.cols)
         )
@@ -151,7 +171,7 @@ class TensorEngine(wiring.Component):
         count = Signal(range(3))
         adv = Signal()
         m.d.comb += adv.eq(count != 2)
-        for part in (mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
+        for part in (array, mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
             m.d.comb += part.adv.eq(adv)
 
         # Stationary banks: `act` is in use; `pend` says the other one holds a completed load.
@@ -238,10 +258,10 @@ class TensorEngine(wiring.Component):
         # and per column here, none in the PEs.
         lanes = Signal.like(array.a_in)
         for k in range(cfg.rows):
-            ctl = mv_ctl.o[k]
+            ctl = tap(mv_ctl, k)
             code = ctl.x_fmt if fb else None
             m.d.comb += [
-                lanes[k].data.eq(self._decode(m, f"mv_dec{k}", mv_skew.o[k], code)),
+                lanes[k].data.eq(self._decode(m, f"mv_dec{k}", skewed(mv_skew, k), code)),
                 lanes[k].en.eq(ctl.live & (k < ctl.k)),
                 lanes[k].bank.eq(ctl.bank),
             ]
@@ -299,14 +319,14 @@ class TensorEngine(wiring.Component):
         if fb:
             m.d.comb += ld_ctl.i.fmt.eq(code_now)
         for c in range(cfg.cols):
-            ctl = ld_ctl.o[c]
+            ctl = tap(ld_ctl, c)
             m.d.comb += [
-                array.w_in[c].data.eq(
-                    self._decode(m, f"ld_dec{c}", ld_skew.o[c], ctl.fmt if fb else None)
+                array.w_in(c).data.eq(
+                    self._decode(m, f"ld_dec{c}", skewed(ld_skew, c), ctl.fmt if fb else None)
                 ),
-                array.w_in[c].row.eq(ctl.row),
-                array.w_in[c].we.eq(ctl.we),
-                array.w_in[c].bank.eq(ctl.bank),
+                array.w_in(c).row.eq(ctl.row),
+                array.w_in(c).we.eq(ctl.we),
+                array.w_in(c).bank.eq(ctl.bank),
             ]
 
         # Results: de-skew the column sums; a valid/last pipe of the same latency marks them.
@@ -324,7 +344,6 @@ class TensorEngine(wiring.Component):
         m.d.comb += [arriving.data.eq(deskew.o), arriving.last.eq(pipe_last[-1])]
         push = adv & pipe_valid[-1]
         pop = res.valid & res.ready
-        m.d.comb += [array.q_push.eq(push), array.q_pop.eq(pop)]  # the array keeps a replica
         m.d.comb += res.valid.eq(count != 0)
         with m.If(pop):
             m.d.sync += res.payload.eq(Mux(count == 2, second, arriving))

@@ -40,9 +40,7 @@ def weight_write(cfg: EngineConfig) -> data.StructLayout:
 
 def load_lane(cfg: EngineConfig) -> data.StructLayout:
     """A stationary weight (decoded) on its way to one column, with the row it belongs to."""
-    return data.StructLayout(
-        {"data": lane_shape(cfg), "row": range(cfg.rows), "we": 1, "bank": 1}
-    )
+    return data.StructLayout({"data": lane_shape(cfg), "row": range(cfg.rows), "we": 1, "bank": 1})
 
 
 def load_beat(cfg: EngineConfig) -> data.StructLayout:

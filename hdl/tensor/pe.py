@@ -66,13 +66,20 @@ class ProcessingElement(wiring.Component):
         weight = Signal.like(w0)
         m.d.comb += weight.eq(Mux(a_reg.bank, w1, w0))
         is_int = (a_reg.int,) if cfg.has_int and cfg.has_float else ()
-        with m.If(self.adv):
-            m.d.sync += [
-                a_reg.eq(self.a_in),
-                p_reg.eq(mac(m, cfg, self.p_in, weight, a_reg.data, a_reg.en, *is_int)),
-            ]
-            with m.If(self.w_in.we & ~self.w_in.bank):
-                m.d.sync += w0.eq(self.w_in.data)
-            with m.If(self.w_in.we & self.w_in.bank):
-                m.d.sync += w1.eq(self.w_in.data)
+        # The datapath is built outside the `adv` condition: combinational logic added under
+        # it would read `adv` (its signals are 0 while `adv` is low), and everything in it
+        # would depend on a port of the slice.
+        total = mac(m, cfg, self.p_in, weight, a_reg.data, a_reg.en, *is_int)
+        # Each register's next value is one expression, not an assignment under `If(adv)`:
+        # Amaranth then emits it as a plain assignment that Verilator folds into the clocked
+        # block, where reading the `adv` port costs nothing between clock edges. (Under an
+        # If it becomes a combinational process of its own, which reads a port and so runs on
+        # every call into a hierarchical block.)
+        adv, we, bank = self.adv, self.w_in.we, self.w_in.bank
+        m.d.sync += [
+            a_reg.eq(Mux(adv, self.a_in, a_reg)),
+            p_reg.eq(Mux(adv, total, p_reg)),
+            w0.eq(Mux(adv & we & ~bank, self.w_in.data, w0)),
+            w1.eq(Mux(adv & we & bank, self.w_in.data, w1)),
+        ]
         return m

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Shape, Signal, Value
+from amaranth.hdl import Cat, Module, Shape, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -60,7 +60,8 @@ class Skew(wiring.Component):
     """Delay lane ``i`` of an ``n``-lane vector by ``i`` cycles (``reverse=False``) or by
     ``n - 1 - i`` cycles (``reverse=True``), advancing only when ``adv`` is high.
 
-    The zero-delay lane passes through combinationally; every other lane is a
+    The zero-delay lane passes through combinationally (unless ``through=False``: it is
+    then left at zero in ``o``, and ``o`` depends on registers only); every other lane is a
     :class:`DelayLane` (data only: control that must be reset travels in a :class:`Pipe`
     beside it). A triangle of registers would cost Amaranth a net per bit (about half a
     million at 128 lanes of 32 bits); one lane module, described once and placed per lane,
@@ -77,15 +78,30 @@ class Skew(wiring.Component):
     lane_module : str or None
         Verilog module name of the :class:`DelayLane` (width and depth of this skew) in
         hierarchical generation; ``None`` for submodules.
+    through : bool
+        Whether ``o`` carries the zero-delay lane (``i`` of that lane, combinationally).
+        A user that reads that lane from ``i`` instead keeps every input of the module out
+        of ``o``: Verilator evaluates logic that depends on the model's inputs (here, on
+        any bit of ``o``) on every evaluation, logic that depends on registers only once
+        per clock edge.
     """
 
-    def __init__(self, shape, n: int, *, reverse: bool = False, lane_module: str | None = None):
+    def __init__(
+        self,
+        shape,
+        n: int,
+        *,
+        reverse: bool = False,
+        lane_module: str | None = None,
+        through: bool = True,
+    ):
         if not isinstance(n, int) or n < 1:
             self._MustUse__silence = True  # never elaborated: no "unused" warning on top
             raise ValueError(f"n must be a positive integer, not {n!r}")
         self.lane_shape = shape
         self.n = n
         self.reverse = reverse
+        self.through = through
         self._lane_module = lane_module
         layout = data.ArrayLayout(shape, n)
         super().__init__({"adv": In(1), "i": In(layout), "o": Out(layout)})
@@ -99,7 +115,8 @@ class Skew(wiring.Component):
         for lane in range(self.n):
             delay = self.delay(lane)
             if delay == 0:
-                m.d.comb += self.o[lane].eq(self.i[lane])
+                if self.through:
+                    m.d.comb += self.o[lane].eq(self.i[lane])
                 continue
             line = DelayLane(width, lane_depth(self.n))
             place(m, f"lane{lane}", line, self._lane_module)
@@ -122,22 +139,27 @@ class Pipe(wiring.Component):
         Shape of the value carried.
     stages : int
         Number of taps, 1 or more.
+    through : bool
+        Whether ``o[0]`` is ``i``; if not it is zero, and ``o`` depends on registers only
+        (see :class:`Skew`).
     """
 
-    def __init__(self, shape, stages: int):
+    def __init__(self, shape, stages: int, *, through: bool = True):
         if not isinstance(stages, int) or stages < 1:
             self._MustUse__silence = True
             raise ValueError(f"stages must be a positive integer, not {stages!r}")
         self.stages = stages
+        self.through = through
         super().__init__({"adv": In(1), "i": In(shape), "o": Out(data.ArrayLayout(shape, stages))})
 
     def elaborate(self, platform):
         m = Module()
         width = len(Value.cast(self.i))
-        m.d.comb += self.o[0].eq(self.i)
+        if self.through:
+            m.d.comb += self.o[0].eq(self.i)
         if self.stages > 1:
             regs = Signal((self.stages - 1) * width)
             with m.If(self.adv):
-                m.d.sync += regs.eq(Value.cast(self.o)[: (self.stages - 1) * width])
+                m.d.sync += regs.eq(Cat(self.i, regs[: (self.stages - 2) * width]))
             m.d.comb += Value.cast(self.o)[width:].eq(regs)
         return m

@@ -3,14 +3,16 @@
 Each distinct (simulator, generated Verilog, options) gets its own build folder under
 ``build/sim/``, stamped with a hash of what went into it; a later run with the same inputs
 skips generation and compilation. Verilator is built without ``--public-flat-rw``: only the top
-module's ports are exposed to cocotb (a control file marks them), which is what makes a
-128x128 build minutes instead of a quarter of an hour, and the simulation ten times faster.
+module's ports are exposed to cocotb (a control file marks them, see :func:`ports`), which is
+what makes a 128x128 build minutes instead of a quarter of an hour, and the simulation ten
+times faster.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import time
 import xml.etree.ElementTree as ET
@@ -21,7 +23,7 @@ from cocotb_tools import runner as cocotb_runner
 
 from .toolchain import TIMESCALE, apply_environment
 
-__all__ = ["ROOT", "BUILD", "SimBuild", "build", "run", "SIMULATORS"]
+__all__ = ["ROOT", "BUILD", "SimBuild", "build", "ports", "run", "SIMULATORS"]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -108,6 +110,21 @@ def sources_hash(inputs) -> str:
     return h.hexdigest()[:12]
 
 
+def ports(verilog: Path, top: str) -> list[str]:
+    """Names of the ports of module ``top`` in the Verilog file ``verilog``.
+
+    Only these are made visible to cocotb. Verilator treats every variable a user may write
+    through VPI as driven from outside the model, and re-evaluates all logic that reads one
+    on every evaluation, several times per clock cycle under cocotb; exposing every signal
+    of the top module made the whole engine around the array such logic.
+    """
+    text = Path(verilog).read_text()
+    match = re.search(rf"^module\s+\\?{re.escape(top)}\s*\((.*?)\);", text, re.M | re.S)
+    if match is None:
+        raise ValueError(f"top={top!r}: no module of that name in {verilog}")
+    return [name.strip() for name in match.group(1).split(",") if name.strip()]
+
+
 def build(
     sim: str,
     verilog: Path,
@@ -144,7 +161,13 @@ def build(
         ]
         if hier_blocks:
             args += ["--hierarchical"]
-    key = _hash(sim, top, waves, args, hier_blocks, verilog.read_bytes())
+    control_text = ""
+    if sim == "verilator":
+        lines = ["`verilator_config"]
+        lines += [f'public_flat_rw -module "{top}" -var "{port}"' for port in ports(verilog, top)]
+        lines += [f'hier_block -module "{block}"' for block in hier_blocks]
+        control_text = "\n".join(lines) + "\n"
+    key = _hash(sim, top, waves, args, hier_blocks, control_text, verilog.read_bytes())
     build_dir = BUILD / "sim" / f"{top}-{sim}-{key}"
     stamp = build_dir / "stamp.json"
     if sim == "verilator":
@@ -168,9 +191,7 @@ def build(
         )
     build_dir.mkdir(parents=True, exist_ok=True)
     if sim == "verilator":
-        lines = ["`verilator_config", f'public_flat_rw -module "{top}" -var "*"']
-        lines += [f'hier_block -module "{block}"' for block in hier_blocks]
-        control.write_text("\n".join(lines) + "\n")
+        control.write_text(control_text)
     start = time.perf_counter()
     _runner(sim).build(**kwargs)
     seconds = time.perf_counter() - start

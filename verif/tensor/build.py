@@ -42,14 +42,6 @@ def engine_verilog(cfg: EngineConfig) -> Path:
 #: that is 3,078 instead of 2,517 cycles/s under cocotb; small ones only pay the thread sync.
 THREADS_FROM_PES = 64 * 64
 
-#: What Verilator is told a call into a hierarchical block (an array slice) of a
-#: floating-point engine costs when it splits the work between threads; it otherwise assumes
-#: 200 instructions, and a slice of 2 x 128 floating-point PEs takes some 10^5. Every-format
-#: 128x128, driven cycles/s in three interleaved pairs on an idle machine: 792 / 813 / 696
-#: against 730 / 726 / 674. (An int8 engine runs slower with it: 3,543 / 2,743 / 4,178
-#: against 4,436 / 2,855 / 4,421; it keeps Verilator's default.)
-FLOAT_SLICE_INSTRUCTIONS = 50_000
-
 
 def build_engine(sim: str, cfg: EngineConfig, *, waves: bool = False, fresh: bool = False):
     """Compile (or reuse) the simulation of ``cfg``'s engine for ``sim``.
@@ -63,8 +55,6 @@ def build_engine(sim: str, cfg: EngineConfig, *, waves: bool = False, fresh: boo
     args = ()
     if sim == "verilator" and cfg.rows * cfg.cols >= THREADS_FROM_PES:
         args = ("--threads", "2")
-        if cfg.has_float:
-            args += ("--instr-count-dpi", str(FLOAT_SLICE_INSTRUCTIONS))
     return build(
         sim,
         engine_verilog(cfg),
