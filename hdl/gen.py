@@ -28,14 +28,17 @@ __all__ = [
 
 
 def default_slice_cols(cols: int) -> int:
-    """Columns per array slice: the largest divisor of ``cols`` up to 2.
+    """Columns per array slice: one.
 
-    Verilator compiles one slice and instantiates it ``cols / slice_cols`` times. Measured at
-    128x128 with a plain C++ harness (cycles/s, build): 1 column 3,675 (26 s), 2 columns 5,695
-    (28 s), 4 columns 5,385 (43 s), 8 columns 5,270 (74 s). One column puts every PE's
-    multiply on a port of its slice (see Column); wide slices cost compile time and cache.
+    Verilator compiles one slice and instantiates it ``cols / slice_cols`` times; each
+    slice is called once per clock edge (and its port copies on the other calls), so narrow
+    slices cost calls and wide ones cache (the code of every PE is its own). Measured at
+    128x128 under cocotb, driven / clock-only cycles/s, five interleaved runs each: every
+    format 976 / 1,210 with one column against 930 / 1,079 with two (four were 2x slower per
+    PE when they were measured: 1.3 MB of code per slice); int8 the same within noise.
     """
-    return max(d for d in range(1, min(cols, 2) + 1) if cols % d == 0)
+    del cols  # every width divides the array
+    return 1
 
 
 def tensor_engine_verilog(

@@ -11,7 +11,7 @@ from hdl.gen import tensor_engine_verilog
 from tlm.tensor.config import EngineConfig
 
 
-@pytest.mark.parametrize("cols,slice_cols,slices", [(5, 1, 5), (10, 5, 2), (16, None, 8)])
+@pytest.mark.parametrize("cols,slice_cols,slices", [(5, 1, 5), (10, 5, 2), (16, None, 16)])
 def test_pe_and_slice_are_generated_once(cols, slice_cols, slices):
     text = tensor_engine_verilog(EngineConfig(6, cols), name="te", slice_cols=slice_cols)
     modules = re.findall(r"^module (\S+)\(", text, re.M)

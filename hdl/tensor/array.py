@@ -33,10 +33,11 @@ class Column(wiring.Component):
     only, so nothing computed from it depends on an input of the engine). Moving lanes
     enter on the left (``a_in[k]`` to row k) and move one column right per cycle; partial
     sums start at zero at the top of each column and leave at its bottom
-    (``p_out[j]``). ``a_out`` is the lanes the slice's last column takes next, that is the
-    registers of the column before it (``a_in`` itself for a one-column slice): the next
-    slice's left register, which the parent holds (see :class:`SystolicArray`), takes them
-    on the same edge as the last column does. Column j's load lane ``w_in[j]`` writes
+    (``p_out[j]``). ``a_out`` (only in slices of two columns or more) is the lanes the
+    slice's last column takes next, that is the registers of the column before it: the
+    next slice's left register, which the parent holds (see :class:`SystolicArray`), takes
+    them on the same edge as the last column does. (In a one-column slice that would be
+    ``a_in`` itself, which the parent has already.) Column j's load lane ``w_in[j]`` writes
     ``data`` into bank ``bank`` of the PE in row ``row`` one cycle later (lanes are registered
     on entry).
 
@@ -62,11 +63,12 @@ class Column(wiring.Component):
         self.lanes = data.ArrayLayout(moving_lane(cfg), cfg.rows)
         self.w_layout = data.ArrayLayout(load_lane(cfg), width)
         self.p_layout = data.ArrayLayout(acc_shape(cfg), width)
+        handoff = {"a_out": Out(self.lanes.size)} if width > 1 else {}
         super().__init__(
             {
                 "adv": In(1),
                 "a_in": In(self.lanes.size),
-                "a_out": Out(self.lanes.size),
+                **handoff,
                 "w_in": In(self.w_layout.size),
                 "p_out": Out(self.p_layout.size),
             }
@@ -82,7 +84,6 @@ class Column(wiring.Component):
         w_in = Signal(self.w_layout, reset_less=True)
         m.d.sync += w_in.eq(Mux(adv, self.w_in, w_in))  # one expression: see the PE
         a_in = data.View(self.lanes, self.a_in)
-        a_out = data.View(self.lanes, self.a_out)
         p_out = data.View(self.p_layout, self.p_out)
         left = [a_in[k] for k in range(self.cfg.rows)]
         for j in range(self.width):
@@ -103,8 +104,10 @@ class Column(wiring.Component):
                 above = pe
                 left[k] = pe.a_out
             m.d.comb += p_out[j].eq(above.p_out)
-        for k in range(self.cfg.rows):
-            m.d.comb += a_out[k].eq(handoff[k])
+        if self.width > 1:
+            a_out = data.View(self.lanes, self.a_out)
+            for k in range(self.cfg.rows):
+                m.d.comb += a_out[k].eq(handoff[k])
         return m
 
 
@@ -159,24 +162,24 @@ class SystolicArray(wiring.Component):
         m = Module()
         width = self.slice_cols
         adv = self.adv
-        left = None
+        handoff = None  # what the previous slice's last column takes next
         for s in range(self.cfg.cols // width):
             col = Column(self.cfg, width, pe_module=self._pe_module)
             place(m, f"col{s}", col, self._col_module, reset=False)
             # Slice s takes lanes s*width .. (s+1)*width-1 of the result vector.
             p_bits = len(col.p_out)
-            if left is None:
+            if handoff is None:
                 m.d.comb += col.a_in.eq(self.a_in)
             else:
                 # reset-less like the PEs' lane registers it mirrors
                 edge = Signal(len(col.a_in), name=f"edge{s}", reset_less=True)
                 with m.If(adv):
-                    m.d.sync += edge.eq(left.a_out)
+                    m.d.sync += edge.eq(handoff)
                 m.d.comb += col.a_in.eq(edge)
             m.d.comb += [
                 col.adv.eq(adv),
                 col.w_in.eq(getattr(self, f"w_in{s}")),
                 Value.cast(self.p_out)[s * p_bits : (s + 1) * p_bits].eq(col.p_out),
             ]
-            left = col
+            handoff = col.a_out if width > 1 else col.a_in
         return m
