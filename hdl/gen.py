@@ -13,7 +13,7 @@ from tlm.tensor.config import EngineConfig
 from .formats import OperandDecoder
 from .link.router import Router
 from .link.torus import TorusNetwork
-from .tensor.array import Column
+from .tensor.array import Column, LaneRegister
 from .tensor.engine import TensorEngine
 from .tensor.pe import ProcessingElement
 from .tensor.skew import DelayLane
@@ -46,11 +46,12 @@ def tensor_engine_verilog(
 ) -> str:
     """Verilog of a tensor engine, with the PE and the array slice each generated once.
 
-    The top module is ``name``; the slice (``slice_cols`` columns of PEs) and PE modules are
-    ``{name}_col`` and ``{name}_pe``. The returned text holds all three (PE, slice, top).
+    The top module is ``name``; the slice (``slice_cols`` columns of PEs), PE and
+    between-slice register modules are ``{name}_col``, ``{name}_pe`` and ``{name}_edge``
+    (skew lanes and operand decoders likewise). The returned text holds them all.
     """
     width = default_slice_cols(cfg.cols) if slice_cols is None else slice_cols
-    pe_mod, col_mod = f"{name}_pe", f"{name}_col"
+    pe_mod, col_mod, edge_mod = f"{name}_pe", f"{name}_col", f"{name}_edge"
     lanes = {}  # (width, depth) of each skew lane module the top places
 
     def lane_module(bits, depth):
@@ -63,12 +64,17 @@ def tensor_engine_verilog(
         col_module=col_mod,
         lane_module=lane_module,
         decode_module=dec_mod,
+        edge_module=edge_mod,
     )
+    column = Column(cfg, width, pe_module=pe_mod)
     parts = [
         verilog.convert(ProcessingElement(cfg), name=pe_mod, emit_src=False),
-        verilog.convert(Column(cfg, width, pe_module=pe_mod), name=col_mod, emit_src=False),
+        verilog.convert(column, name=col_mod, emit_src=False),
         verilog.convert(top, name=name, emit_src=False),  # fills `lanes` as it elaborates
     ]
+    if cfg.cols > width:  # the register between slices
+        lanes_bits = len(column.a_in)
+        parts.insert(2, verilog.convert(LaneRegister(lanes_bits), name=edge_mod, emit_src=False))
     if dec_mod:  # the operand decoder at each row and column of the array's edge
         parts.insert(2, verilog.convert(OperandDecoder(cfg), name=dec_mod, emit_src=False))
     parts[2:2] = [

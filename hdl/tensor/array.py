@@ -13,7 +13,26 @@ from ..hier import place
 from .layouts import load_lane, moving_lane
 from .pe import ProcessingElement
 
-__all__ = ["Column", "SystolicArray", "check_slice_cols"]
+__all__ = ["Column", "LaneRegister", "SystolicArray", "check_slice_cols"]
+
+
+class LaneRegister(wiring.Component):
+    """A reset-less register of ``width`` bits that takes ``d`` while ``adv`` is high: the
+    array's register between two slices (see :class:`SystolicArray`), ``edge_out`` taking
+    ``edge_in``. A component of its own so that hierarchical generation describes it once
+    and places it per slice: as plain Amaranth registers, the 127 registers of 5,120 bits
+    each of a 128x128 array doubled the time to generate its Verilog."""
+
+    def __init__(self, width: int):
+        super().__init__({"adv": In(1), "edge_in": In(width), "edge_out": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        # reset-less like the PEs' lane registers it mirrors
+        reg = Signal.like(self.edge_out, reset_less=True, name="edge_reg")
+        m.d.sync += reg.eq(Mux(self.adv, self.edge_in, reg))
+        m.d.comb += self.edge_out.eq(reg)
+        return m
 
 
 def check_slice_cols(component, cfg: EngineConfig, slice_cols):
@@ -128,16 +147,26 @@ class SystolicArray(wiring.Component):
     Parameters
     ----------
     cfg : EngineConfig
-    col_module, pe_module : str or None
-        Verilog module names for hierarchical generation (``None``: flat submodules).
+    col_module, pe_module, edge_module : str or None
+        Verilog module names of the slice, the PE and the register between slices
+        (:class:`LaneRegister`) for hierarchical generation (``None``: flat submodules).
     """
 
-    def __init__(self, cfg: EngineConfig, *, slice_cols: int = 1, col_module=None, pe_module=None):
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        *,
+        slice_cols: int = 1,
+        col_module=None,
+        pe_module=None,
+        edge_module=None,
+    ):
         check_slice_cols(self, cfg, slice_cols)
         self.cfg = cfg
         self.slice_cols = slice_cols
         self._col_module = col_module
         self._pe_module = pe_module
+        self._edge_module = edge_module
         slices = cfg.cols // slice_cols
         super().__init__(
             {
@@ -171,11 +200,9 @@ class SystolicArray(wiring.Component):
             if handoff is None:
                 m.d.comb += col.a_in.eq(self.a_in)
             else:
-                # reset-less like the PEs' lane registers it mirrors
-                edge = Signal(len(col.a_in), name=f"edge{s}", reset_less=True)
-                with m.If(adv):
-                    m.d.sync += edge.eq(handoff)
-                m.d.comb += col.a_in.eq(edge)
+                edge = LaneRegister(len(col.a_in))
+                place(m, f"edge{s}", edge, self._edge_module, reset=False)
+                m.d.comb += [edge.adv.eq(adv), edge.edge_in.eq(handoff), col.a_in.eq(edge.edge_out)]
             m.d.comb += [
                 col.adv.eq(adv),
                 col.w_in.eq(getattr(self, f"w_in{s}")),

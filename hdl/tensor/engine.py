@@ -60,6 +60,9 @@ class TensorEngine(wiring.Component):
     decode_module : str or None
         Verilog module name of the operand decoder (:class:`~hdl.formats.OperandDecoder`)
         in hierarchical generation.
+    edge_module : str or None
+        Verilog module name of the register between array slices
+        (:class:`~hdl.tensor.array.LaneRegister`) in hierarchical generation.
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class TensorEngine(wiring.Component):
         pe_module=None,
         lane_module=None,
         decode_module=None,
+        edge_module=None,
     ):
         if not isinstance(cfg, EngineConfig):
             self._MustUse__silence = True
@@ -82,6 +86,7 @@ class TensorEngine(wiring.Component):
         self._pe_module = pe_module
         self._lane_module = lane_module
         self._decode_module = decode_module
+        self._edge_module = edge_module
         super().__init__(
             {
                 "ld_stream": In(stream.Signature(load_beat(cfg))),
@@ -112,6 +117,7 @@ class TensorEngine(wiring.Component):
             slice_cols=self.slice_cols,
             col_module=self._col_module,
             pe_module=self._pe_module,
+            edge_module=self._edge_module,
         )
 
         # Operands are skewed (row k, column m delayed by k, m cycles) and results de-skewed
