@@ -89,6 +89,7 @@ def test_skew_without_the_zero_delay_lane(reverse):
         ctx.set(dut.i, [4, 14, 24])
         out = list(ctx.get(dut.o))
         assert out[zero] == 0
+        assert ctx.get(dut.out(zero)) == 4 + 10 * zero  # users read that lane from `i`
         for lane in range(3):
             if lane != zero:
                 d = dut.delay(lane)

@@ -157,14 +157,6 @@ class TensorEngine(wiring.Component):
             through=False,
         )
 
-        def tap(pipe, stage):
-            """A pipe's value ``stage`` cycles ago: its input itself for stage 0."""
-            return pipe.i if stage == 0 else pipe.o[stage]
-
-        def skewed(skew, lane):
-            """A skew's lane after its delay: the input itself for lane 0."""
-            return skew.i[0] if lane == 0 else skew.o[lane]
-
         m.submodules.deskew = deskew = Skew(
             acc, cfg.cols, reverse=True, lane_module=lanes_of(acc, cfg.cols)
         )
@@ -264,10 +256,10 @@ class TensorEngine(wiring.Component):
         # and per column here, none in the PEs.
         lanes = Signal.like(array.a_in)
         for k in range(cfg.rows):
-            ctl = tap(mv_ctl, k)
+            ctl = mv_ctl.tap(k)
             code = ctl.x_fmt if fb else None
             m.d.comb += [
-                lanes[k].data.eq(self._decode(m, f"mv_dec{k}", skewed(mv_skew, k), code)),
+                lanes[k].data.eq(self._decode(m, f"mv_dec{k}", mv_skew.out(k), code)),
                 lanes[k].en.eq(ctl.live & (k < ctl.k)),
                 lanes[k].bank.eq(ctl.bank),
             ]
@@ -325,10 +317,10 @@ class TensorEngine(wiring.Component):
         if fb:
             m.d.comb += ld_ctl.i.fmt.eq(code_now)
         for c in range(cfg.cols):
-            ctl = tap(ld_ctl, c)
+            ctl = ld_ctl.tap(c)
             m.d.comb += [
                 array.w_in(c).data.eq(
-                    self._decode(m, f"ld_dec{c}", skewed(ld_skew, c), ctl.fmt if fb else None)
+                    self._decode(m, f"ld_dec{c}", ld_skew.out(c), ctl.fmt if fb else None)
                 ),
                 array.w_in(c).row.eq(ctl.row),
                 array.w_in(c).we.eq(ctl.we),

@@ -109,6 +109,11 @@ class Skew(wiring.Component):
     def delay(self, lane: int) -> int:
         return self.n - 1 - lane if self.reverse else lane
 
+    def out(self, lane: int):
+        """Lane ``lane`` after its delay, whether or not ``o`` carries the zero-delay lane:
+        ``i`` itself for that lane."""
+        return self.i[lane] if self.delay(lane) == 0 else self.o[lane]
+
     def elaborate(self, platform):
         m = Module()
         width = Shape.cast(self.lane_shape).width
@@ -151,6 +156,11 @@ class Pipe(wiring.Component):
         self.stages = stages
         self.through = through
         super().__init__({"adv": In(1), "i": In(shape), "o": Out(data.ArrayLayout(shape, stages))})
+
+    def tap(self, stage: int):
+        """The input ``stage`` advancing cycles ago, whether or not ``o`` carries stage 0:
+        ``i`` itself for that stage."""
+        return self.i if stage == 0 else self.o[stage]
 
     def elaborate(self, platform):
         m = Module()
