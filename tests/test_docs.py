@@ -21,6 +21,13 @@ MODULES = [
     "tlm.link.traffic",
     "tlm.link.fast",
     "tlm.link.load",
+    "tlm.studies",
+    "tlm.studies.protocol",
+    "tlm.studies.units",
+    "tlm.studies.config",
+    "tlm.studies.tensor",
+    "tlm.studies.gemm",
+    "tlm.studies.noc",
 ]
 
 

@@ -10,7 +10,6 @@ import pytest
 
 from tlm.chip import Kernel
 from tlm.chip.trace import write_chrome_trace, write_vcd
-from tlm.cli import main
 from tlm.core.isa import ACTIVATIONS
 from tlm.kernels import build_gemm
 from tlm.tensor import matmul
@@ -143,26 +142,6 @@ def test_trace_and_vcd(tmp_path):
     text = write_vcd(run, tmp_path / "t.vcd").read_text()
     for var in ("tensor_busy", "dma0_depth", "sbuf_bytes_per_partition"):
         assert var in text
-
-
-def test_cli_gemm_json(capsys, tmp_path):
-    assert main(["gemm", "--m", "1024", "--n", "1024", "--k", "1024", "--json",
-                 "--trace", str(tmp_path / "g.json"), "--vcd", str(tmp_path / "g.vcd")]) == 0
-    rows = {r["figure"]: r["value"] for r in json.loads(capsys.readouterr().out)}
-    assert 0 < rows["of peak"] <= 100
-    assert rows["peak (model)"] == 667.0
-    assert rows["tensor utilisation"] > 0
-    assert (tmp_path / "g.json").exists() and (tmp_path / "g.vcd").exists()
-
-
-def test_cli_gemm_table_and_errors(capsys):
-    assert main(["gemm", "--m", "256", "--n", "256", "--k", "256", "--dtype", "fp8_e4m3"]) == 0
-    assert "GEMM on one chip" in capsys.readouterr().out
-    assert main(["gemm", "--k", "0"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "trnsim gemm: error: k must be a positive integer, not 0")
-    assert main(["gemm", "--choose", "tensor.freq_hz=warp"]) == 2
-    assert "must name one of its alternatives" in capsys.readouterr().err
 
 
 def test_hazards_follow_overlapping_elements():

@@ -1,0 +1,309 @@
+"""The study protocol: every ``trnsim`` study keeps the JSON contract, reruns from its saved
+inputs figure for figure, and turns every bad input into one line naming the flag."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tlm import __version__
+from tlm.studies import STUDIES, InputError, run_study
+from tlm.studies.cli import flag, main
+from tlm.studies.units import UNITS
+
+#: Quick inputs for each study (the protocol test must cover every registered study).
+QUICK = {
+    "tensor": ["--n", "64,512", "--format", "fp32"],
+    "gemm": ["--m", "512", "--n", "256", "--k", "384", "--cores", "2"],
+    "noc": ["--shape", "3x3", "--rate", "0.05,0.2", "--cycles", "600", "--seed", "7"],
+}
+
+#: Figures named by what they count carry no unit suffix.
+COUNTS = {"n", "nodes", "packets", "instructions", "cycles", "node", "direction", "links"}
+
+
+def test_every_study_has_quick_inputs():
+    assert set(QUICK) == set(STUDIES)
+
+
+def _run(argv, capsys) -> dict:
+    assert main(argv) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def _units_named(row: dict):
+    for key, value in row.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            for item in value:
+                _units_named(item)
+        elif key not in COUNTS:
+            assert any(key.endswith(u) or key == u[1:] for u in UNITS), f"{key} has no unit"
+
+
+@pytest.mark.parametrize("name", sorted(QUICK))
+def test_contract_and_rerun(name, capsys, tmp_path):
+    """--json prints the contract; --out run.json and --out run.toml, given back to --config,
+    reproduce it exactly."""
+    contract = _run([name, *QUICK[name], "--json", "--out", str(tmp_path / "run.json")], capsys)
+    assert list(contract) == ["study", "version", "inputs", "results", "series"]
+    assert contract["study"] == name and contract["version"] == __version__
+    fields = STUDIES[name].inputs.model_fields
+    assert list(contract["inputs"]) == list(fields)  # every input, defaults resolved
+    assert all(v is not None for k, v in contract["inputs"].items() if k not in ("trace", "vcd"))
+    _units_named(contract["results"])
+    for row in contract["series"]:
+        _units_named(row)
+    assert json.loads((tmp_path / "run.json").read_text()) == contract
+    assert _run([name, "--config", str(tmp_path / "run.json"), "--json"], capsys) == contract
+    assert main([name, *QUICK[name], "--out", str(tmp_path / "run.toml")]) == 0
+    capsys.readouterr()
+    assert _run([name, "--config", str(tmp_path / "run.toml"), "--json"], capsys) == contract
+    # the Python API is the same run
+    report = run_study(name, **contract["inputs"])
+    assert json.loads(json.dumps(report.to_dict())) == contract
+
+
+@pytest.mark.parametrize("name", sorted(QUICK))
+def test_tables_for_people(name, capsys):
+    assert main([name, *QUICK[name]]) == 0
+    out = capsys.readouterr().out
+    assert f"trnsim {name}" in out and "inputs" in out and "results" in out
+
+
+def test_flags_override_the_config(capsys, tmp_path):
+    (tmp_path / "c.toml").write_text('n = [128]\nformat = "fp16"\n')
+    base = _run(["tensor", "--config", str(tmp_path / "c.toml"), "--json"], capsys)
+    assert base["inputs"]["n"] == [128] and base["inputs"]["format"] == "fp16"
+    over = _run(["tensor", "--config", str(tmp_path / "c.toml"), "--n", "256", "--json"], capsys)
+    assert over["inputs"]["n"] == [256] and over["inputs"]["format"] == "fp16"
+
+
+def test_tensor_figures(capsys):
+    """Published anchors: 2 x 128 x 128 x clock per engine; FP32 at a quarter of the rate."""
+    c = _run(["tensor", "--n", "64,512", "--json"], capsys)
+    assert c["inputs"]["clock_hz"] == 2544403076.171875  # the trn2 preset's tensor.freq_hz
+    assert [r["cycles"] for r in c["series"]] == [128, 512]
+    assert c["results"]["peak_flop_per_s"] == pytest.approx(667e12 / 8)  # T2: 667 TFLOPS / 8
+    nki = _run(
+        ["tensor", "--choose", "tensor.freq_hz=core_nki2", "--format", "fp32", "--json"], capsys
+    )
+    assert nki["inputs"]["clock_hz"] == 2.4e9
+    (row,) = nki["series"]
+    assert row["cycles"] == 4 * 512  # NKI2: FP32 ~20 TFLOPS per core, a quarter of 78.6
+    assert row["achieved_flop_per_s"] == pytest.approx(2 * 128 * 128 * 2.4e9 / 4)
+
+
+def test_gemm_outputs(capsys, tmp_path):
+    trace, vcd = tmp_path / "g.json", tmp_path / "g.vcd"
+    c = _run(["gemm", *QUICK["gemm"], "--trace", str(trace), "--vcd", str(vcd), "--json"], capsys)
+    assert 0 < c["results"]["of_peak_fraction"] < 1
+    assert c["results"]["peak_flop_per_s"] == 667e12
+    assert json.loads(trace.read_text())["traceEvents"] and "tensor_busy" in vcd.read_text()
+
+
+def test_noc_sweep(capsys):
+    c = _run(["noc", "--shape", "4x4", "--rate", "0.05,0.2", "--cycles", "800", "--json"], capsys)
+    assert [p["rate_flits_per_node_cycle"] for p in c["series"]] == [0.05, 0.2]
+    assert c["series"][1]["accepted_flits_per_node_cycle"] == pytest.approx(0.2, abs=0.03)
+    assert len(c["series"][0]["links"]) == 16 * 4
+    assert c["results"]["zero_load_latency_cycles"] == pytest.approx(2 * 32 / 15 + 2 * 4)
+
+
+#: (argv, the message after "trnsim STUDY: error: "): every study's bad inputs.
+BAD = [
+    (
+        ["tensor", "--m", "129"],
+        "--m: 129 is not allowed; allowed: an integer in 1..128 (the engine's size)",
+    ),
+    (["tensor", "--k", "0"], "--k: 0 is not allowed; allowed: an integer >= 1"),
+    (
+        ["tensor", "--n", "513"],
+        "--n: 513 is not allowed; allowed: integers in 1..512 (one PSUM bank of FP32)",
+    ),
+    (["tensor", "--n", "1,x"], "--n: 'x' is not a number; allowed: an integer"),
+    (["tensor", "--clock-hz", "0"], "--clock-hz: 0.0 is not allowed; allowed: a number > 0"),
+    (
+        ["tensor", "--format", "fp4"],
+        "--format: 'fp4' is not allowed; allowed: one of bf16, fp16, "
+        "fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2, int8, tf32",
+    ),
+    (
+        ["tensor", "--mode", "fast"],
+        "--mode: 'fast' is not allowed; allowed: one of alone, back_to_back, reuse",
+    ),
+    (
+        ["tensor", "--preset", "trn9"],
+        "--preset: 'trn9' is not allowed; allowed: one of trn1, "
+        "trn2, trn3, or a preset file path ending in .toml",
+    ),
+    (
+        ["tensor", "--choose", "tensor.freq_hz=warp"],
+        "--choose: 'tensor.freq_hz=warp' is not "
+        "allowed; allowed: tensor.freq_hz=one of chip_bf16_dec2024, chip_fp8, chip_fp8_dec2024, "
+        "core_nki2",
+    ),
+    (
+        ["tensor", "--choose", "novalue"],
+        "--choose: 'novalue' is not allowed; allowed: "
+        "SECTION.FIGURE=ALTERNATIVE, e.g. tensor.freq_hz=core_nki2",
+    ),
+    (
+        ["gemm", "--cores", "0"],
+        "--cores: 0 is not allowed; allowed: an integer in 1..8 (the cores of trn2)",
+    ),
+    (
+        ["gemm", "--cores", "-1"],
+        "--cores: -1 is not allowed; allowed: an integer in 1..8 (the cores of trn2)",
+    ),
+    (
+        ["gemm", "--cores", "9"],
+        "--cores: 9 is not allowed; allowed: an integer in 1..8 (the cores of trn2)",
+    ),
+    (["gemm", "--k", "0"], "--k: 0 is not allowed; allowed: an integer >= 1"),
+    (["gemm", "--bufs", "1"], "--bufs: 1 is not allowed; allowed: an integer >= 2"),
+    (
+        ["gemm", "--format", "int8"],
+        "--format: 'int8' is not allowed; allowed: one of bf16, "
+        "fp16, fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2",
+    ),
+    (
+        ["gemm", "--trace", "/no/such/folder/t.json"],
+        "--trace: '/no/such/folder/t.json' cannot "
+        "be written; allowed: a file in an existing folder",
+    ),
+    (
+        ["gemm", "--vcd", "/"],
+        "--vcd: '/' cannot be written; allowed: a file path (this is a folder)",
+    ),
+    (["noc", "--seed", "-1"], "--seed: -1 is not allowed; allowed: an integer in 0..4294967295"),
+    (
+        ["noc", "--rate", "1.5"],
+        "--rate: 1.5 is not allowed; allowed: loads in 0..1 flits per node per cycle",
+    ),
+    (["noc", "--rate", "0.1,x"], "--rate: 'x' is not a number; allowed: a number"),
+    (
+        ["noc", "--cycles", "100", "--warmup", "100"],
+        "--warmup: 100 is not allowed; allowed: an integer in 0..99 (fewer than --cycles)",
+    ),
+    (["noc", "--cycles", "0"], "--cycles: 0 is not allowed; allowed: an integer >= 1"),
+    (["noc", "--length", "5"], "--length: 5 is not allowed; allowed: an integer in 1..4"),
+    (["noc", "--vcs", "3"], "--vcs: 3 is not allowed; allowed: a power of two in 2..8"),
+    (["noc", "--depth", "0"], "--depth: 0 is not allowed; allowed: a power of two in 1..64"),
+    (
+        ["noc", "--shape", "4x1"],
+        "--shape: '4x1' is not allowed; allowed: a tuple of 1 to 4 ring sizes, each 2..16",
+    ),
+    (["noc", "--shape", "4by4"], "--shape: '4by4' is not allowed; allowed: look like 4x4 or 4x4x4"),
+    (
+        ["noc", "--shape", "4x2", "--traffic", "transpose"],
+        "--traffic: 'transpose' does not fit "
+        "--shape 4x2 (transpose needs a symmetric shape, not (4, 2)); allowed: a pattern this "
+        "shape can carry",
+    ),
+    (["noc", "--engine", "gpu"], "--engine: 'gpu' is not allowed; allowed: one of fast, python"),
+    (
+        ["noc", "--traffic", "random"],
+        "--traffic: 'random' is not allowed; allowed: one of "
+        "uniform, transpose, neighbour, hotspot, all-to-all",
+    ),
+    (["noc", "--bogus", "1"], "unrecognized arguments: --bogus 1"),
+    (
+        ["noc", "--out", "/no/such/folder/x.json"],
+        "--out: '/no/such/folder/x.json' cannot be written; allowed: a file in an existing folder",
+    ),
+    (
+        ["noc", "--config", "/no/such.toml"],
+        "--config: '/no/such.toml' cannot be read (No such "
+        "file or directory); allowed: a .toml file of inputs, or a .json run contract (trnsim ... "
+        "--out run.json)",
+    ),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_input(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"trnsim {argv[0]}: error: {message}\n"
+    assert "Traceback" not in err
+
+
+def test_bad_config_files(capsys, tmp_path):
+    (tmp_path / "other.json").write_text(json.dumps({"study": "noc", "inputs": {}}))
+    assert main(["tensor", "--config", str(tmp_path / "other.json")]) == 2
+    assert capsys.readouterr().err.endswith("is for 'noc'; allowed: a config of trnsim tensor\n")
+    (tmp_path / "bad.toml").write_text("n = [1,\n")
+    assert main(["tensor", "--config", str(tmp_path / "bad.toml")]) == 2
+    assert "is not valid TOML" in capsys.readouterr().err
+    (tmp_path / "typo.toml").write_text("clock = 1e9\n")
+    assert main(["tensor", "--config", str(tmp_path / "typo.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trnsim tensor: error: --clock: 1000000000.0 is not an input of this")
+    (tmp_path / "bool.toml").write_text("k = true\n")
+    assert main(["tensor", "--config", str(tmp_path / "bool.toml")]) == 2
+    assert "--k: True is not allowed; allowed: an integer >= 1" in capsys.readouterr().err
+
+
+def test_unwritable_output_after_the_check(capsys, tmp_path, monkeypatch):
+    """A file that cannot be written when the run ends still gives one line, no traceback."""
+    from pathlib import Path
+
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    assert main(["tensor", "--out", str(tmp_path / "x.json")]) == 2
+    assert capsys.readouterr().err == (
+        f"trnsim tensor: error: --out: '{tmp_path / 'x.json'}' cannot be written (Permission "
+        "denied); allowed: a file path this user may write\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "name,values,field",
+    [
+        ("noc", {"rate": [True]}, "rate"),
+        ("noc", {"cycles": 1.5}, "cycles"),
+        ("noc", {"seed": -1}, "seed"),
+        ("tensor", {"k": True}, "k"),
+        ("gemm", {"cores": 0}, "cores"),
+        ("gemm", {"dtype": "bf16"}, "dtype"),
+    ],
+)
+def test_python_api_names_the_argument(name, values, field):
+    with pytest.raises(InputError) as info:
+        run_study(name, **values)
+    assert info.value.field == field and str(info.value).startswith(f"{field}: ")
+
+
+@pytest.mark.parametrize("name", sorted(QUICK))
+def test_help(name, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([name, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    for field in STUDIES[name].inputs.model_fields:
+        assert flag(field) in out
+    for option in ("--config", "--json", "--out"):
+        assert option in out
+
+
+def test_same_flags_for_the_same_things():
+    """--preset, --choose, --format and --seed mean one thing wherever they appear."""
+    for field in ("preset", "choose", "format", "seed"):
+        owners = [s for s in STUDIES.values() if field in s.inputs.model_fields]
+        assert owners
+        descriptions = {s.inputs.model_fields[field].annotation for s in owners}
+        assert len(descriptions) == 1, field
+
+
+def test_version_and_module_entry_point():
+    out = subprocess.run(
+        [sys.executable, "-m", "tlm", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == f"trnsim {__version__}"
+    done = subprocess.run(
+        [sys.executable, "-m", "tlm", "noc", "--vcs", "3"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.startswith("trnsim noc: error: --vcs: 3")

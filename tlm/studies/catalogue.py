@@ -1,0 +1,9 @@
+"""Every ``trnsim`` study, registered in the order ``trnsim --help`` lists them.
+
+A new study is a module of this package that defines its inputs, results and function and
+calls :func:`~tlm.studies.protocol.register`; it is added to the imports below.
+"""
+
+from . import gemm, noc, tensor  # noqa: F401 - each registers its study
+
+__all__: list[str] = []

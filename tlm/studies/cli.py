@@ -1,0 +1,248 @@
+"""``trnsim``: the command line of the studies (also ``python -m tlm``), generated from their
+inputs types.
+
+Every study takes its inputs as flags (``--clock-hz`` for the field ``clock_hz``; lists
+comma-separated; ``--choose SECTION.FIGURE=ALT`` repeatable), plus the protocol's own:
+
+``--config FILE``
+    inputs from a TOML file or a run's JSON contract; flags given beside it override it;
+``--json``
+    print the run's JSON contract instead of tables;
+``--out FILE``
+    also write the run: ``.toml`` its inputs (a config to rerun it), else its JSON contract.
+
+Any bad input ends the command with ``trnsim STUDY: error: --flag: VALUE ...; allowed: ...``
+on stderr and status 2, no traceback.
+
+    trnsim tensor --n 64,128,512 --format fp32
+    trnsim gemm --m 4096 --n 4096 --k 4096 --json --out gemm.json
+    trnsim noc --config gemm.json     # error: the config is for gemm
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import types
+import typing
+
+from .. import __version__
+from . import catalogue  # noqa: F401 - registers every study
+from .config import load_config, write_output
+from .protocol import (
+    STUDIES,
+    InputError,
+    Report,
+    Study,
+    allowed_text,
+    execute,
+    validate_inputs,
+    writable_path,
+)
+from .units import column, human, label
+
+__all__ = ["main", "parser", "flag"]
+
+#: Options of the protocol itself, not inputs of a study.
+PROTOCOL = ("config", "json", "out")
+
+
+def flag(field: str) -> str:
+    """The command-line flag of an input (``clock_hz`` -> ``--clock-hz``)."""
+    return "--" + field.replace("_", "-")
+
+
+class _Fail(Exception):
+    """argparse's own errors, raised instead of exiting (see :func:`main`)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _Fail(self.prog, message)
+
+
+def _plain(annotation):
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else annotation
+    return annotation
+
+
+def _convert(name: str, text: str, annotation):
+    """A flag's text as the value its input's type takes; the protocol validates it next."""
+    kind = _plain(annotation)
+    origin = typing.get_origin(kind)
+    if origin is list:
+        (item,) = typing.get_args(kind)
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if not parts:
+            raise InputError(name, text, "a comma-separated list", "is empty")
+        return [_convert(name, p, item) for p in parts]
+    try:
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        noun = "an integer" if kind is int else "a number"
+        raise InputError(name, text, noun, "is not a number") from None
+    return text
+
+
+def _choices(text: str) -> tuple[str, str]:
+    key, sep, alt = text.partition("=")
+    if not sep or not key.strip() or not alt.strip():
+        raise InputError(
+            "choose", text, "SECTION.FIGURE=ALTERNATIVE, e.g. tensor.freq_hz=core_nki2"
+        )
+    return key.strip(), alt.strip()
+
+
+def _add_study(sub, study: Study):
+    p = sub.add_parser(
+        study.name,
+        help=study.title,
+        description=(sys.modules[study.run.__module__].__doc__ or study.title).split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    inputs = p.add_argument_group("inputs (defaults resolved from the preset are shown by --json)")
+    for name, field in study.inputs.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        shown = "the preset's" if default is None else human(name, default)
+        help_text = f"{field.description} [{allowed_text(field)}; default {shown}]"
+        if name == "choose":
+            inputs.add_argument(
+                flag(name),
+                dest=name,
+                action="append",
+                default=argparse.SUPPRESS,
+                metavar="SECTION.FIGURE=ALT",
+                help=help_text,
+            )
+        else:
+            inputs.add_argument(
+                flag(name),
+                dest=name,
+                default=argparse.SUPPRESS,
+                metavar=name.upper(),
+                help=help_text,
+            )
+    run = p.add_argument_group("run")
+    run.add_argument("--config", metavar="FILE", help="inputs from a TOML config or a JSON run")
+    run.add_argument("--json", action="store_true", help="print the JSON contract")
+    run.add_argument("--out", metavar="FILE", help="write the run: .toml inputs, else JSON")
+    return p
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``trnsim`` parser: one subcommand per study of :data:`STUDIES`."""
+    p = _Parser(prog="trnsim", description="Models of a Trainium2-class machine: studies.")
+    p.add_argument("--version", action="version", version=f"trnsim {__version__}")
+    sub = p.add_subparsers(dest="study", required=True, metavar="STUDY", parser_class=_Parser)
+    for study in STUDIES.values():
+        _add_study(sub, study)
+    return p
+
+
+def inputs_from(study: Study, args: argparse.Namespace) -> dict:
+    """The input values of a command line: the config file's, overridden by the flags."""
+    values = load_config(args.config, study.name) if args.config else {}
+    fields = study.inputs.model_fields
+    for name in fields:
+        if name not in vars(args):
+            continue
+        given = getattr(args, name)
+        if name == "choose":
+            values[name] = dict(_choices(text) for text in given)
+        else:
+            values[name] = _convert(name, given, fields[name].annotation)
+    return values
+
+
+def _table(title, columns, rows):
+    """A rich table whose columns each show one unit, in the header."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    cells = []
+    for i, key in enumerate(columns):
+        header, texts = column(key, [row[i] for row in rows])
+        table.add_column(header, justify="right")
+        cells.append(texts)
+    for row in zip(*cells, strict=True):
+        table.add_row(*row)
+    return table
+
+
+def _figures(title, figures: dict):
+    """A two-column table of named figures, each in its own unit."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("figure", justify="right")
+    table.add_column("value", justify="right")
+    for key, value in figures.items():
+        table.add_row(label(key), human(key, value))
+    return table
+
+
+def render(study: Study, report: Report):
+    """The tables a person reads: inputs, results, the series, and the study's own."""
+    from rich.console import Console
+
+    console = Console()
+    inputs = report.inputs.model_dump()
+    console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}")
+    console.print(_figures("inputs", inputs))
+    console.print(_figures("results", report.results.model_dump()))
+    series = [row.model_dump() for row in report.results.series]
+    if series:
+        columns = [k for k, v in series[0].items() if not isinstance(v, list)]
+        console.print(_table("series", columns, [[r[c] for c in columns] for r in series]))
+    for title, columns, rows in study.tables(report.inputs, report.results) if study.tables else ():
+        console.print(_table(title, columns, rows))
+
+
+def run(argv=None) -> int:
+    """``trnsim`` without its error handling (see :func:`main`)."""
+    args = parser().parse_args(argv)
+    study = STUDIES[args.study]
+    inputs = validate_inputs(study, inputs_from(study, args))
+    if args.out:
+        writable_path("out", args.out)
+    report = execute(study, inputs)
+    contract = report.to_dict()
+    if args.out:
+        write_output(args.out, contract)
+    if args.json:
+        print(json.dumps(contract))
+    else:
+        render(study, report)
+    return 0
+
+
+def main(argv=None) -> int:
+    """``trnsim``: run a study; user errors print one line and return 2."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    name = next((a for a in argv if not a.startswith("-")), None)
+    prog = f"trnsim {name}" if name in STUDIES else "trnsim"
+    try:
+        return run(argv)
+    except _Fail as fail:
+        where, message = fail.args
+        where = prog if where == "trnsim" else where
+        print(f"{where}: error: {message}", file=sys.stderr)
+    except InputError as error:
+        print(f"{prog}: error: {error.message(_name(error.field))}", file=sys.stderr)
+    except ValueError as error:  # a model's own error (KernelError, PresetError, ...)
+        print(f"{prog}: error: {error}", file=sys.stderr)
+    return 2
+
+
+def _name(field: str) -> str:
+    return flag(field) if field not in ("study",) else field
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""``trnsim gemm``: a tiled GEMM on one chip, timed (timing only), optionally traced.
+
+The shipped kernel (:func:`tlm.kernels.build_gemm`) records ``C = A @ B`` on the chip's cores
+and the SimPy timing model runs it: engines, DMA queues and HBM stacks sharing bandwidth.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> r = run_study("gemm", m=512, n=512, k=512).results
+>>> 0 < r.of_peak_fraction < 1
+True
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..core.view import DTYPE_NAMES
+from .protocol import (
+    InputError,
+    PresetInputs,
+    Results,
+    Study,
+    format_field,
+    register,
+    writable_path,
+)
+
+__all__ = ["GemmInputs", "GemmResults", "gemm_study", "ENGINES"]
+
+#: Engines whose utilisation the study reports.
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
+
+
+class GemmInputs(PresetInputs):
+    """Inputs of ``trnsim gemm``."""
+
+    format: str = format_field(
+        "bf16", tuple(DTYPE_NAMES), description="input format of A and B (C is bf16, fp32 for fp32)"
+    )
+    m: int = Field(4096, ge=1, description="rows of A and C")
+    n: int = Field(4096, ge=1, description="columns of B and C")
+    k: int = Field(4096, ge=1, description="contraction size")
+    cores: int | None = Field(
+        None,
+        description="cores to use (default: all of the chip's)",
+        json_schema_extra={"allowed": "an integer in 1..the preset's cores"},
+    )
+    bufs: int = Field(4, ge=2, description="SBUF buffers per input stream")
+    trace: str | None = Field(
+        None,
+        description="write a Chrome/Perfetto JSON trace to this file",
+        json_schema_extra={"allowed": "a file path this user may write"},
+    )
+    vcd: str | None = Field(
+        None,
+        description="write a VCD (engines busy, queues, SBUF use) to this file",
+        json_schema_extra={"allowed": "a file path this user may write"},
+    )
+
+    def resolve(self) -> GemmInputs:
+        total = self.spec.chip.cores
+        cores = total if self.cores is None else self.cores
+        if not 1 <= cores <= total:
+            raise InputError(
+                "cores", cores, f"an integer in 1..{total} (the cores of {self.spec.name})"
+            )
+        writable_path("trace", self.trace)
+        writable_path("vcd", self.vcd)
+        return self.model_copy(update={"cores": cores})
+
+
+class GemmResults(Results):
+    """Time, throughput and what each engine and HBM did."""
+
+    time_s: float
+    achieved_flop_per_s: float
+    peak_flop_per_s: float = Field(description="the preset's dense peak at this format")
+    of_peak_fraction: float
+    tensor_utilisation_fraction: float
+    vector_utilisation_fraction: float
+    scalar_utilisation_fraction: float
+    gpsimd_utilisation_fraction: float
+    dma_utilisation_fraction: float
+    hbm_bandwidth_Bps: float = Field(description="bytes moved to and from HBM per second")
+    hbm_peak_Bps: float
+    instructions: int
+
+
+def gemm_study(inputs: GemmInputs) -> GemmResults:
+    """Run the GEMM kernel in timing-only mode (and write the trace and VCD if asked)."""
+    from ..chip.trace import write_chrome_trace, write_vcd
+    from ..kernels import build_gemm
+
+    kernel, _blocks, _c = build_gemm(
+        inputs.m,
+        inputs.n,
+        inputs.k,
+        inputs.format,
+        preset=inputs.preset,
+        choose=inputs.choose or None,
+        values=False,
+        cores=inputs.cores,
+        bufs=inputs.bufs,
+    )
+    run = kernel.run()
+    spec = kernel.spec
+    peak = spec.peak_flops(inputs.format)
+    flops = 2.0 * inputs.m * inputs.n * inputs.k
+    for field, write in (("trace", write_chrome_trace), ("vcd", write_vcd)):
+        path = getattr(inputs, field)
+        if path is not None:
+            try:
+                write(run, path)
+            except OSError as error:
+                raise InputError(
+                    field,
+                    path,
+                    "a file path this user may write",
+                    f"cannot be written ({error.strerror})",
+                ) from None
+    return GemmResults(
+        time_s=run.time_s,
+        achieved_flop_per_s=flops / run.time_s,
+        peak_flop_per_s=peak,
+        of_peak_fraction=flops / run.time_s / peak,
+        **{f"{e}_utilisation_fraction": run.utilisation(e) for e in ENGINES},
+        hbm_bandwidth_Bps=run.hbm_bandwidth_Bps,
+        hbm_peak_Bps=spec.chip.hbm_bandwidth_Bps,
+        instructions=run.instructions,
+    )
+
+
+STUDY = register(
+    Study("gemm", "a tiled GEMM on one chip: time, FLOP/s, engine use, HBM", GemmInputs, gemm_study)
+)

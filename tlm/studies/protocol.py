@@ -1,0 +1,400 @@
+"""The study protocol: every ``trnsim`` study is an inputs type, a function and a results type.
+
+A study's **inputs** are a :class:`Inputs` model (pydantic, strict, frozen): one field per input,
+units in the field names (``clock_hz``, ``cycles``), each with a description. Defaults that
+depend on a chip preset are ``None`` in the class and filled in by :meth:`Inputs.resolve`, which
+also checks what involves several fields or the preset. The **function** takes resolved inputs
+and returns the study's :class:`Results` (units in the field names too); a study that sweeps
+also returns one row per point in ``series``. Models never print.
+
+Every run can be written as one JSON contract (:class:`Report`)::
+
+    {"study": "noc", "version": "0.1.0",
+     "inputs": {every input, defaults resolved},
+     "results": {...}, "series": [...]}
+
+whose ``inputs``, given back (``trnsim noc --config run.json``, or as keyword arguments to
+:func:`run_study`), reproduce the run figure for figure.
+
+Bad input anywhere raises :class:`InputError`, naming the input, the value and what is allowed;
+the command line prints it with the input's flag (``--cores``) and exits with status 2.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> report = run_study("tensor", n=[128, 512])
+>>> [row["cycles"] for row in report.to_dict()["series"]]
+[128, 512]
+>>> report.inputs.clock_hz == report.inputs.spec.tensor.freq_hz    # from the trn2 preset
+True
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .. import __version__
+from ..formats import FORMATS
+from ..presets import PRESETS, ChipSpec, PresetError, load_preset
+
+__all__ = [
+    "InputError",
+    "Inputs",
+    "PresetInputs",
+    "Results",
+    "Study",
+    "Report",
+    "STUDIES",
+    "register",
+    "run_study",
+    "execute",
+    "validate_inputs",
+    "allowed_text",
+    "model_error",
+    "writable_path",
+]
+
+
+def show(value) -> str:
+    """A value as a user would type it: strings quoted, numbers and lists plain."""
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return ",".join(show(v) for v in value)
+    return str(value)
+
+
+class InputError(ValueError):
+    """A study input that is not allowed.
+
+    Parameters
+    ----------
+    field : str
+        The input's name (its field in the inputs type; the flag is ``--`` + the name with
+        dashes), or a protocol option such as ``"config"`` or ``"out"``.
+    value
+        The value given.
+    allowed : str
+        What is allowed, in words.
+    problem : str, optional
+        What is wrong with it, when "is not allowed" is not enough.
+
+    Examples
+    --------
+    >>> str(InputError("cores", 0, "an integer in 1..8 (the cores of trn2)"))
+    'cores: 0 is not allowed; allowed: an integer in 1..8 (the cores of trn2)'
+    >>> InputError("cores", 0, "an integer in 1..8").message("--cores")
+    '--cores: 0 is not allowed; allowed: an integer in 1..8'
+    """
+
+    def __init__(self, field: str, value, allowed: str, problem: str | None = None):
+        self.field, self.value, self.allowed = field, value, allowed
+        self.problem = problem or "is not allowed"
+        super().__init__(self.message(field))
+
+    def message(self, name: str) -> str:
+        """The message with the input called ``name`` (a field name or a flag)."""
+        return f"{name}: {show(self.value)} {self.problem}; allowed: {self.allowed}"
+
+
+# "cores must be an integer in 1..8, not 0": the house style of the models' own messages
+_MUST = re.compile(r"^(?P<name>[A-Za-z_][\w.]*) must (?:be )?(?P<allowed>.+), not (?P<value>.+)$")
+
+
+def model_error(error: ValueError, fields, values: dict | None = None) -> ValueError:
+    """Turn a model's ``"<name> must be <allowed>, not <value>"`` error into an
+    :class:`InputError` on the input of that name (one of ``fields``); other errors pass
+    through unchanged. ``values`` gives the inputs' values (the value shown is the user's)."""
+    match = _MUST.match(str(error))
+    if match and match["name"] in fields:
+        name = match["name"]
+        value = (values or {}).get(name, match["value"])
+        return InputError(name, value, match["allowed"])
+    return error
+
+
+def _origin(annotation):
+    """The annotation without ``X | None`` (inputs resolved from a preset default to None)."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _bounds(field) -> str:
+    low = high = None
+    for meta in field.metadata:
+        for name, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            value = getattr(meta, name, None)
+            if value is not None:
+                if op[0] == ">":
+                    low = (op, value)
+                else:
+                    high = (op, value)
+    if low and high and low[0] == ">=" and high[0] == "<=":
+        return f" in {low[1]}..{high[1]}"
+    parts = [f"{bound[0]} {show(bound[1])}" for bound in (low, high) if bound]
+    return (" " + " and ".join(parts)) if parts else ""
+
+
+def allowed_text(field) -> str:
+    """What a field accepts, in words, from its type and constraints (pydantic ``FieldInfo``).
+
+    Examples
+    --------
+    >>> allowed_text(PresetInputs.model_fields["preset"])
+    'one of trn1, trn2, trn3, or a preset file path ending in .toml'
+    """
+    extra = field.json_schema_extra or {}
+    if "allowed" in extra:
+        return extra["allowed"]
+    ann = _origin(field.annotation)
+    origin = typing.get_origin(ann)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(str(a) for a in typing.get_args(ann))
+    if origin is list:
+        (item,) = typing.get_args(ann)
+        noun = {int: "integers", float: "numbers", str: "names"}.get(item, "values")
+        return f"a comma-separated list of {noun}{_bounds(field)}"
+    noun = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+    return noun.get(ann, getattr(ann, "__name__", str(ann))) + _bounds(field)
+
+
+def writable_path(field: str, path: str | None) -> str | None:
+    """Check that a file can be written at ``path`` (its folder exists and is writable, and
+    it is not a folder): an output path fails here, before a long run, not after it."""
+    if path is None:
+        return None
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    import os
+
+    if p.is_dir():
+        raise InputError(field, path, "a file path (this is a folder)", "cannot be written")
+    if not folder.is_dir():
+        raise InputError(field, path, "a file in an existing folder", "cannot be written")
+    if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(field, path, "a path this user may write", "cannot be written")
+    return path
+
+
+class Inputs(BaseModel):
+    """Base of every study's inputs: strict types (no ``True`` for a number), no unknown
+    names, frozen. Subclasses declare fields with a ``description`` each and units in their
+    names, and override :meth:`resolve` to fill preset defaults and check combinations."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    def resolve(self) -> Inputs:
+        """These inputs with every default filled in and every combination checked (raise
+        :class:`InputError`). The base has nothing to resolve."""
+        return self
+
+    def replace(self, **changes) -> Inputs:
+        """A copy with ``changes``, validated again."""
+        return type(self).model_validate(self.model_dump() | changes)
+
+
+# "choose['tensor.freq_hz'] must name one of its alternatives (a, b), not 'c'"
+_BAD_ALTERNATIVE = re.compile(
+    r"choose\['(.+)'\] must name one of its alternatives \((.*)\), not '(.*)'"
+)
+_PRESET_ALLOWED = f"one of {', '.join(PRESETS)}, or a preset file path ending in .toml"
+
+
+class PresetInputs(Inputs):
+    """Inputs of a study on a chip preset: ``--preset`` and ``--choose``."""
+
+    preset: str = Field(
+        "trn2",
+        description="chip preset: trn1, trn2, trn3, or a preset TOML file",
+        json_schema_extra={"allowed": _PRESET_ALLOWED},
+    )
+    choose: dict[str, str] = Field(
+        default_factory=dict,
+        description="a named alternative for a preset figure, SECTION.FIGURE=ALTERNATIVE "
+        "(repeatable), e.g. tensor.freq_hz=core_nki2",
+        json_schema_extra={
+            "allowed": "SECTION.FIGURE=ALTERNATIVE naming an alternative "
+            "the preset lists (see tlm/presets/*.toml)"
+        },
+    )
+
+    @cached_property
+    def spec(self) -> ChipSpec:
+        """The preset with the chosen alternatives."""
+        if self.preset not in PRESETS and not self.preset.endswith(".toml"):
+            raise InputError("preset", self.preset, _PRESET_ALLOWED)
+        try:
+            return load_preset(self.preset, self.choose)
+        except PresetError as error:
+            text = str(error)
+            given = ",".join(f"{k}={v}" for k, v in self.choose.items())
+            bad_alt = _BAD_ALTERNATIVE.match(text)
+            if bad_alt:
+                raise InputError(
+                    "choose", f"{bad_alt[1]}={bad_alt[3]}", f"{bad_alt[1]}=one of {bad_alt[2]}"
+                ) from None
+            if text.startswith("choose names figures"):
+                raise InputError(
+                    "choose",
+                    given,
+                    "SECTION.FIGURE=ALTERNATIVE for a figure with alternatives in the preset",
+                    f"names figures {self.preset} has no alternatives for "
+                    f"({text.rpartition(': ')[2]})",
+                ) from None
+            raise InputError("preset", self.preset, _PRESET_ALLOWED, f"fails: {text}") from None
+        except OSError as error:
+            raise InputError(
+                "preset", self.preset, _PRESET_ALLOWED, f"cannot be read ({error.strerror})"
+            ) from None
+
+
+def format_field(default: str, names=tuple(FORMATS), description: str = "operand format"):
+    """A ``format`` input: a name from :data:`tlm.formats.FORMATS` (the one list), or from
+    the subset ``names`` a study supports."""
+    return Field(
+        default,
+        description=description,
+        json_schema_extra={"allowed": "one of " + ", ".join(sorted(names)), "choices": names},
+    )
+
+
+def seed_field():
+    """A ``seed`` input: the seed of the study's random draws."""
+    return Field(0, ge=0, le=2**32 - 1, description="seed of the random draws")
+
+
+class Results(BaseModel):
+    """Base of every study's results: figures with units in their names; ``series`` holds one
+    row per point of a sweep (empty when the study does not sweep)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    series: list[BaseModel] = Field(default_factory=list, exclude=True)
+
+
+@dataclass(frozen=True)
+class Study:
+    """One ``trnsim`` study.
+
+    Attributes
+    ----------
+    name : str
+        The subcommand (``trnsim NAME``).
+    title : str
+        One line: what the study answers.
+    inputs : type[Inputs]
+    run : callable
+        ``run(resolved_inputs) -> Results``.
+    tables : callable, optional
+        ``tables(inputs, results) -> [(title, columns, rows)]``: extra tables for people
+        beside the default ones (results and series), rendered by the command line.
+    """
+
+    name: str
+    title: str
+    inputs: type[Inputs]
+    run: Callable
+    tables: Callable | None = None
+
+    def check_choice(self, field: str, value):
+        """Reject a value outside a field's ``choices`` (declared by :func:`format_field`)."""
+        extra = self.inputs.model_fields[field].json_schema_extra or {}
+        if "choices" in extra and value not in extra["choices"]:
+            raise InputError(field, value, allowed_text(self.inputs.model_fields[field]))
+
+
+#: Every study, by name, in the order ``trnsim --help`` lists them.
+STUDIES: dict[str, Study] = {}
+
+
+def register(study: Study) -> Study:
+    """Add a study to :data:`STUDIES` (each study module registers itself)."""
+    if study.name in STUDIES:
+        raise ValueError(f"study {study.name!r} is registered twice")
+    STUDIES[study.name] = study
+    return study
+
+
+def validate_inputs(study: Study, values: dict) -> Inputs:
+    """Build a study's inputs from ``values`` (field name -> value), resolve them, and turn
+    every problem into an :class:`InputError` naming the input."""
+    fields = study.inputs.model_fields
+    for name in values:
+        if name not in fields:
+            raise InputError(
+                name, values[name], "inputs " + ", ".join(fields), "is not an input of this study"
+            )
+    try:
+        inputs = study.inputs.model_validate(values)
+    except ValidationError as error:
+        first = error.errors()[0]
+        name = str(first["loc"][0])
+        cause = (first.get("ctx") or {}).get("error")
+        if isinstance(cause, InputError):
+            raise cause from None
+        value = values.get(name, first.get("input"))
+        raise InputError(name, value, allowed_text(fields[name])) from None
+    for name in fields:
+        study.check_choice(name, getattr(inputs, name))
+    try:
+        return inputs.resolve()
+    except InputError:
+        raise
+    except ValueError as error:
+        raise model_error(error, fields, values) from None
+
+
+@dataclass(frozen=True)
+class Report:
+    """A study's run: what went in (resolved) and what came out. :meth:`to_dict` is the JSON
+    contract."""
+
+    study: str
+    inputs: Inputs
+    results: Results
+
+    def to_dict(self) -> dict:
+        return {
+            "study": self.study,
+            "version": __version__,
+            "inputs": self.inputs.model_dump(mode="json"),
+            "results": self.results.model_dump(mode="json"),
+            "series": [row.model_dump(mode="json") for row in self.results.series],
+        }
+
+
+def run_study(name: str, **values) -> Report:
+    """Run study ``name`` with inputs ``values`` (defaults for the rest).
+
+    Raises
+    ------
+    InputError
+        For any input that is not allowed, naming it.
+    """
+    from . import catalogue  # noqa: F401 - registers every study
+
+    if name not in STUDIES:
+        raise InputError("study", name, "one of " + ", ".join(STUDIES))
+    return execute(STUDIES[name], validate_inputs(STUDIES[name], values))
+
+
+def execute(study: Study, inputs: Inputs) -> Report:
+    """Run ``study`` on resolved ``inputs``; a model's error about an input names it."""
+    try:
+        results = study.run(inputs)
+    except InputError:
+        raise
+    except ValueError as error:
+        raise model_error(error, study.inputs.model_fields, inputs.model_dump()) from None
+    return Report(study.name, inputs, results)

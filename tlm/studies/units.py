@@ -1,0 +1,135 @@
+"""Readable figures: a key's unit suffix decides how its value is shown to people.
+
+Every figure a study returns has its unit in its name (``time_s``, ``hbm_bandwidth_Bps``,
+``tensor_utilisation_fraction``). :func:`human` shows the value in the unit a person would
+pick (``13.2 ms``, not ``1.32e+04 us``); :func:`label` is the key without its unit. JSON keeps
+the plain numbers in SI units.
+
+Examples
+--------
+>>> human("time_s", 0.0132)
+'13.2 ms'
+>>> human("achieved_flop_per_s", 6.35e14)
+'635 TFLOP/s'
+>>> human("of_peak_fraction", 0.9521)
+'95.2 %'
+>>> human("hbm_bandwidth_Bps", 2.9e12), human("sbuf_bytes", 229376)
+('2.9 TB/s', '224 KiB')
+>>> column("time_s", [2e-7, 5e-8])
+('time (ns)', ['200', '50'])
+>>> label("hbm_bandwidth_Bps")
+'hbm bandwidth'
+"""
+
+from __future__ import annotations
+
+__all__ = ["UNITS", "human", "column", "label", "significant"]
+
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SECONDS = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"))
+_BINARY = ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki"), (1, ""))
+_ONE = ((1.0, ""),)
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` with ``digits`` significant digits, no exponent for everyday magnitudes."""
+    if value == 0:
+        return "0"
+    text = f"{value:.{digits}g}"
+    if "e" in text:
+        _mantissa, exp = text.split("e")
+        if -5 <= int(exp) < 15:
+            text = f"{float(text):f}".rstrip("0").rstrip(".")
+    return text
+
+
+#: Unit suffixes of figure names: (unit shown, scales to pick from, factor to the unit shown).
+UNITS = {
+    "_flop_per_s": ("FLOP/s", _SI, 1.0),
+    "_flits_per_node_cycle": ("flits/node/cycle", _ONE, 1.0),
+    "_flits_per_cycle": ("flits/cycle", _ONE, 1.0),
+    "_fraction": ("%", _ONE, 100.0),
+    "_cycles": ("cycles", _ONE, 1.0),
+    "_bytes": ("B", _BINARY, 1.0),
+    "_Bps": ("B/s", _SI, 1.0),
+    "_hz": ("Hz", _SI, 1.0),
+    "_s": ("s", _SECONDS, 1.0),
+}
+
+
+def _unit(key: str):
+    for suffix in sorted(UNITS, key=len, reverse=True):
+        if key.endswith(suffix) or (key == suffix[1:] and suffix != "_cycles"):
+            return suffix
+    return None
+
+
+def _scale(suffix: str, magnitude: float) -> tuple[float, str]:
+    _text, scales, factor = UNITS[suffix]
+    for scale, prefix in scales:
+        if magnitude * factor >= scale * 0.9995:
+            return scale / factor, prefix
+    scale, prefix = scales[-1]
+    return scale / factor, prefix
+
+
+def _plain(value) -> str | None:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    if isinstance(value, str):
+        return value
+    return None
+
+
+def _number(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else significant(value)
+
+
+def human(key: str, value) -> str:
+    """``value`` of the figure ``key`` as a person would read it."""
+    plain = _plain(value)
+    if plain is not None:
+        return plain
+    suffix = _unit(key)
+    if suffix is None:
+        return _number(value)
+    scale, prefix = _scale(suffix, abs(value))
+    unit = UNITS[suffix][0]
+    if suffix == "_cycles" and isinstance(value, int):
+        return f"{value:,} {unit}"
+    return f"{significant(value / scale)} {prefix}{unit}".replace(" %", " %")
+
+
+def column(key: str, values) -> tuple[str, list[str]]:
+    """A table column of figure ``key``: its header with one unit for the whole column
+    (picked by the largest value), and the cells in that unit."""
+    suffix = _unit(key)
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if suffix is None or not numbers:
+        return label(key), [human(key, v) for v in values]
+    scale, prefix = _scale(suffix, max(abs(v) for v in numbers))
+    header = f"{label(key)} ({prefix}{UNITS[suffix][0]})"
+    cells = []
+    for v in values:
+        plain = _plain(v)
+        if plain is not None:
+            cells.append(plain)
+        elif suffix == "_cycles" and isinstance(v, int):
+            cells.append(f"{v:,}")
+        else:
+            cells.append(significant(v / scale))
+    return header, cells
+
+
+def label(key: str) -> str:
+    """The name of figure ``key`` without its unit, in words."""
+    suffix = _unit(key)
+    if suffix is not None and key != suffix[1:]:
+        key = key[: -len(suffix)]
+    return key.replace("_", " ")
