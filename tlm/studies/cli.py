@@ -103,13 +103,16 @@ def _add_study(sub, study: Study):
     p = sub.add_parser(
         study.name,
         help=study.title,
-        description=(sys.modules[study.run.__module__].__doc__ or study.title).split("\n\n")[0],
+        description=(sys.modules[study.run.__module__].__doc__ or study.title)
+        .split("\n\n")[0]
+        .replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inputs = p.add_argument_group("inputs (defaults resolved from the preset are shown by --json)")
     for name, field in study.inputs.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        shown = "the preset's" if default is None else human(name, default)
+        extra = field.json_schema_extra or {}
+        shown = extra.get("unset", "the preset's") if default is None else human(name, default)
         help_text = f"{field.description} [{allowed_text(field)}; default {shown}]"
         if name == "choose":
             inputs.add_argument(

@@ -50,12 +50,12 @@ class GemmInputs(PresetInputs):
     trace: str | None = Field(
         None,
         description="write a Chrome/Perfetto JSON trace to this file",
-        json_schema_extra={"allowed": "a file path this user may write"},
+        json_schema_extra={"allowed": "a file path this user may write", "unset": "none"},
     )
     vcd: str | None = Field(
         None,
         description="write a VCD (engines busy, queues, SBUF use) to this file",
-        json_schema_extra={"allowed": "a file path this user may write"},
+        json_schema_extra={"allowed": "a file path this user may write", "unset": "none"},
     )
 
     def resolve(self) -> GemmInputs:

@@ -46,7 +46,10 @@ class NocInputs(Inputs):
     )
     cycles: int = Field(20000, ge=1, description="cycles to simulate per load")
     warmup: int | None = Field(
-        None, ge=0, description="cycles before measuring (default: a tenth of --cycles)"
+        None,
+        ge=0,
+        description="cycles before measuring",
+        json_schema_extra={"unset": "a tenth of --cycles"},
     )
     length: int = Field(4, ge=1, description="flits per packet")
     vcs: int = Field(2, description="virtual channels per link, a power of two 2..8")
