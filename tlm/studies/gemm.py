@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from ..chip.trace import write_chrome_trace, write_vcd
 from ..core.view import DTYPE_NAMES
+from ..kernels import build_gemm
 from .protocol import (
     InputError,
     PresetInputs,
@@ -89,9 +91,6 @@ class GemmResults(Results):
 
 def gemm_study(inputs: GemmInputs) -> GemmResults:
     """Run the GEMM kernel in timing-only mode (and write the trace and VCD if asked)."""
-    from ..chip.trace import write_chrome_trace, write_vcd
-    from ..kernels import build_gemm
-
     kernel, _blocks, _c = build_gemm(
         inputs.m,
         inputs.n,
