@@ -307,3 +307,16 @@ def test_version_and_module_entry_point():
         [sys.executable, "-m", "tlm", "noc", "--vcs", "3"], capture_output=True, text=True
     )
     assert done.returncode == 2 and done.stderr.startswith("trnsim noc: error: --vcs: 3")
+
+
+def test_progress_is_reported_not_printed(capsys):
+    """A sweep reports how far it is to whoever listens (the command line's progress bar on a
+    terminal) and prints nothing itself."""
+    from tlm.studies.protocol import progress_to
+
+    seen = []
+    with progress_to(lambda done, total, what: seen.append((done, total))):
+        run_study("noc", rate=[0.1, 0.2], cycles=200)
+    assert seen == [(0, 2), (1, 2), (2, 2)]
+    run_study("noc", rate=[0.1], cycles=200)
+    assert capsys.readouterr() == ("", "")

@@ -22,6 +22,7 @@ on stderr and status 2, no traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import types
@@ -37,6 +38,7 @@ from .protocol import (
     Study,
     allowed_text,
     execute,
+    progress_to,
     validate_inputs,
     writable_path,
 )
@@ -207,6 +209,25 @@ def render(study: Study, report: Report):
         console.print(_table(title, columns, rows))
 
 
+@contextlib.contextmanager
+def _progress_bar(enabled: bool):
+    """A progress bar on stderr for studies that report progress, when stderr is a terminal."""
+    if not (enabled and sys.stderr.isatty()):
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("running", total=None)
+
+        def update(done, total, what):
+            bar.update(task, completed=done, total=total, description=what or "running")
+
+        with progress_to(update):
+            yield
+
+
 def run(argv=None) -> int:
     """``trnsim`` without its error handling (see :func:`main`)."""
     args = parser().parse_args(argv)
@@ -214,7 +235,8 @@ def run(argv=None) -> int:
     inputs = validate_inputs(study, inputs_from(study, args))
     if args.out:
         writable_path("out", args.out)
-    report = execute(study, inputs)
+    with _progress_bar(enabled=not args.json):
+        report = execute(study, inputs)
     contract = report.to_dict()
     if args.out:
         write_output(args.out, contract)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from ..link.config import LinkConfig
 from ..link.load import ENGINES, channel_load_bound, pair_weights, simulate, zero_load_latency
 from ..link.traffic import PATTERNS
-from .protocol import InputError, Inputs, Results, Study, register, seed_field
+from .protocol import InputError, Inputs, Results, Study, progress, register, seed_field
 
 __all__ = ["NocInputs", "NocResults", "NocPoint", "LinkLoad", "noc_study"]
 
@@ -126,7 +126,8 @@ def noc_study(inputs: NocInputs) -> NocResults:
     """Measure each offered load on the network model."""
     cfg = inputs.config
     points = []
-    for rate in inputs.rate:
+    for i, rate in enumerate(inputs.rate):
+        progress(i, len(inputs.rate), f"load {rate}")
         r = simulate(
             cfg,
             inputs.traffic,
@@ -158,6 +159,7 @@ def noc_study(inputs: NocInputs) -> NocResults:
                 ],
             )
         )
+    progress(len(inputs.rate), len(inputs.rate))
     return NocResults(
         nodes=cfg.torus.nodes,
         zero_load_latency_cycles=float(zero_load_latency(cfg, inputs.traffic, inputs.length)),

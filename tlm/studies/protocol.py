@@ -31,6 +31,8 @@ True
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 import types
 import typing
@@ -60,6 +62,8 @@ __all__ = [
     "allowed_text",
     "model_error",
     "writable_path",
+    "progress",
+    "progress_to",
 ]
 
 
@@ -312,6 +316,27 @@ class Study:
         extra = self.inputs.model_fields[field].json_schema_extra or {}
         if "choices" in extra and value not in extra["choices"]:
             raise InputError(field, value, allowed_text(self.inputs.model_fields[field]))
+
+
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("progress", default=None)
+
+
+def progress(done: int, total: int, what: str = "") -> None:
+    """A study's report of how far it is (``done`` of ``total`` points); nothing happens unless
+    the caller listens (:func:`progress_to`): studies never print."""
+    listener = _PROGRESS.get()
+    if listener is not None:
+        listener(done, total, what)
+
+
+@contextlib.contextmanager
+def progress_to(listener: Callable[[int, int, str], None]):
+    """Send the :func:`progress` reports of the studies run inside to ``listener``."""
+    token = _PROGRESS.set(listener)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 #: Every study, by name, in the order ``trnsim --help`` lists them.
