@@ -15,8 +15,7 @@ from tlm.core.isa import ACTIVATIONS
 from tlm.kernels import build_gemm
 from tlm.tensor import matmul
 
-MODULES = ["tlm.presets", "tlm.chip.kernel", "tlm.chip.chip", "tlm.chip.fluid",
-           "tlm.core.memory"]
+MODULES = ["tlm.presets", "tlm.chip.kernel", "tlm.chip.chip", "tlm.core.memory"]
 
 
 @pytest.mark.parametrize("name", MODULES)

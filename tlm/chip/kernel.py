@@ -168,7 +168,7 @@ class Kernel:
         return [deps[i] for i in sorted(deps)]
 
     def run(self):
-        """Simulate the recorded program; returns a :class:`tlm.chip.sim.Run`.
+        """Simulate the recorded program; returns a :class:`tlm.chip.timing.Run`.
 
         Raises
         ------
@@ -176,6 +176,6 @@ class Kernel:
             When queues still hold instructions that can never start (a semaphore wait that
             is never met), naming each blocked instruction and what it waits for.
         """
-        from .sim import simulate
+        from .timing import simulate
 
         return simulate(self)

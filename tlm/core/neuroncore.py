@@ -5,7 +5,7 @@ instructions of the NKI-style API (``dma_copy``, ``nc_matmul``, ``nc_transpose``
 
 Each call checks its operands against the machine's rules, computes its values at once (in
 functional mode, in program order), works out its cost, and appends an :class:`Instruction`
-to its engine's queue. The timing simulation (:mod:`tlm.chip.sim`) runs the queues later.
+to its engine's queue. The timing simulation (:mod:`tlm.chip.timing`) runs the queues later.
 """
 
 from __future__ import annotations

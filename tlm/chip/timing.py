@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from ..core.errors import DeadlockError
-from .fluid import FluidNetwork
+from .bandwidth_sharing import FluidNetwork
 
 __all__ = ["simulate", "Run"]
 
