@@ -152,3 +152,39 @@ def test_bad_arguments_name_themselves():
     with raises("core0.activation.sigmoid#0: func must be one of identity, exp, tanh, relu, "
                 "gelu, not 'sigmoid'"):
         core.activation(x, x, "sigmoid")
+
+
+def test_matmul_n_beyond_one_psum_bank(core):
+    s = core.sbuf.tile((128, 128), "bf16")
+    m = core.sbuf.tile((128, 1024), "bf16")
+    p = core.psum.tile((128, 512), "fp32")
+    with raises("core0.nc_matmul#0: shape mismatch: K=128 M=128 N=1024; allowed K <= 128 "
+                "partitions, M <= 128, N <= 512 (one PSUM bank of FP32)"):
+        core.nc_matmul(p, s, m)
+
+
+def test_scalar_operand_tiles_follow_the_tile_rules():
+    kernel = Kernel("trn2")
+    core, other = kernel.core(0), kernel.core(1)
+    x = core.sbuf.tile((128, 64), "fp32")
+    with raises("core0.activation.exp#0: bias is in core1.sbuf, not in core0's memories"):
+        core.activation(x, x, "exp", bias=other.sbuf.tile((128, 1), "fp32"))
+    with raises("core0.tensor_scalar.add#0: operand0 must be in SBUF, not PSUM"):
+        core.tensor_scalar(x, x, "add", core.psum.tile((128, 1), "fp32"), engine="gpsimd")
+    with raises("core0.tensor_scalar.add#1: shape mismatch: operand1 must be a [128, 1] tile, "
+                "not [128, 2]"):
+        core.tensor_scalar(x, x, "add", 1.0, "max", core.sbuf.tile((128, 2), "fp32"))
+    with raises("core0.tensor_scalar.add#2: operand1 must be a number or a [P, 1] tile, "
+                "not None"):
+        core.tensor_scalar(x, x, "add", 1.0, "max")
+
+
+def test_engines_are_checked_before_operands(core):
+    with raises("core0.tensor_copy#0: engine must be vector, scalar or gpsimd, not 'tensor'"):
+        core.tensor_copy(None, None, engine="tensor")
+    with raises("core0.sem_signal#0: engine must be one of tensor, vector, scalar, gpsimd, "
+                "dma0.., not 'dma16'"):
+        core.sem_signal(None, engine="dma16")
+    with raises("core0.dma_copy#0: queue must be an integer in 0..15, not 16"):
+        core.dma_copy(None, None, queue=16)
+

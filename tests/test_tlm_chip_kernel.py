@@ -116,7 +116,7 @@ def test_two_cores_contend_for_their_hbm_stack():
         insts = []
         for ci in cores:
             core = kernel.core(ci)
-            stack = core.hbm_stack.index
+            stack = kernel.chip.stack_of_core(ci).index
             for q in range(16):
                 x = kernel.hbm_tensor(f"x{ci}.{q}", (128, 4096), "bf16", stack=stack)
                 insts.append(core.dma_copy(core.sbuf.tile((128, 4096), "bf16"), x))

@@ -79,7 +79,7 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
     state = {}
     for index, ((m0, m1, n0, n1), ci) in enumerate(blocks):
         core = kernel.core(ci)
-        stack = core.hbm_stack.index
+        stack = kernel.chip.stack_of_core(ci).index
         if ci not in state:
             state[ci] = {
                 "a": [
