@@ -36,8 +36,11 @@ def test_max_min_fair_across_two_resources():
     # (a and b full); once the short ones end at 2 s, the long one gets 10 B/s
     ends, net = finish_times(
         {"a": 10.0, "b": 10.0},
-        [(0, 30.0, ["a", "b"], float("inf")), (0, 10.0, ["a"], float("inf")),
-         (0, 10.0, ["b"], float("inf"))],
+        [
+            (0, 30.0, ["a", "b"], float("inf")),
+            (0, 10.0, ["a"], float("inf")),
+            (0, 10.0, ["b"], float("inf")),
+        ],
     )
     assert ends == pytest.approx([4.0, 2.0, 2.0])
     assert net.bytes_by_resource == {"a": 40.0, "b": 40.0}
@@ -52,9 +55,7 @@ def test_a_capped_flow_leaves_the_rest_to_the_others():
 
 def test_a_bottleneck_elsewhere_frees_bandwidth_here():
     # flow 0 goes through the slow s (1 B/s); flow 1 gets the rest of f (9 B/s)
-    ends, _ = finish_times(
-        {"f": 10.0, "s": 1.0}, [(0, 2.0, ["f", "s"], 1e9), (0, 9.0, ["f"], 1e9)]
-    )
+    ends, _ = finish_times({"f": 10.0, "s": 1.0}, [(0, 2.0, ["f", "s"], 1e9), (0, 9.0, ["f"], 1e9)])
     assert ends == pytest.approx([2.0, 1.0])
 
 
@@ -66,16 +67,22 @@ def test_a_flow_that_starts_later_takes_its_share_then():
 
 def test_bad_arguments_name_themselves():
     env = simpy.Environment()
-    with pytest.raises(ValueError, match=r"^capacity of 'r' must be a positive finite number "
-                       r"of bytes/s, not 0$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^capacity of 'r' must be a positive finite number "
+        r"of bytes/s, not 0$",
+    ):
         FluidNetwork(env, {"r": 0})
     net = FluidNetwork(env, {"r": 10.0})
     with pytest.raises(ValueError, match=r"^resources must be among r, not 'x'$"):
         net.transfer(1.0, ["x"], 1.0)
     with pytest.raises(ValueError, match=r"^nbytes must be a number >= 0, not -1$"):
         net.transfer(-1, ["r"], 1.0)
-    with pytest.raises(ValueError, match=r"^cap_Bps must be a positive number of bytes/s "
-                       r"\(finite for a flow through no resource\), not inf$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^cap_Bps must be a positive number of bytes/s "
+        r"\(finite for a flow through no resource\), not inf$",
+    ):
         net.transfer(1.0, [])
     with pytest.raises(ValueError, match=r"^cap_Bps must be a positive number .*, not 0$"):
         net.transfer(1.0, ["r"], 0)
