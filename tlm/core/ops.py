@@ -374,10 +374,17 @@ def _matmul_value(core, call):
         dst.values[...] = result
 
 
+@functools.cache
+def _cost_engine(rows, cols, fmt):
+    """The engine a cost is worked out on (one per format: configs are immutable, and making
+    one per matmul was a tenth of the time to record a GEMM)."""
+    return EngineConfig(rows, cols, fmt)
+
+
 def _tensor_cost(core, k, m, n, fmt, mode):
     """Occupancy and latency of a ``k x m`` stationary against ``n`` moving columns."""
     t = core.spec.tensor
-    cfg = EngineConfig(t.rows, t.cols, fmt)
+    cfg = _cost_engine(t.rows, t.cols, fmt)
     occupancy = matmul_cycles(k, m, n, cfg=cfg, mode=mode) / t.freq_hz
     latency = matmul_cycles(k, m, n, cfg=cfg, mode="alone") / t.freq_hz
     return {"occupancy_s": occupancy, "latency_s": max(latency, occupancy)}
