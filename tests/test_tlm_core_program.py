@@ -120,3 +120,16 @@ def test_bad_arguments_name_themselves():
         NeuronCore(Program(), 3)
     with pytest.raises(ValueError, match=r"^index must be a non-negative integer, not -1$"):
         NeuronCore(Program(), "trn2", -1)
+
+
+def test_every_api_call_is_an_op_described_as_data():
+    from tlm.core.ops import OPS, Operand, OpSpec
+
+    api = {name for name in dir(NeuronCore) if not name.startswith("_")} - {"dma_queues"}
+    assert api == set(OPS)
+    with pytest.raises(ValueError, match=r"^bad: lanes names 'x', not an operand$"):
+        OpSpec("bad", "vector", (Operand("dst", writes=True),), lanes=("x",))
+    with pytest.raises(ValueError, match=r"^bad: \[P, 1\] operands and same_free need lanes$"):
+        OpSpec("bad", "vector", (Operand("bias", "scalar"),))
+    with pytest.raises(ValueError, match=r"^kind must be one of tile, view, scalar, column"):
+        Operand("dst", "hbm")

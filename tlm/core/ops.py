@@ -125,6 +125,16 @@ class OpSpec:
     cost: Callable | None = None
     streams: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        roles = [o.role for o in self.operands]
+        for label, listed in (("lanes", self.lanes), ("same_free", self.same_free)):
+            for role in listed:
+                if role not in roles:
+                    raise ValueError(f"{self.name}: {label} names {role!r}, not an operand")
+        per_lane = [o.role for o in self.operands if o.kind in ("scalar", "column")]
+        if (per_lane or self.same_free) and not self.lanes:
+            raise ValueError(f"{self.name}: [P, 1] operands and same_free need lanes")
+
 
 @dataclass
 class Call:
