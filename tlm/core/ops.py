@@ -4,7 +4,7 @@ Each op is an :class:`OpSpec`: the roles of its operands (what each may be, whic
 may live in, whether the op reads or writes it), the queue it runs on, the arguments that
 choose among named functions, its own rules (shapes, dtypes) beyond the common ones, a value
 function (functional mode) and a cost function (what the timing simulation needs).
-:meth:`tlm.core.neuroncore.NeuronCore` records every op through one path: check the arguments
+:class:`tlm.core.neuroncore.NeuronCore` records every op through one path: check the arguments
 and operands, work out the cost, compute the values, emit the instruction.
 
 The functions here take the recording core and the :class:`Call` being recorded; they raise
