@@ -2,9 +2,11 @@
 
 import re
 
+import numpy as np
 import pytest
 
 from tlm.chip import DeadlockError, Kernel, KernelError
+from tlm.kernels import build_gemm
 
 
 @pytest.fixture
@@ -18,36 +20,45 @@ def raises(text):
 
 def test_sbuf_overflow(core):
     core.sbuf.tile((128, 100 * 1024), "bf16", name="big")  # 200 KiB of 224
-    with raises("core0.sbuf.tile 'more': SBUF overflow: 32768 bytes per partition requested, "
-                "204800 of 229376 in use"):
+    with raises(
+        "core0.sbuf.tile 'more': SBUF overflow: 32768 bytes per partition requested, "
+        "204800 of 229376 in use"
+    ):
         core.sbuf.tile((128, 16 * 1024), "bf16", name="more")
 
 
 def test_psum_bank_overflow(core):
-    with raises("core0.psum.tile 'wide': PSUM bank overflow: a tile of 4096 bytes per "
-                "partition does not fit one 2048-byte bank"):
+    with raises(
+        "core0.psum.tile 'wide': PSUM bank overflow: a tile of 4096 bytes per "
+        "partition does not fit one 2048-byte bank"
+    ):
         core.psum.tile((128, 1024), "fp32", name="wide")
 
 
 def test_psum_overflow(core):
     for i in range(8):
         core.psum.tile((128, 512), "fp32", name=f"bank{i}")
-    with raises("core0.psum.tile 'ninth': PSUM overflow: 2048 bytes per partition requested, "
-                "16384 of 16384 in use"):
+    with raises(
+        "core0.psum.tile 'ninth': PSUM overflow: 2048 bytes per partition requested, "
+        "16384 of 16384 in use"
+    ):
         core.psum.tile((128, 512), "fp32", name="ninth")
 
 
 def test_too_many_partitions(core):
-    with raises("core0.sbuf.tile 'tall': illegal partitions: 129 partitions requested, "
-                "SBUF has 128"):
+    with raises(
+        "core0.sbuf.tile 'tall': illegal partitions: 129 partitions requested, SBUF has 128"
+    ):
         core.sbuf.tile((129, 4), "bf16", name="tall")
 
 
 def test_engine_access_off_a_quadrant(core):
     x = core.sbuf.tile((128, 64), "fp32", name="x")
     y = core.sbuf.tile((128, 64), "fp32", name="y")
-    with raises("core0.tensor_copy#0 'odd': illegal partitions: src starts at partition 16; "
-                "engine accesses start at a multiple of 32"):
+    with raises(
+        "core0.tensor_copy#0 'odd': illegal partitions: src starts at partition 16; "
+        "engine accesses start at a multiple of 32"
+    ):
         core.tensor_copy(y[0:16], x[16:32], name="odd")
 
 
@@ -62,8 +73,10 @@ def test_matmul_partitions_differ(core):
     s = core.sbuf.tile((128, 128), "bf16")
     m = core.sbuf.tile((128, 512), "bf16")
     p = core.psum.tile((128, 512), "fp32")
-    with raises("core0.nc_matmul#0: illegal partitions: stationary on partitions (0, 64) and "
-                "moving on (64, 128)"):
+    with raises(
+        "core0.nc_matmul#0: illegal partitions: stationary on partitions (0, 64) and "
+        "moving on (64, 128)"
+    ):
         core.nc_matmul(p[0:128], s[0:64], m[64:128])
 
 
@@ -79,8 +92,10 @@ def test_matmul_dtype_mismatch(core):
     s = core.sbuf.tile((128, 128), "bf16")
     m = core.sbuf.tile((128, 512), "fp16")
     p = core.psum.tile((128, 512), "fp32")
-    with raises("core0.nc_matmul#0: dtype mismatch: stationary is bf16 and moving is fp16: "
-                "only the two FP8 formats may be mixed"):
+    with raises(
+        "core0.nc_matmul#0: dtype mismatch: stationary is bf16 and moving is fp16: "
+        "only the two FP8 formats may be mixed"
+    ):
         core.nc_matmul(p, s, m)
 
 
@@ -116,11 +131,14 @@ def test_semaphore_deadlock():
     core.sem_signal(b, engine="vector")
     core.sem_wait(b, 1, engine="scalar", name="wait b")
     core.sem_signal(a, engine="scalar")
-    with pytest.raises(DeadlockError, match=re.escape(
-        "core0.sem_wait#0 'wait a': semaphore deadlock: waits for semaphore 'a' to reach 1; "
-        "it stays at 0 (also blocked: core0.sem_wait#1 'wait b' waits for semaphore 'b' to "
-        "reach 1; it stays at 0)"
-    )):
+    with pytest.raises(
+        DeadlockError,
+        match=re.escape(
+            "core0.sem_wait#0 'wait a': semaphore deadlock: waits for semaphore 'a' to reach 1; "
+            "it stays at 0 (also blocked: core0.sem_wait#1 'wait b' waits for semaphore 'b' to "
+            "reach 1; it stays at 0)"
+        ),
+    ):
         kernel.run()
 
 
@@ -149,6 +167,77 @@ def test_bad_arguments_name_themselves():
         kernel.hbm_tensor("y", (4, 4), "int4")
     core = kernel.core(0)
     x = core.sbuf.tile((128, 4), "fp32")
-    with raises("core0.activation.sigmoid#0: func must be one of identity, exp, tanh, relu, "
-                "gelu, not 'sigmoid'"):
+    with raises(
+        "core0.activation.sigmoid#0: func must be one of identity, exp, tanh, relu, "
+        "gelu, not 'sigmoid'"
+    ):
         core.activation(x, x, "sigmoid")
+
+
+def test_matmul_n_beyond_one_psum_bank(core):
+    s = core.sbuf.tile((128, 128), "bf16")
+    m = core.sbuf.tile((128, 1024), "bf16")
+    p = core.psum.tile((128, 512), "fp32")
+    with raises(
+        "core0.nc_matmul#0: shape mismatch: K=128 M=128 N=1024; allowed K <= 128 "
+        "partitions, M <= 128, N <= 512 (one PSUM bank of FP32)"
+    ):
+        core.nc_matmul(p, s, m)
+
+
+def test_scalar_operand_tiles_follow_the_tile_rules():
+    kernel = Kernel("trn2")
+    core, other = kernel.core(0), kernel.core(1)
+    x = core.sbuf.tile((128, 64), "fp32")
+    with raises("core0.activation.exp#0: bias is in core1.sbuf, not in core0's memories"):
+        core.activation(x, x, "exp", bias=other.sbuf.tile((128, 1), "fp32"))
+    with raises("core0.tensor_scalar.add#0: operand0 must be in SBUF, not PSUM"):
+        core.tensor_scalar(x, x, "add", core.psum.tile((128, 1), "fp32"), engine="gpsimd")
+    with raises(
+        "core0.tensor_scalar.add#1: shape mismatch: operand1 must be a [128, 1] tile, not [128, 2]"
+    ):
+        core.tensor_scalar(x, x, "add", 1.0, "max", core.sbuf.tile((128, 2), "fp32"))
+    with raises("core0.tensor_scalar.add#2: operand1 must be a number or a [P, 1] tile, not None"):
+        core.tensor_scalar(x, x, "add", 1.0, "max")
+
+
+def test_engines_are_checked_before_operands(core):
+    with raises("core0.tensor_copy#0: engine must be vector, scalar or gpsimd, not 'tensor'"):
+        core.tensor_copy(None, None, engine="tensor")
+    with raises(
+        "core0.sem_signal#0: engine must be one of tensor, vector, scalar, gpsimd, "
+        "dma0.., not 'dma16'"
+    ):
+        core.sem_signal(None, engine="dma16")
+    with raises("core0.dma_copy#0: queue must be an integer in 0..15, not 16"):
+        core.dma_copy(None, None, queue=16)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cores": 0}, "cores must be an integer in 1..8 for trn2, not 0"),
+        ({"cores": -1}, "cores must be an integer in 1..8 for trn2, not -1"),
+        ({"cores": 9}, "cores must be an integer in 1..8 for trn2, not 9"),
+        ({"cores": 2.0}, "cores must be an integer in 1..8 for trn2, not 2.0"),
+        ({"cores": 3, "preset": "trn1"}, "cores must be an integer in 1..2 for trn1, not 3"),
+        ({"bufs": 1}, "bufs must be an integer >= 2, not 1"),
+        ({"bufs": True}, "bufs must be an integer >= 2, not True"),
+        ({"m": 0}, "m must be a positive integer, not 0"),
+        ({"n": 2.5}, "n must be a positive integer, not 2.5"),
+        ({"k": -3}, "k must be a positive integer, not -3"),
+    ],
+)
+def test_gemm_arguments_name_themselves(kwargs, message):
+    sizes, kwargs = {"m": 256, "n": 256, "k": 256}, dict(kwargs)
+    for label in ("m", "n", "k"):
+        sizes[label] = kwargs.pop(label, sizes[label])
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        build_gemm(sizes["m"], sizes["n"], sizes["k"], **kwargs)
+
+
+def test_gemm_operands_must_have_the_sizes_given():
+    a = np.zeros((16, 4), np.float32)  # [k, m]: transposed by mistake
+    b = np.zeros((16, 8), np.float32)
+    with pytest.raises(ValueError, match=re.escape("a must have shape [4, 16], not [16, 4]")):
+        build_gemm(4, 8, 16, "fp32", values=True, a=a, b=b)

@@ -14,8 +14,7 @@ from tlm.core.isa import ACTIVATIONS
 from tlm.kernels import build_gemm
 from tlm.tensor import matmul
 
-MODULES = ["tlm.presets", "tlm.chip.kernel", "tlm.chip.chip", "tlm.chip.fluid",
-           "tlm.core.memory"]
+MODULES = ["tlm.presets", "tlm.chip.kernel", "tlm.chip.chip", "tlm.core.memory"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -116,7 +115,7 @@ def test_two_cores_contend_for_their_hbm_stack():
         insts = []
         for ci in cores:
             core = kernel.core(ci)
-            stack = core.hbm_stack.index
+            stack = kernel.chip.stack_of_core(ci).index
             for q in range(16):
                 x = kernel.hbm_tensor(f"x{ci}.{q}", (128, 4096), "bf16", stack=stack)
                 insts.append(core.dma_copy(core.sbuf.tile((128, 4096), "bf16"), x))

@@ -3,6 +3,6 @@
 from ..core.errors import DeadlockError, KernelError
 from .chip import Chip, LinkPort
 from .kernel import Kernel
-from .sim import Run, simulate
+from .timing import Run, simulate
 
 __all__ = ["Chip", "LinkPort", "Kernel", "Run", "simulate", "KernelError", "DeadlockError"]

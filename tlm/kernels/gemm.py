@@ -22,6 +22,7 @@ import numpy as np
 
 from ..chip import Kernel
 from ..core.view import as_dtype
+from ..tensor import MAX_N
 
 __all__ = ["gemm", "build_gemm", "gemm_blocks", "assemble"]
 
@@ -54,9 +55,10 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
     c : list of HbmTensor
         ``c[s]`` ``[M, N]`` on stack ``s``: each core writes its blocks to its local stack.
     cores : int, optional
-        How many cores to use (default: all).
+        How many cores to use, 1 .. the chip's (default: all).
     bufs : int
-        SBUF buffers per input stream (2 = double buffering; more hides the DMA fixed cost).
+        SBUF buffers per input stream, >= 2 (2 = double buffering; more hides the DMA fixed
+        cost).
 
     Returns
     -------
@@ -65,21 +67,20 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
     """
     spec = kernel.spec
     cores = spec.chip.cores if cores is None else cores
-    if isinstance(bufs, bool) or not isinstance(bufs, int) or bufs < 2:
-        raise ValueError(f"bufs must be an integer >= 2, not {bufs!r}")
+    _check_counts(spec, cores, bufs)
     k, m = a_t[0].shape
     n = b[0].shape[1]
     fp8 = a_t[0].dtype.itemsize == 1 and b[0].dtype.itemsize == 1
     r = spec.fp8_rows_per_pe() if fp8 else 1  # rows per PE (FP8 double row)
     part = spec.tensor.rows
     kstep = part * r
-    rows, bank_n = spec.tensor.cols, 512
+    rows, bank_n = spec.tensor.cols, MAX_N  # a matmul's N: one PSUM bank of FP32
     blocks = gemm_blocks(m, n, cores, block_m, block_n)
     last_block = {ci: index for index, (_, ci) in enumerate(blocks)}
     state = {}
     for index, ((m0, m1, n0, n1), ci) in enumerate(blocks):
         core = kernel.core(ci)
-        stack = core.hbm_stack.index
+        stack = kernel.chip.stack_of_core(ci).index
         if ci not in state:
             state[ci] = {
                 "a": [
@@ -170,6 +171,15 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
     return blocks
 
 
+def _check_counts(spec, cores, bufs):
+    """``cores`` in 1..the chip's cores; ``bufs`` >= 2 (one buffer loads while one computes)."""
+    n = spec.chip.cores
+    if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= n:
+        raise ValueError(f"cores must be an integer in 1..{n} for {spec.name}, not {cores!r}")
+    if isinstance(bufs, bool) or not isinstance(bufs, int) or bufs < 2:
+        raise ValueError(f"bufs must be an integer >= 2, not {bufs!r}")
+
+
 #: DMA queues kept for stores: a store waits for its block's last matmul, and a load queued
 #: behind it on the same queue would wait too (head-of-line blocking) and stall the next block.
 STORE_QUEUES = 2
@@ -248,6 +258,16 @@ def build_gemm(
         Functional mode: then ``a`` and ``b`` (numpy arrays of ``dtype``) are required.
     out_dtype : str, optional
         Format of C (default: ``bf16``, or ``fp32`` for FP32 inputs).
+    cores : int, optional
+        How many cores to use, 1 .. the chip's (default: all).
+    bufs : int
+        SBUF buffers per input stream, >= 2 (see :func:`gemm`).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument, its value and what is allowed (sizes, ``cores``, ``bufs``,
+        the shapes of ``a`` and ``b``).
 
     Returns
     -------
@@ -261,8 +281,14 @@ def build_gemm(
     if out_dtype is None:
         out_dtype = "fp32" if in_dtype == np.float32 else "bf16"
     kernel = Kernel(preset if choose is None else _chip(preset, choose), values=values)
+    _check_counts(kernel.spec, kernel.spec.chip.cores if cores is None else cores, bufs)
     if values and (a is None or b is None):
         raise ValueError("values=True needs the operands a [m, k] and b [k, n]")
+    for label, array, shape in (("a", a, (m, k)), ("b", b, (k, n))):
+        if array is not None and np.shape(array) != shape:
+            raise ValueError(
+                f"{label} must have shape [{shape[0]}, {shape[1]}], not {list(np.shape(array))}"
+            )
     a_t_data = None if a is None else np.ascontiguousarray(np.asarray(a).T)
     stacks = range(len(kernel.chip.stacks))
     a_t = [kernel.hbm_tensor(f"a_t@{s}", (k, m), dtype, data=a_t_data, stack=s) for s in stacks]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..chip import Kernel
+from ..tensor import MAX_N
 
 __all__ = ["matmul_softmax", "build_matmul_softmax", "softmax_reference", "engine_scores"]
 
@@ -22,8 +23,8 @@ def matmul_softmax(kernel: Kernel, a_t, b, out, *, bufs=2):
     spec = kernel.spec
     k, m = a_t.shape
     n = b.shape[1]
-    if n > 512:
-        raise ValueError(f"n must be at most 512 (one PSUM bank of FP32), not {n}")
+    if n > MAX_N:
+        raise ValueError(f"n must be at most {MAX_N} (one PSUM bank of FP32), not {n}")
     part, cols = spec.tensor.rows, spec.tensor.cols
     ksteps = [(k0, min(k0 + part, k)) for k0 in range(0, k, part)]
     cores = spec.chip.cores

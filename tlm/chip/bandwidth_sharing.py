@@ -1,13 +1,17 @@
-"""Bandwidth shared by concurrent transfers: a fluid model with max-min fair rates.
+"""Bandwidth shared by concurrent flows: a fluid model with max-min fair rates.
 
-Each transfer is a flow of bytes through a set of resources (a core's DMA engines, an HBM
-stack), with its own rate cap. Whenever a flow starts or ends, the rates are recomputed by
-progressive filling: every unfrozen flow's rate grows equally until a resource is full or a
-flow reaches its cap, and so on. This is the standard max-min fair share; between changes
-each flow moves at a constant rate, so the model needs only two events per transfer.
+Resources (a core's DMA engines, an HBM stack; later, links) have capacities in bytes per
+second. Each flow moves a number of bytes through a set of resources, with its own rate cap or
+none. Whenever a flow starts or ends, the rates are recomputed by progressive filling: every
+unfrozen flow's rate grows equally until a resource is full or a flow reaches its cap, and so
+on. This is the standard max-min fair share; between changes each flow moves at a constant
+rate, so the model needs only two events per flow.
 """
 
 from __future__ import annotations
+
+import math
+import numbers
 
 import simpy
 
@@ -17,6 +21,10 @@ __all__ = ["FluidNetwork"]
 _EPS_BYTES = 1e-3
 
 
+def _positive(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and value > 0
+
+
 class FluidNetwork:
     """Resources with capacities (bytes/s) shared max-min fairly by flows.
 
@@ -24,7 +32,7 @@ class FluidNetwork:
     ----------
     env : simpy.Environment
     capacities_Bps : dict
-        ``{resource name: capacity in bytes per second}``.
+        ``{resource name: capacity in bytes per second}``, each positive and finite.
 
     Examples
     --------
@@ -36,9 +44,20 @@ class FluidNetwork:
     >>> env.run()
     >>> env.now   # two flows of 100 bytes share 100 B/s: both end at t = 2 s
     2.0
+    >>> c = net.transfer(100.0, ["hbm"], cap_Bps=25.0)  # capped at 25 B/s: the other gets 75
+    >>> d = net.transfer(300.0, ["hbm"])                # no cap of its own
+    >>> env.run()
+    >>> env.now   # both take 4 s more
+    6.0
     """
 
     def __init__(self, env: simpy.Environment, capacities_Bps: dict):
+        for name, capacity in capacities_Bps.items():
+            if not _positive(capacity) or math.isinf(capacity):
+                raise ValueError(
+                    f"capacity of {name!r} must be a positive finite number of bytes/s, "
+                    f"not {capacity!r}"
+                )
         self.env = env
         self.capacity = dict(capacities_Bps)
         self.flows: dict[int, list] = {}  # id -> [remaining, rate, resources, cap, event]
@@ -50,11 +69,30 @@ class FluidNetwork:
         #: ``(time_s, {resource: bytes/s in use})`` after every change of rates.
         self.history: list = []
 
-    def transfer(self, nbytes: float, resources, cap_Bps: float) -> simpy.Event:
-        """Start a flow now; the returned event fires when its last byte has moved."""
+    def transfer(self, nbytes: float, resources, cap_Bps: float = math.inf) -> simpy.Event:
+        """Start a flow now; the returned event fires when its last byte has moved.
+
+        Parameters
+        ----------
+        nbytes : float
+            Bytes to move (>= 0; 0 completes at once).
+        resources : sequence of str
+            The resources the flow goes through; it takes the same rate from each.
+        cap_Bps : float
+            The flow's own limit in bytes per second (default: none); without resources a
+            flow needs one.
+        """
         for name in resources:
             if name not in self.capacity:
-                raise ValueError(f"unknown resource {name!r}")
+                known = ", ".join(self.capacity)
+                raise ValueError(f"resources must be among {known}, not {name!r}")
+        if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not nbytes >= 0:
+            raise ValueError(f"nbytes must be a number >= 0, not {nbytes!r}")
+        if not _positive(cap_Bps) or (math.isinf(cap_Bps) and not resources):
+            raise ValueError(
+                "cap_Bps must be a positive number of bytes/s (finite for a flow through no "
+                f"resource), not {cap_Bps!r}"
+            )
         done = self.env.event()
         self._advance()
         for name in resources:

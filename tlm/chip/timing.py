@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from ..core.errors import DeadlockError
-from .fluid import FluidNetwork
+from .bandwidth_sharing import FluidNetwork
 
 __all__ = ["simulate", "Run"]
 
@@ -136,7 +136,8 @@ def simulate(kernel) -> Run:
         caps[f"core{core}.dma"] = spec.core.dma_engines * spec.core.dma_engine_bandwidth_Bps
     net = FluidNetwork(env, caps)
     queues: dict = {}
-    for inst in kernel.program:
+    program = kernel.program.instructions
+    for inst in program:
         for sem in (inst.sem_signal, inst.sem_wait and inst.sem_wait[0]):
             if sem:
                 sem.value, sem.waiters = 0, []
@@ -149,19 +150,19 @@ def simulate(kernel) -> Run:
     for key, insts in queues.items():
         env.process(_queue_process(env, insts, net, counter, busy, key))
     env.run()
-    stuck = [i for i in kernel.program if i.start_s is None]
+    stuck = [i for i in program if i.start_s is None]
     if stuck:
         raise _deadlock(queues)
-    end = max((i.done_s for i in kernel.program), default=0.0)
+    end = max((i.done_s for i in program), default=0.0)
     hbm = {s.name: net.bytes_by_resource[s.name] for s in kernel.chip.stacks}
-    flops = sum(i.flops for i in kernel.program)
+    flops = sum(i.flops for i in program)
     return Run(
         time_s=end,
-        program=kernel.program,
+        program=program,
         busy_s=busy,
         hbm_bytes=hbm,
         flops=flops,
-        events=counter[0] + net.events + len(kernel.program),
+        events=counter[0] + net.events + len(program),
         wall_s=time.perf_counter() - wall,
         spec=spec,
         bandwidth_history=net.history,
