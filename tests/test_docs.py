@@ -18,9 +18,11 @@ MODULES = [
     "tlm.link.config",
     "tlm.link.router",
     "tlm.link.network",
-    "tlm.link.traffic",
-    "tlm.link.fast",
-    "tlm.link.load",
+    "tlm.link.patterns",
+    "tlm.link.compiled",
+    "tlm.link.sources",
+    "tlm.link.bounds",
+    "tlm.link.measure",
 ]
 
 

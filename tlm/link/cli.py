@@ -10,9 +10,10 @@ figures, some 40x slower).
 from __future__ import annotations
 
 from ..cli_args import comma_list
+from .bounds import channel_load_bound
 from .config import LinkConfig
-from .load import ENGINES, channel_load_bound, simulate
-from .traffic import PATTERNS
+from .measure import ENGINES, simulate
+from .patterns import PATTERNS
 
 __all__ = ["register", "noc_study"]
 

@@ -1,4 +1,5 @@
-"""tlm.link.load and ``trnsim noc``: load figures, closed forms and bounds, the command line."""
+"""tlm.link.measure and ``trnsim noc``: one load point's figures, its input checks, the command
+line."""
 
 import json
 
@@ -6,7 +7,7 @@ import pytest
 
 from tlm.cli import main
 from tlm.link.config import LinkConfig
-from tlm.link.load import channel_load_bound, simulate, zero_load_latency
+from tlm.link.measure import simulate
 
 
 def test_low_load_latency_near_closed_form():
@@ -26,17 +27,6 @@ def test_above_saturation_accepted_is_flat():
     assert high["accepted"] < high["offered"] - 0.2
     assert higher["accepted"] == pytest.approx(high["accepted"], abs=0.05)
     assert len(high["links"]) == 16 * 4
-
-
-def test_channel_load_bound():
-    # uniform on a 4-ring per dimension, ties going +: 3/4 of a flit per + channel per flit
-    # offered per node, times 16/15 (no traffic to self)
-    bound = channel_load_bound(LinkConfig((4, 4)), "uniform")
-    assert bound["max_channel_load"] == pytest.approx(0.75 * 16 / 15)
-    assert bound["bound"] == pytest.approx(1.0)
-    # neighbour traffic: each link carries 1/4 of its node's flits
-    assert channel_load_bound(LinkConfig((4, 4)), "neighbour")["max_channel_load"] == 0.25
-    assert zero_load_latency(LinkConfig((4, 4)), "neighbour", 4) == 10
 
 
 def test_cli_json(capsys):
@@ -85,3 +75,38 @@ def test_cli_bad_rate_list(capsys):
     with pytest.raises(SystemExit):
         main(["noc", "--rate", "0.1,x"])
     assert "expected loads separated by commas, not '0.1,x'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (
+            {"cycles": 100, "warmup": 100},
+            "warmup must be an integer in 0..cycles - 1 = 99 (cycles is 100: the figures are"
+            " measured after the warm-up), not 100",
+        ),
+        (
+            {"cycles": 100, "warmup": 250},
+            "warmup must be an integer in 0..cycles - 1 = 99 (cycles is 100: the figures are"
+            " measured after the warm-up), not 250",
+        ),
+        (
+            {"cycles": 100, "warmup": -1},
+            "warmup must be an integer in 0..cycles - 1 = 99 (cycles is 100: the figures are"
+            " measured after the warm-up), not -1",
+        ),
+        ({"rate": True}, "rate must be a load in 0..1 flits per node per cycle, not True"),
+        ({"seed": -1}, "seed must be a non-negative integer, not -1"),
+        ({"seed": 1.5}, "seed must be a non-negative integer, not 1.5"),
+        ({"length": True}, "length must be an integer in 1..4, not True"),
+        ({"cycles": True}, "cycles must be a positive integer, not True"),
+    ],
+)
+@pytest.mark.parametrize("engine", ["fast", "python"])
+def test_bad_arguments(kwargs, message, engine):
+    """Checked where they enter, for both engines: a warm-up that leaves no measured cycle
+    (formerly a ZeroDivisionError or an offered load of -0.0), a bool for a number, a negative
+    seed (formerly numpy's message)."""
+    with pytest.raises(ValueError) as error:
+        simulate(LinkConfig((4, 4)), **({"cycles": 50} | kwargs), engine=engine)
+    assert str(error.value) == message

@@ -1,4 +1,4 @@
-"""tlm.link.fast: the compiled network equals tlm.link.network register for register, and a
+"""tlm.link.compiled: the compiled network equals tlm.link.network register for register, and a
 compiled load study gives the figures of the Python one to the last bit.
 
 The kernels compile once per environment (about 10 s, then cached on disk by numba)."""
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from tlm.cli import main
+from tlm.link.compiled import FastNetwork
 from tlm.link.config import MALFORMED, DropKind, LinkConfig
-from tlm.link.fast import FastNetwork
 from tlm.link.flit import FlitKind
-from tlm.link.load import simulate
+from tlm.link.measure import simulate
 from tlm.link.network import Network
-from tlm.link.traffic import PATTERNS
+from tlm.link.patterns import PATTERNS
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import TWIN_CASES, Packet, credit_faults, random_packets
 from verif.link.traffic import NodeTraffic
