@@ -66,7 +66,7 @@ def lane(vc: int, vcs: int) -> int:
     >>> [lane(vc, 4) for vc in range(4)]
     [0, 1, 0, 1]
     """
-    return vc % (vcs // 2)
+    return vc & (vcs // 2 - 1)  # vc mod vcs/2: vcs is a power of two, the lane its low bits
 
 
 def out_vc(lane: int, cls: int, vcs: int) -> int:
