@@ -117,3 +117,9 @@ def test_dor_sources():
     assert sorted(dor_sources(torus, (3, 2), (3, 0))) == sorted(product(range(4), repeat=2))
     torus = LinkConfig((4, 4, 4)).torus
     assert len(dor_sources(torus, (1, 2, 3), (1, 0, 0))) == 16  # any x, any y, z = 3
+
+
+def test_bad_config():
+    with pytest.raises(TypeError) as error:
+        RouteCompute((4, 4))
+    assert str(error.value) == "cfg must be a LinkConfig, not (4, 4)"

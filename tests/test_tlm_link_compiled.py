@@ -103,7 +103,7 @@ def _link_fault(cfg, rng, net, fast):
     node, port = int(rng.integers(torus.nodes)), int(rng.integers(1, cfg.ports))
     vc = int(rng.integers(cfg.vcs))
     peer, facing = int(fast.consts.peer_node[node, port]), int(fast.consts.peer_port[port])
-    r = 1 + (port - 1) * cfg.vcs + vc
+    r = cfg.requester(port, vc)
     upstream, here = net.routers[peer], net.routers[node]
     if upstream.link_reg[facing] is not None or upstream.credits[facing][vc] == 0:
         return
@@ -163,7 +163,7 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     counts[DropKind.NO_CREDIT] = 1
     assert fast.counters(node) == counts
     assert fast.credit_reg(node)[port] == 0  # none for the dropped flit
-    want = flits[-1] if closed is None else (flits[-1] & ~3) | closed
+    want = flits[-1] if closed is None else fmt.with_kind(flits[-1], closed)
     assert _fifo(fast, node, 1) == flits[:-1] + [want]
 
 

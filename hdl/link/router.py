@@ -1,7 +1,12 @@
 """Torus router: wormhole, credit flow control, dimension-order routing with dateline VCs.
 
 The cycle-exact reference is :class:`tlm.link.router.Router`; its docstring and ``docs/noc.md``
-give the pipeline, which this module implements register for register:
+give the pipeline, which this module implements register for register, wiring one part per
+concept (``docs/noc.md``, "RTL structure"): :class:`~hdl.link.route.RouteCompute` per
+requester, :class:`~hdl.link.arbiter.RoundRobinArbiter` per output,
+:class:`~hdl.link.vc_fifo.VcFifo` per link input VC, the
+:class:`~hdl.link.injection.InjectionChecker` and the drop counters
+(:func:`~hdl.link.drops.count_drops`):
 
 * link input FIFOs, one per VC (``depth`` flits, no reset on the storage);
 * an injection buffer that commits a packet only once its tail has been checked
