@@ -301,6 +301,8 @@ class Router:
         is not owed: ignored and counted."""
         for port in range(1, self.cfg.ports):
             mask = credit_in[port]
+            if not mask:
+                continue
             for vc in range(self.cfg.vcs):
                 if not mask >> vc & 1:
                     continue
