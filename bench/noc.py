@@ -5,8 +5,8 @@
 * Verilator under cocotb, the 4x4x4 RTL driven by the load sources at 50% of saturation
   (no model in the loop): cycles per second;
 * the TLM on 4x4x4 at 50% of saturation: flit-hops (flits crossing a router-to-router link)
-  simulated per second, for the compiled engine (:mod:`tlm.link.fast`, one network, the whole
-  ``simulate(engine="fast")`` call as ``trnsim noc`` makes it, after a warm-up call; its
+  simulated per second, for the compiled engine (:mod:`tlm.link.compiled`, one network, the whole
+  ``simulate(engine="compiled")`` call as ``trnsim noc`` makes it, after a warm-up call; its
   numba compile time into an empty cache and its load from the cache are figures of their
   own) and the per-router model (:class:`tlm.link.network.Network`). Target >= 1,000,000.
 
@@ -34,7 +34,7 @@ _FIRST_USE = """
 import time
 start = time.perf_counter()
 from tlm.link.config import LinkConfig
-from tlm.link.load import simulate
+from tlm.link.measure import simulate
 simulate(LinkConfig((4, 4)), cycles=10)
 print(time.perf_counter() - start)
 """
@@ -55,7 +55,7 @@ def _first_use(cache_dir) -> float:
 def bench_fast(rate: float, cycles=20000) -> list[dict]:
     """The compiled engine on one network: ``trnsim noc --shape 4x4x4 --rate RATE``."""
     from tlm.link.config import LinkConfig
-    from tlm.link.load import simulate
+    from tlm.link.measure import simulate
 
     with tempfile.TemporaryDirectory() as cache:
         compile_s = _first_use(cache)  # empty cache: compiles every kernel
@@ -68,7 +68,7 @@ def bench_fast(rate: float, cycles=20000) -> list[dict]:
     hops = round(sum(link["utilisation"] for link in result["links"]) * cycles)
     return [
         {
-            "figure": f"TLM compiled engine (tlm.link.fast), one 4x4x4 network uniform at "
+            "figure": f"TLM compiled engine (tlm.link.compiled), one 4x4x4 network uniform at "
             f"{rate:.2f} flits/node/cycle, {cycles} cycles: flit-hops/s",
             "value": hops / seconds,
             "unit": "flit-hops/s",
@@ -101,8 +101,8 @@ def bench_fast(rate: float, cycles=20000) -> list[dict]:
 
 def bench_tlm(cycles=3000) -> list[dict]:
     from tlm.link.config import LinkConfig
-    from tlm.link.load import LoadSources, advance
     from tlm.link.network import Network
+    from tlm.link.sources import LoadSources, advance
 
     cfg = LinkConfig((4, 4, 4))
     rate = SATURATION_4X4X4 / 2

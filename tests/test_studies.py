@@ -201,7 +201,10 @@ BAD = [
         "--shape 4x2 (transpose needs a symmetric shape, not (4, 2)); allowed: a pattern this "
         "shape can carry",
     ),
-    (["noc", "--engine", "gpu"], "--engine: 'gpu' is not allowed; allowed: one of fast, python"),
+    (
+        ["noc", "--engine", "gpu"],
+        "--engine: 'gpu' is not allowed; allowed: one of compiled, python",
+    ),
     (
         ["noc", "--traffic", "random"],
         "--traffic: 'random' is not allowed; allowed: one of "
@@ -320,3 +323,14 @@ def test_progress_is_reported_not_printed(capsys):
     assert seen == [(0, 2), (1, 2), (2, 2)]
     run_study("noc", rate=[0.1], cycles=200)
     assert capsys.readouterr() == ("", "")
+
+
+def test_noc_engines_agree(capsys):
+    """The compiled network and the per-router reference give the same figures, sweep or not."""
+    args = ["noc", "--shape", "4x4", "--rate", "0.1,0.3", "--cycles", "600", "--json"]
+    compiled = _run(args, capsys)
+    python = _run([*args, "--engine", "python"], capsys)
+    assert compiled["inputs"]["engine"] == "compiled" and python["inputs"]["engine"] == "python"
+    assert compiled["results"] == python["results"] and compiled["series"] == python["series"]
+    single = _run(["noc", "--shape", "4x4", "--rate", "0.3", "--cycles", "600", "--json"], capsys)
+    assert single["series"][0] == compiled["series"][1]

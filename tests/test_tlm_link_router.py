@@ -157,7 +157,7 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     """A flit into a full FIFO is dropped and counted; if the FIFO's last flit leaves a
     packet open, that flit becomes the packet's end; other inputs keep flowing."""
     r = Router(CFG, (0, 0))
-    q = r.fifo[1 + (X_MINUS - 1) * CFG.vcs]
+    q = r.fifo[CFG.requester(X_MINUS, 0)]
     r.step(link_in=link(X_MINUS, FMT.head((0, 2), (3, 0), 1, 1, single=True)))  # no credit
     r.credits[Y_PLUS][0] = 0
     r.step(link_in=link(X_MINUS, last()))
@@ -168,7 +168,7 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     counts = [0] * len(DropKind)
     counts[DropKind.NO_CREDIT] = 1
     assert r.outputs().counters == tuple(counts)
-    want = last() if closed is None else (last() & ~3) | closed
+    want = last() if closed is None else FMT.with_kind(last(), closed)
     assert list(q) == [FMT.head((0, 2), (3, 0), 1, 1, single=True), want]
     # another input keeps going: x+ VC 0 to the ejection port
     r.step(link_in=link(X_PLUS, FMT.head((0, 0), (1, 0), 1, 5)))
@@ -192,7 +192,7 @@ def test_closed_packet_leaves_truncated_and_the_rest_is_orphaned():
     for c in range(4):
         sent += list(r.step(credit_in=credit if c < 2 else None).sent.values())
     assert sent == [head, FMT.body(1, tail=True)]
-    assert not r.busy[Y_PLUS][0] and r.alloc[1 + (X_MINUS - 1) * CFG.vcs] is None
+    assert not r.busy[Y_PLUS][0] and r.alloc[CFG.requester(X_MINUS, 0)] is None
     r.step(link_in=link(X_MINUS, FMT.body(3, tail=True)))
     r.step()
     assert r.outputs().counters == (0, 0, 1, 1, 0)

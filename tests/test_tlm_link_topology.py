@@ -5,7 +5,7 @@ from itertools import product
 import pytest
 
 from tlm.link.config import LinkConfig
-from tlm.link.routing import dateline_class, route
+from tlm.link.routing import dateline_class, lane, out_vc, route
 from tlm.link.topology import Torus, parse_shape, port_name
 
 
@@ -97,3 +97,40 @@ def test_bad_config(kwargs, message):
     with pytest.raises(ValueError) as error:
         LinkConfig(**kwargs)
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("shape,vcs", [((4, 4), 2), ((4, 4, 4), 8), ((5,), 4)])
+def test_requester_index(shape, vcs):
+    """Requester 0 is the injection buffer; each (link port, VC) has its own index after it,
+    port by port, and requester_link inverts it."""
+    cfg = LinkConfig(shape, vcs=vcs)
+    pairs = [(p, v) for p in range(1, cfg.ports) for v in range(vcs)]
+    assert [cfg.requester(p, v) for p, v in pairs] == list(range(1, cfg.requesters))
+    assert [cfg.requester_link(r) for r in range(1, cfg.requesters)] == pairs
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda cfg: cfg.requester(0, 0), "port must be a link port 1..4, not 0"),
+        (lambda cfg: cfg.requester(5, 0), "port must be a link port 1..4, not 5"),
+        (lambda cfg: cfg.requester(1, 2), "vc must be a VC 0..1, not 2"),
+        (lambda cfg: cfg.requester(True, 0), "port must be a link port 1..4, not True"),
+        (lambda cfg: cfg.requester_link(0), "requester must be a link requester 1..8, not 0"),
+        (lambda cfg: cfg.requester_link(9), "requester must be a link requester 1..8, not 9"),
+    ],
+)
+def test_bad_requester(call, message):
+    with pytest.raises(ValueError) as error:
+        call(LinkConfig((4, 4)))
+    assert str(error.value) == message
+
+
+def test_lane_and_out_vc():
+    """A packet keeps its lane (its VC mod V/2) and uses VC lane + (V/2) * class."""
+    for vcs in (2, 4, 8):
+        half = vcs // 2
+        assert [lane(v, vcs) for v in range(vcs)] == [v % half for v in range(vcs)]
+        for ln in range(half):
+            assert [out_vc(ln, cls, vcs) for cls in (0, 1)] == [ln, ln + half]
+            assert lane(out_vc(ln, 1, vcs), vcs) == ln

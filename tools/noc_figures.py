@@ -19,8 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tlm.link.bounds import channel_load_bound  # noqa: E402
 from tlm.link.config import LinkConfig  # noqa: E402
-from tlm.link.load import channel_load_bound, simulate  # noqa: E402
+from tlm.link.measure import simulate  # noqa: E402
 
 SHAPES = {"4x4": ("icarus", 1500), "4x4x4": ("verilator", 1500)}
 RATES = [0.05, 0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8, 0.9, 1.0]

@@ -8,12 +8,13 @@ netlist, ``docs/performance.md``); logic views them through these layouts.
 
 from __future__ import annotations
 
+from amaranth.hdl import Cat, Mux
 from amaranth.lib import data, enum
 
 from tlm.link.flit import FlitFormat
 from tlm.link.flit import FlitKind as _Kind
 
-__all__ = ["FlitKind", "flit_layout", "head_layout"]
+__all__ = ["FlitKind", "flit_layout", "head_layout", "starts_packet", "ends_packet", "closed_kind"]
 
 
 class FlitKind(enum.Enum, shape=2):
@@ -23,6 +24,28 @@ class FlitKind(enum.Enum, shape=2):
     BODY = _Kind.BODY.value
     TAIL = _Kind.TAIL.value
     SINGLE = _Kind.SINGLE.value
+
+
+# The kind rules in logic, built from tlm.link.flit.FlitKind's own (starts_packet, ends_packet,
+# closed): a kind is listed here because the TLM's rule says so, never by its bit pattern.
+def starts_packet(kind):
+    """1 when ``kind`` (a :class:`FlitKind` value) starts a packet: a head or a single."""
+    return Cat(*[kind == FlitKind(k.value) for k in _Kind if k.starts_packet]).any()
+
+
+def ends_packet(kind):
+    """1 when ``kind`` ends a packet: a tail or a single."""
+    return Cat(*[kind == FlitKind(k.value) for k in _Kind if k.ends_packet]).any()
+
+
+def closed_kind(kind):
+    """``kind`` made to end its packet (head -> single, body -> tail; the others kept), as a
+    :class:`FlitKind` value."""
+    out = kind.as_value()
+    for k in _Kind:
+        if k.closed != k:
+            out = Mux(kind == FlitKind(k.value), FlitKind(k.closed.value), out)
+    return FlitKind(out)
 
 
 def head_layout(fmt: FlitFormat) -> data.StructLayout:

@@ -119,9 +119,37 @@ class LinkConfig:
 
     @property
     def requesters(self) -> int:
-        """Inputs the switch arbitrates between: the injection buffer, then each VC of each
-        link port (requester ``1 + (port - 1) * vcs + vc``)."""
+        """Inputs the switch arbitrates between: the injection buffer (requester 0), then each
+        VC of each link port (:meth:`requester`)."""
         return 1 + (self.ports - 1) * self.vcs
+
+    def requester(self, port: int, vc: int) -> int:
+        """The requester index of VC ``vc`` of link input ``port``: the round-robin order of
+        every arbiter, and the index of the input buffers in every model.
+
+        Examples
+        --------
+        >>> cfg = LinkConfig((4, 4), vcs=2)
+        >>> cfg.requester(1, 0), cfg.requester(1, 1), cfg.requester(4, 1)
+        (1, 2, 8)
+        >>> cfg.requester_link(8)
+        (4, 1)
+        """
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port < self.ports:
+            raise ValueError(f"port must be a link port 1..{self.ports - 1}, not {port!r}")
+        if isinstance(vc, bool) or not isinstance(vc, int) or not 0 <= vc < self.vcs:
+            raise ValueError(f"vc must be a VC 0..{self.vcs - 1}, not {vc!r}")
+        return 1 + (port - 1) * self.vcs + vc
+
+    def requester_link(self, requester: int) -> tuple[int, int]:
+        """``(port, vc)`` of a link requester: the inverse of :meth:`requester`."""
+        r = requester
+        if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r < self.requesters:
+            raise ValueError(
+                f"requester must be a link requester 1..{self.requesters - 1}, not {r!r}"
+            )
+        port, vc = divmod(r - 1, self.vcs)
+        return port + 1, vc
 
     @property
     def lanes(self) -> int:

@@ -16,7 +16,11 @@ The head payload, from its bit 0 up: ``dst`` (one ``coord_bits`` field per dimen
 last is a tail, or a single head-and-tail flit (``length`` 0).
 
 :mod:`hdl.link.flit` builds its ``amaranth.lib.data`` layout from :meth:`FlitFormat.fields` and
-:meth:`FlitFormat.head_fields`, so RTL, TLM and benches share these positions.
+:meth:`FlitFormat.head_fields`, so RTL, TLM and benches share these positions; code that works
+on bits (the compiled engine, the load sources) takes them from :meth:`FlitFormat.offset` and
+:meth:`FlitFormat.mask`. The kind rules (which kinds start and end a packet, how a packet is
+closed early) are :class:`FlitKind`'s, written once as :func:`starts_packet`,
+:func:`ends_packet` and :func:`closed_kind` for every level.
 """
 
 from __future__ import annotations
@@ -24,19 +28,66 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["FlitKind", "FlitFormat", "Head"]
+__all__ = ["FlitKind", "FlitFormat", "Head", "starts_packet", "ends_packet", "closed_kind"]
 
 KIND_BITS = 2
 
 
 class FlitKind(enum.IntEnum):
-    """What a flit is within its packet (2 bits)."""
+    """What a flit is within its packet (2 bits).
+
+    Examples
+    --------
+    >>> FlitKind.HEAD.starts_packet, FlitKind.HEAD.ends_packet, FlitKind.HEAD.closed
+    (True, False, <FlitKind.SINGLE: 3>)
+    >>> [k.closed.name for k in FlitKind]   # the packet ends here: head -> single, body -> tail
+    ['SINGLE', 'TAIL', 'TAIL', 'SINGLE']
+    """
 
     HEAD = 0
     BODY = 1
     TAIL = 2
     #: a single-flit packet: head and tail at once
     SINGLE = 3
+
+    @property
+    def starts_packet(self) -> bool:
+        """A head or a single: the flit that carries the packet's route."""
+        return starts_packet(self)
+
+    @property
+    def ends_packet(self) -> bool:
+        """A tail or a single: the packet's last flit."""
+        return ends_packet(self)
+
+    @property
+    def closed(self) -> FlitKind:
+        """The kind this flit takes when its packet must end at it (a flit that finds its
+        buffer full leaves the packet before it open): head -> single, body -> tail; a tail or
+        single already ends its packet and stays as it is."""
+        return FlitKind(closed_kind(self))
+
+
+# The kind rules as plain functions of the kind's code, so that the compiled engine
+# (:mod:`tlm.link.compiled`, numba) runs these very functions; :class:`FlitKind`'s properties
+# and the RTL (:mod:`hdl.link.flit`) are built on them too.
+def starts_packet(kind: int) -> bool:
+    """Whether a flit of ``kind`` (a :class:`FlitKind` code) starts its packet."""
+    return kind == FlitKind.HEAD or kind == FlitKind.SINGLE
+
+
+def ends_packet(kind: int) -> bool:
+    """Whether a flit of ``kind`` ends its packet."""
+    return kind == FlitKind.TAIL or kind == FlitKind.SINGLE
+
+
+def closed_kind(kind: int) -> int:
+    """The code of ``kind`` made to end its packet (:attr:`FlitKind.closed`)."""
+    if kind == FlitKind.HEAD:
+        return FlitKind.SINGLE
+    if kind == FlitKind.BODY:
+        return FlitKind.TAIL
+    return kind
 
 
 @dataclass(frozen=True)
@@ -52,6 +103,10 @@ class Head:
 def _check_int(name, value, low, high):
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ValueError(f"{name} must be an integer in {low}..{high}, not {value!r}")
+
+
+#: the kinds by code, for decoding without an enum call per flit
+_KINDS = tuple(FlitKind)
 
 
 @dataclass(frozen=True)
@@ -101,6 +156,8 @@ class FlitFormat:
                 f"width must hold the head fields ({KIND_BITS + self.vc_bits + self.head_bits}"
                 f" bits), not {self.width!r}"
             )
+        # every field's (offset, width), worked out once: decoding reads it per flit
+        object.__setattr__(self, "_at", self._layout())
 
     # -- positions --------------------------------------------------------------------------
     @property
@@ -126,6 +183,49 @@ class FlitFormat:
         c = self.dims * self.coord_bits
         return [("dst", c), ("src", c), ("length", self.len_bits), ("seq", self.seq_bits)]
 
+    def _layout(self) -> dict[str, tuple[int, int]]:
+        """``name: (offset, width)`` of every flit field and head field, offsets from the
+        flit's bit 0."""
+        out, pos = {}, 0
+        for name, width in self.fields():
+            out[name], pos = (pos, width), pos + width
+        pos = out["payload"][0]
+        for name, width in self.head_fields():
+            out[name], pos = (pos, width), pos + width
+        return out
+
+    def offset(self, name: str) -> int:
+        """Bit position in the flit of field ``name``: ``kind``, ``vc``, ``payload``, or a
+        head field (``dst``, ``src``, ``length``, ``seq``).
+
+        Examples
+        --------
+        >>> fmt = FlitFormat(dims=2, width=64, vc_bits=1)
+        >>> fmt.offset("vc"), fmt.offset("dst"), fmt.offset("src"), fmt.offset("seq")
+        (2, 3, 11, 21)
+        """
+        return self._field(name)[0]
+
+    def bits(self, name: str) -> int:
+        """Width of field ``name`` in bits (a coordinate field holds every dimension)."""
+        return self._field(name)[1]
+
+    def mask(self, name: str) -> int:
+        """``2**bits(name) - 1``: field ``name`` shifted down to bit 0 and masked."""
+        return (1 << self._field(name)[1]) - 1
+
+    def field(self, flit: int, name: str) -> int:
+        """The value of field ``name`` of ``flit``."""
+        offset, width = self._field(name)
+        return (flit >> offset) & ((1 << width) - 1)
+
+    def _field(self, name):
+        try:
+            return self._at[name]
+        except KeyError:
+            fields = ", ".join(self._at)
+            raise ValueError(f"name must be one of {fields}, not {name!r}") from None
+
     # -- encode -----------------------------------------------------------------------------
     def _coords(self, name, coords) -> int:
         if len(coords) != self.dims:
@@ -140,7 +240,11 @@ class FlitFormat:
         """One flit from its three fields."""
         _check_int("vc", vc, 0, (1 << self.vc_bits) - 1)
         _check_int("payload", payload, 0, (1 << self.payload_bits) - 1)
-        return int(kind) | vc << KIND_BITS | payload << (KIND_BITS + self.vc_bits)
+        return (
+            int(kind) << self.offset("kind")
+            | vc << self.offset("vc")
+            | payload << self.offset("payload")
+        )
 
     def head(self, dst, src, length: int, seq: int, vc: int = 0, single=None) -> int:
         """A head flit (kind ``SINGLE`` when ``length`` is 1, unless ``single`` says).
@@ -149,12 +253,12 @@ class FlitFormat:
         """
         _check_int("length", length, 1, self.max_length)
         _check_int("seq", seq, 0, (1 << self.seq_bits) - 1)
-        c = self.dims * self.coord_bits
+        base = self.offset("payload")  # head fields are placed within the payload
         payload = (
-            self._coords("dst", dst)
-            | self._coords("src", src) << c
-            | (length - 1) << (2 * c)
-            | seq << (2 * c + self.len_bits)
+            self._coords("dst", dst) << (self.offset("dst") - base)
+            | self._coords("src", src) << (self.offset("src") - base)
+            | (length - 1) << (self.offset("length") - base)
+            | seq << (self.offset("seq") - base)
         )
         if single is None:
             single = length == 1
@@ -176,26 +280,46 @@ class FlitFormat:
 
     # -- decode -----------------------------------------------------------------------------
     def kind(self, flit: int) -> FlitKind:
-        return FlitKind(flit & 3)
+        return _KINDS[self.field(flit, "kind")]
 
     def vc(self, flit: int) -> int:
-        return (flit >> KIND_BITS) & ((1 << self.vc_bits) - 1)
+        return self.field(flit, "vc")
 
     def payload(self, flit: int) -> int:
-        return flit >> (KIND_BITS + self.vc_bits)
+        return flit >> self.offset("payload")
+
+    def _with(self, flit: int, name: str, value: int) -> int:
+        offset, width = self._field(name)
+        return (flit & ~(((1 << width) - 1) << offset)) | (value << offset)
 
     def with_vc(self, flit: int, vc: int) -> int:
         """``flit`` with its VC field replaced."""
-        mask = ((1 << self.vc_bits) - 1) << KIND_BITS
-        return (flit & ~mask) | (vc << KIND_BITS)
+        return self._with(flit, "vc", vc)
+
+    def with_kind(self, flit: int, kind: FlitKind) -> int:
+        """``flit`` with its kind replaced."""
+        return self._with(flit, "kind", int(kind))
+
+    def close(self, flit: int) -> int:
+        """``flit`` made the end of its packet (:attr:`FlitKind.closed`).
+
+        Examples
+        --------
+        >>> fmt = FlitFormat(dims=1)
+        >>> fmt.kind(fmt.close(fmt.body(5))), fmt.kind(fmt.close(fmt.body(5, tail=True)))
+        (<FlitKind.TAIL: 2>, <FlitKind.TAIL: 2>)
+        """
+        return self.with_kind(flit, self.kind(flit).closed)
 
     def decode_head(self, flit: int) -> Head:
-        p = self.payload(flit)
-        cb, c = self.coord_bits, self.dims * self.coord_bits
-        cmask = (1 << cb) - 1
         return Head(
-            dst=tuple((p >> (d * cb)) & cmask for d in range(self.dims)),
-            src=tuple((p >> (c + d * cb)) & cmask for d in range(self.dims)),
-            length=((p >> (2 * c)) & ((1 << self.len_bits) - 1)) + 1,
-            seq=(p >> (2 * c + self.len_bits)) & ((1 << self.seq_bits) - 1),
+            dst=self._split(self.field(flit, "dst")),
+            src=self._split(self.field(flit, "src")),
+            length=self.field(flit, "length") + 1,
+            seq=self.field(flit, "seq"),
         )
+
+    def _split(self, field: int) -> tuple[int, ...]:
+        """The coordinates of a ``dst`` or ``src`` field, dimension 0 first."""
+        cb, cmask = self.coord_bits, (1 << self.coord_bits) - 1
+        return tuple((field >> (d * cb)) & cmask for d in range(self.dims))

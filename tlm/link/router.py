@@ -46,11 +46,13 @@ from dataclasses import dataclass
 
 from .config import DropKind, LinkConfig
 from .flit import FlitKind
-from .routing import route
+from .routing import lane, out_vc, route
+from .topology import LOCAL
 
 __all__ = ["Router", "RouterOutputs"]
 
-HEAD, BODY, TAIL, SINGLE = (int(k) for k in FlitKind)
+#: requester 0: the injection buffer; requesters 1.. are the link input VCs
+INJECTION = 0
 
 
 @dataclass
@@ -66,6 +68,18 @@ class RouterOutputs:
 
 class Router:
     """One router at ``coord`` of the torus ``cfg.shape``; see the module docstring.
+
+    The state, in the names of ``docs/noc.md``:
+
+    * ``fifo[r]``: requester ``r``'s buffer (``r = 0`` the injection buffer, whose first
+      ``inj_committed`` flits are checked packets; link input VC ``(port, vc)`` is requester
+      :meth:`LinkConfig.requester <tlm.link.config.LinkConfig.requester>`);
+    * ``alloc[r]``: the ``(output port, output VC)`` its packet in progress holds, or ``None``;
+    * ``busy[port][vc]``: that output VC is held by a packet (the ejection port has one, 0);
+    * ``credits[port][vc]``: free slots of the next router's buffer for that output VC;
+    * ``rr[port]``: the requester after the one that output last granted;
+    * ``link_reg``, ``credit_reg``, ``eject_reg``: the output registers;
+    * ``counters``: the drop counters, indexed by :class:`~tlm.link.config.DropKind`.
 
     Examples
     --------
@@ -86,34 +100,29 @@ class Router:
             raise ValueError(f"coord must be a node of the torus {cfg.shape}, not {coord!r}")
         self.cfg = cfg
         self.coord = coord
-        fmt = cfg.fmt
-        self.fmt = fmt
+        self.fmt = cfg.fmt
         P, V, R = cfg.ports, cfg.vcs, cfg.requesters
-        self._P, self._V, self._R = P, V, R
-        self._vc_shift = 2
-        self._vc_mask = (1 << fmt.vc_bits) - 1
-        self._pay_shift = 2 + fmt.vc_bits
-        self._lane_mask = cfg.lanes - 1
-        self._routes: dict[int, tuple[int, int] | None] = {}
-        self._route_mask = (1 << (2 * fmt.dims * fmt.coord_bits)) - 1
-        self._len_shift = self._pay_shift + 2 * fmt.dims * fmt.coord_bits
-        self._len_mask = (1 << fmt.len_bits) - 1
-        # requester r's FIFO; r = 0 is the injection buffer (committed part readable)
+        # the requester of each link input VC and back, from LinkConfig's one rule
+        self._requester = [None] + [[cfg.requester(p, v) for v in range(V)] for p in range(1, P)]
+        self._link_of = [None] + [cfg.requester_link(r) for r in range(1, R)]
+        self._routes: dict[tuple[int, int], tuple[int, int] | None] = {}
         self.fifo = [deque() for _ in range(R)]
         self.inj_committed = 0
         self.alloc: list[tuple[int, int] | None] = [None] * R
-        self.busy = [[False] * V for _ in range(P)]  # output VCs held (port 0 uses VC 0)
+        self.busy = [[False] * V for _ in range(P)]
         self.credits = [[cfg.depth] * V for _ in range(P)]
-        #: link requesters (r >= 1) whose FIFO holds a flit
+        #: link requesters whose FIFO holds a flit (the only ones that can ask)
         self.active: set[int] = set()
-        self._no_links = (None,) * P  # shared "nothing sent" registers
+        # "nothing sent" registers, shared so that a quiet router is quick to recognise
+        self._no_links = (None,) * P
         self._no_credits = (0,) * P
         self.link_reg = self._no_links
         self.credit_reg = self._no_credits
         self.eject_reg: int | None = None
         self.rr = [0] * P
         self.counters = [0] * len(DropKind)
-        # injection checker
+        # the injection checker: the packet being written (open), its flits so far (count),
+        # the length its head gives, whether its destination is bad, whether it overran
         self._open = False
         self._count = 0
         self._length = 0
@@ -128,7 +137,7 @@ class Router:
         change nothing."""
         return (
             not self.active
-            and not self.fifo[0]
+            and not self.fifo[INJECTION]
             and self.eject_reg is None
             and self.link_reg is self._no_links
             and self.credit_reg is self._no_credits
@@ -136,7 +145,8 @@ class Router:
 
     @property
     def inject_ready(self) -> bool:
-        return len(self.fifo[0]) < self.cfg.inject_depth
+        """The injection buffer has room (committed and pending flits both take room)."""
+        return len(self.fifo[INJECTION]) < self.cfg.inject_depth
 
     def outputs(self) -> RouterOutputs:
         return RouterOutputs(
@@ -147,36 +157,191 @@ class Router:
             tuple(self.counters),
         )
 
-    # -- helpers ----------------------------------------------------------------------------
-    def _count_drop(self, kind: DropKind):
-        self.counters[kind] = min(self.counters[kind] + 1, (1 << self.cfg.counter_bits) - 1)
+    # -- one cycle --------------------------------------------------------------------------
+    def step(self, inject=None, eject_ready=True, link_in=None, credit_in=None) -> StepInfo:
+        """Advance one cycle with these inputs.
 
-    def _route(self, flit: int):
-        """``(port, class)`` of a head, or ``None`` if its destination is outside the torus."""
-        key = (flit >> self._pay_shift) & self._route_mask  # the dst and src fields
+        Parameters
+        ----------
+        inject : int or None
+            The flit offered on ``inject`` (valid) or ``None``.
+        eject_ready : bool
+            ``ready`` of the ejection stream.
+        link_in : list of (int or None), indexed by port, or None
+            Flit arriving on each link input.
+        credit_in : list of int, indexed by port, or None
+            Credit mask (bit per VC) arriving on each link output's credit wire.
+        """
+        info = StepInfo()
+        if self.eject_reg is not None and eject_ready:
+            info.ejected = self.eject_reg
+        eject_free = self.eject_reg is None or eject_ready
+        inject_ready = self.inject_ready
+        # the next registers: what is sent this cycle (nothing unless something is)
+        nxt = _Next(self._no_links, self._no_credits, None if eject_ready else self.eject_reg)
+        if self.active or self.inj_committed:
+            requests, drops = self._requests(eject_free)
+            for r, kind in drops:
+                self._pop(r, nxt)
+                self._count_drop(kind)
+            for port, asking in requests.items():
+                winner, vc = self._arbitrate(port, asking)
+                self._traverse(winner, port, vc, nxt, info)
+        if credit_in is not None:
+            self._return_credits(credit_in)
+        if link_in is not None:
+            self._receive(link_in)
+        if inject is not None and inject_ready:
+            self._check_injected(inject)
+            info.inject_fire = True
+        self.link_reg, self.credit_reg, self.eject_reg = nxt.link, nxt.credit, nxt.eject
+        self.cycle += 1
+        return info
+
+    # -- request ----------------------------------------------------------------------------
+    def _requests(self, eject_free: bool):
+        """Every non-empty buffer's front flit, from the state at the start of the cycle: the
+        requesters asking each output port with the output VC they ask for (``{port:
+        [(requester, vc), ...]}``) and the front flits dropped as ``(requester, DropKind)``."""
+        requests: dict[int, list[tuple[int, int]]] = {}
+        drops = []
+        ready = (INJECTION, *self.active) if self.inj_committed else self.active
+        for r in ready:
+            flit = self.fifo[r][0]
+            if self.alloc[r] is None:  # the flit must start a packet, to a node that exists
+                if not self.fmt.kind(flit).starts_packet:
+                    drops.append((r, DropKind.ORPHAN))
+                    continue
+                if self._route(flit) is None:
+                    drops.append((r, DropKind.BAD_DEST))
+                    continue
+            want = self._request(r, flit, eject_free)
+            if want is not None:
+                port, vc = want
+                requests.setdefault(port, []).append((r, vc))
+        return requests, drops
+
+    def _request(self, r: int, flit: int, eject_free: bool) -> tuple[int, int] | None:
+        """The ``(output port, output VC)`` requester ``r`` asks for, or ``None`` if it must
+        wait: a head needs its output VC free and a credit, a body or tail the VC its head
+        took and a credit; the ejection port needs its register free."""
+        held = self.alloc[r]
+        if held is not None:
+            port, vc = held
+            ok = eject_free if port == LOCAL else self.credits[port][vc] > 0
+            return held if ok else None
+        port, cls = self._route(flit)
+        vc = out_vc(lane(self.fmt.vc(flit), self.cfg.vcs), cls, self.cfg.vcs)
+        if port == LOCAL:
+            ok = eject_free and not self.busy[LOCAL][0]
+        else:
+            ok = not self.busy[port][vc] and self.credits[port][vc] > 0
+        return (port, vc) if ok else None
+
+    def _route(self, head: int) -> tuple[int, int] | None:
+        """``(output port, dateline class)`` of a head, or ``None`` if its destination is
+        outside the torus (memoised on the head's destination and source)."""
+        fmt = self.fmt
+        key = (fmt.field(head, "dst"), fmt.field(head, "src"))
         found = self._routes.get(key, False)
         if found is False:
-            h = self.fmt.decode_head(flit)
-            shape = self.cfg.shape
-            if all(c < k for c, k in zip(h.dst, shape, strict=True)):
-                found = route(shape, self.coord, h.src, h.dst)
+            h = fmt.decode_head(head)
+            if self.cfg.torus.contains(h.dst):
+                found = route(self.cfg.shape, self.coord, h.src, h.dst)
             else:
                 found = None
             self._routes[key] = found
         return found
 
-    def _inject_write(self, flit: int):
-        """Check one accepted injection flit; write, commit, or roll back (module docstring)."""
-        kind = flit & 3
-        buf = self.fifo[0]
-        if kind == HEAD or kind == SINGLE:
+    # -- allocate and traverse --------------------------------------------------------------
+    def _arbitrate(self, port: int, asking: list[tuple[int, int]]) -> tuple[int, int]:
+        """Round robin: of the ``(requester, vc)`` asking, the requester nearest after the
+        one ``port`` granted last."""
+        R = self.cfg.requesters
+        start = self.rr[port]
+        winner = min(asking, key=lambda want: (want[0] - start) % R)
+        self.rr[port] = (winner[0] + 1) % R
+        return winner
+
+    def _traverse(self, r: int, port: int, vc: int, nxt: _Next, info: StepInfo):
+        """Requester ``r``'s front flit goes, in ``vc``, into ``port``'s output register;
+        a head takes the output VC for its packet, a tail frees it."""
+        flit = self._pop(r, nxt)
+        out = self.fmt.with_vc(flit, vc)
+        if port == LOCAL:
+            nxt.eject = out
+        else:
+            nxt.send(port, out)
+            self.credits[port][vc] -= 1
+        held = 0 if port == LOCAL else vc  # the ejection port has one output VC
+        kind = self.fmt.kind(flit)
+        if kind == FlitKind.HEAD:
+            self.alloc[r] = (port, vc)
+            self.busy[port][held] = True
+        elif kind == FlitKind.TAIL:
+            self.alloc[r] = None
+            self.busy[port][held] = False
+        info.sent[port] = out
+        info.grants.append((r, port, vc))
+
+    def _pop(self, r: int, nxt: _Next) -> int:
+        """Remove requester ``r``'s front flit; a link VC's slot is credited back upstream."""
+        flit = self.fifo[r].popleft()
+        if r == INJECTION:
+            self.inj_committed -= 1
+            return flit
+        if not self.fifo[r]:
+            self.active.discard(r)
+        nxt.credit_back(*self._link_of[r])
+        return flit
+
+    # -- writes: credits, link inputs, injection --------------------------------------------
+    def _return_credits(self, credit_in):
+        """Add the credits the next routers returned; one for a VC that holds every credit
+        is not owed: ignored and counted."""
+        for port in range(1, self.cfg.ports):
+            mask = credit_in[port]
+            if not mask:
+                continue
+            for vc in range(self.cfg.vcs):
+                if not mask >> vc & 1:
+                    continue
+                if self.credits[port][vc] >= self.cfg.depth:
+                    self._count_drop(DropKind.CREDIT_OVERFLOW)
+                else:
+                    self.credits[port][vc] += 1
+
+    def _receive(self, link_in):
+        """Write each arriving flit into its VC's buffer. One that finds the buffer full
+        (after this cycle's read) was sent without a credit: dropped and counted, and the
+        packet it continues ends at the last flit the buffer kept."""
+        for port in range(1, self.cfg.ports):
+            flit = link_in[port]
+            if flit is None:
+                continue
+            r = self._requester[port][self.fmt.vc(flit)]
+            q = self.fifo[r]
+            if len(q) >= self.cfg.depth:
+                self._count_drop(DropKind.NO_CREDIT)
+                q[-1] = self.fmt.close(q[-1])
+                continue
+            q.append(flit)
+            self.active.add(r)
+
+    def _check_injected(self, flit: int):
+        """The injection checker: write an accepted flit, commit its packet at a good tail,
+        or drop the packet (roll back) and count why (module docstring)."""
+        fmt = self.fmt
+        kind = fmt.kind(flit)
+        buf = self.fifo[INJECTION]
+        if kind.starts_packet:
             if self._open:  # the previous packet never had its tail
                 self._rollback()
                 self._count_drop(DropKind.BAD_LENGTH)
                 self._open = False
-            length = ((flit >> self._len_shift) & self._len_mask) + 1
+            length = fmt.field(flit, "length") + 1
             bad_dest = self._route(flit) is None
-            if kind == SINGLE:
+            if kind == FlitKind.SINGLE:
                 if bad_dest:
                     self._count_drop(DropKind.BAD_DEST)
                 elif length != 1:
@@ -194,13 +359,13 @@ class Router:
             self._count_drop(DropKind.ORPHAN)
             return
         self._count += 1
-        if kind == BODY:
-            if self._count >= self._length:
+        if kind == FlitKind.BODY:
+            if self._count >= self._length:  # the tail should have come by now
                 self._over = True
             elif not self._bad_dest:
                 buf.append(flit)
             return
-        self._open = False  # tail
+        self._open = False  # the tail
         if self._bad_dest:
             self._count_drop(DropKind.BAD_DEST)
         elif self._over or self._count != self._length:
@@ -211,148 +376,32 @@ class Router:
             self.inj_committed = len(buf)
 
     def _rollback(self):
-        buf = self.fifo[0]
+        buf = self.fifo[INJECTION]
         while len(buf) > self.inj_committed:
             buf.pop()
 
-    # -- one cycle --------------------------------------------------------------------------
-    def step(self, inject=None, eject_ready=True, link_in=None, credit_in=None) -> StepInfo:
-        """Advance one cycle with these inputs.
+    def _count_drop(self, kind: DropKind):
+        self.counters[kind] = min(self.counters[kind] + 1, (1 << self.cfg.counter_bits) - 1)
 
-        Parameters
-        ----------
-        inject : int or None
-            The flit offered on ``inject`` (valid) or ``None``.
-        eject_ready : bool
-            ``ready`` of the ejection stream.
-        link_in : list of (int or None), indexed by port, or None
-            Flit arriving on each link input.
-        credit_in : list of int, indexed by port, or None
-            Credit mask (bit per VC) arriving on each link output's credit wire.
-        """
-        P, V, R = self._P, self._V, self._R
-        fifo, alloc, credits, busy = self.fifo, self.alloc, self.credits, self.busy
-        info = StepInfo()
-        eject_reg = self.eject_reg
-        ej_free = eject_reg is None or eject_ready
-        if eject_reg is not None and eject_ready:
-            info.ejected = eject_reg
-        inject_ready = len(fifo[0]) < self.cfg.inject_depth
-        new_link = self._no_links
-        new_credit = self._no_credits
-        new_eject = None if eject_ready else eject_reg
-        active = self.active
-        if active or self.inj_committed:
-            # requests, from the state at the start of the cycle
-            requests: dict[int, list[int]] = {}
-            want: dict[int, tuple[int, int]] = {}
-            drops = []
-            for r in (0, *active) if self.inj_committed else active:
-                flit = fifo[r][0]
-                held = alloc[r]
-                if held is None:
-                    kind = flit & 3
-                    if kind == BODY or kind == TAIL:
-                        drops.append((r, DropKind.ORPHAN))
-                        continue
-                    found = self._route(flit)
-                    if found is None:
-                        drops.append((r, DropKind.BAD_DEST))
-                        continue
-                    o, cls = found
-                    lane = (flit >> self._vc_shift) & self._lane_mask
-                    if o == 0:
-                        ov = lane
-                        ok = ej_free and not busy[0][0]
-                    else:
-                        ov = lane + cls * (V >> 1)
-                        ok = not busy[o][ov] and credits[o][ov] > 0
-                else:
-                    o, ov = held
-                    ok = ej_free if o == 0 else credits[o][ov] > 0
-                if ok:
-                    requests.setdefault(o, []).append(r)
-                    want[r] = (o, ov)
-            if drops or requests:
-                new_credit = [0] * P
-            for r, kind in drops:
-                q = fifo[r]
-                q.popleft()
-                if not q:
-                    active.discard(r)
-                self._count_drop(kind)
-                port, vc = divmod(r - 1, V)
-                new_credit[port + 1] |= 1 << vc
-            for o, reqs in requests.items():
-                start = self.rr[o]
-                winner = min(reqs, key=lambda r: (r - start) % R)
-                self.rr[o] = (winner + 1) % R
-                q = fifo[winner]
-                flit = q.popleft()
-                _, ov = want[winner]
-                kind = flit & 3
-                out = (flit & ~(self._vc_mask << self._vc_shift)) | (ov << self._vc_shift)
-                if winner == 0:
-                    self.inj_committed -= 1
-                else:
-                    if not q:
-                        active.discard(winner)
-                    port, vc = divmod(winner - 1, V)
-                    new_credit[port + 1] |= 1 << vc
-                if o == 0:
-                    new_eject = out
-                    hold = 0
-                else:
-                    if new_link is self._no_links:
-                        new_link = [None] * P
-                    new_link[o] = out
-                    credits[o][ov] -= 1
-                    hold = ov
-                if kind == HEAD:
-                    alloc[winner] = (o, ov)
-                    busy[o][hold] = True
-                elif kind == TAIL:
-                    alloc[winner] = None
-                    busy[o][hold] = False
-                info.sent[o] = out
-                info.grants.append((winner, o, ov))
-        # writes: returned credits, link inputs, injection
-        depth = self.cfg.depth
-        if credit_in is not None:
-            for o in range(1, P):
-                mask = credit_in[o]
-                if not mask:
-                    continue
-                v = 0
-                while mask:
-                    if mask & 1:
-                        if credits[o][v] >= depth:  # not owed: ignored, counted
-                            self._count_drop(DropKind.CREDIT_OVERFLOW)
-                        else:
-                            credits[o][v] += 1
-                    mask >>= 1
-                    v += 1
-        if link_in is not None:
-            for i in range(1, P):
-                flit = link_in[i]
-                if flit is not None:
-                    r = 1 + (i - 1) * V + ((flit >> self._vc_shift) & self._vc_mask)
-                    q = fifo[r]
-                    if len(q) >= depth:  # full after this cycle's read: sent without a credit
-                        self._count_drop(DropKind.NO_CREDIT)
-                        if not q[-1] & 2:  # a head or body leaves its packet open: close it
-                            q[-1] ^= 3  # head -> single, body -> tail
-                        continue
-                    q.append(flit)
-                    self.active.add(r)
-        if inject is not None and inject_ready:
-            self._inject_write(inject)
-            info.inject_fire = True
-        self.link_reg = new_link
-        self.credit_reg = new_credit
-        self.eject_reg = new_eject
-        self.cycle += 1
-        return info
+
+class _Next:
+    """The output registers a cycle writes: ``link`` and ``credit`` stay the router's shared
+    "nothing" tuples until something is sent."""
+
+    __slots__ = ("link", "credit", "eject")
+
+    def __init__(self, link, credit, eject):
+        self.link, self.credit, self.eject = link, credit, eject
+
+    def send(self, port: int, flit: int):
+        if isinstance(self.link, tuple):
+            self.link = list(self.link)
+        self.link[port] = flit
+
+    def credit_back(self, port: int, vc: int):
+        if isinstance(self.credit, tuple):
+            self.credit = list(self.credit)
+        self.credit[port] |= 1 << vc
 
 
 class StepInfo:

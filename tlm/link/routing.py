@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .topology import LOCAL
 
-__all__ = ["route", "out_vc", "dateline_class"]
+__all__ = ["route", "lane", "out_vc", "dateline_class"]
 
 
 def dateline_class(c: int, s: int, k: int, plus: bool) -> int:
@@ -55,6 +55,27 @@ def route(shape, here, src, dst) -> tuple[int, int]:
     return LOCAL, 0
 
 
+# lane() and out_vc() are plain arithmetic so that the compiled engine runs these very
+# functions (numba.njit of them, tlm.link.compiled) and the RTL builds its logic from out_vc
+# (hdl.link.route: Amaranth values support the same operators).
+def lane(vc: int, vcs: int) -> int:
+    """The lane of a packet that travels in VC ``vc`` of ``vcs`` (its VC in class 0).
+
+    Examples
+    --------
+    >>> [lane(vc, 4) for vc in range(4)]
+    [0, 1, 0, 1]
+    """
+    return vc & (vcs // 2 - 1)  # vc mod vcs/2: vcs is a power of two, the lane its low bits
+
+
 def out_vc(lane: int, cls: int, vcs: int) -> int:
-    """The VC a packet of ``lane`` uses in ``cls`` with ``vcs`` virtual channels."""
+    """The VC a packet of ``lane`` uses in dateline class ``cls`` with ``vcs`` virtual
+    channels; the ejection port's "VC" is the lane (:func:`route` gives it class 0).
+
+    Examples
+    --------
+    >>> out_vc(1, 0, 4), out_vc(1, 1, 4)
+    (1, 3)
+    """
     return lane + cls * (vcs // 2)

@@ -1,7 +1,7 @@
 """``trnsim noc``: load study of a NeuronLink torus on the cycle-exact network model.
 
 Each offered load (``--rate``, one or a list for a sweep) runs ``--cycles`` cycles of Bernoulli
-sources with the ``--traffic`` pattern; ``--engine fast`` (default) runs the compiled network,
+sources with the ``--traffic`` pattern; ``--engine compiled`` (default) runs the compiled network,
 ``--engine python`` the per-router reference (the same figures, some 40x slower).
 
 Examples
@@ -18,9 +18,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..link.bounds import channel_load_bound, pair_weights, zero_load_latency
 from ..link.config import LinkConfig
-from ..link.load import ENGINES, channel_load_bound, pair_weights, simulate, zero_load_latency
-from ..link.traffic import PATTERNS
+from ..link.measure import ENGINES, simulate
+from ..link.patterns import PATTERNS
+from ..link.sources import default_warmup
 from .protocol import InputError, Inputs, Results, Study, progress, register, seed_field
 
 __all__ = ["NocInputs", "NocResults", "NocPoint", "LinkLoad", "noc_study"]
@@ -56,14 +58,14 @@ class NocInputs(Inputs):
     depth: int = Field(4, description="flits of buffer per VC, a power of two 1..64")
     seed: int = seed_field()
     engine: Literal[ENGINES] = Field(
-        "fast", description="fast: the compiled network; python: the per-router reference"
+        "compiled", description="compiled: the compiled network; python: the per-router reference"
     )
 
     def resolve(self) -> NocInputs:
         for rate in self.rate:
             if not 0 <= rate <= 1:
                 raise InputError("rate", rate, "loads in 0..1 flits per node per cycle")
-        warmup = self.cycles // 10 if self.warmup is None else self.warmup
+        warmup = default_warmup(self.cycles) if self.warmup is None else self.warmup
         if warmup >= self.cycles:
             raise InputError(
                 "warmup", warmup, f"an integer in 0..{self.cycles - 1} (fewer than --cycles)"

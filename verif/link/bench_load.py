@@ -1,4 +1,4 @@
-"""cocotb load run of a torus network: the sources of :func:`tlm.link.load.simulate` drive
+"""cocotb load run of a torus network: the sources of :func:`tlm.link.measure.simulate` drive
 the RTL, and the figures are measured from the RTL's own ejection ports.
 
 Used for the RTL points of the latency-load plots (``tools/noc_figures.py``) and the speed
@@ -18,7 +18,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import LinkConfig
-from tlm.link.load import LoadSources
+from tlm.link.sources import LoadSources
 from verif.link.ports import NodePorts
 
 

@@ -229,7 +229,7 @@ class RouterEnv:
             packet = []
             for flit in stream:
                 packet.append(fmt.with_vc(flit, 0))
-                if flit & 3 >= 2:  # tail or single
+                if fmt.kind(flit).ends_packet:
                     key = tuple(packet)
                     left[key] = left.get(key, 0) + 1
                     packet = []

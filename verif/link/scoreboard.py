@@ -46,16 +46,16 @@ class PacketBoard:
         """A flit left ``node``'s ejection port in ``cycle``."""
         fmt, torus = self.fmt, self.cfg.torus
         self.flits += 1
-        kind = flit & 3
+        kind = fmt.kind(flit)
         part = self.partial.get(node)
-        if kind in (0, 3):
+        if kind.starts_packet:
             if part:
                 raise ScoreboardError(f"cycle {cycle}: node {node} ejected a head inside a packet")
             part = self.partial[node] = []
         elif part is None:
             raise ScoreboardError(f"cycle {cycle}: node {node} ejected a flit with no head")
         part.append(flit)
-        if kind < 2:
+        if not kind.ends_packet:
             return
         del self.partial[node]
         head = fmt.decode_head(part[0])

@@ -21,7 +21,7 @@ from hdl.hier import port_names
 from hdl.link.router import Router
 from hdl.link.torus import TorusNetwork
 from tlm.link.config import LinkConfig
-from tlm.link.traffic import PATTERNS as TRAFFIC
+from tlm.link.patterns import PATTERNS as TRAFFIC
 from verif.common.patterns import PATTERNS
 from verif.common.runner import ROOT, SIMULATORS
 from verif.common.sim import open_waves, run_and_report, write_save

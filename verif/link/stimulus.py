@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tlm.link.config import MALFORMED, DropKind, LinkConfig
-from tlm.link.traffic import Destinations
+from tlm.link.patterns import Destinations
 
 __all__ = [
     "Packet",

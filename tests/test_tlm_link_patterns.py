@@ -1,10 +1,10 @@
-"""tlm.link.traffic: drawing many destinations at once is drawing them one by one."""
+"""tlm.link.patterns: drawing many destinations at once is drawing them one by one."""
 
 import numpy as np
 import pytest
 
+from tlm.link.patterns import PATTERNS, Destinations
 from tlm.link.topology import Torus
-from tlm.link.traffic import PATTERNS, Destinations
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)

@@ -75,7 +75,7 @@ class Destinations:
     def draw(self, srcs) -> np.ndarray:
         """Destinations of packets from ``srcs`` in turn, ``-1`` where :meth:`next` gives
         ``None``: equal to ``[self.next(s) for s in srcs]``, with the generator left in the same
-        state (``tests/test_tlm_link_fast.py`` checks both for every pattern).
+        state (``tests/test_tlm_link_patterns.py`` checks both for every pattern).
 
         ``uniform`` and ``neighbour`` draw one array of bounded integers, which numpy makes
         from the generator exactly as the same draws one at a time; ``transpose`` draws nothing;

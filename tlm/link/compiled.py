@@ -1,23 +1,29 @@
 """The network model compiled: :class:`~tlm.link.network.Network`'s cycle rules as numba kernels.
 
-:class:`FastNetwork` holds every router's registers and buffers in flat arrays and advances
+:class:`CompiledNetwork` holds every router's registers and buffers in flat arrays and advances
 the whole network one cycle in one compiled call; :func:`run_load` runs a whole load study
-(:class:`~tlm.link.load.LoadSources`' packets, injection queues, ejection bookkeeping,
+(:class:`~tlm.link.sources.LoadSources`' packets, injection queues, ejection bookkeeping,
 latencies and link counts) in one compiled loop, with no Python work per cycle. Both compute
 exactly what the per-router model does: the rules are :mod:`tlm.link.router`'s (routing with
 dateline classes, VC allocation, round-robin switch allocation over the requesters, credits,
 the injection checker with roll-back and drop counters, link misuse: a flit sent without a
 credit dropped and its packet closed, a credit not owed ignored; ejection backpressure), and
-``tests/test_tlm_link_fast.py`` holds the two side by side, register for register, and checks
-``simulate(engine="fast") == simulate(engine="python")`` for every traffic pattern.
+``tests/test_tlm_link_compiled.py`` holds the two side by side, register for register, and checks
+``simulate(engine="compiled") == simulate(engine="python")`` for every traffic pattern.
 
-The cycle rules are written again here (the one copy besides the reference, which stays the
-readable definition) and held to the reference by those tests; nothing else is: routes come
-from a table that :func:`tlm.link.routing.route` fills for every (router, destination) and
-:func:`~tlm.link.routing.dateline_class` for every (port, coordinate, source coordinate);
-field positions from :meth:`FlitFormat.fields <tlm.link.flit.FlitFormat.fields>` and
-:meth:`~tlm.link.flit.FlitFormat.head_fields`; the flits of a load study's packets from the
-encoder of :class:`~tlm.link.flit.FlitFormat`. Flits are held as ``int64`` bit patterns, so the
+The cycle loop is written again here, tuned for speed (flat arrays, ring buffers, one pass
+per router), and held to the reference, :mod:`tlm.link.router` (the readable definition), by
+those tests. The rules it applies are not written again: routes come from a table that
+:func:`tlm.link.routing.route` fills for every (router, destination) and
+:func:`~tlm.link.routing.dateline_class` for every (port, coordinate, source coordinate); the
+output VC is :func:`~tlm.link.routing.out_vc` of :func:`~tlm.link.routing.lane`, and the kind
+rules :func:`~tlm.link.flit.starts_packet`, :func:`~tlm.link.flit.ends_packet` and
+:func:`~tlm.link.flit.closed_kind`, each the very Python function compiled by ``numba.njit``;
+requester indices come from :meth:`LinkConfig.requester <tlm.link.config.LinkConfig.requester>`
+(as tables); field positions and masks from :meth:`FlitFormat.offset
+<tlm.link.flit.FlitFormat.offset>` and :meth:`~tlm.link.flit.FlitFormat.mask`, passed in as
+constants; the flits of a load study's packets from the encoder of
+:class:`~tlm.link.flit.FlitFormat`. Flits are held as ``int64`` bit patterns, so the
 flit width is at most 64 bits. Kernels are compiled on first use and cached on disk
 (``cache=True``): the first call in a fresh environment takes some seconds.
 """
@@ -30,15 +36,23 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from . import routing
 from .config import DropKind, LinkConfig
-from .flit import FlitKind
+from .flit import FlitKind, closed_kind, ends_packet, starts_packet
 from .network import NetStep
 from .routing import dateline_class, route
 from .topology import LOCAL
 
-__all__ = ["FastNetwork", "run_load"]
+__all__ = ["CompiledNetwork", "run_load"]
 
-HEAD, BODY, TAIL, SINGLE = (int(k) for k in FlitKind)
+HEAD, TAIL = int(FlitKind.HEAD), int(FlitKind.TAIL)
+# the rules of tlm.link.flit and tlm.link.routing, compiled: the same functions, not copies
+_jit = njit(cache=True, inline="always")
+_starts_packet = _jit(starts_packet)
+_ends_packet = _jit(ends_packet)
+_closed_kind = _jit(closed_kind)
+_lane = _jit(routing.lane)
+_out_vc = _jit(routing.out_vc)
 _MASK64 = (1 << 64) - 1
 # columns of the injection checker's state
 _OPEN, _COUNT, _LENGTH, _BAD_DEST, _OVER = range(5)
@@ -53,6 +67,8 @@ class Consts(NamedTuple):
     D: int  # FIFO depth per VC (a power of two)
     DI: int  # injection buffer depth (a power of two)
     lanes: int
+    kind_off: int  # bit position of the kind field
+    kind_mask: int
     vc_off: int  # bit position of the VC field
     vc_mask: int
     dst_off: int  # bit positions of a head's fields
@@ -77,6 +93,7 @@ class Consts(NamedTuple):
     peer_port: np.ndarray  # [P]: the port it enters there
     rq_port: np.ndarray  # [R]: link port of a requester (0 for the injection buffer)
     rq_vc: np.ndarray  # [R]: VC of a requester
+    rq_index: np.ndarray  # [P, V]: requester of each link input VC (row 0 unused)
 
 
 class State(NamedTuple):
@@ -105,17 +122,6 @@ class State(NamedTuple):
     cin: np.ndarray
     req: np.ndarray  # [3, R]: requester, output port, output VC
     best: np.ndarray  # [2, P]: round-robin distance and request index of each output
-
-
-def _offsets(fmt) -> dict:
-    """Bit position of every flit field and head field, from the format's field lists."""
-    out, pos = {}, 0
-    for name, width in fmt.fields():
-        out[name], pos = pos, pos + width
-    pos = out["payload"]
-    for name, width in fmt.head_fields():
-        out[name], pos = pos, pos + width
-    return out
 
 
 @lru_cache(maxsize=16)
@@ -154,8 +160,7 @@ def make_consts(cfg: LinkConfig) -> Consts:
             f"width must be at most 64 bits for the compiled engine, not {cfg.width!r}"
         )
     fmt, torus = cfg.fmt, cfg.torus
-    V, R = cfg.vcs, cfg.requesters
-    off = _offsets(fmt)
+    P, V, R = cfg.ports, cfg.vcs, cfg.requesters
     route_port, port_dim, dateline, peer_node, peer_port = _tables(cfg)
     stride = np.cumprod((1,) + cfg.shape[:-1]).astype(np.int64)
     return Consts(
@@ -165,12 +170,14 @@ def make_consts(cfg: LinkConfig) -> Consts:
         D=cfg.depth,
         DI=cfg.inject_depth,
         lanes=cfg.lanes,
-        vc_off=off["vc"],
-        vc_mask=(1 << fmt.vc_bits) - 1,
-        dst_off=off["dst"],
-        src_off=off["src"],
-        len_off=off["length"],
-        len_mask=(1 << fmt.len_bits) - 1,
+        kind_off=fmt.offset("kind"),
+        kind_mask=fmt.mask("kind"),
+        vc_off=fmt.offset("vc"),
+        vc_mask=fmt.mask("vc"),
+        dst_off=fmt.offset("dst"),
+        src_off=fmt.offset("src"),
+        len_off=fmt.offset("length"),
+        len_mask=fmt.mask("length"),
         cb=fmt.coord_bits,
         cmask=(1 << fmt.coord_bits) - 1,
         top=(1 << cfg.counter_bits) - 1,
@@ -187,8 +194,11 @@ def make_consts(cfg: LinkConfig) -> Consts:
         dateline=dateline,
         peer_node=peer_node,
         peer_port=peer_port,
-        rq_port=np.array([0] + [1 + (r - 1) // V for r in range(1, R)], np.int64),
-        rq_vc=np.array([0] + [(r - 1) % V for r in range(1, R)], np.int64),
+        rq_port=np.array([0] + [cfg.requester_link(r)[0] for r in range(1, R)], np.int64),
+        rq_vc=np.array([0] + [cfg.requester_link(r)[1] for r in range(1, R)], np.int64),
+        rq_index=np.array(
+            [[0] * V] + [[cfg.requester(p, v) for v in range(V)] for p in range(1, P)], np.int64
+        ),
     )
 
 
@@ -253,6 +263,12 @@ def _bump(counters, m, kind, top):
 
 
 @njit(cache=True, inline="always")
+def _with_field(flit, off, mask, value):
+    """``flit`` with the field at ``off`` (of ``mask``) replaced by ``value``."""
+    return (flit & ~(mask << off)) | (value << off)
+
+
+@njit(cache=True, inline="always")
 def _inject_append(buf, qhead, qcnt, m, flit, DI):
     buf[m, 0, (qhead[m, 0] + qcnt[m, 0]) & (DI - 1)] = flit
     qcnt[m, 0] += 1
@@ -262,11 +278,13 @@ def _inject_append(buf, qhead, qcnt, m, flit, DI):
 def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     """One network cycle (:meth:`tlm.link.network.Network.step`): every router reads its
     neighbours' registers, then steps as :meth:`tlm.link.router.Router.step` does."""
-    P, V, R, D, DI, lanes, top = C.P, C.V, C.R, C.D, C.DI, C.lanes, C.top
+    P, V, R, D, DI, top = C.P, C.V, C.R, C.D, C.DI, C.top
+    kind_off, kind_mask = C.kind_off, C.kind_mask
     vc_off, vc_mask, dst_off, src_off = C.vc_off, C.vc_mask, C.dst_off, C.src_off
     cb, cmask, shape, stride, here = C.cb, C.cmask, C.shape, C.stride, C.here
     route_port, port_dim, dateline = C.route_port, C.port_dim, C.dateline
     peer_node, peer_port, rq_port, rq_vc = C.peer_node, C.peer_port, C.rq_port, C.rq_vc
+    rq_index = C.rq_index
     buf, qhead, qcnt, committed = S.buf, S.qhead, S.qcnt, S.committed
     alloc_port, alloc_vc, busy, cred = S.alloc_port, S.alloc_vc, S.busy, S.cred
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
@@ -302,24 +320,27 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 continue
             flit = buf[m, r, qhead[m, r]]
             o = alloc_port[m, r]
-            if o < 0:
-                kind = flit & 3
+            if o < 0:  # no packet in progress: the flit must start one
+                kind = (flit >> kind_off) & kind_mask
                 node = _field_node(flit, dst_off, cb, cmask, shape, stride)
-                drop = orphan if kind == BODY or kind == TAIL else bad_dest if node < 0 else -1
+                drop = -1 if _starts_packet(kind) else orphan
+                if drop < 0 and node < 0:
+                    drop = bad_dest
                 if drop >= 0:  # only a link FIFO can hold these
                     _pop(buf, qhead, qcnt, m, r, D)
                     creg[m, rq_port[r]] |= 1 << rq_vc[r]
                     _bump(counters, m, drop, top)
                     continue
                 o = route_port[m, node]
-                lane = (flit >> vc_off) & (lanes - 1)
-                if o == 0:
-                    ov = lane
-                    ok = ej_free and not busy[m, 0, 0]
-                else:
+                cls = 0  # the ejection port: route() gives class 0
+                if o != 0:
                     d = port_dim[o]
                     s = (flit >> (src_off + d * cb)) & cmask
-                    ov = lane + dateline[o, here[m, d], s] * lanes
+                    cls = dateline[o, here[m, d], s]
+                ov = _out_vc(_lane((flit >> vc_off) & vc_mask, V), cls, V)
+                if o == 0:
+                    ok = ej_free and not busy[m, 0, 0]
+                else:
                     ok = (not busy[m, o, ov]) and cred[m, o, ov] > 0
             else:
                 ov = alloc_vc[m, r]
@@ -350,8 +371,8 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 else:
                     flit = _pop(buf, qhead, qcnt, m, r, D)
                     creg[m, rq_port[r]] |= 1 << rq_vc[r]
-                kind = flit & 3
-                out = (flit & ~(vc_mask << vc_off)) | (ov << vc_off)
+                kind = (flit >> kind_off) & kind_mask
+                out = _with_field(flit, vc_off, vc_mask, ov)
                 if o == 0:
                     ejreg[m] = out
                     new_ejval = True
@@ -383,13 +404,15 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         for i in range(1, P):
             if lin_v[m, i]:
                 flit = lin_f[m, i]
-                r = 1 + (i - 1) * V + ((flit >> vc_off) & vc_mask)
+                r = rq_index[i, (flit >> vc_off) & vc_mask]
                 n = qcnt[m, r]
                 if n >= D:  # full after this cycle's read: sent without a credit
                     _bump(counters, m, no_credit, top)
+                    # the packet it continues ends at the last flit the FIFO kept
                     last = (qhead[m, r] + n - 1) & (D - 1)
-                    if not buf[m, r, last] & 2:  # a head or body leaves its packet open:
-                        buf[m, r, last] ^= 3  # it ends there (head -> single, body -> tail)
+                    kept = buf[m, r, last]
+                    closed = _closed_kind((kept >> kind_off) & kind_mask)
+                    buf[m, r, last] = _with_field(kept, kind_off, kind_mask, closed)
                     continue
                 buf[m, r, (qhead[m, r] + n) & (D - 1)] = flit
                 qcnt[m, r] += 1
@@ -400,15 +423,15 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             continue
         # the injection checker (Router._inject_write): write, commit or roll back
         flit = inj_f[m]
-        kind = flit & 3
-        if kind == HEAD or kind == SINGLE:
+        kind = (flit >> kind_off) & kind_mask
+        if _starts_packet(kind):
             if ck[m, _OPEN]:  # the previous packet never had its tail: roll back
                 qcnt[m, 0] = committed[m]
                 _bump(counters, m, bad_length, top)
                 ck[m, _OPEN] = 0
             length = ((flit >> C.len_off) & C.len_mask) + 1
             bad = _field_node(flit, dst_off, cb, cmask, shape, stride) < 0
-            if kind == SINGLE:
+            if _ends_packet(kind):  # a single
                 if bad:
                     _bump(counters, m, bad_dest, top)
                 elif length != 1:
@@ -426,7 +449,7 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             _bump(counters, m, orphan, top)
             continue
         ck[m, _COUNT] += 1
-        if kind == BODY:
+        if not _ends_packet(kind):  # a body
             if ck[m, _COUNT] >= ck[m, _LENGTH]:
                 ck[m, _OVER] = 1
             elif not ck[m, _BAD_DEST]:
@@ -445,11 +468,12 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
 
 @njit(cache=True)
 def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies, snap):
-    """A whole load study (:func:`tlm.link.load.simulate`) on the packets and flit pieces of
+    """A whole load study (:func:`tlm.link.measure.simulate`) on the packets and flit pieces of
     :func:`_packet_tables`. Returns (offered flits, accepted flits, latencies written)."""
     cycles, warmup, length, seq_mask = L[0], L[1], L[2], L[3]
     head, seq_off, vc_off = L[4], L[5], L[6]
     head_dst, head_src, body, tail = L[7], L[8], L[9], L[10]
+    kind_off, kind_mask = C.kind_off, C.kind_mask
     N = C.here.shape[0]
     lanes = C.lanes
     made = np.zeros(N, np.int64)  # packets created per source
@@ -496,13 +520,13 @@ def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies,
                     sent[n] += 1
             if ejv[n]:
                 f = ejf[n]
-                kind = f & 3
-                if kind == HEAD or kind == SINGLE:
+                kind = (f >> kind_off) & kind_mask
+                if _starts_packet(kind):
                     in_src[n] = _field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
                     in_seq[n] = (f >> seq_off) & seq_mask
                 if cycle >= warmup:
                     accepted += 1
-                if kind >= TAIL:
+                if _ends_packet(kind):
                     t0 = created[in_src[n], in_seq[n]]
                     if t0 >= warmup:
                         latencies[nlat] = cycle - t0
@@ -516,7 +540,7 @@ def _signed(flit: int) -> int:
     return flit - (1 << 64) if flit >> 63 else flit
 
 
-class FastNetwork:
+class CompiledNetwork:
     """All routers of ``cfg.shape`` in flat arrays, stepped by a compiled kernel: the same
     cycle, inputs and outputs as :class:`~tlm.link.network.Network`.
 
@@ -524,7 +548,7 @@ class FastNetwork:
     --------
     >>> from tlm.link.network import Network
     >>> cfg = LinkConfig((4, 4))
-    >>> fast, ref = FastNetwork(cfg), Network(cfg)
+    >>> fast, ref = CompiledNetwork(cfg), Network(cfg)
     >>> flit = cfg.fmt.head(dst=(2, 3), src=(0, 0), length=1, seq=5)
     >>> offers = [{0: flit}] + [{}] * 9
     >>> steps = [(fast.step(x).ejected, ref.step(x).ejected) for x in offers]
@@ -615,7 +639,6 @@ def _packet_tables(sources):
     created = np.zeros((n, max(min(most, sources.seq_mask + 1), 1)), np.int64)
     # flit pieces: a head is the OR of its kind and length, its destination, its source, its
     # sequence number and lane at their fields; body and tail flits carry data 0
-    off = _offsets(fmt)
     zero = (0,) * torus.dims
     base = fmt.head(zero, zero, length, 0)
     coords = torus.coords()
@@ -631,8 +654,8 @@ def _packet_tables(sources):
         length,
         sources.seq_mask,
         _signed(base),
-        off["seq"],
-        off["vc"],
+        fmt.offset("seq"),
+        fmt.offset("vc"),
         head_dst,
         head_src,
         body,
@@ -642,8 +665,8 @@ def _packet_tables(sources):
 
 
 def run_load(sources) -> dict:
-    """Run ``sources`` (a fresh :class:`~tlm.link.load.LoadSources`) for all its cycles on a
-    compiled network; the figures of :func:`tlm.link.load.simulate`, to the last bit."""
+    """Run ``sources`` (a fresh :class:`~tlm.link.sources.LoadSources`) for all its cycles on
+    a compiled network; the figures of :func:`tlm.link.measure.simulate`, to the last bit."""
     cfg = sources.cfg
     C = make_consts(cfg)
     S = make_state(cfg)

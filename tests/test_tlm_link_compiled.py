@@ -1,20 +1,18 @@
-"""tlm.link.fast: the compiled network equals tlm.link.network register for register, and a
+"""tlm.link.compiled: the compiled network equals tlm.link.network register for register, and a
 compiled load study gives the figures of the Python one to the last bit.
 
 The kernels compile once per environment (about 10 s, then cached on disk by numba)."""
 
-import json
 
 import numpy as np
 import pytest
 
-from tlm.cli import main
+from tlm.link.compiled import CompiledNetwork
 from tlm.link.config import MALFORMED, DropKind, LinkConfig
-from tlm.link.fast import FastNetwork
 from tlm.link.flit import FlitKind
-from tlm.link.load import simulate
+from tlm.link.measure import simulate
 from tlm.link.network import Network
-from tlm.link.traffic import PATTERNS
+from tlm.link.patterns import PATTERNS
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import TWIN_CASES, Packet, credit_faults, random_packets
 from verif.link.traffic import NodeTraffic
@@ -37,7 +35,7 @@ def test_fast_equals_network_under_link_misuse(shape, vcs, depth, inject, eject,
 
 
 def check_fast(cfg, inject, eject, seed, misuse=False):
-    """Step ``Network`` and ``FastNetwork`` side by side on the same random traffic (malformed
+    """Step ``Network`` and ``CompiledNetwork`` side by side on the same random traffic (malformed
     packets, packets cut short, malformed flits from a broken neighbour on the links, ejection
     backpressure), comparing every register every cycle until both drain; with ``misuse``,
     some senders are broken (``credit_faults``) in both. Without it, every well-formed packet
@@ -52,7 +50,7 @@ def check_fast(cfg, inject, eject, seed, misuse=False):
             mine.insert(int(i), _cut_short(cfg, rng, src))
     faults = credit_faults(cfg, rng) if misuse else None
     traffic = NodeTraffic(packets, PacketBoard(cfg), inject, eject, rng)
-    net, fast = Network(cfg), FastNetwork(cfg)
+    net, fast = Network(cfg), CompiledNetwork(cfg)
     for cycle in range(3000):
         if faults and cycle == faults.cycle:
             for node, o, v in faults.sites:
@@ -103,7 +101,7 @@ def _link_fault(cfg, rng, net, fast):
     node, port = int(rng.integers(torus.nodes)), int(rng.integers(1, cfg.ports))
     vc = int(rng.integers(cfg.vcs))
     peer, facing = int(fast.consts.peer_node[node, port]), int(fast.consts.peer_port[port])
-    r = 1 + (port - 1) * cfg.vcs + vc
+    r = cfg.requester(port, vc)
     upstream, here = net.routers[peer], net.routers[node]
     if upstream.link_reg[facing] is not None or upstream.credits[facing][vc] == 0:
         return
@@ -143,7 +141,7 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     credit goes back for it, and the FIFO's last flit, if it leaves its packet open, ends it
     (as tests/test_tlm_link_router.py holds the per-router model to)."""
     cfg = LinkConfig((4, 4), depth=4)
-    fmt, fast = cfg.fmt, FastNetwork(cfg)
+    fmt, fast = cfg.fmt, CompiledNetwork(cfg)
     s = fast.state
     node, port = 5, 1  # node 5 is (1, 1); its x+ input VC 0 is requester 1
     if last in (FlitKind.HEAD, FlitKind.SINGLE):  # a packet ends, the next one begins
@@ -163,7 +161,7 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     counts[DropKind.NO_CREDIT] = 1
     assert fast.counters(node) == counts
     assert fast.credit_reg(node)[port] == 0  # none for the dropped flit
-    want = flits[-1] if closed is None else (flits[-1] & ~3) | closed
+    want = flits[-1] if closed is None else fmt.with_kind(flits[-1], closed)
     assert _fifo(fast, node, 1) == flits[:-1] + [want]
 
 
@@ -171,7 +169,7 @@ def test_credit_not_owed_is_ignored_and_counted():
     """A credit for a VC that holds every credit is ignored and counted; one that is owed
     counts as a credit."""
     cfg = LinkConfig((4, 4), vcs=2, depth=2)
-    fast = FastNetwork(cfg)
+    fast = CompiledNetwork(cfg)
     s = fast.state
     node, port = 5, 1
     s.cred[node, port, 1] = cfg.depth - 1  # one flit of VC 1 is owed
@@ -186,14 +184,14 @@ def test_credit_not_owed_is_ignored_and_counted():
 
 def test_bad_arguments():
     with pytest.raises(ValueError) as error:
-        FastNetwork(LinkConfig((4, 4), width=96))
+        CompiledNetwork(LinkConfig((4, 4), width=96))
     assert str(error.value) == "width must be at most 64 bits for the compiled engine, not 96"
     with pytest.raises(TypeError) as error:
-        FastNetwork((4, 4))
+        CompiledNetwork((4, 4))
     assert str(error.value) == "cfg must be a LinkConfig, not (4, 4)"
     with pytest.raises(ValueError) as error:
         simulate(LinkConfig((4, 4)), cycles=10, engine="numba")
-    assert str(error.value) == "engine must be one of fast, python, not 'numba'"
+    assert str(error.value) == "engine must be one of compiled, python, not 'numba'"
 
 
 def _check_engines_agree(cfg, pattern, rate, cycles, seed, **kwargs):
@@ -220,26 +218,3 @@ def test_simulate_engines_agree(pattern, shape, rate, cycles, seed):
 def test_simulate_engines_agree_configs(shape, vcs, depth, pattern, rate, length, warmup, seed):
     cfg = LinkConfig(shape, vcs=vcs, depth=depth)
     _check_engines_agree(cfg, pattern, rate, 1000, seed, length=length, warmup=warmup)
-
-
-def test_cli_engines(capsys):
-    args = ["noc", "--shape", "4x4", "--rate", "0.3", "--cycles", "600", "--json"]
-    assert main(args) == 0
-    fast = capsys.readouterr().out
-    assert main([*args, "--engine", "python"]) == 0
-    assert capsys.readouterr().out == fast
-    # a sweep on the compiled engine: every point as its own run
-    assert main(["noc", "--shape", "4x4", "--rate", "0.1,0.3", "--cycles", "600", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
-    assert rows[1] == json.loads(fast)[0]
-    # ... and the same sweep on the reference engine gives the same figures
-    args = ["noc", "--shape", "4x4", "--rate", "0.1,0.3", "--cycles", "600", "--json"]
-    assert main([*args, "--engine", "python"]) == 0
-    assert json.loads(capsys.readouterr().out) == rows
-
-
-def test_cli_bad_engine(capsys):
-    assert main(["noc", "--engine", "numba"]) == 2
-    assert capsys.readouterr().err.strip() == (
-        "trnsim noc: error: engine must be one of fast, python, not 'numba'"
-    )

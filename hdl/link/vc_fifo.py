@@ -1,0 +1,68 @@
+"""The buffer of one VC of a link input, with the link's misuse rule (``docs/noc.md``).
+
+Built into the router's own module (a helper, not a submodule), so that the router stays one
+flat Verilog module that the torus places as instances.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Signal
+from amaranth.lib import data
+
+from .flit import closed_kind
+
+__all__ = ["VcFifo"]
+
+
+class VcFifo:
+    """``depth`` flits of one link input VC: storage without reset, read and write pointers.
+
+    Parameters
+    ----------
+    m : Module
+        The router's module, which the logic is added to.
+    layout : StructLayout
+        The flit layout (:func:`hdl.link.flit.flit_layout`).
+    depth : int
+        Flits, a power of two.
+    name : str
+        Prefix of its signals' names.
+
+    Attributes
+    ----------
+    head : Value
+        The flit at the front (meaningful while ``nonempty``).
+    nonempty : Value
+    """
+
+    def __init__(self, m, layout, depth: int, name: str):
+        self.m, self.layout, self.depth, self.name = m, layout, depth, name
+        self.bits = bits = (depth - 1).bit_length()
+        width = layout.size
+        self.store = Array(
+            Signal(width, name=f"{name}_e{i}", reset_less=True) for i in range(depth)
+        )
+        self.rd = Signal(bits + 1, name=f"{name}_rd")
+        self.wr = Signal(bits + 1, name=f"{name}_wr")
+        self.head = self._slot(self.rd)
+        self.nonempty = self.rd != self.wr
+
+    def _slot(self, pointer):
+        return self.store[pointer[: self.bits]] if self.bits else self.store[0]
+
+    def connect(self, pop, arrive, flit):
+        """Pop the front flit when ``pop``; write ``flit`` when ``arrive``. Returns the signal
+        that is 1 when an arriving flit finds the buffer full after this cycle's read: its
+        sender had no credit. It is dropped, and the packet it continues ends at the last flit
+        the buffer kept (:attr:`tlm.link.flit.FlitKind.closed`)."""
+        m, name = self.m, self.name
+        m.d.sync += self.rd.eq(self.rd + pop)
+        full = ((self.wr - self.rd)[: self.bits + 1] == self.depth) & ~pop
+        with m.If(arrive & ~full):
+            m.d.sync += [self._slot(self.wr).eq(flit), self.wr.eq(self.wr + 1)]
+        lost = Signal(name=f"{name}_no_credit")
+        m.d.comb += lost.eq(arrive & full)
+        last = data.View(self.layout, self._slot(self.wr - 1))
+        with m.If(lost):
+            m.d.sync += last.kind.eq(closed_kind(last.kind))
+        return lost
