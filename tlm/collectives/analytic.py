@@ -47,19 +47,21 @@ class Analytic:
     """
 
     def __init__(self, schedule: Schedule, system):
-        bw, lat = system.bandwidth_Bps, system.latency_s
+        bw, lat = system.bandwidth_Bps, list(system.latency_s)
+        links = len(system.links)
+        chips = schedule.chips
         fixed, per_unit = [], []
         for step in schedule.steps:
-            load = np.zeros(len(system.links))
+            crossed, weights = [], []
             longest = 0.0
             for t in step.transfers:
-                path = system.path(schedule.chips[t.src], schedule.chips[t.dst])
-                if path:
-                    idx = np.fromiter(path, dtype=np.int64)
-                    load[idx] += t.units
-                    longest = max(longest, float(lat[idx].sum()))
+                path = system.path(chips[t.src], chips[t.dst])
+                crossed += path
+                weights += [t.units] * len(path)
+                longest = max(longest, sum(lat[i] for i in path))
+            load = np.bincount(crossed, weights, minlength=links) if crossed else np.zeros(links)
             fixed.append(system.step_fixed_s + longest)
-            per_unit.append(float((load / bw).max()) if len(load) else 0.0)
+            per_unit.append(float((load / bw).max()) if links else 0.0)
         self.schedule = schedule
         self.fixed_s = np.array(fixed)
         self.per_unit_s_per_byte = np.array(per_unit)
