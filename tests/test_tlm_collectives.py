@@ -9,7 +9,7 @@ import pytest
 from tlm.collectives import ALGORITHMS, COLLECTIVE_FORMATS, OPS, CollectiveError, build, unfit
 from tlm.collectives.kangaring import CYCLE_A, CYCLE_B
 from tlm.collectives.numerics import error_bound
-from tlm.collectives.schedule import REDUCING, Schedule, Step, tree_depth, tree_leaves
+from tlm.collectives.schedule import REDUCING, Schedule, Step, Transfer, tree_depth, tree_leaves
 from tlm.collectives.values import reference, run
 from tlm.formats import get_format
 from tlm.system import load_system
@@ -227,3 +227,27 @@ def test_reduction_must_be_known():
 
     with pytest.raises(ValueError, match="reduction must be one of sum, max, not 'min'"):
         combine(np.ones(1, np.float32), np.ones(1, np.float32), "min")
+
+
+@pytest.mark.parametrize("name", ["2xtrn2-ultraserver", "2xtrn3-ultraserver", "4xtrn1-server"])
+def test_hierarchical_on_every_kind_of_node(name):
+    """Over EFA between UltraServers (torus nodes), switched trn3 UltraServers and trn1 servers:
+    1 element, and a count not divisible by the ranks (128 of them on two UltraServers)."""
+    schedule = build("hierarchical", "all_reduce", load_system(name))
+    rng = np.random.default_rng(len(name))
+    for count, fmt in ((1, "fp8_e4m3"), (2 * schedule.ranks + 3, "bf16")):
+        check_values(schedule, count, fmt, "sum", rng)
+    check_values(schedule, 5, "fp16", "max", rng)
+
+
+def test_schedules_are_checked():
+    good = build("ring", "all_gather", load_system("trn2-server"))
+    late = Step(good.steps[0].transfers, (3,), "waits for a later step")
+    with pytest.raises(ValueError, match=r"step 0 must wait only for earlier steps, not \(3,\)"):
+        Schedule("all_gather", "x", good.chips, 16, 1, (late,)).check()
+    self_send = Step((Transfer(2, 2, 0, 1, False),), ())
+    with pytest.raises(ValueError, match="step 0 has a transfer out of range"):
+        Schedule("all_gather", "x", good.chips, 16, 1, (self_send,)).check()
+    past_end = Step((Transfer(0, 1, 15, 17, False),), ())
+    with pytest.raises(ValueError, match="step 0 has a transfer out of range"):
+        Schedule("all_gather", "x", good.chips, 16, 1, (past_end,)).check()

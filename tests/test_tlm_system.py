@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tlm.link.topology import Torus
-from tlm.system import SYSTEMS, SystemError, load_system
+from tlm.system import SYSTEMS, SystemSpecError, load_system
 from tlm.system.schema import SystemFile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,15 +124,16 @@ BAD_SPECS = [
 
 @pytest.mark.parametrize("spec,start", BAD_SPECS)
 def test_bad_system_names(spec, start):
-    with pytest.raises(SystemError) as info:
+    with pytest.raises(SystemSpecError) as info:
         load_system(spec)
     assert str(info.value).startswith(start)
 
 
 def test_chip_must_match():
-    with pytest.raises(SystemError, match=r"of trn2 chips \(the chip preset\), not 'trn1-server'"):
+    message = r"of trn2 chips \(the chip preset\), not 'trn1-server'"
+    with pytest.raises(SystemSpecError, match=message):
         load_system("trn1-server", chip="trn2")
-    with pytest.raises(SystemError, match="one of server for chip trn1"):
+    with pytest.raises(SystemSpecError, match="one of server for chip trn1"):
         load_system("ultraserver", chip="trn1")
 
 
@@ -158,7 +159,7 @@ def test_bad_system_files(edit, message, tmp_path):
     edit(raw)
     path = tmp_path / "bad.toml"
     path.write_text(_dump(raw))
-    with pytest.raises(SystemError) as info:
+    with pytest.raises(SystemSpecError) as info:
         load_system(str(path))
     assert message in str(info.value)
     assert SystemFile  # the schema the file is checked against

@@ -95,6 +95,12 @@ def tree_depth(tree) -> int:
     return 0
 
 
+def _split(count: int, parts: int) -> np.ndarray:
+    """``count`` cut into ``parts`` sizes as equal as can be, the longer ones first (as
+    ``numpy.array_split``)."""
+    return count // parts + (np.arange(parts) < count % parts)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """One collective operation by one algorithm on one set of ranks.
@@ -139,8 +145,8 @@ class Schedule:
     def bounds(self, count: int) -> np.ndarray:
         """Element offsets of the chunks for a buffer of ``count`` elements (``chunks + 1``
         offsets): blocks as equal as possible, then each block cut the same way."""
-        block = [len(a) for a in np.array_split(np.arange(count), self.blocks)]
-        sizes = [len(a) for b in block for a in np.array_split(np.arange(b), self.subs)]
+        blocks = _split(count, self.blocks)
+        sizes = np.concatenate([_split(int(b), self.subs) for b in blocks])
         return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
     def unit_elements(self, count):

@@ -28,7 +28,7 @@ from ..collectives import ALGOS, COLLECTIVE_FORMATS, OPS, Analytic, build, choos
 from ..collectives.algorithms import ALGORITHMS
 from ..formats import get_format
 from ..presets import PRESETS
-from ..system import SystemError, load_system, system_names
+from ..system import SystemSpecError, load_system, system_names
 from .protocol import InputError, PresetInputs, Results, Study, format_field, register
 
 __all__ = [
@@ -172,7 +172,7 @@ class CollectiveInputs(PresetInputs):
         """The system these inputs name (:func:`tlm.system.load_system`)."""
         try:
             return load_system(self.system, chip)
-        except SystemError as error:
+        except SystemSpecError as error:
             text = str(error)
             match = re.fullmatch(r"system must (?:be )?(.+), not .+", text)
             if match:

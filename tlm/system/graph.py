@@ -41,7 +41,7 @@ from ..link.routing import route
 from ..link.topology import Torus
 from .schema import SystemFile
 
-__all__ = ["SYSTEMS", "KINDS", "Link", "System", "SystemError", "load_system", "system_names"]
+__all__ = ["SYSTEMS", "KINDS", "Link", "System", "SystemSpecError", "load_system", "system_names"]
 
 #: System presets shipped with the package (``tlm/system/NAME.toml``).
 SYSTEMS = ("trn1-server", "trn2-server", "trn2-ultraserver", "trn3-ultraserver")
@@ -51,7 +51,7 @@ KINDS = ("server", "ultraserver")
 MAX_NODES = 1024
 
 
-class SystemError(ValueError):  # noqa: A001 - the system module's own error, named as such
+class SystemSpecError(ValueError):
     """A system name or file that does not validate."""
 
 
@@ -122,9 +122,9 @@ class System:
 
     def _check_chip(self, chip):
         if isinstance(chip, bool) or not isinstance(chip, (int, np.integer)):
-            raise SystemError(f"chip must be an integer in 0..{self.chips - 1}, not {chip!r}")
+            raise SystemSpecError(f"chip must be an integer in 0..{self.chips - 1}, not {chip!r}")
         if not 0 <= chip < self.chips:
-            raise SystemError(f"chip must be an integer in 0..{self.chips - 1}, not {chip!r}")
+            raise SystemSpecError(f"chip must be an integer in 0..{self.chips - 1}, not {chip!r}")
 
     def path(self, src: int, dst: int) -> tuple[int, ...]:
         """The links a transfer from chip ``src`` to chip ``dst`` crosses, in order (empty from
@@ -258,21 +258,21 @@ def _read(spec: str) -> SystemFile:
         try:
             text = path.read_text()
         except OSError as error:
-            raise SystemError(f"{spec}: cannot be read ({error.strerror})") from None
+            raise SystemSpecError(f"{spec}: cannot be read ({error.strerror})") from None
     else:
         path = f"tlm/system/{spec}.toml"
         text = resources.files(__package__).joinpath(f"{spec}.toml").read_text()
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise SystemError(f"{path}: not valid TOML: {error}") from None
+        raise SystemSpecError(f"{path}: not valid TOML: {error}") from None
     try:
         return SystemFile.model_validate(raw)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         message = first["msg"].removeprefix("Value error, ")
-        raise SystemError(f"{path}: {where + ': ' if where else ''}{message}") from None
+        raise SystemSpecError(f"{path}: {where + ': ' if where else ''}{message}") from None
 
 
 def load_system(spec: str, chip: str | None = None) -> System:
@@ -289,31 +289,31 @@ def load_system(spec: str, chip: str | None = None) -> System:
 
     Raises
     ------
-    SystemError
+    SystemSpecError
         Naming the spec and what is allowed.
     """
     if not isinstance(spec, str) or not spec:
-        raise SystemError(f"system must be {system_names()}, not {spec!r}")
+        raise SystemSpecError(f"system must be {system_names()}, not {spec!r}")
     nodes, base = 1, spec
     joined = re.fullmatch(r"(\d+)x(.+)", spec)
     if joined and not Path(spec).is_file():
         nodes, base = int(joined[1]), joined[2]
         if not 2 <= nodes <= MAX_NODES:
-            raise SystemError(f"system must be {system_names()}, not {spec!r}")
+            raise SystemSpecError(f"system must be {system_names()}, not {spec!r}")
     name = base
     if base in KINDS:
         name = f"{chip or 'trn2'}-{base}"
         if name not in SYSTEMS:
             kinds = [k for k in KINDS if f"{chip}-{k}" in SYSTEMS]
-            raise SystemError(
+            raise SystemSpecError(
                 f"system must be one of {', '.join(kinds)} for chip {chip} (the systems built "
                 f"of {chip} chips), not {spec!r}"
             )
     elif base not in SYSTEMS and not base.endswith(".toml"):
-        raise SystemError(f"system must be {system_names()}, not {spec!r}")
+        raise SystemSpecError(f"system must be {system_names()}, not {spec!r}")
     data = _read(name)
     if chip is not None and data.chip != chip:
-        raise SystemError(
+        raise SystemSpecError(
             f"system must be a system of {chip} chips (the chip preset), not {spec!r} "
             f"(of {data.chip} chips)"
         )
