@@ -102,3 +102,29 @@ def test_auto_falls_back():
     assert choose("all_gather", load_system("4xtrn2-server"), 1 << 30) == "ring"
     assert choose("all_to_all", SERVER, 1 << 30) == "mesh"
     assert choose("broadcast", SERVER, 1 << 30) == "ring"
+
+
+def test_the_sample_figures_in_the_docs_are_the_models():
+    """docs/collectives.md's table of sample figures, recomputed: time to 3 digits, busbw in
+    GB/s."""
+    from pathlib import Path
+
+    from tlm.studies import run_study
+    from tlm.studies.units import human
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "collectives.md").read_text()
+    rows = {
+        "server, ring": ("server", "ring"),
+        "server, mesh": ("server", "mesh"),
+        "server, rdh": ("server", "rdh"),
+        "server, kangaring": ("server", "kangaring"),
+        "ultraserver, rdh": ("ultraserver", "rdh"),
+        "4 servers, hierarchical": ("4xserver", "hierarchical"),
+    }
+    for label, (system, algo) in rows.items():
+        (line,) = [x for x in doc.splitlines() if x.startswith(f"| {label} |")]
+        r = run_study("collective", system=system, algo=algo, sizes="64KiB,1MiB,16MiB,256MiB,4GiB")
+        cells = [
+            f"{human('time_s', p.time_s)}, {p.busbw_Bps / 1e9:.0f} GB/s" for p in r.results.series
+        ]
+        assert line == f"| {label} | " + " | ".join(cells) + " |"
