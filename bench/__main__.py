@@ -7,7 +7,7 @@ were. Nothing here is a test: figures are measured,
 printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
-    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc
+    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from .common import OUT, ROOT, build_in_child, generate
 
-PARTS = ("gen", "build", "sim", "tlm", "chip", "noc")
+PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll")
 
 
 def _children_peak_mib() -> float:
@@ -294,6 +294,10 @@ def main(argv=None) -> int:
         from .noc import bench_noc
 
         by_part["noc"] = bench_noc()
+    if "coll" in parts:
+        from .collectives import bench_collectives
+
+        by_part["coll"] = bench_collectives()
     head = {
         "machine": platform.platform(),
         "python": platform.python_version(),

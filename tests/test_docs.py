@@ -30,6 +30,16 @@ MODULES = [
     "tlm.studies.tensor",
     "tlm.studies.gemm",
     "tlm.studies.noc",
+    "tlm.studies.collective",
+    "tlm.system",
+    "tlm.system.graph",
+    "tlm.collectives",
+    "tlm.collectives.schedule",
+    "tlm.collectives.mapping",
+    "tlm.collectives.algorithms",
+    "tlm.collectives.numerics",
+    "tlm.collectives.values",
+    "tlm.collectives.analytic",
 ]
 
 

@@ -17,10 +17,12 @@ QUICK = {
     "tensor": ["--n", "64,512", "--format", "fp32"],
     "gemm": ["--m", "512", "--n", "256", "--k", "384", "--cores", "2"],
     "noc": ["--shape", "3x3", "--rate", "0.05,0.2", "--cycles", "600", "--seed", "7"],
+    "collective": ["--system", "2xserver", "--sizes", "8B..1GiB:64", "--format", "fp32"],
 }
 
 #: Figures named by what they count carry no unit suffix.
 COUNTS = {"n", "nodes", "packets", "instructions", "cycles", "node", "direction", "links"}
+COUNTS |= {"ranks", "count", "type", "algorithm"}  # collective: nccom-test's columns
 
 
 def test_every_study_has_quick_inputs():
@@ -211,6 +213,96 @@ BAD = [
         "uniform, transpose, neighbour, hotspot, all-to-all",
     ),
     (["noc", "--bogus", "1"], "unrecognized arguments: --bogus 1"),
+    (
+        ["collective", "--op", "reduce_scatter", "--sizes", "1KiB,8B"],
+        "--sizes: 8 is not allowed; allowed: multiples of 32 B (16 ranks x 2 B of bf16) for "
+        "reduce_scatter",
+    ),
+    (
+        [
+            "collective",
+            "--op",
+            "all_gather",
+            "--system",
+            "3xserver",
+            "--format",
+            "fp32",
+            "--sizes",
+            "96B",
+        ],
+        "--sizes: 96 is not allowed; allowed: multiples of 192 B (48 ranks x 4 B of fp32) "
+        "for all_gather",
+    ),
+    (
+        ["collective", "--format", "fp32", "--sizes", "6B"],
+        "--sizes: 6 is not allowed; allowed: multiples of 4 B (4 B of fp32) for all_reduce",
+    ),
+    (
+        ["collective", "--system", "megaserver"],
+        "--system: 'megaserver' is not allowed; allowed: one of server, ultraserver (of the "
+        "chip preset), trn1-server, trn2-server, trn2-ultraserver, trn3-ultraserver, a system "
+        "file ending in .toml, or NxSYSTEM joining N of one by EFA (N in 2..1024)",
+    ),
+    (
+        ["collective", "--preset", "trn1", "--system", "ultraserver"],
+        "--system: 'ultraserver' is not allowed; allowed: one of server for chip trn1 (the "
+        "systems built of trn1 chips)",
+    ),
+    (
+        ["collective", "--system", "trn3-ultraserver"],
+        "--system: 'trn3-ultraserver' is not allowed; allowed: a system of trn2 chips (the "
+        "chip preset)",
+    ),
+    (
+        ["collective", "--system", "ultraserver", "--algo", "kangaring"],
+        "--algo: 'kangaring' does not fit --op all_reduce on --system ultraserver (it needs one "
+        "4x4 torus (the trn2 server), not a 4x4x4 torus); allowed: auto or one of ring, mesh, "
+        "mesh1, rdh",
+    ),
+    (
+        ["collective", "--system", "3xserver", "--algo", "rdh"],
+        "--algo: 'rdh' does not fit --op all_reduce on --system 3xserver (it needs a power of "
+        "two of ranks, not 48); allowed: auto or one of ring, mesh, mesh1, hierarchical",
+    ),
+    (
+        ["collective", "--algo", "hierarchical"],
+        "--algo: 'hierarchical' does not fit --op all_reduce on --system server (it needs 2 or "
+        "more nodes joined by EFA (NxSYSTEM), not trn2-server); allowed: auto or one of ring, "
+        "mesh, mesh1, rdh, kangaring",
+    ),
+    (
+        ["collective", "--op", "all_to_all", "--sizes", "1MiB", "--algo", "ring"],
+        "--algo: 'ring' does not fit --op all_to_all on --system server (it runs all_reduce, "
+        "reduce_scatter, all_gather, broadcast, not all_to_all); allowed: auto or one of mesh",
+    ),
+    (
+        ["collective", "--algo", "tree"],
+        "--algo: 'tree' is not allowed; allowed: one of auto, ring, mesh, mesh1, rdh, "
+        "kangaring, hierarchical",
+    ),
+    (
+        ["collective", "--sizes", "4GiB..8B"],
+        "--sizes: '4GiB..8B' is not allowed; allowed: sizes in bytes, FROM..TO[:FACTOR] (each "
+        "size FACTOR times the last, 2 unless given) or a comma-separated list, e.g. 8B..4GiB, "
+        "1KiB..1GiB:4, 1MiB,64MiB; units B, KiB (K), MiB (M), GiB (G), TiB (T), and decimal "
+        "KB, MB, GB, TB (FROM >= 1, TO >= FROM, FACTOR >= 2)",
+    ),
+    (
+        ["collective", "--sizes", "1MiB,2XB"],
+        "--sizes: '2XB' is not allowed; allowed: sizes in bytes, FROM..TO[:FACTOR] (each "
+        "size FACTOR times the last, 2 unless given) or a comma-separated list, e.g. 8B..4GiB, "
+        "1KiB..1GiB:4, 1MiB,64MiB; units B, KiB (K), MiB (M), GiB (G), TiB (T), and decimal "
+        "KB, MB, GB, TB",
+    ),
+    (
+        ["collective", "--format", "tf32"],
+        "--format: 'tf32' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
+        "fp8_e4m3fn, fp8_e5m2",
+    ),
+    (
+        ["collective", "--engine", "flow"],
+        "--engine: 'flow' is not allowed; allowed: one of analytic",
+    ),
     (
         ["noc", "--out", "/no/such/folder/x.json"],
         "--out: '/no/such/folder/x.json' cannot be written; allowed: a file in an existing folder",

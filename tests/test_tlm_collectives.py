@@ -1,0 +1,253 @@
+"""Collectives as schedules, proven by the values engine: every algorithm on every system it
+fits, every operation it runs, sizes of 1 element, odd, not divisible by the ranks; formats
+from tlm.formats; sum and max. Each result equals the reference (the algorithm's declared
+reduction order) bit for bit and the float64 sum within the numerics contract's bound."""
+
+import numpy as np
+import pytest
+
+from tlm.collectives import ALGORITHMS, COLLECTIVE_FORMATS, OPS, CollectiveError, build, unfit
+from tlm.collectives.kangaring import CYCLE_A, CYCLE_B
+from tlm.collectives.numerics import error_bound
+from tlm.collectives.schedule import REDUCING, Schedule, Step, Transfer, tree_depth, tree_leaves
+from tlm.collectives.values import reference, run
+from tlm.formats import get_format
+from tlm.system import load_system
+
+SYSTEMS = [
+    "trn2-server",
+    "trn2-ultraserver",
+    "trn1-server",
+    "trn3-ultraserver",
+    "2xtrn2-server",
+    "3xtrn2-server",
+]
+SHARED = ("reduce_scatter", "all_gather", "all_to_all")
+
+
+def _cases():
+    cases = []
+    for name in SYSTEMS:
+        system = load_system(name)
+        for algo in ALGORITHMS:
+            for op in OPS:
+                if unfit(algo, op, system) is None:
+                    cases.append((name, algo, op))
+    return cases
+
+
+CASES = _cases()
+
+
+def _inputs(rng, op, r, count, fmt):
+    dtype = get_format(fmt).dtype
+    shape = {"broadcast": (count,), "all_gather": (r, count // r)}.get(op, (r, count))
+    # |x| <= 1: a sum over 128 ranks stays inside FP8 E4M3's range (240)
+    return rng.uniform(-1, 1, shape).astype(np.float32).astype(dtype)
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+def check_values(schedule: Schedule, count: int, fmt: str, reduction: str, rng):
+    r = schedule.ranks
+    x = _inputs(rng, schedule.op, r, count, fmt)
+    got = run(schedule, x, reduction)
+    want = reference(schedule, x, reduction)
+    assert got.shape == want.shape
+    assert np.array_equal(_bits(got), _bits(want)), (schedule.algorithm, schedule.op, count, fmt)
+    if schedule.op not in REDUCING:
+        return
+    wide = x.astype(np.float64)
+    exact = wide.max(axis=0) if reduction == "max" else wide.sum(axis=0)
+    magnitude = np.abs(wide).sum(axis=0)
+    bounds = schedule.bounds(count)
+    depth = np.zeros(got.shape)  # the depth of the tree each output element was added in
+    where = np.zeros(got.shape, dtype=np.int64)  # the element of the buffer it is
+    seen = {}  # trees by identity (hashing a deep tree costs its size), checked once each
+    for rank in range(r):
+        chunks = range(schedule.chunks)
+        base = 0
+        if schedule.op == "reduce_scatter":
+            chunks = range(rank * schedule.subs, (rank + 1) * schedule.subs)
+            base = bounds[rank * schedule.subs]
+        for c in chunks:
+            lo, hi = bounds[c], bounds[c + 1]
+            tree = schedule.order(rank, c)
+            if id(tree) not in seen:
+                assert sorted(tree_leaves(tree)) == list(range(r))  # every rank, once
+                seen[id(tree)] = (tree, tree_depth(tree))
+            depth[rank, lo - base : hi - base] = seen[id(tree)][1]
+            where[rank, lo - base : hi - base] = np.arange(lo, hi)
+    out = got.astype(np.float64)
+    if reduction == "max":
+        assert np.array_equal(out, exact[where])
+    else:
+        allowed = error_bound(fmt, depth, magnitude[where])
+        assert (np.abs(out - exact[where]) <= allowed).all()
+
+
+@pytest.mark.parametrize("name,algo,op", CASES, ids=["-".join(c) for c in CASES])
+def test_values(name, algo, op):
+    """Every algorithm, operation and system it fits; several sizes and formats each."""
+    system = load_system(name)
+    schedule = build(algo, op, system)
+    r = schedule.ranks
+    counts = [r, 3 * r] if op in SHARED else [1, 7, 2 * r + 3]
+    rng = np.random.default_rng(hash((name, algo, op)) % 2**32)
+    for i, count in enumerate(counts):
+        fmt = COLLECTIVE_FORMATS[(i + len(name) + len(algo)) % len(COLLECTIVE_FORMATS)]
+        check_values(schedule, count, fmt, "sum", rng)
+        if op in REDUCING:
+            check_values(schedule, count, "bf16", "max", rng)
+
+
+def test_every_algorithm_is_proven_somewhere():
+    assert {algo for _, algo, _ in CASES} == set(ALGORITHMS)
+    assert {op for _, _, op in CASES} == set(OPS)
+
+
+def test_random_cases(seed):
+    """Random sizes, formats, reductions and algorithms on the server (the seed is printed)."""
+    rng = np.random.default_rng(seed)
+    system = load_system("trn2-server")
+    for _ in range(40):
+        op = OPS[rng.integers(len(OPS))]
+        fits = [a for a in ALGORITHMS if unfit(a, op, system) is None]
+        algo = fits[rng.integers(len(fits))]
+        count = int(rng.integers(1, 300))
+        if op in SHARED:
+            count = 16 * max(1, count // 16)
+        fmt = COLLECTIVE_FORMATS[rng.integers(len(COLLECTIVE_FORMATS))]
+        reduction = ("sum", "max")[rng.integers(2)]
+        check_values(build(algo, op, system), count, fmt, reduction, rng)
+
+
+def test_a_schedule_that_adds_in_another_order_fails():
+    """The check can fail: mesh's reduce-scatter with each step's transfers reversed adds in
+    the opposite order, and the bits differ from the declared order's."""
+    system = load_system("trn2-server")
+    good = build("mesh", "reduce_scatter", system)
+    steps = tuple(Step(s.transfers[::-1], s.after, s.label) for s in good.steps)
+    bad = Schedule(good.op, good.algorithm, good.chips, good.blocks, good.subs, steps, good.order)
+    x = np.random.default_rng(1).uniform(-1, 1, (16, 16 * 64)).astype(np.float32)
+    x = x.astype(get_format("bf16").dtype)
+    assert np.array_equal(_bits(run(good, x)), _bits(reference(good, x)))
+    assert not np.array_equal(_bits(run(bad, x)), _bits(reference(bad, x)))
+
+
+def test_a_schedule_that_drops_a_transfer_fails():
+    system = load_system("trn2-server")
+    good = build("ring", "all_gather", system)
+    first = good.steps[0]
+    steps = (Step(first.transfers[1:], first.after, first.label), *good.steps[1:])
+    bad = Schedule(good.op, good.algorithm, good.chips, good.blocks, good.subs, steps)
+    x = np.ones((16, 4), np.float32)
+    assert not np.array_equal(_bits(run(bad, x)), _bits(reference(bad, x)))
+
+
+def test_kangaring_cycles_are_disjoint_hamiltonian_and_use_every_link():
+    system = load_system("trn2-server")
+    undirected = set()
+    for cycle in (CYCLE_A, CYCLE_B):
+        assert sorted(cycle) == list(range(16))
+        for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True):
+            assert system.hops(a, b) == 1
+            edge = frozenset((a, b))
+            assert edge not in undirected
+            undirected.add(edge)
+    assert len(undirected) == 32
+    schedule = build("kangaring", "all_reduce", system)
+    for step in schedule.steps:
+        used = [system.path(t.src, t.dst)[0] for t in step.transfers]
+        assert sorted(used) == list(range(64))  # each directed link once per step
+
+
+@pytest.mark.parametrize("name", ["trn2-server", "trn2-ultraserver"])
+def test_ring_and_rdh_talk_to_neighbours(name):
+    """The ring walks a Hamiltonian cycle and recursive doubling/halving sees the torus as a
+    hypercube: every transfer crosses one link."""
+    system = load_system(name)
+    for algo in ("ring", "rdh"):
+        s = build(algo, "all_reduce", system)
+        hops = {system.hops(s.chips[t.src], s.chips[t.dst]) for st in s.steps for t in st.transfers}
+        assert hops == {1}, algo
+
+
+def test_steps_and_bus_factors():
+    system = load_system("trn2-server")
+    expect = {
+        ("ring", "all_reduce"): (30, 2 * 15 / 16),
+        ("ring", "reduce_scatter"): (15, 15 / 16),
+        ("ring", "broadcast"): (30, 1.0),
+        ("mesh", "all_reduce"): (2, 2 * 15 / 16),
+        ("mesh", "all_to_all"): (1, 15 / 16),
+        ("mesh", "broadcast"): (1, 15.0),
+        ("mesh", "permute"): (1, 1.0),
+        ("mesh1", "all_reduce"): (1, 15.0),
+        ("rdh", "all_reduce"): (8, 2 * 15 / 16),
+        ("rdh", "broadcast"): (4, 4.0),  # the root sends in every one of log2 r steps
+        ("kangaring", "all_reduce"): (30, 2 * 15 / 16),
+    }
+    for (algo, op), (steps, factor) in expect.items():
+        s = build(algo, op, system)
+        assert (len(s.steps), s.send_factor()) == (steps, factor), (algo, op)
+    h = build("hierarchical", "all_reduce", load_system("4xtrn2-server"))
+    assert len(h.steps) == 2 * 15 + 2 * 3
+    assert h.send_factor() == pytest.approx(2 * 15 / 16 + 2 * 3 / 4 / 16)
+
+
+@pytest.mark.parametrize(
+    "algo,op,system,message",
+    [
+        ("kangaring", "all_reduce", "trn2-ultraserver", "needs one 4x4 torus (the trn2 server)"),
+        ("kangaring", "all_reduce", "trn3-ultraserver", "not a switched system"),
+        ("kangaring", "all_reduce", "2xtrn2-server", "not a 2-node system"),
+        ("rdh", "all_reduce", "3xtrn2-server", "needs a power of two of ranks, not 48"),
+        ("hierarchical", "all_reduce", "trn2-server", "needs 2 or more nodes joined by EFA"),
+        ("ring", "all_to_all", "trn2-server", "runs all_reduce, reduce_scatter, all_gather, "),
+    ],
+)
+def test_algorithms_that_do_not_fit(algo, op, system, message):
+    with pytest.raises(CollectiveError) as info:
+        build(algo, op, load_system(system))
+    assert message in str(info.value)
+
+
+def test_unknown_names():
+    with pytest.raises(CollectiveError, match="op must be one of all_reduce, "):
+        unfit("ring", "allreduce", load_system("trn2-server"))
+    with pytest.raises(CollectiveError, match="algorithm must be one of ring, mesh, "):
+        unfit("tree", "all_reduce", load_system("trn2-server"))
+
+
+def test_reduction_must_be_known():
+    from tlm.collectives.numerics import combine
+
+    with pytest.raises(ValueError, match="reduction must be one of sum, max, not 'min'"):
+        combine(np.ones(1, np.float32), np.ones(1, np.float32), "min")
+
+
+@pytest.mark.parametrize("name", ["2xtrn2-ultraserver", "2xtrn3-ultraserver", "4xtrn1-server"])
+def test_hierarchical_on_every_kind_of_node(name):
+    """Over EFA between UltraServers (torus nodes), switched trn3 UltraServers and trn1 servers:
+    1 element, and a count not divisible by the ranks (128 of them on two UltraServers)."""
+    schedule = build("hierarchical", "all_reduce", load_system(name))
+    rng = np.random.default_rng(len(name))
+    for count, fmt in ((1, "fp8_e4m3"), (2 * schedule.ranks + 3, "bf16")):
+        check_values(schedule, count, fmt, "sum", rng)
+    check_values(schedule, 5, "fp16", "max", rng)
+
+
+def test_schedules_are_checked():
+    good = build("ring", "all_gather", load_system("trn2-server"))
+    late = Step(good.steps[0].transfers, (3,), "waits for a later step")
+    with pytest.raises(ValueError, match=r"step 0 must wait only for earlier steps, not \(3,\)"):
+        Schedule("all_gather", "x", good.chips, 16, 1, (late,)).check()
+    self_send = Step((Transfer(2, 2, 0, 1, False),), ())
+    with pytest.raises(ValueError, match="step 0 has a transfer out of range"):
+        Schedule("all_gather", "x", good.chips, 16, 1, (self_send,)).check()
+    past_end = Step((Transfer(0, 1, 15, 17, False),), ())
+    with pytest.raises(ValueError, match="step 0 has a transfer out of range"):
+        Schedule("all_gather", "x", good.chips, 16, 1, (past_end,)).check()

@@ -1,0 +1,172 @@
+"""Systems as data: presets validate, every figure has a source, links and routes are right."""
+
+import tomllib
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+from tlm.link.topology import Torus
+from tlm.system import SYSTEMS, SystemSpecError, load_system
+from tlm.system.schema import SystemFile
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
+def test_every_figure_has_a_source(name):
+    system = load_system(name)
+    figures = system.file.figures()
+    assert figures
+    for where, figure in figures.items():
+        keys = figure.source.split()
+        assert keys and all(k in system.file.sources for k in keys), where
+
+
+def test_trn2_server_is_a_4x4_torus_at_the_assumed_rates():
+    s = load_system("server", chip="trn2")
+    assert s.name == "trn2-server" and s.chips == 16 and s.torus == Torus((4, 4))
+    assert len(s.links) == 64 and {link.bandwidth_Bps for link in s.links} == {256e9}
+    out_of = [sum(link.bandwidth_Bps for link in s.links if link.src == c) for c in range(16)]
+    assert out_of == [1024e9] * 16  # TRN2: 1024 GB/s per chip inside the server
+
+
+def test_ultraserver_z_at_the_inter_server_rate():
+    s = load_system("ultraserver")
+    assert s.torus.shape == (4, 4, 4) and s.chips == 64 and len(s.links) == 64 * 6
+    z = [link for link in s.links if link.name.endswith(("z+", "z-"))]
+    assert len(z) == 128 and {link.bandwidth_Bps for link in z} == {128e9}
+    z_out = [sum(link.bandwidth_Bps for link in z if link.src == c) for c in range(64)]
+    assert z_out == [256e9] * 64  # TRN2: 256 GB/s inter-server per chip
+
+
+def test_trn3_switch_and_trn1():
+    s = load_system("ultraserver", chip="trn3")
+    assert s.torus is None and s.chips == 64 and len(s.links) == 128
+    assert [s.links[i].name for i in s.path(3, 40)] == ["chip 3 up", "chip 40 down"]
+    assert load_system("server", chip="trn1").links[0].bandwidth_Bps == 192e9
+
+
+@pytest.mark.parametrize("name", ["trn2-server", "trn2-ultraserver"])
+def test_routes_follow_tlm_link_routing(name):
+    """Each route is a chain of links from source to destination, of minimal length."""
+    s = load_system(name)
+    for a, b in product(range(s.chips), repeat=2):
+        path = s.path(a, b)
+        assert len(path) == s.torus.hops(s.torus.coord(a), s.torus.coord(b))
+        here = a
+        for i in path:
+            assert s.links[i].src == here
+            here = s.links[i].dst
+        assert here == b
+
+
+def test_nodes_joined_by_efa_with_oversubscription(tmp_path):
+    s = load_system("3xserver")
+    assert s.chips == 48 and s.nodes == 3
+    path = s.path(5, 40)
+    assert [s.links[i].name for i in path] == [
+        "chip 5 efa up",
+        "leaf 0 up",
+        "leaf 2 down",
+        "chip 40 efa down",
+    ]
+    assert s.links[path[0]].bandwidth_Bps == 25e9
+    assert s.links[path[1]].bandwidth_Bps == 16 * 25e9
+    assert sum(s.links[i].latency_s for i in path) == pytest.approx(15e-6)  # CC: about 15 us
+    raw = tomllib.loads((ROOT / "tlm/system/trn2-server.toml").read_text())
+    raw["efa"]["oversubscription"]["value"] = 4.0
+    path_file = tmp_path / "over.toml"
+    path_file.write_text(_dump(raw))
+    over = load_system(f"2x{path_file}")
+    up = [link for link in over.links if link.name == "leaf 0 up"]
+    assert up[0].bandwidth_Bps == 16 * 25e9 / 4
+
+
+def _dump(data, prefix="") -> str:
+    """A small TOML writer for the test's edited preset (tables, arrays of tables, values)."""
+    import json
+
+    lines, tables = [], []
+    for key, value in data.items():
+        if isinstance(value, dict) and not ({"value", "source"} <= set(value)):
+            tables.append((key, value))
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            tables.append((key, value))
+        elif isinstance(value, dict):
+            inner = ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items())
+            lines.append(f"{key} = {{ {inner} }}")
+        else:
+            lines.append(f"{key} = {json.dumps(value)}")
+    for key, value in tables:
+        name = f"{prefix}{key}"
+        if isinstance(value, list):
+            for item in value:
+                lines += [f"[[{name}]]", _dump(item, name + ".")]
+        else:
+            lines += [f"[{name}]", _dump(value, name + ".")]
+    return "\n".join(lines)
+
+
+SWITCH = {
+    "chips": {"value": 16, "source": "ASSUMED"},
+    "port_bandwidth_Bps": {"value": 1e12, "source": "ASSUMED"},
+    "latency_s": {"value": 1e-7, "source": "ASSUMED"},
+}
+
+BAD_SPECS = [
+    ("foo", "system must be one of server, ultraserver (of the chip preset)"),
+    ("1xserver", "system must be one of server"),
+    ("2000xserver", "system must be one of server"),
+    ("/no/such.toml", "/no/such.toml: cannot be read (No such file or directory)"),
+]
+
+
+@pytest.mark.parametrize("spec,start", BAD_SPECS)
+def test_bad_system_names(spec, start):
+    with pytest.raises(SystemSpecError) as info:
+        load_system(spec)
+    assert str(info.value).startswith(start)
+
+
+def test_chip_must_match():
+    message = r"of trn2 chips \(the chip preset\), not 'trn1-server'"
+    with pytest.raises(SystemSpecError, match=message):
+        load_system("trn1-server", chip="trn2")
+    with pytest.raises(SystemSpecError, match="one of server for chip trn1"):
+        load_system("ultraserver", chip="trn1")
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda d: d["torus"]["dimension"].pop(), "one table per ring of shape [4, 4], not 1"),
+        (
+            lambda d: d["torus"]["dimension"][0]["bandwidth_Bps"].update(value=0),
+            "bandwidth_Bps must be a number > 0, not 0",
+        ),
+        (
+            lambda d: d["efa"]["oversubscription"].update(value=0.5),
+            "oversubscription must be a number >= 1, not 0.5",
+        ),
+        (lambda d: d["efa"]["nic_bandwidth_Bps"].update(source="NOPE"), "cites source 'NOPE'"),
+        (lambda d: d.update(switch=SWITCH), "exactly one of [torus] and [switch]"),
+        (lambda d: d.update(chip="trn9"), "Input should be 'trn1', 'trn2' or 'trn3'"),
+    ],
+)
+def test_bad_system_files(edit, message, tmp_path):
+    raw = tomllib.loads((ROOT / "tlm/system/trn2-server.toml").read_text())
+    edit(raw)
+    path = tmp_path / "bad.toml"
+    path.write_text(_dump(raw))
+    with pytest.raises(SystemSpecError) as info:
+        load_system(str(path))
+    assert message in str(info.value)
+    assert SystemFile  # the schema the file is checked against
+
+
+def test_user_system_file_round_trips(tmp_path):
+    raw = tomllib.loads((ROOT / "tlm/system/trn2-server.toml").read_text())
+    path = tmp_path / "mine.toml"
+    path.write_text(_dump(raw))
+    assert load_system(str(path)).links == load_system("trn2-server").links

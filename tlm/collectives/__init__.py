@@ -1,0 +1,38 @@
+"""Collectives as schedules, run by engines: values (real buffers) and analytic (alpha-beta).
+
+* :mod:`~tlm.collectives.schedule` - the data: steps of transfers between ranks;
+* one module per algorithm: :mod:`~tlm.collectives.ring`, :mod:`~tlm.collectives.mesh`,
+  :mod:`~tlm.collectives.mesh1`, :mod:`~tlm.collectives.rdh`,
+  :mod:`~tlm.collectives.kangaring`, :mod:`~tlm.collectives.hierarchical`; ``auto`` and the
+  registry in :mod:`~tlm.collectives.algorithms`;
+* engines: :mod:`~tlm.collectives.values` (under :mod:`~tlm.collectives.numerics`) and
+  :mod:`~tlm.collectives.analytic`.
+
+See docs/collectives.md.
+
+>>> from tlm.collectives import ALGORITHMS
+>>> list(ALGORITHMS)
+['ring', 'mesh', 'mesh1', 'rdh', 'kangaring', 'hierarchical']
+"""
+
+from .algorithms import ALGORITHMS, ALGOS, CollectiveError, build, choose, unfit
+from .analytic import Analytic
+from .numerics import COLLECTIVE_FORMATS, REDUCTIONS
+from .schedule import OPS, REDUCING, Schedule, Step, Transfer
+
+__all__ = [
+    "ALGORITHMS",
+    "ALGOS",
+    "COLLECTIVE_FORMATS",
+    "OPS",
+    "REDUCING",
+    "REDUCTIONS",
+    "Analytic",
+    "CollectiveError",
+    "Schedule",
+    "Step",
+    "Transfer",
+    "build",
+    "choose",
+    "unfit",
+]

@@ -1,0 +1,95 @@
+"""Every algorithm by name, which operations and systems each fits, and ``auto``.
+
+``auto`` follows the thresholds the Neuron runtime documents (CCi): Mesh below 1 MB, recursive
+doubling/halving from 1 MB to 56 MB, KangaRing above 56 MB; where the documented choice does not
+fit (ranks not a power of two, not a 4x4 torus, an operation the algorithm does not run) it
+falls back as the table in docs/collectives.md says, and on nodes joined by EFA it picks the
+hierarchical all-reduce. MB here is 2^20 bytes.
+
+Examples
+--------
+>>> from tlm.system import load_system
+>>> server = load_system("trn2-server")
+>>> [choose("all_reduce", server, size) for size in (64 << 10, 8 << 20, 1 << 30)]
+['mesh', 'rdh', 'kangaring']
+>>> choose("all_reduce", load_system("4xtrn2-server"), 1 << 30)
+'hierarchical'
+"""
+
+from __future__ import annotations
+
+from . import hierarchical, kangaring, mesh, mesh1, rdh, ring
+from .schedule import OPS, Schedule
+
+__all__ = [
+    "ALGORITHMS",
+    "ALGOS",
+    "AUTO_MESH_BELOW_BYTES",
+    "AUTO_RDH_BELOW_BYTES",
+    "CollectiveError",
+    "build",
+    "choose",
+    "unfit",
+]
+
+#: Algorithm modules by name (each has NAME, OPS, fits(system, op), build(op, system)).
+ALGORITHMS = {m.NAME: m for m in (ring, mesh, mesh1, rdh, kangaring, hierarchical)}
+#: What ``--algo`` accepts.
+ALGOS = ("auto", *ALGORITHMS)
+#: ``auto``'s documented thresholds (CCi).
+AUTO_MESH_BELOW_BYTES = 1 << 20
+AUTO_RDH_BELOW_BYTES = 56 << 20
+
+
+class CollectiveError(ValueError):
+    """An operation or algorithm that does not apply."""
+
+
+def unfit(algorithm: str, op: str, system) -> str | None:
+    """Why ``algorithm`` cannot run ``op`` on ``system``, or None when it can."""
+    if op not in OPS:
+        raise CollectiveError(f"op must be one of {', '.join(OPS)}, not {op!r}")
+    if algorithm not in ALGORITHMS:
+        raise CollectiveError(
+            f"algorithm must be one of {', '.join(ALGORITHMS)}, not {algorithm!r}"
+        )
+    module = ALGORITHMS[algorithm]
+    if op not in module.OPS:
+        return f"runs {', '.join(module.OPS)}, not {op}"
+    return module.fits(system, op)
+
+
+def build(algorithm: str, op: str, system) -> Schedule:
+    """The schedule of ``op`` by ``algorithm`` over every chip of ``system`` (built once per
+    system and kept).
+
+    Raises
+    ------
+    CollectiveError
+        When the algorithm does not run ``op`` or does not fit the system, saying why.
+    """
+    why = unfit(algorithm, op, system)
+    if why is not None:
+        raise CollectiveError(f"algorithm {algorithm} does not fit {system.name}: it {why}")
+
+    def make():
+        schedule = ALGORITHMS[algorithm].build(op, system)
+        schedule.check()
+        return schedule
+
+    return system.cached(("schedule", algorithm, op), make)
+
+
+def choose(op: str, system, size_bytes: int) -> str:
+    """The algorithm ``auto`` picks for ``op`` of ``size_bytes`` on ``system``."""
+    if op in ("all_to_all", "permute"):
+        return "mesh"
+    if system.nodes > 1:
+        return "hierarchical" if op == "all_reduce" else "ring"
+    if size_bytes < AUTO_MESH_BELOW_BYTES:
+        return "mesh"
+    if op == "broadcast":
+        return "ring"
+    if size_bytes < AUTO_RDH_BELOW_BYTES:
+        return "rdh" if unfit("rdh", op, system) is None else "ring"
+    return "kangaring" if unfit("kangaring", op, system) is None else "ring"

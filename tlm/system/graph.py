@@ -1,0 +1,321 @@
+"""A system as data: chips and directed links, and the route of a transfer over them.
+
+A :class:`System` is a graph whose vertices are chips (numbered ``0..chips-1`` first) and
+switches, and whose edges are directed :class:`Link` s, each with ``bandwidth_Bps`` and
+``latency_s``. It is built from a system preset (:func:`load_system`): one node (a server or an
+UltraServer) whose chips sit on a torus or hang off a switch, or ``N`` such nodes joined by EFA.
+
+Chip numbering: chip ``c`` is local chip ``c % chips_per_node`` of node ``c // chips_per_node``;
+on a torus the local number is :class:`tlm.link.topology.Torus`'s node number (x fastest).
+
+Routes: inside a torus node, dimension-order routing (:func:`tlm.link.routing.route`, the
+function the RTL router computes); inside a switched node, chip -> switch -> chip; between nodes,
+chip -> its node's EFA leaf -> spine -> the other leaf -> chip (a NIC per chip; the leaf's
+uplink carries the node's NIC bandwidth divided by the fabric's oversubscription).
+
+Examples
+--------
+>>> s = load_system("trn2-server")
+>>> s.chips, s.nodes, len(s.links)               # 16 chips x 4 directed torus links
+(16, 1, 64)
+>>> [s.links[i].name for i in s.path(0, 5)]      # (0,0) -> (1,1): x first, then y
+['chip 0 x+', 'chip 1 y+']
+>>> two = load_system("2xtrn2-server")
+>>> two.chips, [two.links[i].name for i in two.path(0, 16)]
+(32, ['chip 0 efa up', 'leaf 0 up', 'leaf 1 down', 'chip 16 efa down'])
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from ..link.routing import route
+from ..link.topology import Torus
+from .schema import SystemFile
+
+__all__ = ["SYSTEMS", "KINDS", "Link", "System", "SystemSpecError", "load_system", "system_names"]
+
+#: System presets shipped with the package (``tlm/system/NAME.toml``).
+SYSTEMS = ("trn1-server", "trn2-server", "trn2-ultraserver", "trn3-ultraserver")
+#: Short names resolved with the chip preset: ``server`` on ``trn2`` is ``trn2-server``.
+KINDS = ("server", "ultraserver")
+#: Most nodes an ``NxSYSTEM`` may join.
+MAX_NODES = 1024
+
+
+class SystemSpecError(ValueError):
+    """A system name or file that does not validate."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """One directed link: from vertex ``src`` to vertex ``dst``."""
+
+    src: int
+    dst: int
+    bandwidth_Bps: float
+    latency_s: float
+    name: str
+
+
+@dataclass(frozen=True)
+class System:
+    """Chips and directed links, with the figures they came from.
+
+    Attributes
+    ----------
+    name : str
+        ``trn2-server``, or ``4xtrn2-server`` for four of them joined by EFA.
+    chip : str
+        The chip preset of every chip (``trn2``).
+    nodes, chips_per_node : int
+        Servers (or UltraServers) and chips in each.
+    torus : Torus or None
+        One node's torus, or None for a switched node.
+    links : tuple of Link
+    vertices : tuple of str
+        Vertex names: chips first (``chip 3``), then switches.
+    step_fixed_s : float
+        Fixed cost of each step of a collective schedule (``[collective]`` of the preset).
+    file : SystemFile
+        The validated preset, every figure with its source.
+    """
+
+    name: str
+    chip: str
+    description: str
+    nodes: int
+    chips_per_node: int
+    torus: Torus | None
+    links: tuple[Link, ...]
+    vertices: tuple[str, ...]
+    step_fixed_s: float
+    file: SystemFile
+    _ports: dict = field(repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def chips(self) -> int:
+        return self.nodes * self.chips_per_node
+
+    @cached_property
+    def bandwidth_Bps(self) -> np.ndarray:
+        """Bandwidth of every link, by link index."""
+        return np.array([link.bandwidth_Bps for link in self.links])
+
+    @cached_property
+    def latency_s(self) -> np.ndarray:
+        """Latency of every link, by link index."""
+        return np.array([link.latency_s for link in self.links])
+
+    def node_of(self, chip: int) -> int:
+        """The node (server or UltraServer) a chip is in."""
+        return chip // self.chips_per_node
+
+    def _check_chip(self, chip):
+        if isinstance(chip, bool) or not isinstance(chip, (int, np.integer)):
+            raise SystemSpecError(f"chip must be an integer in 0..{self.chips - 1}, not {chip!r}")
+        if not 0 <= chip < self.chips:
+            raise SystemSpecError(f"chip must be an integer in 0..{self.chips - 1}, not {chip!r}")
+
+    def path(self, src: int, dst: int) -> tuple[int, ...]:
+        """The links a transfer from chip ``src`` to chip ``dst`` crosses, in order (empty from
+        a chip to itself)."""
+        self._check_chip(src)
+        self._check_chip(dst)
+        return self._path(int(src), int(dst))
+
+    def _path(self, src: int, dst: int) -> tuple[int, ...]:
+        key = (src, dst)
+        cache = self._cache.setdefault("paths", {})
+        if key in cache:
+            return cache[key]
+        ports, per = self._ports, self.chips_per_node
+        na, nb = divmod(src, per), divmod(dst, per)
+        if src == dst:
+            out = ()
+        elif na[0] != nb[0]:
+            out = (
+                ports[("nic up", src)],
+                ports[("leaf up", na[0])],
+                ports[("leaf down", nb[0])],
+                ports[("nic down", dst)],
+            )
+        elif self.torus is None:
+            out = (ports[("switch up", src)], ports[("switch down", dst)])
+        else:
+            base = na[0] * per
+            t = self.torus
+            here, start, goal = t.coord(na[1]), t.coord(na[1]), t.coord(nb[1])
+            hops = []
+            while True:
+                port, _vc = route(t.shape, here, start, goal)
+                if port == 0:
+                    break
+                hops.append(ports[("torus", base + t.node(here), port)])
+                here = t.neighbour(here, port)
+            out = tuple(hops)
+        cache[key] = out
+        return out
+
+    def hops(self, src: int, dst: int) -> int:
+        return len(self.path(src, dst))
+
+    def cached(self, key, make):
+        """``make()``, computed once per system (schedules and their routes are kept here)."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
+
+
+def _one_node(data: SystemFile, nodes: int, name: str) -> System:
+    links: list[Link] = []
+    ports: dict = {}
+
+    def add(key, src, dst, bw, lat, label):
+        ports[key] = len(links)
+        links.append(Link(src, dst, float(bw), float(lat), label))
+
+    if data.torus is not None:
+        torus = Torus(tuple(data.torus.shape.value))
+        per = torus.nodes
+    else:
+        torus = None
+        per = int(data.switch.chips.value)
+    chips = nodes * per
+    vertices = [f"chip {c}" for c in range(chips)]
+    for n in range(nodes):
+        base = n * per
+        if torus is not None:
+            for local, port, nxt, _facing in torus.links():
+                dim = data.torus.dimension[(port - 1) // 2]
+                label = f"chip {base + local} " + "xyzw"[(port - 1) // 2] + "+-"[(port - 1) % 2]
+                add(
+                    ("torus", base + local, port),
+                    base + local,
+                    base + nxt,
+                    dim.bandwidth_Bps.value,
+                    dim.latency_s.value,
+                    label,
+                )
+        else:
+            switch = len(vertices)
+            vertices.append(f"switch {n}")
+            sw = data.switch
+            for c in range(base, base + per):
+                bw, lat = sw.port_bandwidth_Bps.value, sw.latency_s.value
+                add(("switch up", c), c, switch, bw, lat, f"chip {c} up")
+                add(("switch down", c), switch, c, bw, lat, f"chip {c} down")
+    if nodes > 1:
+        efa = data.efa
+        spine = len(vertices) + nodes
+        leaves = list(range(len(vertices), spine))
+        vertices += [f"leaf {n}" for n in range(nodes)] + ["spine"]
+        nic, nic_lat = efa.nic_bandwidth_Bps.value, efa.nic_latency_s.value
+        uplink = per * nic / efa.oversubscription.value
+        for c in range(chips):
+            leaf = leaves[c // per]
+            add(("nic up", c), c, leaf, nic, nic_lat, f"chip {c} efa up")
+            add(("nic down", c), leaf, c, nic, nic_lat, f"chip {c} efa down")
+        for n, leaf in enumerate(leaves):
+            lat = efa.spine_latency_s.value
+            add(("leaf up", n), leaf, spine, uplink, lat, f"leaf {n} up")
+            add(("leaf down", n), spine, leaf, uplink, lat, f"leaf {n} down")
+    return System(
+        name=name,
+        chip=data.chip,
+        description=data.description,
+        nodes=nodes,
+        chips_per_node=per,
+        torus=torus,
+        links=tuple(links),
+        vertices=tuple(vertices),
+        step_fixed_s=float(data.collective.step_fixed_s.value),
+        file=data,
+        _ports=ports,
+    )
+
+
+def system_names() -> str:
+    """What :func:`load_system` accepts, in words."""
+    return (
+        f"one of {', '.join(KINDS)} (of the chip preset), {', '.join(SYSTEMS)}, a system file "
+        f"ending in .toml, or NxSYSTEM joining N of one by EFA (N in 2..{MAX_NODES})"
+    )
+
+
+def _read(spec: str) -> SystemFile:
+    if spec.endswith(".toml"):
+        path = Path(spec)
+        try:
+            text = path.read_text()
+        except OSError as error:
+            raise SystemSpecError(f"{spec}: cannot be read ({error.strerror})") from None
+    else:
+        path = f"tlm/system/{spec}.toml"
+        text = resources.files(__package__).joinpath(f"{spec}.toml").read_text()
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SystemSpecError(f"{path}: not valid TOML: {error}") from None
+    try:
+        return SystemFile.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")
+        raise SystemSpecError(f"{path}: {where + ': ' if where else ''}{message}") from None
+
+
+def load_system(spec: str, chip: str | None = None) -> System:
+    """Build a system from a preset name or file, optionally N of them joined by EFA.
+
+    Parameters
+    ----------
+    spec : str
+        ``server`` or ``ultraserver`` (resolved with ``chip``), a preset of :data:`SYSTEMS`, a
+        system file path ending in ``.toml``, or ``NxSPEC`` (``4xserver``) for ``N`` nodes.
+    chip : str, optional
+        The chip preset that ``server``/``ultraserver`` refer to (default ``trn2``); a named
+        preset or file built of other chips is refused when given.
+
+    Raises
+    ------
+    SystemSpecError
+        Naming the spec and what is allowed.
+    """
+    if not isinstance(spec, str) or not spec:
+        raise SystemSpecError(f"system must be {system_names()}, not {spec!r}")
+    nodes, base = 1, spec
+    joined = re.fullmatch(r"(\d+)x(.+)", spec)
+    if joined and not Path(spec).is_file():
+        nodes, base = int(joined[1]), joined[2]
+        if not 2 <= nodes <= MAX_NODES:
+            raise SystemSpecError(f"system must be {system_names()}, not {spec!r}")
+    name = base
+    if base in KINDS:
+        name = f"{chip or 'trn2'}-{base}"
+        if name not in SYSTEMS:
+            kinds = [k for k in KINDS if f"{chip}-{k}" in SYSTEMS]
+            raise SystemSpecError(
+                f"system must be one of {', '.join(kinds)} for chip {chip} (the systems built "
+                f"of {chip} chips), not {spec!r}"
+            )
+    elif base not in SYSTEMS and not base.endswith(".toml"):
+        raise SystemSpecError(f"system must be {system_names()}, not {spec!r}")
+    data = _read(name)
+    if chip is not None and data.chip != chip:
+        raise SystemSpecError(
+            f"system must be a system of {chip} chips (the chip preset), not {spec!r} "
+            f"(of {data.chip} chips)"
+        )
+    full = data.name if nodes == 1 else f"{nodes}x{data.name}"
+    return _one_node(data, nodes, full)

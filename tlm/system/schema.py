@@ -1,0 +1,154 @@
+"""The schema of a system preset file, validated on load with pydantic.
+
+A system file describes one *node* (a server or an UltraServer): its chips and the links between
+them - a torus (``[torus]``, one ``[[torus.dimension]]`` table of link figures per ring) or a
+switch every chip hangs off (``[switch]``) - and how N such nodes are joined by EFA (``[efa]``).
+Every figure is a table ``{value, source, note}`` (the chip presets' :class:`~tlm.presets.schema.
+Figure`); ``source`` names keys of the file's ``[sources]`` table, ``ASSUMED`` where no public
+page gives the figure. Units are in the key names (``_Bps``, ``_s``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..presets.schema import Figure
+
+__all__ = ["SystemFile", "TorusSection", "TorusDimension", "SwitchSection", "EfaSection"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ShapeFigure(_Strict):
+    """A torus shape (ring size per dimension) and its source."""
+
+    value: list[int] = Field(min_length=1, max_length=4)
+    source: str = Field(min_length=1)
+    note: str = ""
+
+
+def _at_least(name: str, figure: Figure, low: float, strict: bool = True, integer=False):
+    value = figure.value
+    bad = isinstance(value, bool) or (value <= low if strict else value < low)
+    if bad or (integer and value != int(value)):
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{name} must be {kind} {'>' if strict else '>='} {low}, not {value!r}")
+
+
+class TorusDimension(_Strict):
+    """The links of one ring of the torus: each directed link's bandwidth and latency."""
+
+    bandwidth_Bps: Figure
+    latency_s: Figure
+
+    @model_validator(mode="after")
+    def _check(self):
+        _at_least("bandwidth_Bps", self.bandwidth_Bps, 0)
+        _at_least("latency_s", self.latency_s, 0, strict=False)
+        return self
+
+
+class TorusSection(_Strict):
+    """Chips on a torus (``tlm.link.topology.Torus``), one ``dimension`` table per ring."""
+
+    shape: ShapeFigure
+    dimension: list[TorusDimension] = Field(min_length=1, max_length=4)
+
+    @model_validator(mode="after")
+    def _check(self):
+        if len(self.dimension) != len(self.shape.value):
+            raise ValueError(
+                f"dimension must have one table per ring of shape {self.shape.value}, "
+                f"not {len(self.dimension)}"
+            )
+        return self
+
+
+class SwitchSection(_Strict):
+    """Chips through one switch: every chip has a port up to it and one down from it."""
+
+    chips: Figure
+    port_bandwidth_Bps: Figure = Field(description="each direction of a chip's port")
+    latency_s: Figure = Field(description="chip to switch (and switch to chip)")
+
+    @model_validator(mode="after")
+    def _check(self):
+        _at_least("chips", self.chips, 1, integer=True)
+        _at_least("port_bandwidth_Bps", self.port_bandwidth_Bps, 0)
+        _at_least("latency_s", self.latency_s, 0, strict=False)
+        return self
+
+
+class EfaSection(_Strict):
+    """How N nodes are joined: a NIC per chip up to the node's leaf switch, leaves joined by a
+    spine whose uplinks carry the leaf's NIC bandwidth divided by ``oversubscription``."""
+
+    nic_bandwidth_Bps: Figure
+    nic_latency_s: Figure = Field(description="chip to leaf (and leaf to chip)")
+    spine_latency_s: Figure = Field(description="leaf to spine (and spine to leaf)")
+    oversubscription: Figure = Field(description="leaf down-bandwidth / up-bandwidth, >= 1")
+
+    @model_validator(mode="after")
+    def _check(self):
+        _at_least("nic_bandwidth_Bps", self.nic_bandwidth_Bps, 0)
+        _at_least("nic_latency_s", self.nic_latency_s, 0, strict=False)
+        _at_least("spine_latency_s", self.spine_latency_s, 0, strict=False)
+        _at_least("oversubscription", self.oversubscription, 1, strict=False)
+        return self
+
+
+class CollectiveSection(_Strict):
+    """Costs of the collective runtime that are not links."""
+
+    step_fixed_s: Figure = Field(description="fixed cost of each step of a schedule")
+
+    @model_validator(mode="after")
+    def _check(self):
+        _at_least("step_fixed_s", self.step_fixed_s, 0, strict=False)
+        return self
+
+
+class SystemFile(_Strict):
+    """A whole system file; exactly one of ``torus`` and ``switch``; every ``source`` is a key
+    of ``sources``."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    chip: Literal["trn1", "trn2", "trn3"]
+    sources: dict[str, str]
+    torus: TorusSection | None = None
+    switch: SwitchSection | None = None
+    efa: EfaSection
+    collective: CollectiveSection
+
+    @model_validator(mode="after")
+    def _check(self):
+        if (self.torus is None) == (self.switch is None):
+            raise ValueError("a system must have exactly one of [torus] and [switch]")
+        for where, figure in self.figures().items():
+            for key in figure.source.replace(",", " ").split():
+                if key not in self.sources:
+                    known = ", ".join(sorted(self.sources))
+                    raise ValueError(
+                        f"{where} cites source {key!r}, which is not in [sources] ({known})"
+                    )
+        return self
+
+    def figures(self) -> dict:
+        """Every figure of the file by dotted name (``torus.dimension.0.bandwidth_Bps``)."""
+        out = {}
+        if self.torus is not None:
+            out["torus.shape"] = self.torus.shape
+            for d, dim in enumerate(self.torus.dimension):
+                out[f"torus.dimension.{d}.bandwidth_Bps"] = dim.bandwidth_Bps
+                out[f"torus.dimension.{d}.latency_s"] = dim.latency_s
+        for section in ("switch", "efa", "collective"):
+            block = getattr(self, section)
+            if block is not None:
+                for name in type(block).model_fields:
+                    out[f"{section}.{name}"] = getattr(block, name)
+        return out
