@@ -17,6 +17,8 @@ Examples
 ('2.9 TB/s', '224 KiB')
 >>> column("time_s", [2e-7, 5e-8])
 ('time (ns)', ['200', '50'])
+>>> column("size_bytes", [8, 2**30])
+('size', ['8 B', '1 GiB'])
 >>> label("hbm_bandwidth_Bps")
 'hbm bandwidth'
 """
@@ -108,11 +110,13 @@ def human(key: str, value) -> str:
 
 def column(key: str, values) -> tuple[str, list[str]]:
     """A table column of figure ``key``: its header with one unit for the whole column
-    (picked by the largest value), and the cells in that unit."""
+    (picked by the largest value), and the cells in that unit; a column whose values span
+    more than three orders of magnitude (a sweep of sizes) shows each cell in its own unit."""
     suffix = _unit(key)
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if suffix is None or not numbers:
-        return label(key), [human(key, v) for v in values]
+    nonzero = [abs(v) for v in numbers if v]
+    if suffix is None or not nonzero or max(nonzero) > 1000 * min(nonzero):
+        return label(key), [human(key, v) for v in values]  # each cell in its own unit
     scale, prefix = _scale(suffix, max(abs(v) for v in numbers))
     header = f"{label(key)} ({prefix}{UNITS[suffix][0]})"
     cells = []
