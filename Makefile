@@ -47,19 +47,19 @@ gen:
 		--rows $(ROWS) --cols $(COLS) --format $(FORMAT)) -o build/gen/$(BLOCK).v
 
 sim:
-	$(PY) -m verif.tensor.sim --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
+	$(PY) -m verif.tensor.run --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
 
 waves:
-	$(PY) -m verif.tensor.sim --open-waves
+	$(PY) -m verif.tensor.run --open-waves
 
 sim-link:
-	$(PY) -m verif.link.sim --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
+	$(PY) -m verif.link.run --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
 		--sim $(SIM) --shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
 
 waves-link:
-	$(PY) -m verif.link.sim --open-waves
+	$(PY) -m verif.link.run --open-waves
 
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools

@@ -15,9 +15,9 @@ from tlm.link.flit import FlitKind
 from tlm.link.load import simulate
 from tlm.link.network import Network
 from tlm.link.traffic import PATTERNS
+from verif.link.drivers import NodeTraffic
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import TWIN_CASES, Packet, credit_faults, random_packets
-from verif.link.traffic import NodeTraffic
 
 
 @pytest.mark.parametrize("shape,vcs,depth,inject,eject", TWIN_CASES)
