@@ -18,36 +18,45 @@ def raises(text):
 
 def test_sbuf_overflow(core):
     core.sbuf.tile((128, 100 * 1024), "bf16", name="big")  # 200 KiB of 224
-    with raises("core0.sbuf.tile 'more': SBUF overflow: 32768 bytes per partition requested, "
-                "204800 of 229376 in use"):
+    with raises(
+        "core0.sbuf.tile 'more': SBUF overflow: 32768 bytes per partition requested, "
+        "204800 of 229376 in use"
+    ):
         core.sbuf.tile((128, 16 * 1024), "bf16", name="more")
 
 
 def test_psum_bank_overflow(core):
-    with raises("core0.psum.tile 'wide': PSUM bank overflow: a tile of 4096 bytes per "
-                "partition does not fit one 2048-byte bank"):
+    with raises(
+        "core0.psum.tile 'wide': PSUM bank overflow: a tile of 4096 bytes per "
+        "partition does not fit one 2048-byte bank"
+    ):
         core.psum.tile((128, 1024), "fp32", name="wide")
 
 
 def test_psum_overflow(core):
     for i in range(8):
         core.psum.tile((128, 512), "fp32", name=f"bank{i}")
-    with raises("core0.psum.tile 'ninth': PSUM overflow: 2048 bytes per partition requested, "
-                "16384 of 16384 in use"):
+    with raises(
+        "core0.psum.tile 'ninth': PSUM overflow: 2048 bytes per partition requested, "
+        "16384 of 16384 in use"
+    ):
         core.psum.tile((128, 512), "fp32", name="ninth")
 
 
 def test_too_many_partitions(core):
-    with raises("core0.sbuf.tile 'tall': illegal partitions: 129 partitions requested, "
-                "SBUF has 128"):
+    with raises(
+        "core0.sbuf.tile 'tall': illegal partitions: 129 partitions requested, SBUF has 128"
+    ):
         core.sbuf.tile((129, 4), "bf16", name="tall")
 
 
 def test_engine_access_off_a_quadrant(core):
     x = core.sbuf.tile((128, 64), "fp32", name="x")
     y = core.sbuf.tile((128, 64), "fp32", name="y")
-    with raises("core0.tensor_copy#0 'odd': illegal partitions: src starts at partition 16; "
-                "engine accesses start at a multiple of 32"):
+    with raises(
+        "core0.tensor_copy#0 'odd': illegal partitions: src starts at partition 16; "
+        "engine accesses start at a multiple of 32"
+    ):
         core.tensor_copy(y[0:16], x[16:32], name="odd")
 
 
@@ -62,8 +71,10 @@ def test_matmul_partitions_differ(core):
     s = core.sbuf.tile((128, 128), "bf16")
     m = core.sbuf.tile((128, 512), "bf16")
     p = core.psum.tile((128, 512), "fp32")
-    with raises("core0.nc_matmul#0: illegal partitions: stationary on partitions (0, 64) and "
-                "moving on (64, 128)"):
+    with raises(
+        "core0.nc_matmul#0: illegal partitions: stationary on partitions (0, 64) and "
+        "moving on (64, 128)"
+    ):
         core.nc_matmul(p[0:128], s[0:64], m[64:128])
 
 
@@ -79,8 +90,10 @@ def test_matmul_dtype_mismatch(core):
     s = core.sbuf.tile((128, 128), "bf16")
     m = core.sbuf.tile((128, 512), "fp16")
     p = core.psum.tile((128, 512), "fp32")
-    with raises("core0.nc_matmul#0: dtype mismatch: stationary is bf16 and moving is fp16: "
-                "only the two FP8 formats may be mixed"):
+    with raises(
+        "core0.nc_matmul#0: dtype mismatch: stationary is bf16 and moving is fp16: "
+        "only the two FP8 formats may be mixed"
+    ):
         core.nc_matmul(p, s, m)
 
 
@@ -116,11 +129,14 @@ def test_semaphore_deadlock():
     core.sem_signal(b, engine="vector")
     core.sem_wait(b, 1, engine="scalar", name="wait b")
     core.sem_signal(a, engine="scalar")
-    with pytest.raises(DeadlockError, match=re.escape(
-        "core0.sem_wait#0 'wait a': semaphore deadlock: waits for semaphore 'a' to reach 1; "
-        "it stays at 0 (also blocked: core0.sem_wait#1 'wait b' waits for semaphore 'b' to "
-        "reach 1; it stays at 0)"
-    )):
+    with pytest.raises(
+        DeadlockError,
+        match=re.escape(
+            "core0.sem_wait#0 'wait a': semaphore deadlock: waits for semaphore 'a' to reach 1; "
+            "it stays at 0 (also blocked: core0.sem_wait#1 'wait b' waits for semaphore 'b' to "
+            "reach 1; it stays at 0)"
+        ),
+    ):
         kernel.run()
 
 
@@ -149,6 +165,8 @@ def test_bad_arguments_name_themselves():
         kernel.hbm_tensor("y", (4, 4), "int4")
     core = kernel.core(0)
     x = core.sbuf.tile((128, 4), "fp32")
-    with raises("core0.activation.sigmoid#0: func must be one of identity, exp, tanh, relu, "
-                "gelu, not 'sigmoid'"):
+    with raises(
+        "core0.activation.sigmoid#0: func must be one of identity, exp, tanh, relu, "
+        "gelu, not 'sigmoid'"
+    ):
         core.activation(x, x, "sigmoid")

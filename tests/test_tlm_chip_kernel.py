@@ -15,8 +15,7 @@ from tlm.core.isa import ACTIVATIONS
 from tlm.kernels import build_gemm
 from tlm.tensor import matmul
 
-MODULES = ["tlm.presets", "tlm.chip.kernel", "tlm.chip.chip", "tlm.chip.fluid",
-           "tlm.core.memory"]
+MODULES = ["tlm.presets", "tlm.chip.kernel", "tlm.chip.chip", "tlm.chip.fluid", "tlm.core.memory"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -45,8 +44,12 @@ def test_activation_values(seed, func):
     acc = core.sbuf.tile((128, 1), "fp32")
     core.activation(out, src, func, scale=0.5, bias=b, accum=acc)
     y = ACTIVATIONS[func](x * np.float32(0.5) + bias)
-    want = {"exp": np.exp(x / 2 + bias), "tanh": np.tanh(x / 2 + bias),
-            "relu": np.maximum(x / 2 + bias, 0), "identity": x / 2 + bias}.get(func, y)
+    want = {
+        "exp": np.exp(x / 2 + bias),
+        "tanh": np.tanh(x / 2 + bias),
+        "relu": np.maximum(x / 2 + bias, 0),
+        "identity": x / 2 + bias,
+    }.get(func, y)
     np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)  # the table is what it says
     np.testing.assert_array_equal(out.values, y.astype(ml_dtypes.bfloat16))
     np.testing.assert_allclose(acc.values[:, 0], y.sum(axis=1), rtol=1e-5, atol=1e-5)
@@ -146,8 +149,25 @@ def test_trace_and_vcd(tmp_path):
 
 
 def test_cli_gemm_json(capsys, tmp_path):
-    assert main(["gemm", "--m", "1024", "--n", "1024", "--k", "1024", "--json",
-                 "--trace", str(tmp_path / "g.json"), "--vcd", str(tmp_path / "g.vcd")]) == 0
+    assert (
+        main(
+            [
+                "gemm",
+                "--m",
+                "1024",
+                "--n",
+                "1024",
+                "--k",
+                "1024",
+                "--json",
+                "--trace",
+                str(tmp_path / "g.json"),
+                "--vcd",
+                str(tmp_path / "g.vcd"),
+            ]
+        )
+        == 0
+    )
     rows = {r["figure"]: r["value"] for r in json.loads(capsys.readouterr().out)}
     assert 0 < rows["of peak"] <= 100
     assert rows["peak (model)"] == 667.0
@@ -160,7 +180,8 @@ def test_cli_gemm_table_and_errors(capsys):
     assert "GEMM on one chip" in capsys.readouterr().out
     assert main(["gemm", "--k", "0"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "trnsim gemm: error: k must be a positive integer, not 0")
+        "trnsim gemm: error: k must be a positive integer, not 0"
+    )
     assert main(["gemm", "--choose", "tensor.freq_hz=warp"]) == 2
     assert "must name one of its alternatives" in capsys.readouterr().err
 

@@ -36,11 +36,15 @@ def test_peaks_reproduce_published_figures_exactly(name, dtype, choose, publishe
 def test_trn2_published_figures_are_kept_with_alternatives():
     spec = load_preset("trn2")
     assert spec.published.dense_bf16_flops == 667e12
-    assert load_preset("trn2", {"published.dense_bf16_flops": "dec2024"}).published \
-        .dense_bf16_flops == 655e12
+    assert (
+        load_preset("trn2", {"published.dense_bf16_flops": "dec2024"}).published.dense_bf16_flops
+        == 655e12
+    )
     assert spec.chip.hbm_bandwidth_Bps == 2.9e12
-    assert load_preset("trn2", {"chip.hbm_bandwidth_Bps": "later_page"}).chip \
-        .hbm_bandwidth_Bps == 3.0e12
+    assert (
+        load_preset("trn2", {"chip.hbm_bandwidth_Bps": "later_page"}).chip.hbm_bandwidth_Bps
+        == 3.0e12
+    )
     # core vs chip clock: the NKI guide's 2.4 GHz gives 8 x 78.6 = 629 TFLOPS, not 667
     core = load_preset("trn2", {"tensor.freq_hz": "core_nki2"})
     assert core.tensor.freq_hz == 2.4e9
@@ -89,10 +93,13 @@ def test_negative_figure_is_refused(tmp_path):
 
 
 def test_bad_choice_is_refused():
-    with pytest.raises(PresetError, match=re.escape(
-        "choose['tensor.freq_hz'] must name one of its alternatives (chip_bf16_dec2024, "
-        "chip_fp8, chip_fp8_dec2024, core_nki2), not 'fast'"
-    )):
+    with pytest.raises(
+        PresetError,
+        match=re.escape(
+            "choose['tensor.freq_hz'] must name one of its alternatives (chip_bf16_dec2024, "
+            "chip_fp8, chip_fp8_dec2024, core_nki2), not 'fast'"
+        ),
+    ):
         load_preset("trn2", {"tensor.freq_hz": "fast"})
     with pytest.raises(PresetError, match="choose names figures the preset does not have: x.y"):
         load_preset("trn2", {"x.y": "z"})
