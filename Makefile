@@ -29,7 +29,8 @@ help:
 	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
 	@echo "                 DEPTH SEED WAVES=1"
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
-	@echo "make lint        ruff, and Verilator -Wall lint: tensor engine (int8, every format), 4x4 torus"
+	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
+	@echo "                 (int8, every format), 4x4 torus"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 
 setup:
@@ -63,6 +64,7 @@ waves-link:
 
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools
+	$(PY) -m ruff format --check hdl tlm verif tests bench tools
 	for target in lint lint_formats lint_link; do \
 		mkdir -p build/fusesoc/$$target && (cd build/fusesoc/$$target && \
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
