@@ -62,11 +62,14 @@ sim-link:
 waves-link:
 	$(PY) -m verif.link.run --open-waves
 
+# build/FUSESOC_IGNORE: FuseSoC would otherwise find, under --cores-root, the cores its
+# generators wrote into build/ for other targets (see tests/test_fusesoc.py).
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools
 	$(PY) -m ruff format --check hdl tlm verif tests bench tools
 	for target in lint lint_formats lint_link; do \
-		mkdir -p build/fusesoc/$$target && (cd build/fusesoc/$$target && \
+		mkdir -p build/fusesoc/$$target && touch build/FUSESOC_IGNORE && \
+		(cd build/fusesoc/$$target && \
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
 		fusesoc --cores-root $(CURDIR) run --target $$target trnsim:tensor:engine) || exit 1; \
 	done
