@@ -96,14 +96,17 @@ def test_gemm_time_never_beats_the_roofline(dtype, m, n, k):
     assert run.flops == 2 * m * n * k
 
 
-@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.93), ("fp8_e4m3", 0.88)])
+@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.952), ("fp8_e4m3", 0.913)])
 def test_large_gemm_reaches_the_stated_fraction_of_peak(dtype, fraction):
-    # docs/chip.md explains the gap: pipeline fill, the last block's drain, PSUM evacuation
+    """The fractions README ("Chip model") and docs/chip.md state, to their 3 digits: the
+    timing model is deterministic, so a change that moves them (either way) fails here and
+    the documents are updated with it. docs/chip.md explains the gap: pipeline fill, the last
+    block's drain, PSUM evacuation."""
     kernel, _, _ = build_gemm(4096, 4096, 4096, dtype)
     run = kernel.run()
     achieved = run.flops / run.time_s
-    assert achieved >= fraction * kernel.spec.peak_flops(dtype)
-    assert run.utilisation("tensor") >= fraction
+    assert round(achieved / kernel.spec.peak_flops(dtype), 3) == fraction
+    assert round(run.utilisation("tensor"), 3) == fraction
 
 
 def test_slower_hbm_makes_a_memory_bound_gemm_slower():
