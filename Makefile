@@ -29,7 +29,8 @@ help:
 	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
 	@echo "                 DEPTH SEED WAVES=1"
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
-	@echo "make lint        ruff, and Verilator -Wall lint: tensor engine (int8, every format), 4x4 torus"
+	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
+	@echo "                 (int8, every format), 4x4 torus"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 
 setup:
@@ -47,24 +48,28 @@ gen:
 		--rows $(ROWS) --cols $(COLS) --format $(FORMAT)) -o build/gen/$(BLOCK).v
 
 sim:
-	$(PY) -m verif.tensor.sim --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
+	$(PY) -m verif.tensor.run --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
 
 waves:
-	$(PY) -m verif.tensor.sim --open-waves
+	$(PY) -m verif.tensor.run --open-waves
 
 sim-link:
-	$(PY) -m verif.link.sim --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
+	$(PY) -m verif.link.run --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
 		--sim $(SIM) --shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
 
 waves-link:
-	$(PY) -m verif.link.sim --open-waves
+	$(PY) -m verif.link.run --open-waves
 
+# build/FUSESOC_IGNORE: FuseSoC would otherwise find, under --cores-root, the cores its
+# generators wrote into build/ for other targets (see tests/test_fusesoc.py).
 lint:
 	$(PY) -m ruff check hdl tlm verif tests bench tools
+	$(PY) -m ruff format --check hdl tlm verif tests bench tools
 	for target in lint lint_formats lint_link; do \
-		mkdir -p build/fusesoc/$$target && (cd build/fusesoc/$$target && \
+		mkdir -p build/fusesoc/$$target && touch build/FUSESOC_IGNORE && \
+		(cd build/fusesoc/$$target && \
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
 		fusesoc --cores-root $(CURDIR) run --target $$target trnsim:tensor:engine) || exit 1; \
 	done

@@ -114,26 +114,23 @@ def bench_tlm(cycles=3000) -> list[dict]:
         advance(net, sources)
     seconds = time.perf_counter() - start
     hops = sum(sum(x[1:]) for x in net.link_flits)  # port 0 counts ejections, not hops
-    return (
-        fast_rows
-        + [
-            {
-                "figure": f"TLM per-router model (Network) 4x4x4 uniform at {rate:.2f} "
-                "flits/node/cycle: flit-hops/s",
-                "value": hops / seconds,
-                "unit": "flit-hops/s",
-                "target": "",
-                "naive": "",
-            },
-            {
-                "figure": "TLM per-router model 4x4x4 at the same load: network cycles/s",
-                "value": cycles / seconds,
-                "unit": "cycles/s",
-                "target": "",
-                "naive": "",
-            },
-        ]
-    )
+    return fast_rows + [
+        {
+            "figure": f"TLM per-router model (Network) 4x4x4 uniform at {rate:.2f} "
+            "flits/node/cycle: flit-hops/s",
+            "value": hops / seconds,
+            "unit": "flit-hops/s",
+            "target": "",
+            "naive": "",
+        },
+        {
+            "figure": "TLM per-router model 4x4x4 at the same load: network cycles/s",
+            "value": cycles / seconds,
+            "unit": "cycles/s",
+            "target": "",
+            "naive": "",
+        },
+    ]
 
 
 def bench_gen() -> list[dict]:

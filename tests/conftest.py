@@ -1,8 +1,9 @@
-"""Shared pytest options: the seed of random tests."""
+"""Shared pytest options: the seed of random tests, and of every Hypothesis test."""
 
 import os
 import random
 
+import hypothesis
 import pytest
 
 
@@ -10,13 +11,60 @@ def pytest_addoption(parser):
     parser.addoption("--seed", type=int, default=None, help="seed for random tests (or SEED=)")
 
 
+def given_seed(config):
+    """--seed, else $SEED, else None."""
+    value = config.getoption("--seed")
+    if value is None and os.environ.get("SEED"):
+        value = int(os.environ["SEED"])
+    return value
+
+
 @pytest.fixture
 def seed(request):
     """The seed of a random test: --seed, else $SEED, else fresh; always printed."""
-    value = request.config.getoption("--seed")
-    if value is None and os.environ.get("SEED"):
-        value = int(os.environ["SEED"])
+    value = given_seed(request.config)
     if value is None:
         value = random.randrange(1 << 31)
     print(f"\nseed {value} (rerun with SEED={value})")
     return value
+
+
+def pytest_configure(config):
+    """One seed for every Hypothesis test of the session: --seed, else $SEED, else fresh;
+    pytest-xdist's workers take the controller's (see pytest_configure_node)."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "hypothesis_seed" in workerinput:
+        config.hypothesis_seed = workerinput["hypothesis_seed"]
+    else:
+        value = given_seed(config)
+        config.hypothesis_seed = random.randrange(1 << 31) if value is None else value
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: each worker runs Hypothesis with the controller's seed."""
+    node.workerinput["hypothesis_seed"] = node.config.hypothesis_seed
+
+
+def pytest_report_header(config):
+    seed = config.hypothesis_seed
+    return f"Hypothesis seed {seed} (rerun with SEED={seed})"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Hypothesis draws from its own random source, not from SEED; ``hypothesis.seed`` makes
+    it draw from the session's seed (and skip its example database, which would replay
+    earlier failures first), so ``SEED=n make test`` reruns the same examples."""
+    for item in items:
+        if getattr(item.obj, "is_hypothesis_test", False):
+            hypothesis.seed(config.hypothesis_seed)(item.obj)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing Hypothesis test names the seed that reruns it."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+        seed = item.config.hypothesis_seed
+        report.sections.append(("Hypothesis seed", f"{seed} (rerun with SEED={seed})"))

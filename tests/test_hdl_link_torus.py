@@ -12,9 +12,9 @@ from hdl.gen import torus_verilog
 from hdl.link.torus import TorusNetwork
 from tlm.link.config import DropKind, LinkConfig
 from tlm.link.network import Network
+from verif.link.drivers import NodeTraffic
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import random_packets
-from verif.link.traffic import NodeTraffic
 
 
 @pytest.mark.parametrize("shape,vcs", [((2, 3), 2), ((3,), 4)])

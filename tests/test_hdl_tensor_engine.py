@@ -6,10 +6,10 @@ from amaranth.sim import Simulator
 
 from hdl.tensor import TensorEngine
 from tlm.tensor.config import EngineConfig
+from verif.tensor.drivers import Traffic
 from verif.tensor.scoreboard import Observed, Scoreboard
 from verif.tensor.signals import raw_lanes
 from verif.tensor.stimulus import pattern, random_stimulus
-from verif.tensor.traffic import Traffic
 
 
 def run_engine(cfg, stim, seed, ld_pat="always", mv_pat="always", ready_pat="always"):

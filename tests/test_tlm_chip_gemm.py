@@ -10,8 +10,11 @@ from tlm.kernels import assemble, build_gemm, build_matmul_softmax, softmax_refe
 from tlm.kernels.softmax import engine_scores
 from tlm.presets import load_preset
 
-DTYPES = {"bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3,
-          "fp8_e5m2": ml_dtypes.float8_e5m2}
+DTYPES = {
+    "bf16": ml_dtypes.bfloat16,
+    "fp8_e4m3": ml_dtypes.float8_e4m3,
+    "fp8_e5m2": ml_dtypes.float8_e5m2,
+}
 
 
 def k_chunks(k, rows, rows_per_pe):
@@ -42,8 +45,13 @@ def reference(a, b, chunks, out_dtype):
 
 @pytest.mark.parametrize(
     "dtype,m,n,k",
-    [("bf16", 200, 700, 300), ("bf16", 1, 5, 1), ("fp8_e4m3", 130, 600, 300),
-     ("fp8_e5m2", 64, 96, 400), ("bf16", 512, 1024, 256)],
+    [
+        ("bf16", 200, 700, 300),
+        ("bf16", 1, 5, 1),
+        ("fp8_e4m3", 130, 600, 300),
+        ("fp8_e5m2", 64, 96, 400),
+        ("bf16", 512, 1024, 256),
+    ],
 )
 def test_gemm_equals_the_numpy_reference_bit_for_bit(seed, dtype, m, n, k):
     rng = np.random.default_rng(seed)
@@ -72,8 +80,14 @@ def roofline_s(spec, m, n, k, dtype):
 
 @pytest.mark.parametrize(
     "dtype,m,n,k",
-    [("bf16", 4096, 4096, 4096), ("fp8_e4m3", 4096, 4096, 4096), ("bf16", 128, 128, 128),
-     ("bf16", 8192, 512, 1024), ("bf16", 300, 5000, 700), ("fp8_e4m3", 2048, 2048, 8192)],
+    [
+        ("bf16", 4096, 4096, 4096),
+        ("fp8_e4m3", 4096, 4096, 4096),
+        ("bf16", 128, 128, 128),
+        ("bf16", 8192, 512, 1024),
+        ("bf16", 300, 5000, 700),
+        ("fp8_e4m3", 2048, 2048, 8192),
+    ],
 )
 def test_gemm_time_never_beats_the_roofline(dtype, m, n, k):
     kernel, _, _ = build_gemm(m, n, k, dtype)
@@ -82,14 +96,17 @@ def test_gemm_time_never_beats_the_roofline(dtype, m, n, k):
     assert run.flops == 2 * m * n * k
 
 
-@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.93), ("fp8_e4m3", 0.88)])
+@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.952), ("fp8_e4m3", 0.913)])
 def test_large_gemm_reaches_the_stated_fraction_of_peak(dtype, fraction):
-    # docs/chip.md explains the gap: pipeline fill, the last block's drain, PSUM evacuation
+    """The fractions README ("Chip model") and docs/chip.md state, to their 3 digits: the
+    timing model is deterministic, so a change that moves them (either way) fails here and
+    the documents are updated with it. docs/chip.md explains the gap: pipeline fill, the last
+    block's drain, PSUM evacuation."""
     kernel, _, _ = build_gemm(4096, 4096, 4096, dtype)
     run = kernel.run()
     achieved = run.flops / run.time_s
-    assert achieved >= fraction * kernel.spec.peak_flops(dtype)
-    assert run.utilisation("tensor") >= fraction
+    assert round(achieved / kernel.spec.peak_flops(dtype), 3) == fraction
+    assert round(run.utilisation("tensor"), 3) == fraction
 
 
 def test_slower_hbm_makes_a_memory_bound_gemm_slower():

@@ -3,7 +3,6 @@ compiled load study gives the figures of the Python one to the last bit.
 
 The kernels compile once per environment (about 10 s, then cached on disk by numba)."""
 
-
 import numpy as np
 import pytest
 
@@ -13,9 +12,9 @@ from tlm.link.flit import FlitKind
 from tlm.link.measure import simulate
 from tlm.link.network import Network
 from tlm.link.patterns import PATTERNS
+from verif.link.drivers import NodeTraffic
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import TWIN_CASES, Packet, credit_faults, random_packets
-from verif.link.traffic import NodeTraffic
 
 
 @pytest.mark.parametrize("shape,vcs,depth,inject,eject", TWIN_CASES)

@@ -8,9 +8,9 @@ import pytest
 
 from tlm.link.config import LinkConfig
 from tlm.link.network import Network
+from verif.link.drivers import NodeTraffic
 from verif.link.scoreboard import PacketBoard, ScoreboardError, Watchdog, describe_buffers
 from verif.link.stimulus import random_packets
-from verif.link.traffic import NodeTraffic
 
 
 def drive(cfg, packets, rng, inject="always", eject="always", limit=20000):

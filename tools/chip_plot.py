@@ -16,8 +16,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-COLORS = {"nc_matmul": "tab:blue", "dma_copy": "tab:orange", "tensor_copy": "tab:green",
-          "activation": "tab:red"}
+COLORS = {
+    "nc_matmul": "tab:blue",
+    "dma_copy": "tab:orange",
+    "tensor_copy": "tab:green",
+    "activation": "tab:red",
+}
 
 
 def main(argv=None) -> int:
@@ -40,21 +44,32 @@ def main(argv=None) -> int:
     run = kernel.run()
     core0 = [i for i in run.program if i.core == 0]
     queues = ["tensor", "vector", "scalar"] + [f"dma{q}" for q in range(16)]
-    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(12, 7), sharex=True,
-                                  gridspec_kw={"height_ratios": [3, 1]})
+    fig, (ax, ax2) = plt.subplots(
+        2, 1, figsize=(12, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]}
+    )
     for row, queue in enumerate(queues):
         for op in COLORS:
-            spans = [(i.start_s * 1e6, (i.end_s - i.start_s) * 1e6)
-                     for i in core0 if i.queue == queue and i.op == op]
+            spans = [
+                (i.start_s * 1e6, (i.end_s - i.start_s) * 1e6)
+                for i in core0
+                if i.queue == queue and i.op == op
+            ]
             if spans:
                 ax.broken_barh(spans, (row - 0.4, 0.8), color=COLORS[op])
     ax.set_yticks(range(len(queues)), queues)
     ax.invert_yaxis()
-    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()],
-              labels=list(COLORS), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.legend(
+        handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()],
+        labels=list(COLORS),
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=8,
+    )
     peak = 100 * run.flops / run.time_s / kernel.spec.peak_flops(args.dtype)
-    ax.set_title(f"GEMM {args.m}x{args.n}x{args.k} {args.dtype} on trn2 (8 cores): core 0; "
-                 f"{run.time_s * 1e6:.1f} us, {peak:.1f}% of peak")
+    ax.set_title(
+        f"GEMM {args.m}x{args.n}x{args.k} {args.dtype} on trn2 (8 cores): core 0; "
+        f"{run.time_s * 1e6:.1f} us, {peak:.1f}% of peak"
+    )
     # SBUF occupancy of core 0 and HBM bandwidth of the chip
     from tlm.chip.trace import _sbuf_changes
 
@@ -67,8 +82,10 @@ def main(argv=None) -> int:
     ax2.step(xs, np.array(ys) / 1024, where="post", color="tab:purple", label="SBUF KiB/partition")
     ax2.set_ylabel("SBUF KiB / partition")
     times = [t * 1e6 for t, _ in run.bandwidth_history]
-    hbm = [sum(v for r, v in use.items() if r.startswith("hbm")) / 1e9
-           for _, use in run.bandwidth_history]
+    hbm = [
+        sum(v for r, v in use.items() if r.startswith("hbm")) / 1e9
+        for _, use in run.bandwidth_history
+    ]
     twin = ax2.twinx()
     twin.step(times, hbm, where="post", color="tab:gray", lw=0.8)
     twin.axhline(kernel.spec.chip.hbm_bandwidth_Bps / 1e9, color="tab:gray", ls=":", lw=0.8)

@@ -1,1 +1,2 @@
-"""Pieces every bench shares: the simulator runner with its work-arounds, and build caching."""
+"""Pieces every bench shares: the simulator runner with its work-arounds, build caching, stream
+patterns, and what the one-run commands share (``run.py``)."""

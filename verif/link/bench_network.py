@@ -1,6 +1,6 @@
 """cocotb bench of a torus network, in lockstep with :class:`tlm.link.network.Network`.
 
-Every node has a traffic generator (:class:`verif.link.traffic.NodeTraffic`) and a sink; each
+Every node has a traffic generator (:class:`verif.link.drivers.NodeTraffic`) and a sink; each
 cycle the bench drives every injection port and ejection ``ready``, then checks every node's
 ``inject.ready`` and ejection register against the model - so each flit leaves the network at
 the cycle the model predicts - and feeds the ejected flits to a
@@ -26,10 +26,10 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import DropKind
 from tlm.link.network import Network
+from verif.link.drivers import NodeTraffic
 from verif.link.ports import NodePorts, config_from_env
 from verif.link.scoreboard import PacketBoard, Watchdog, describe_buffers
 from verif.link.stimulus import random_packets
-from verif.link.traffic import NodeTraffic
 
 
 async def run_traffic(dut, cfg, seed, pattern, inject, eject, packets, malformed, log):

@@ -24,10 +24,10 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.tensor.config import EngineConfig
+from verif.tensor.drivers import Traffic
 from verif.tensor.scoreboard import Observed, Scoreboard
 from verif.tensor.signals import Codec
 from verif.tensor.stimulus import pattern, random_stimulus
-from verif.tensor.traffic import Traffic
 
 
 def _config():

@@ -1,4 +1,4 @@
-"""``python -m verif.link.sim`` (``make sim-link``, ``make waves-link``): one bench run with its
+"""``python -m verif.link.run`` (``make sim-link``, ``make waves-link``): one bench run with its
 seed printed, a waveform whose save file names only signals the dump holds, clear errors."""
 
 import re
@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-import verif.common.sim
-from verif.link import sim
+import verif.common.run
+from verif.link import run
 
 
 def dump_signals(fst) -> set[str]:
@@ -42,7 +42,7 @@ def dump_signals(fst) -> set[str]:
     ids=["router", "router-misuse", "torus"],
 )
 def test_one_run_with_waves(args, capsys, seed):
-    assert sim.main([*args, "--seed", str(seed), "--waves", "--json"]) == 0
+    assert run.main([*args, "--seed", str(seed), "--waves", "--json"]) == 0
     out = capsys.readouterr().out
     assert f"seed {seed} (rerun with --seed {seed})" in out
     outcome = [line for line in out.splitlines() if line.startswith("{")][-1]
@@ -58,24 +58,24 @@ def test_one_run_with_waves(args, capsys, seed):
 
 
 def test_bad_arguments(capsys):
-    assert sim.main(["--shape", "4x"]) == 2
+    assert run.main(["--shape", "4x"]) == 2
     assert "shape" in capsys.readouterr().err
-    assert sim.main(["--block", "link_router", "--coord", "9,9"]) == 2
+    assert run.main(["--block", "link_router", "--coord", "9,9"]) == 2
     assert capsys.readouterr().err == (
-        "python -m verif.link.sim: error: coord must be a node of the torus (4, 4) like 1,2, "
+        "python -m verif.link.run: error: coord must be a node of the torus (4, 4) like 1,2, "
         "not '9,9'\n"
     )
 
 
 def test_open_waves(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(verif.common.sim, "WAVES", tmp_path)
+    monkeypatch.setattr(verif.common.run, "WAVES", tmp_path)
     monkeypatch.delenv("DISPLAY", raising=False)
-    assert sim.main(["--open-waves"]) == 2
+    assert run.main(["--open-waves"]) == 2
     assert "run `make sim-link WAVES=1` first" in capsys.readouterr().err
     (tmp_path / "tensor_engine_8x8_icarus.gtkw").write_text("")  # not a link waveform
-    assert sim.main(["--open-waves"]) == 2
+    assert run.main(["--open-waves"]) == 2
     (tmp_path / "link_torus_4x4_v2d4w64_icarus.gtkw").write_text("")
-    assert sim.main(["--open-waves"]) == 0
+    assert run.main(["--open-waves"]) == 0
     assert "gtkwave " + str(tmp_path / "link_torus_4x4_v2d4w64_icarus.gtkw") in (
         capsys.readouterr().out
     )

@@ -1,12 +1,12 @@
-"""``make sim-link`` / ``python -m verif.link.sim``: one run of the torus or router bench, its
+"""``make sim-link`` / ``python -m verif.link.run``: one run of the torus or router bench, its
 seed printed, with waveforms on request, and ``make waves-link`` to look at them in GTKWave.
 
 Examples::
 
-    python -m verif.link.sim --sim icarus --shape 4x4 --seed 1 --waves
-    python -m verif.link.sim --block link_router --shape 4x4x4 --coord 1,2,3 --misuse
-    python -m verif.link.sim --sim verilator --shape 4x4x4 --traffic transpose --packets 50
-    python -m verif.link.sim --open-waves
+    python -m verif.link.run --sim icarus --shape 4x4 --seed 1 --waves
+    python -m verif.link.run --block link_router --shape 4x4x4 --coord 1,2,3 --misuse
+    python -m verif.link.run --sim verilator --shape 4x4x4 --traffic transpose --packets 50
+    python -m verif.link.run --open-waves
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from hdl.link.torus import TorusNetwork
 from tlm.link.config import LinkConfig
 from tlm.link.patterns import PATTERNS as TRAFFIC
 from verif.common.patterns import PATTERNS
+from verif.common.run import open_waves, run_and_report, write_save
 from verif.common.runner import ROOT, SIMULATORS
-from verif.common.sim import open_waves, run_and_report, write_save
 from verif.link.build import TOPS, build_link
 
 #: Nodes of a torus whose injection and ejection streams the save file shows.
@@ -73,7 +73,7 @@ def write_gtkw(block: str, cfg: LinkConfig, dump: Path, save: Path, sim: str) ->
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m verif.link.sim", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m verif.link.run", description=__doc__.split("\n")[0])
     p.add_argument("--block", choices=sorted(TOPS), default="torus", help="default torus")
     p.add_argument("--sim", choices=SIMULATORS, default="icarus")
     p.add_argument("--shape", default="4x4", help="torus shape, e.g. 4x4 or 4x4x4")
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if args.open_waves:
         return open_waves("link_*.gtkw", "sim-link")
-    prog = "python -m verif.link.sim"
+    prog = "python -m verif.link.run"
     try:
         cfg = LinkConfig(args.shape, vcs=args.vcs, depth=args.depth)
         coord = _coord(args.coord, cfg) if args.block == "link_router" else None

@@ -1,10 +1,10 @@
-"""``make sim`` / ``python -m verif.tensor.sim``: one bench run of the tensor engine, with
+"""``make sim`` / ``python -m verif.tensor.run``: one bench run of the tensor engine, with
 waveforms on request, and ``make waves`` to look at them in GTKWave.
 
 Examples::
 
-    python -m verif.tensor.sim --sim verilator --rows 8 --cols 8 --seed 1 --waves
-    python -m verif.tensor.sim --open-waves
+    python -m verif.tensor.run --sim verilator --rows 8 --cols 8 --seed 1 --waves
+    python -m verif.tensor.run --open-waves
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from hdl.gen import default_slice_cols
 from tlm.tensor.config import EngineConfig
+from verif.common.run import open_waves, run_and_report, write_save
 from verif.common.runner import ROOT, SIMULATORS
-from verif.common.sim import open_waves, run_and_report, write_save
 from verif.tensor.build import TOP, build_engine
 from verif.tensor.stimulus import PATTERNS
 
@@ -68,7 +68,7 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m verif.tensor.sim", description=__doc__.split("\n")[0]
+        prog="python -m verif.tensor.run", description=__doc__.split("\n")[0]
     )
     p.add_argument("--sim", choices=SIMULATORS, default="icarus")
     p.add_argument("--rows", type=int, default=8)
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     try:
         cfg = EngineConfig(args.rows, args.cols, args.format)
     except ValueError as error:
-        print(f"python -m verif.tensor.sim: error: {error}", file=sys.stderr)
+        print(f"python -m verif.tensor.run: error: {error}", file=sys.stderr)
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"engine {cfg.rows}x{cfg.cols} {cfg.format_tag} on {args.sim}, seed {seed}")
