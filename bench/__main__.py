@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from .common import OUT, ROOT, build_in_child, generate
+from .common import OUT, ROOT, best_time, build_in_child, generate
 
 PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll")
 
@@ -161,12 +161,7 @@ def bench_tlm() -> list[dict]:
     x = rng.integers(-128, 128, (128, 512)).astype(np.int8)
 
     def best(fn, repeat=30):
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return min(times)
+        return best_time(fn, repeat)
 
     ours = best(lambda: matmul(s, x))
     sf, xf = s.astype(np.float32), x.astype(np.float32)

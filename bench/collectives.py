@@ -14,20 +14,11 @@ Measured and printed, never asserted.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from .common import best_time
+
 __all__ = ["bench_collectives"]
-
-
-def _best(fn, repeat=5) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def bench_collectives() -> list[dict]:
@@ -52,9 +43,9 @@ def bench_collectives() -> list[dict]:
             system = load_system(spec)
             made["cost"] = Analytic(build(algo, "all_reduce", system), system)
 
-        setup = _best(make, repeat=2)
+        setup = best_time(make, repeat=2)
         cost = made["cost"]
-        each = _best(lambda cost=cost: cost.time_s(sizes, 2))
+        each = best_time(lambda cost=cost: cost.time_s(sizes, 2))
         rows += [
             {
                 "figure": f"analytic engine, {label}",
@@ -78,7 +69,7 @@ def bench_collectives() -> list[dict]:
         for op in ops:
             run_study("collective", system="ultraserver", op=op, sizes="128B..64GiB")
 
-    sweep_s = _best(sweep, repeat=3)
+    sweep_s = best_time(sweep, repeat=3)
     rows.append(
         {
             "figure": "trnsim collective sweep, 5 ops x 30 sizes, UltraServer (analytic)",
@@ -93,7 +84,7 @@ def bench_collectives() -> list[dict]:
     import ml_dtypes
 
     x = np.random.default_rng(0).uniform(-1, 1, (64, 65536)).astype(ml_dtypes.bfloat16)
-    values_s = _best(lambda: run(schedule, x), repeat=2)
+    values_s = best_time(lambda: run(schedule, x), repeat=2)
     rows.append(
         {
             "figure": "values engine, 64-rank ring all-reduce of 64 Ki bf16 per rank",

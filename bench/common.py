@@ -8,10 +8,21 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["ROOT", "OUT", "generate", "build_in_child"]
+__all__ = ["ROOT", "OUT", "generate", "build_in_child", "best_time"]
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "bench"
+
+
+def best_time(fn, repeat: int = 5) -> float:
+    """The shortest wall time of ``repeat`` calls of ``fn``, in seconds: the figure least
+    disturbed by the rest of a shared machine."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def generate(block: str, args: list[str], out: Path) -> tuple[float, dict]:
