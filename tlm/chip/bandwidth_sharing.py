@@ -21,8 +21,15 @@ __all__ = ["FluidNetwork"]
 _EPS_BYTES = 1e-3
 
 
+def _number(value) -> bool:
+    # the exact-type test first: the abstract-class check costs ~1 us a flow
+    return type(value) in (float, int) or (
+        not isinstance(value, bool) and isinstance(value, numbers.Real)
+    )
+
+
 def _positive(value) -> bool:
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and value > 0
+    return _number(value) and value > 0
 
 
 class FluidNetwork:
@@ -33,6 +40,9 @@ class FluidNetwork:
     env : simpy.Environment
     capacities_Bps : dict
         ``{resource name: capacity in bytes per second}``, each positive and finite.
+    record : bool
+        Keep :attr:`history` (default); off, a network of many resources (a system's links)
+        saves building a dict of every resource at every change of rates.
 
     Examples
     --------
@@ -51,7 +61,7 @@ class FluidNetwork:
     6.0
     """
 
-    def __init__(self, env: simpy.Environment, capacities_Bps: dict):
+    def __init__(self, env: simpy.Environment, capacities_Bps: dict, record: bool = True):
         for name, capacity in capacities_Bps.items():
             if not _positive(capacity) or math.isinf(capacity):
                 raise ValueError(
@@ -60,7 +70,7 @@ class FluidNetwork:
                 )
         self.env = env
         self.capacity = dict(capacities_Bps)
-        self.flows: dict[int, list] = {}  # id -> [remaining, rate, resources, cap, event]
+        self.flows: dict[int, list] = {}  # id -> [remaining, rate, resources, cap, event or group]
         self.bytes_by_resource = {name: 0.0 for name in self.capacity}
         self._last = 0.0
         self._generation = 0
@@ -68,6 +78,7 @@ class FluidNetwork:
         self.events = 0
         #: ``(time_s, {resource: bytes/s in use})`` after every change of rates.
         self.history: list = []
+        self.record = record
 
     def transfer(self, nbytes: float, resources, cap_Bps: float = math.inf) -> simpy.Event:
         """Start a flow now; the returned event fires when its last byte has moved.
@@ -82,28 +93,68 @@ class FluidNetwork:
             The flow's own limit in bytes per second (default: none); without resources a
             flow needs one.
         """
-        for name in resources:
-            if name not in self.capacity:
-                known = ", ".join(self.capacity)
-                raise ValueError(f"resources must be among {known}, not {name!r}")
-        if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Real) or not nbytes >= 0:
-            raise ValueError(f"nbytes must be a number >= 0, not {nbytes!r}")
-        if not _positive(cap_Bps) or (math.isinf(cap_Bps) and not resources):
-            raise ValueError(
-                "cap_Bps must be a positive number of bytes/s (finite for a flow through no "
-                f"resource), not {cap_Bps!r}"
-            )
-        done = self.env.event()
+        return self.transfers([(nbytes, resources, cap_Bps)])[0]
+
+    def transfers(self, flows, together: bool = False):
+        """Start several flows now, the rates recomputed once (not once per flow).
+
+        Parameters
+        ----------
+        flows : iterable of tuple
+            ``(nbytes, resources)`` or ``(nbytes, resources, cap_Bps)``, as :meth:`transfer`
+            takes them.
+        together : bool
+            Return one event for all the flows (fires when the last ends) instead of one
+            per flow: a thousand flows cost one event, not a thousand.
+
+        Returns
+        -------
+        list of simpy.Event, or simpy.Event when ``together``
+            Per flow in order (or for all): fires when the last byte has moved.
+        """
+        checked = []
+        capacity = self.capacity
+        for nbytes, resources, *cap in flows:
+            cap_Bps = cap[0] if cap else math.inf
+            for name in resources:
+                if name not in capacity:
+                    known = ", ".join(map(str, capacity))
+                    raise ValueError(f"resources must be among {known}, not {name!r}")
+            if not _number(nbytes) or not nbytes >= 0:
+                raise ValueError(f"nbytes must be a number >= 0, not {nbytes!r}")
+            if (cap and not _positive(cap_Bps)) or (math.isinf(cap_Bps) and not resources):
+                raise ValueError(
+                    "cap_Bps must be a positive number of bytes/s (finite for a flow through no "
+                    f"resource), not {cap_Bps!r}"
+                )
+            checked.append((nbytes, tuple(resources), cap_Bps))
         self._advance()
-        for name in resources:
-            self.bytes_by_resource[name] += nbytes
-        if nbytes <= 0:
-            done.succeed()
-            return done
-        self.flows[self._next_id] = [float(nbytes), 0.0, tuple(resources), cap_Bps, done]
-        self._next_id += 1
-        self._reschedule()
-        return done
+        events, started = [], False
+        # a flow's tag: its own event, or the group [flows left, event] of a batch together
+        group = [0, self.env.event()] if together else None
+        for nbytes, resources, cap_Bps in checked:
+            for name in resources:
+                self.bytes_by_resource[name] += nbytes
+            if together:
+                if nbytes > 0:
+                    group[0] += 1
+                    started = True
+                    self.flows[self._next_id] = [float(nbytes), 0.0, resources, cap_Bps, group]
+                    self._next_id += 1
+                continue
+            done = self.env.event()
+            events.append(done)
+            if nbytes <= 0:
+                done.succeed()
+                continue
+            self.flows[self._next_id] = [float(nbytes), 0.0, resources, cap_Bps, done]
+            self._next_id += 1
+            started = True
+        if together and not group[0]:
+            group[1].succeed()
+        if started:
+            self._reschedule()
+        return group[1] if together else events
 
     def _advance(self):
         dt = self.env.now - self._last
@@ -113,39 +164,52 @@ class FluidNetwork:
         self._last = self.env.now
 
     def _rates(self):
-        flows = self.flows
-        for flow in flows.values():
+        # progressive filling over the flow records themselves (no id lookups: this loop is
+        # the flow engine's inner loop, thousands of flows on hundreds of links)
+        unfrozen = list(self.flows.values())
+        for flow in unfrozen:
             flow[1] = 0.0
-        unfrozen = set(flows)
-        left = dict(self.capacity)
+        capacity = self.capacity
+        left = {}  # capacity not yet given, of the resources in use
+        for flow in unfrozen:
+            for name in flow[2]:
+                left[name] = capacity[name]
         while unfrozen:
             users = {}
-            for fid in unfrozen:
-                for name in flows[fid][2]:
+            for flow in unfrozen:
+                for name in flow[2]:
                     users[name] = users.get(name, 0) + 1
-            step = min(flows[fid][3] - flows[fid][1] for fid in unfrozen)
+            step = min(flow[3] - flow[1] for flow in unfrozen)
             for name, count in users.items():
-                step = min(step, left[name] / count)
+                share = left[name] / count
+                if share < step:
+                    step = share
             step = max(step, 0.0)
+            for flow in unfrozen:
+                flow[1] += step
             full = set()
-            for fid in unfrozen:
-                flows[fid][1] += step
             for name, count in users.items():
                 left[name] -= step * count
-                if left[name] <= 1e-9 * self.capacity[name]:
+                if left[name] <= 1e-9 * capacity[name]:
                     full.add(name)
-            frozen = {
-                fid
-                for fid in unfrozen
-                if flows[fid][1] >= flows[fid][3] * (1 - 1e-12) or full.intersection(flows[fid][2])
-            }
-            if not frozen:  # numerical safety: nothing saturated, stop filling
+            keep = [
+                flow
+                for flow in unfrozen
+                if flow[1] < flow[3] * (1 - 1e-12) and full.isdisjoint(flow[2])
+            ]
+            if len(keep) == len(unfrozen):  # numerical safety: nothing saturated, stop filling
                 break
-            unfrozen -= frozen
+            unfrozen = keep
 
     def _reschedule(self):
         for fid in [f for f, flow in self.flows.items() if flow[0] <= _EPS_BYTES]:
-            self.flows.pop(fid)[4].succeed()
+            tag = self.flows.pop(fid)[4]
+            if type(tag) is list:
+                tag[0] -= 1
+                if not tag[0]:
+                    tag[1].succeed()
+            else:
+                tag.succeed()
         self._generation += 1
         if not self.flows:
             self._log()
@@ -159,6 +223,8 @@ class FluidNetwork:
         self.events += 1
 
     def _log(self):
+        if not self.record:
+            return
         use = dict.fromkeys(self.capacity, 0.0)
         for flow in self.flows.values():
             for name in flow[2]:

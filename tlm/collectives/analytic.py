@@ -44,18 +44,22 @@ class Analytic:
         Per step: fixed cost plus the longest path latency, in seconds.
     per_unit_s_per_byte : ndarray
         Per step: seconds per byte of one chunk on the busiest link.
+    paths : list of list of tuple of int
+        Per step, per transfer: the links it crosses (the flow engine reuses the routes).
     """
 
     def __init__(self, schedule: Schedule, system):
         bw, lat = system.bandwidth_Bps, list(system.latency_s)
         links = len(system.links)
         chips = schedule.chips
-        fixed, per_unit = [], []
+        fixed, per_unit, self.paths = [], [], []
         for step in schedule.steps:
             crossed, weights = [], []
             longest = 0.0
+            self.paths.append([])
             for t in step.transfers:
                 path = system.path(chips[t.src], chips[t.dst])
+                self.paths[-1].append(path)
                 crossed += path
                 weights += [t.units] * len(path)
                 longest = max(longest, sum(lat[i] for i in path))
