@@ -40,6 +40,7 @@ MODULES = [
     "tlm.collectives.numerics",
     "tlm.collectives.values",
     "tlm.collectives.analytic",
+    "tlm.collectives.flow",
 ]
 
 

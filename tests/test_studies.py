@@ -66,6 +66,11 @@ def test_contract_and_rerun(name, capsys, tmp_path):
     assert json.loads(json.dumps(report.to_dict())) == contract
 
 
+def test_collective_flow_engine_contract_and_rerun(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(QUICK, "collective", [*QUICK["collective"], "--engine", "flow"])
+    test_contract_and_rerun("collective", capsys, tmp_path)
+
+
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_tables_for_people(name, capsys):
     assert main([name, *QUICK[name]]) == 0
@@ -300,8 +305,8 @@ BAD = [
         "fp8_e4m3fn, fp8_e5m2",
     ),
     (
-        ["collective", "--engine", "flow"],
-        "--engine: 'flow' is not allowed; allowed: one of analytic",
+        ["collective", "--engine", "flit"],
+        "--engine: 'flit' is not allowed; allowed: one of analytic, flow",
     ),
     (
         ["noc", "--out", "/no/such/folder/x.json"],

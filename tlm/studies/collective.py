@@ -5,8 +5,10 @@ The system (``--system``: ``server`` or ``ultraserver`` of the ``--preset`` chip
 preset or file, ``NxSYSTEM`` for N joined by EFA) is a graph of chips and links
 (:mod:`tlm.system`); the operation (``--op``) by the algorithm (``--algo``, or ``auto`` by size
 as the Neuron runtime documents) is a schedule (:mod:`tlm.collectives`); the engine
-(``--engine``) times it. This release has one engine, ``analytic`` (alpha-beta per step with
-shared links counted); the flow and flit engines come later. See docs/collectives.md.
+(``--engine``) times it: ``analytic`` (alpha-beta per step with shared links counted, closed
+forms) or ``flow`` (every transfer a flow sharing links max-min fairly, steps overlapping as
+their dependencies allow; one event-driven run per size); the flit engine comes later. See
+docs/collectives.md.
 
 Examples
 --------
@@ -26,6 +28,7 @@ from pydantic import BaseModel, Field
 
 from ..collectives import ALGOS, COLLECTIVE_FORMATS, OPS, Analytic, build, choose, unfit
 from ..collectives.algorithms import ALGORITHMS
+from ..collectives.flow import Flow
 from ..formats import get_format
 from ..presets import PRESETS
 from ..system import SystemSpecError, load_system, system_names
@@ -39,8 +42,8 @@ __all__ = [
     "parse_sizes",
 ]
 
-#: Engines of the study (the flow and flit engines are not built yet).
-ENGINES = ("analytic",)
+#: Engines of the study (the flit engine is not built yet).
+ENGINES = ("analytic", "flow")
 #: Most sizes one run may sweep.
 MAX_SIZES = 4096
 _UNITS = {
@@ -133,8 +136,9 @@ class CollectiveInputs(PresetInputs):
     )
     engine: Literal[ENGINES] = Field(
         "analytic",
-        description="analytic: alpha-beta per step with shared links counted (the only engine "
-        "in this release)",
+        description="analytic: alpha-beta per step with shared links counted; flow: every "
+        "transfer a flow sharing links max-min fairly, steps overlapping as their dependencies "
+        "allow (the flit engine comes later)",
     )
 
     def resolve(self) -> CollectiveInputs:
@@ -203,7 +207,7 @@ class CollectiveResults(Results):
 
 
 def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
-    """Time the operation at every size with the analytic engine."""
+    """Time the operation at every size with the chosen engine."""
     chip = inputs.spec.name if inputs.spec.name in PRESETS else None
     system = inputs.system_graph(chip)
     fmt = get_format(inputs.format)
@@ -217,6 +221,10 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
     for name in dict.fromkeys(names):
         schedule = build(name, inputs.op, system)
         cost = system.cached(("analytic", name, inputs.op), lambda s=schedule: Analytic(s, system))
+        if inputs.engine == "flow":
+            cost = system.cached(
+                ("flow", name, inputs.op), lambda c=cost: Flow(c.schedule, system, c)
+            )
         factor[name] = schedule.send_factor()
         pick = np.array([n == name for n in names])
         times[pick] = cost.time_s(sizes[pick], itemsize)
