@@ -43,6 +43,11 @@ class FluidNetwork:
     record : bool
         Keep :attr:`history` (default); off, a network of many resources (a system's links)
         saves building a dict of every resource at every change of rates.
+    memo : dict, optional
+        Rates already computed, by the flows in flight (their resources and caps, in order of
+        start): a dict kept across runs that start the same flows (a collective schedule at
+        another size) makes every rate computation after the first a look-up. The rates are
+        the same floats either way.
 
     Examples
     --------
@@ -61,7 +66,9 @@ class FluidNetwork:
     6.0
     """
 
-    def __init__(self, env: simpy.Environment, capacities_Bps: dict, record: bool = True):
+    def __init__(
+        self, env: simpy.Environment, capacities_Bps: dict, record: bool = True, memo=None
+    ):
         for name, capacity in capacities_Bps.items():
             if not _positive(capacity) or math.isinf(capacity):
                 raise ValueError(
@@ -79,6 +86,7 @@ class FluidNetwork:
         #: ``(time_s, {resource: bytes/s in use})`` after every change of rates.
         self.history: list = []
         self.record = record
+        self.memo = memo
 
     def transfer(self, nbytes: float, resources, cap_Bps: float = math.inf) -> simpy.Event:
         """Start a flow now; the returned event fires when its last byte has moved.
@@ -164,6 +172,19 @@ class FluidNetwork:
         self._last = self.env.now
 
     def _rates(self):
+        if self.memo is None:
+            self._fill()
+            return
+        key = tuple([(flow[2], flow[3]) for flow in self.flows.values()])
+        rates = self.memo.get(key)
+        if rates is None:
+            self._fill()
+            self.memo[key] = [flow[1] for flow in self.flows.values()]
+        else:
+            for flow, rate in zip(self.flows.values(), rates, strict=True):
+                flow[1] = rate
+
+    def _fill(self):
         # progressive filling over the flow records themselves (no id lookups: this loop is
         # the flow engine's inner loop, thousands of flows on hundreds of links)
         unfrozen = list(self.flows.values())

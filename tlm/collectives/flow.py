@@ -84,6 +84,9 @@ class Flow:
             for a in after:
                 self.waiters[a].append(i)
         self.events = 0
+        # rates by the flows in flight, kept across runs: the flows' routes are the same at
+        # every size, only their bytes (so the moments the rates change) differ
+        self._memo: dict = {}
 
     def run(self, chunk_bytes: float) -> float:
         """Time of the operation when every chunk is ``chunk_bytes`` bytes, in seconds.
@@ -100,7 +103,7 @@ class Flow:
         ):
             raise ValueError(f"chunk_bytes must be a number >= 0, not {chunk_bytes!r}")
         env = simpy.Environment()
-        net = FluidNetwork(env, self.capacity, record=False)
+        net = FluidNetwork(env, self.capacity, record=False, memo=self._memo)
         steps = len(self.flows)
         waiting = [len(a) for a in self.after]
         ends = [0.0] * steps
