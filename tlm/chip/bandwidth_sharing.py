@@ -122,8 +122,10 @@ class FluidNetwork:
         """
         checked = []
         capacity = self.capacity
-        for nbytes, resources, *cap in flows:
-            cap_Bps = cap[0] if cap else math.inf
+        for flow in flows:
+            nbytes, resources = flow[0], flow[1]
+            cap = len(flow) > 2
+            cap_Bps = flow[2] if cap else math.inf
             for name in resources:
                 if name not in capacity:
                     known = ", ".join(map(str, capacity))
