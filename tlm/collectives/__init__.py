@@ -1,12 +1,13 @@
-"""Collectives as schedules, run by engines: values (real buffers) and analytic (alpha-beta).
+"""Collectives as schedules, run by engines: values (real buffers), analytic (alpha-beta), flow.
 
 * :mod:`~tlm.collectives.schedule` - the data: steps of transfers between ranks;
 * one module per algorithm: :mod:`~tlm.collectives.ring`, :mod:`~tlm.collectives.mesh`,
   :mod:`~tlm.collectives.mesh1`, :mod:`~tlm.collectives.rdh`,
   :mod:`~tlm.collectives.kangaring`, :mod:`~tlm.collectives.hierarchical`; ``auto`` and the
   registry in :mod:`~tlm.collectives.algorithms`;
-* engines: :mod:`~tlm.collectives.values` (under :mod:`~tlm.collectives.numerics`) and
-  :mod:`~tlm.collectives.analytic`.
+* engines: :mod:`~tlm.collectives.values` (under :mod:`~tlm.collectives.numerics`),
+  :mod:`~tlm.collectives.analytic` and :mod:`~tlm.collectives.flow` (links shared max-min
+  fairly, steps overlapping).
 
 See docs/collectives.md.
 
