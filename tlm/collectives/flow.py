@@ -17,9 +17,8 @@ How it relates to the analytic engine (tests/test_tlm_collectives_flow.py checks
   flows that end together, and no two steps overlap on a link) the two are equal;
 * always ``flow >= analytic``: a step's flows cannot start earlier than the analytic start
   (by induction over the steps), and its busiest link cannot move the step's bytes faster
-  than its bandwidth - the analytic charge. The flow engine is slower when flows on the
-  busiest link end at different times (the link idles at the end, or flows elsewhere hold
-  back one of them) or when overlapping steps share links.
+  than its bandwidth - the analytic charge. The flow engine is slower when overlapping steps
+  share links, or if a step's busiest link idles while its flows are held back elsewhere.
 
 Examples
 --------
