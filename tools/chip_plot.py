@@ -37,10 +37,10 @@ def main(argv=None) -> int:
     p.add_argument("--m", type=int, default=4096)
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--k", type=int, default=4096)
-    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--format", default="bf16", help="input format (the flag of trnsim gemm)")
     p.add_argument("-o", "--out", default=str(ROOT / "docs" / "chip_timeline.png"))
     args = p.parse_args(argv)
-    kernel, _, _ = build_gemm(args.m, args.n, args.k, args.dtype)
+    kernel, _, _ = build_gemm(args.m, args.n, args.k, args.format)
     run = kernel.run()
     core0 = [i for i in run.program if i.core == 0]
     queues = ["tensor", "vector", "scalar"] + [f"dma{q}" for q in range(16)]
@@ -65,9 +65,9 @@ def main(argv=None) -> int:
         bbox_to_anchor=(1.0, 1.0),
         fontsize=8,
     )
-    peak = 100 * run.flops / run.time_s / kernel.spec.peak_flops(args.dtype)
+    peak = 100 * run.flops / run.time_s / kernel.spec.peak_flops(args.format)
     ax.set_title(
-        f"GEMM {args.m}x{args.n}x{args.k} {args.dtype} on trn2 (8 cores): core 0; "
+        f"GEMM {args.m}x{args.n}x{args.k} {args.format} on trn2 (8 cores): core 0; "
         f"{run.time_s * 1e6:.1f} us, {peak:.1f}% of peak"
     )
     # SBUF occupancy of core 0 and HBM bandwidth of the chip
