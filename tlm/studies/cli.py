@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import sys
-import types
 import typing
 
 from .. import __version__
@@ -40,6 +39,7 @@ from .protocol import (
     execute,
     progress_to,
     validate_inputs,
+    without_none,
     writable_path,
 )
 from .units import column, human, label
@@ -64,16 +64,9 @@ class _Parser(argparse.ArgumentParser):
         raise _Fail(self.prog, message)
 
 
-def _plain(annotation):
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return args[0] if len(args) == 1 else annotation
-    return annotation
-
-
 def _convert(name: str, text: str, annotation):
     """A flag's text as the value its input's type takes; the protocol validates it next."""
-    kind = _plain(annotation)
+    kind = without_none(annotation)
     origin = typing.get_origin(kind)
     if origin is list:
         (item,) = typing.get_args(kind)
@@ -259,14 +252,10 @@ def main(argv=None) -> int:
         where = prog if where == "trnsim" else where
         print(f"{where}: error: {message}", file=sys.stderr)
     except InputError as error:
-        print(f"{prog}: error: {error.message(_name(error.field))}", file=sys.stderr)
+        print(f"{prog}: error: {error.message(flag(error.field))}", file=sys.stderr)
     except ValueError as error:  # a model's own error (KernelError, PresetError, ...)
         print(f"{prog}: error: {error}", file=sys.stderr)
     return 2
-
-
-def _name(field: str) -> str:
-    return flag(field) if field not in ("study",) else field
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import re
 import types
 import typing
@@ -62,6 +63,7 @@ __all__ = [
     "allowed_text",
     "model_error",
     "writable_path",
+    "without_none",
     "progress",
     "progress_to",
 ]
@@ -125,7 +127,7 @@ def model_error(error: ValueError, fields, values: dict | None = None) -> ValueE
     return error
 
 
-def _origin(annotation):
+def without_none(annotation):
     """The annotation without ``X | None`` (inputs resolved from a preset default to None)."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
@@ -161,7 +163,7 @@ def allowed_text(field) -> str:
     extra = field.json_schema_extra or {}
     if "allowed" in extra:
         return extra["allowed"]
-    ann = _origin(field.annotation)
+    ann = without_none(field.annotation)
     origin = typing.get_origin(ann)
     if origin is typing.Literal:
         return "one of " + ", ".join(str(a) for a in typing.get_args(ann))
@@ -180,8 +182,6 @@ def writable_path(field: str, path: str | None) -> str | None:
         return None
     p = Path(path)
     folder = p.parent if str(p.parent) else Path(".")
-    import os
-
     if p.is_dir():
         raise InputError(field, path, "a file path (this is a folder)", "cannot be written")
     if not folder.is_dir():
@@ -202,10 +202,6 @@ class Inputs(BaseModel):
         """These inputs with every default filled in and every combination checked (raise
         :class:`InputError`). The base has nothing to resolve."""
         return self
-
-    def replace(self, **changes) -> Inputs:
-        """A copy with ``changes``, validated again."""
-        return type(self).model_validate(self.model_dump() | changes)
 
 
 # "choose['tensor.freq_hz'] must name one of its alternatives (a, b), not 'c'"

@@ -105,7 +105,7 @@ def human(key: str, value) -> str:
     unit = UNITS[suffix][0]
     if suffix == "_cycles" and isinstance(value, int):
         return f"{value:,} {unit}"
-    return f"{significant(value / scale)} {prefix}{unit}".replace(" %", " %")
+    return f"{significant(value / scale)} {prefix}{unit}"
 
 
 def column(key: str, values) -> tuple[str, list[str]]:
