@@ -38,9 +38,9 @@ from __future__ import annotations
 import numpy as np
 
 from .numerics import combine
-from .schedule import REDUCING, Schedule
+from .schedule import REDUCING, Schedule, Step
 
-__all__ = ["execute", "run", "reference", "shares", "fold"]
+__all__ = ["execute", "payloads", "apply", "run", "reference", "shares", "fold"]
 
 
 def _empty(shape, dtype) -> np.ndarray:
@@ -53,13 +53,35 @@ def execute(schedule: Schedule, buffers: np.ndarray, reduction: str = "sum") -> 
     them."""
     bounds = schedule.bounds(buffers.shape[1])
     for step in schedule.steps:
-        payloads = [buffers[t.src, bounds[t.first] : bounds[t.stop]].copy() for t in step.transfers]
-        for t, data in zip(step.transfers, payloads, strict=True):
-            lo, hi = bounds[t.dst_first], bounds[t.dst_first + t.units]
-            if t.reduce:
-                buffers[t.dst, lo:hi] = combine(buffers[t.dst, lo:hi], data, reduction)
-            else:
-                buffers[t.dst, lo:hi] = data
+        apply(step, buffers, bounds, payloads(step, buffers, bounds), reduction)
+    return buffers
+
+
+def payloads(step: Step, buffers: np.ndarray, bounds: np.ndarray) -> list[np.ndarray]:
+    """What each transfer of ``step`` carries: its source's chunks as the step begins (copies).
+
+    ``bounds`` are the chunks' element offsets (``Schedule.bounds``). A network model may carry
+    these between :func:`payloads` and :func:`apply` (the RTL bench sends their bytes as
+    packets, :mod:`tlm.collectives.packets`)."""
+    return [buffers[t.src, bounds[t.first] : bounds[t.stop]].copy() for t in step.transfers]
+
+
+def apply(
+    step: Step,
+    buffers: np.ndarray,
+    bounds: np.ndarray,
+    data: list[np.ndarray],
+    reduction: str = "sum",
+) -> np.ndarray:
+    """Deliver ``data`` (one array per transfer of ``step``, as :func:`payloads` gives) into
+    ``buffers`` in the order the transfers are listed: copied, or reduced under the numerics
+    contract."""
+    for t, chunk in zip(step.transfers, data, strict=True):
+        lo, hi = bounds[t.dst_first], bounds[t.dst_first + t.units]
+        if t.reduce:
+            buffers[t.dst, lo:hi] = combine(buffers[t.dst, lo:hi], chunk, reduction)
+        else:
+            buffers[t.dst, lo:hi] = chunk
     return buffers
 
 
