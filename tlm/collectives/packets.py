@@ -60,7 +60,7 @@ class Packet:
     flits: int
 
 
-def plan_step(fmt: FlitFormat, routes, nbytes) -> list[Packet]:
+def plan_step(fmt: FlitFormat, routes, nbytes, per: int | None = None) -> list[Packet]:
     """The packets of one step.
 
     Parameters
@@ -70,13 +70,20 @@ def plan_step(fmt: FlitFormat, routes, nbytes) -> list[Packet]:
         Per transfer: its source and destination torus nodes.
     nbytes : sequence of int
         Per transfer: the bytes it carries.
+    per : int, optional
+        Data bytes a flit carries: :func:`data_bytes` of ``fmt`` (the default) when the flits
+        carry the bytes; the flit engine, which only counts flits, passes the system preset's
+        figure (a link's flit may be wider than the 64-bit flits the models hold).
 
     Raises
     ------
     ValueError
         If one node sends more packets in the step than the sequence field numbers.
     """
-    per = data_bytes(fmt)
+    if per is None:
+        per = data_bytes(fmt)
+    if isinstance(per, bool) or not isinstance(per, int) or per < 1:
+        raise ValueError(f"per must be an integer >= 1 (bytes per flit), not {per!r}")
     most = (fmt.max_length - 1) * per  # data bytes of a full packet
     if most == 0:
         raise ValueError(f"fmt must allow packets of 2 or more flits, not {fmt.max_length}")
