@@ -23,6 +23,7 @@ QUICK = {
 #: Figures named by what they count carry no unit suffix.
 COUNTS = {"n", "nodes", "packets", "instructions", "cycles", "node", "direction", "links"}
 COUNTS |= {"ranks", "count", "type", "algorithm"}  # collective: nccom-test's columns
+COUNTS |= {"failed_links", "detoured_transfers"}
 
 
 def test_every_study_has_quick_inputs():
@@ -52,7 +53,9 @@ def test_contract_and_rerun(name, capsys, tmp_path):
     assert contract["study"] == name and contract["version"] == __version__
     fields = STUDIES[name].inputs.model_fields
     assert list(contract["inputs"]) == list(fields)  # every input, defaults resolved
-    assert all(v is not None for k, v in contract["inputs"].items() if k not in ("trace", "vcd"))
+    assert all(
+        v is not None for k, v in contract["inputs"].items() if k not in ("trace", "vcd", "plot")
+    )
     _units_named(contract["results"])
     for row in contract["series"]:
         _units_named(row)
@@ -305,6 +308,53 @@ BAD = [
         "fp8_e4m3fn, fp8_e5m2",
     ),
     (
+        ["collective", "--fail-link", "0-2"],
+        "--fail-link: '0-2' is not allowed; allowed: two chips joined by a link (torus "
+        "neighbours, e.g. 0-1)",
+    ),
+    (
+        ["collective", "--fail-link", "0-16"],
+        "--fail-link: '0-16' names a chip outside trn2-server; allowed: chip pairs A-B of chips "
+        "0..15 joined by a link",
+    ),
+    (
+        ["collective", "--fail-link", "0-1,0-3,0-4,0-12"],
+        "--fail-link: '0-1,0-3,0-4,0-12' is not allowed: they would cut chip 1 off from chip 0; "
+        "allowed: links whose loss leaves a route between every two chips",
+    ),
+    (
+        ["collective", "--fail-link", "0 to 1"],
+        "--fail-link: '0 to 1' is not allowed; allowed: chip pairs A-B joined by a link, "
+        "comma-separated, e.g. 0-1 or 0-1,5-9",
+    ),
+    (
+        ["collective", "--fail-link", "3-7", "--algo", "kangaring"],
+        "--algo: 'kangaring' does not fit --op all_reduce on --system server (it needs every "
+        "link of the 4x4 torus, for its two Hamiltonian cycles use them all, and the link 3-7 "
+        "has failed); allowed: auto or one of ring, mesh, mesh1, rdh",
+    ),
+    (
+        ["collective", "--preset", "trn3", "--system", "ultraserver", "--fail-link", "0-1"],
+        "--fail-link: '0-1' is not allowed; allowed: two torus neighbours, and "
+        "trn3-ultraserver's chips meet at a switch (no link joins two chips)",
+    ),
+    (
+        ["collective", "--op", "broadcast", "--root", "16"],
+        "--root: 16 is not allowed; allowed: a chip of trn2-server: 0..15",
+    ),
+    (
+        ["collective", "--root", "3"],
+        "--root: 3 has no meaning here; allowed: 0 unless --op broadcast",
+    ),
+    (
+        ["collective", "--plot", "figure.txt"],
+        "--plot: 'figure.txt' is not allowed; allowed: a file ending in .png, .svg, .pdf",
+    ),
+    (
+        ["collective", "--plot", "/no/such/folder/p.png"],
+        "--plot: '/no/such/folder/p.png' cannot be written; allowed: a file in an existing folder",
+    ),
+    (
         ["collective", "--engine", "flit"],
         "--engine: 'flit' is not allowed; allowed: one of analytic, flow",
     ),
@@ -431,3 +481,22 @@ def test_noc_engines_agree(capsys):
     assert compiled["results"] == python["results"] and compiled["series"] == python["series"]
     single = _run(["noc", "--shape", "4x4", "--rate", "0.3", "--cycles", "600", "--json"], capsys)
     assert single["series"][0] == compiled["series"][1]
+
+
+def test_collective_failed_link_plot_and_root(capsys, tmp_path):
+    """--fail-link says what went round it; --plot writes a figure; --root moves a broadcast."""
+    png = tmp_path / "busbw.png"
+    args = ["collective", "--fail-link", "5-6", "--sizes", "64KiB,1GiB", "--plot", str(png)]
+    contract = _run([*args, "--json"], capsys)
+    r = contract["results"]
+    assert r["failed_links"] == "5-6" and r["links"] == 62
+    assert [p["algorithm"] for p in contract["series"]] == ["mesh", "ring"]  # not kangaring
+    assert r["detoured_transfers"] > 0  # the mesh's direct routes go round; the ring does not
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(args[:-2]) == 0
+    assert "round 5-6" in capsys.readouterr().out
+    base = _run(["collective", "--op", "broadcast", "--sizes", "1MiB", "--json"], capsys)
+    moved = _run(
+        ["collective", "--op", "broadcast", "--sizes", "1MiB", "--root", "6", "--json"], capsys
+    )
+    assert moved["series"][0]["time_s"] == base["series"][0]["time_s"]  # the torus is symmetric

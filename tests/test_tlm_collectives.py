@@ -251,3 +251,72 @@ def test_schedules_are_checked():
     past_end = Step((Transfer(0, 1, 15, 17, False),), ())
     with pytest.raises(ValueError, match="step 0 has a transfer out of range"):
         Schedule("all_gather", "x", good.chips, 16, 1, (past_end,)).check()
+
+
+# -- failed links and broadcast roots ------------------------------------------------------------
+def _ring_links(system, schedule):
+    chips = schedule.chips
+    return {
+        frozenset((chips[t.src], chips[t.dst])) for step in schedule.steps for t in step.transfers
+    }
+
+
+@pytest.mark.parametrize("name", ["trn2-server", "trn2-ultraserver", "2xtrn2-server"])
+def test_ring_is_laid_round_any_one_failed_link(name):
+    """Every single torus link failure: the ring finds a Hamiltonian cycle without it (no
+    detours) and still proves its values."""
+    system = load_system(name)
+    pairs = sorted({(min(ln.src, ln.dst), max(ln.src, ln.dst)) for ln in system.links})
+    pairs = [p for p in pairs if p[1] < system.chips]  # chip-to-chip links only
+    rng = np.random.default_rng(7)
+    for pair in pairs[:: 1 if system.chips == 16 else 9]:
+        failed = system.without([pair])
+        schedule = build("ring", "all_reduce", failed)
+        assert frozenset(pair) not in _ring_links(failed, schedule)
+        chips = schedule.chips
+        assert not any(
+            failed.detoured(chips[t.src], chips[t.dst])
+            for step in schedule.steps
+            for t in step.transfers
+        )
+    check_values(schedule, 37, "bf16", "sum", rng)
+
+
+def test_algorithms_route_round_a_failed_link_or_refuse():
+    failed = load_system("trn2-server").without([(5, 6)])
+    assert unfit("kangaring", "all_reduce", failed) == (
+        "needs every link of the 4x4 torus, for its two Hamiltonian cycles use them all, "
+        "and the link 5-6 has failed"
+    )
+    rng = np.random.default_rng(11)
+    for algo in ("mesh", "mesh1", "rdh", "ring"):
+        for op in ("all_reduce", "all_gather"):
+            if unfit(algo, op, failed) is None:
+                schedule = build(algo, op, failed)
+                count = 3 * 16 if op == "all_gather" else 29
+                check_values(schedule, count, "fp32", "sum", rng)
+    # the direct mesh crosses 5-6 and detours; no route it takes uses the failed link
+    mesh = build("mesh", "all_reduce", failed)
+    gone = {(5, 6), (6, 5)}
+    routes = [failed.path(mesh.chips[t.src], mesh.chips[t.dst]) for t in mesh.steps[0].transfers]
+    assert all((failed.links[i].src, failed.links[i].dst) not in gone for r in routes for i in r)
+    assert failed.detoured(5, 6) and failed.detoured(6, 5) and not failed.detoured(5, 9)
+
+
+@pytest.mark.parametrize("algo", ["ring", "mesh", "rdh"])
+@pytest.mark.parametrize("root", [0, 5, 15])
+def test_broadcast_from_any_root(algo, root):
+    system = load_system("trn2-server")
+    schedule = build(algo, "broadcast", system, root=root)
+    assert schedule.chips[schedule.root] == root
+    assert sorted(schedule.chips) == list(range(16))
+    # the moved schedule is the same shape: its transfers cross the same number of links
+    base = build(algo, "broadcast", system)
+    hops = [
+        [system.hops(s.chips[t.src], s.chips[t.dst]) for st in s.steps for t in st.transfers]
+        for s in (schedule, base)
+    ]
+    assert hops[0] == hops[1]
+    check_values(schedule, 23, "bf16", "sum", np.random.default_rng(root))
+    with pytest.raises(CollectiveError, match="root must be a chip 0..15, not 16"):
+        build(algo, "broadcast", system, root=16)

@@ -170,3 +170,42 @@ def test_user_system_file_round_trips(tmp_path):
     path = tmp_path / "mine.toml"
     path.write_text(_dump(raw))
     assert load_system(str(path)).links == load_system("trn2-server").links
+
+
+def test_failed_links_and_detours():
+    server = load_system("trn2-server")
+    failed = server.without([(1, 0), (5, 9)])
+    assert failed.failed == ((0, 1), (5, 9)) and len(failed.links) == 60
+    assert failed.name == "trn2-server without 0-1, 5-9"
+    for a in range(16):
+        for b in range(16):
+            path = failed.path(a, b)
+            assert len(path) >= server.hops(a, b)
+            ends = [(failed.links[i].src, failed.links[i].dst) for i in path]
+            assert all(e not in {(0, 1), (1, 0), (5, 9), (9, 5)} for e in ends)
+            if path:  # a connected walk from a to b
+                assert ends[0][0] == a and ends[-1][1] == b
+                assert all(x[1] == y[0] for x, y in zip(ends, ends[1:], strict=False))
+            names = [failed.links[i].name for i in path]
+            assert failed.detoured(a, b) == (
+                names != [server.links[i].name for i in server.path(a, b)]
+            )
+    with pytest.raises(SystemSpecError, match="two chips joined by a link .* not 0-2"):
+        server.without([(0, 2)])
+    with pytest.raises(SystemSpecError, match="chip must be an integer in 0..15, not 16"):
+        server.without([(0, 16)])
+    with pytest.raises(SystemSpecError, match="meet at a switch"):
+        load_system("trn3-ultraserver").without([(0, 1)])
+    cut = server.without([(0, 1), (0, 3), (0, 4), (0, 12)])
+    with pytest.raises(SystemSpecError, match="cut chip 1 off from chip 0"):
+        cut.path(0, 1)
+
+
+def test_shift_is_a_symmetry():
+    for name in ("trn2-server", "trn2-ultraserver", "3xtrn2-server", "trn3-ultraserver"):
+        s = load_system(name)
+        for to in (1, s.chips // 2 + 3, s.chips - 1):
+            image = [s.shift(c, 0, to) for c in range(s.chips)]
+            assert sorted(image) == list(range(s.chips)) and image[0] == to
+            for a, b in ((0, 1), (2, s.chips - 1), (5, 7)):  # routes keep their length
+                assert s.hops(image[a], image[b]) == s.hops(a, b)

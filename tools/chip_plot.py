@@ -1,6 +1,5 @@
 """Draw docs/chip_timeline.png: the timeline of a GEMM on the trn2 chip model.
 
-    .venv/bin/pip install matplotlib   # not a dependency of the project; only this script
     .venv/bin/python tools/chip_plot.py [--m 4096 --n 4096 --k 4096] [-o docs/chip_timeline.png]
 
 Top: core 0's engines and DMA queues, one bar per instruction (start to queue free). Bottom:

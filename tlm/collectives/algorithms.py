@@ -18,6 +18,8 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import hierarchical, kangaring, mesh, mesh1, rdh, ring
 from .schedule import OPS, Schedule
 
@@ -59,25 +61,44 @@ def unfit(algorithm: str, op: str, system) -> str | None:
     return module.fits(system, op)
 
 
-def build(algorithm: str, op: str, system) -> Schedule:
+def build(algorithm: str, op: str, system, root: int = 0) -> Schedule:
     """The schedule of ``op`` by ``algorithm`` over every chip of ``system`` (built once per
     system and kept).
+
+    Parameters
+    ----------
+    root : int
+        The chip a broadcast starts from. Each algorithm is written from its own first rank's
+        chip; another root moves the ranks by the system's symmetry (:meth:`System.shift
+        <tlm.system.System.shift>`), so the same schedule runs from there.
 
     Raises
     ------
     CollectiveError
-        When the algorithm does not run ``op`` or does not fit the system, saying why.
+        When the algorithm does not run ``op`` or does not fit the system, saying why, or for
+        a root that is not a chip of the system.
     """
     why = unfit(algorithm, op, system)
     if why is not None:
         raise CollectiveError(f"algorithm {algorithm} does not fit {system.name}: it {why}")
+    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < system.chips:
+        raise CollectiveError(f"root must be a chip 0..{system.chips - 1}, not {root!r}")
 
     def make():
         schedule = ALGORITHMS[algorithm].build(op, system)
         schedule.check()
         return schedule
 
-    return system.cached(("schedule", algorithm, op), make)
+    schedule = system.cached(("schedule", algorithm, op), make)
+    start = schedule.chips[schedule.root]
+    if op != "broadcast" or root == start:
+        return schedule
+
+    def moved():
+        chips = tuple(system.shift(c, start, root) for c in schedule.chips)
+        return dataclasses.replace(schedule, chips=chips)
+
+    return system.cached(("schedule", algorithm, op, root), moved)
 
 
 def choose(op: str, system, size_bytes: int) -> str:

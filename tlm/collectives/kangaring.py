@@ -42,6 +42,12 @@ def fits(system, op) -> str | None:
             else (f"a {'x'.join(map(str, shape))} torus" if shape else "a switched system")
         )
         return f"needs one 4x4 torus (the trn2 server), not {what}"
+    if system.failed:  # the two cycles use every link: no failed link can be left out
+        a, b = system.failed[0]
+        return (
+            f"needs every link of the 4x4 torus, for its two Hamiltonian cycles use them all, "
+            f"and the link {a}-{b} has failed"
+        )
     return None
 
 

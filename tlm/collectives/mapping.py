@@ -19,7 +19,9 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["ring_order", "hypercube_order", "gray", "snake"]
+import itertools
+
+__all__ = ["ring_order", "local_ring", "hypercube_order", "gray", "snake"]
 
 
 def gray(i: int) -> int:
@@ -38,22 +40,50 @@ def snake(shape) -> list[tuple[int, ...]]:
     return out
 
 
-def _local_ring(system) -> list[int]:
+def local_ring(system, node: int = 0) -> list[int]:
+    """Local chip number of each position of node ``node``'s ring: the snake, or, when a link
+    of that node has failed, the first of the snakes over the dimensions in another order and
+    moved round the torus that avoids every failed link (the snake itself if none does: its
+    transfers then take detours)."""
     if system.torus is None:
         return list(range(system.chips_per_node))
-    return [system.torus.node(c) for c in snake(system.torus.shape)]
+    t = system.torus
+    rings = _snakes(t.shape)
+    first = [t.node(c) for c in next(rings)]
+    if not system.failed:
+        return first
+    base = node * system.chips_per_node
+    failed = {frozenset(pair) for pair in system.failed}
+    for ring in itertools.chain([first], ([t.node(c) for c in r] for r in rings)):
+        pairs = zip(ring, ring[1:] + ring[:1], strict=True)
+        if not any(frozenset((base + a, base + b)) in failed for a, b in pairs):
+            return ring
+    return first
+
+
+def _snakes(shape):
+    """Hamiltonian cycles of a torus: the snake over the dimensions in every order, moved to
+    start at every coordinate (the plain snake first)."""
+    dims = len(shape)
+    for perm in itertools.permutations(range(dims)):
+        walk = snake(tuple(shape[d] for d in perm))
+        inverse = [perm.index(d) for d in range(dims)]
+        walk = [tuple(c[inverse[d]] for d in range(dims)) for c in walk]
+        for start in itertools.product(*(range(k) for k in shape)):
+            moved = zip(walk, [start] * len(walk), strict=True)
+            yield [
+                tuple((a + b) % k for a, b, k in zip(c, s, shape, strict=True)) for c, s in moved
+            ]
+
+
+def _add(coord, by, shape) -> tuple[int, ...]:
+    return tuple((a + b) % k for a, b, k in zip(coord, by, shape, strict=True))
 
 
 def ring_order(system) -> list[int]:
     """Chip of each ring position: each node's Hamiltonian cycle, node after node."""
-    local = _local_ring(system)
     per = system.chips_per_node
-    return [n * per + c for n in range(system.nodes) for c in local]
-
-
-def local_ring(system) -> list[int]:
-    """Local chip number of each position of one node's ring."""
-    return _local_ring(system)
+    return [n * per + c for n in range(system.nodes) for c in local_ring(system, n)]
 
 
 def hypercube_order(system) -> list[int]:

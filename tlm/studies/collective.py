@@ -21,6 +21,7 @@ Examples
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -32,7 +33,15 @@ from ..collectives.flow import Flow
 from ..formats import get_format
 from ..presets import PRESETS
 from ..system import SystemSpecError, load_system, system_names
-from .protocol import InputError, PresetInputs, Results, Study, format_field, register
+from .protocol import (
+    InputError,
+    PresetInputs,
+    Results,
+    Study,
+    format_field,
+    register,
+    writable_path,
+)
 
 __all__ = [
     "CollectiveInputs",
@@ -44,6 +53,9 @@ __all__ = [
 
 #: Engines of the study (the flit engine is not built yet).
 ENGINES = ("analytic", "flow")
+#: Figure formats ``--plot`` writes.
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+_FAIL_ALLOWED = "chip pairs A-B joined by a link, comma-separated, e.g. 0-1 or 0-1,5-9"
 #: Most sizes one run may sweep.
 MAX_SIZES = 4096
 _UNITS = {
@@ -140,10 +152,28 @@ class CollectiveInputs(PresetInputs):
         "transfer a flow sharing links max-min fairly, steps overlapping as their dependencies "
         "allow (the flit engine comes later)",
     )
+    root: int = Field(0, description="the chip a broadcast starts from", ge=0)
+    fail_link: str = Field(
+        "",
+        description="links that have failed, as chip pairs A-B (torus neighbours), "
+        "comma-separated (none by default): routes go round them; algorithms that need them "
+        "stop",
+        json_schema_extra={"allowed": "chip pairs A-B joined by a link, e.g. 0-1 or 0-1,5-9"},
+    )
+    plot: str | None = Field(
+        None, description="write a figure of bus bandwidth and time against size (PNG, SVG, PDF)"
+    )
 
     def resolve(self) -> CollectiveInputs:
         chip = self.spec.name if self.spec.name in PRESETS else None
         system = self.system_graph(chip)
+        if self.root >= system.chips:
+            raise InputError("root", self.root, f"a chip of {system.name}: 0..{system.chips - 1}")
+        if self.root and self.op != "broadcast":
+            raise InputError("root", self.root, "0 unless --op broadcast", "has no meaning here")
+        writable_path("plot", self.plot)
+        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
         sizes = parse_sizes(self.sizes)
         itemsize = get_format(self.format).dtype.itemsize
         shared = self.op in ("reduce_scatter", "all_gather", "all_to_all")
@@ -173,15 +203,45 @@ class CollectiveInputs(PresetInputs):
         return self
 
     def system_graph(self, chip=None):
-        """The system these inputs name (:func:`tlm.system.load_system`)."""
+        """The system these inputs name (:func:`tlm.system.load_system`), without the failed
+        links."""
         try:
-            return load_system(self.system, chip)
+            system = load_system(self.system, chip)
         except SystemSpecError as error:
             text = str(error)
             match = re.fullmatch(r"system must (?:be )?(.+), not .+", text)
             if match:
                 raise InputError("system", self.system, match[1]) from None
             raise InputError("system", self.system, system_names(), f"fails: {text}") from None
+        if not self.fail_link.strip():
+            return system
+        pairs = []
+        for part in self.fail_link.split(","):
+            match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", part)
+            if not match:
+                raise InputError("fail_link", self.fail_link, _FAIL_ALLOWED)
+            pairs.append((int(match[1]), int(match[2])))
+        if any(not c < system.chips for pair in pairs for c in pair):
+            raise InputError(
+                "fail_link",
+                self.fail_link,
+                f"chip pairs A-B of chips 0..{system.chips - 1} joined by a link",
+                f"names a chip outside {system.name}",
+            )
+        try:
+            failed = system.without(pairs)
+            for a in range(failed.chips):  # a route round all chips: each reaches every other
+                failed.path(a, (a + 1) % failed.chips)
+        except SystemSpecError as error:
+            match = re.fullmatch(r"(?:chip|fail_link) must (?:be )?(.+?), not (.+)", str(error))
+            allowed = match[1] if match else _FAIL_ALLOWED
+            why = match[2] if match else ""
+            cut = why.startswith("links that cut")
+            problem = "is not allowed" + (
+                f": they would{why.removeprefix('links that')}" if cut else ""
+            )
+            raise InputError("fail_link", self.fail_link, allowed, problem) from None
+        return failed
 
 
 class CollectivePoint(BaseModel):
@@ -203,6 +263,10 @@ class CollectiveResults(Results):
     nodes: int
     links: int
     step_fixed_s: float = Field(description="the system preset's fixed cost per step")
+    failed_links: str = Field(description="the failed links (chip pairs), or none")
+    detoured_transfers: int = Field(
+        description="transfers of the schedules used whose route goes round a failed link"
+    )
     series: list[CollectivePoint] = Field(default_factory=list, exclude=True)
 
 
@@ -219,12 +283,11 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
     times = np.empty(len(sizes))
     factor = {}
     for name in dict.fromkeys(names):
-        schedule = build(name, inputs.op, system)
-        cost = system.cached(("analytic", name, inputs.op), lambda s=schedule: Analytic(s, system))
+        schedule = build(name, inputs.op, system, inputs.root)
+        key = (name, inputs.op, inputs.root)
+        cost = system.cached(("analytic", *key), lambda s=schedule: Analytic(s, system))
         if inputs.engine == "flow":
-            cost = system.cached(
-                ("flow", name, inputs.op), lambda c=cost: Flow(c.schedule, system, c)
-            )
+            cost = system.cached(("flow", *key), lambda c=cost: Flow(c.schedule, system, c))
         factor[name] = schedule.send_factor()
         pick = np.array([n == name for n in names])
         times[pick] = cost.time_s(sizes[pick], itemsize)
@@ -242,13 +305,63 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
                 algorithm=name,
             )
         )
-    return CollectiveResults(
+    results = CollectiveResults(
         ranks=system.chips,
         nodes=system.nodes,
         links=len(system.links),
         step_fixed_s=system.step_fixed_s,
+        failed_links=", ".join(f"{a}-{b}" for a, b in system.failed) or "none",
+        detoured_transfers=sum(
+            detours(build(n, inputs.op, system, inputs.root), system) for n in dict.fromkeys(names)
+        ),
         series=points,
     )
+    if inputs.plot is not None:
+        write_plot(inputs, results, system)
+    return results
+
+
+def detours(schedule, system) -> int:
+    """Transfers of ``schedule`` whose route goes round a failed link of ``system``."""
+    chips = schedule.chips
+    return sum(
+        system.detoured(chips[t.src], chips[t.dst])
+        for step in schedule.steps
+        for t in step.transfers
+    )
+
+
+def write_plot(inputs: CollectiveInputs, results: CollectiveResults, system) -> Path:
+    """Bus bandwidth and time against size, one marker per algorithm used (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    series = results.series
+    fig, (bw, tm) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name in dict.fromkeys(p.algorithm for p in series):
+        pts = [p for p in series if p.algorithm == name]
+        size = [p.size_bytes for p in pts]
+        bw.plot(size, [p.busbw_Bps / 1e9 for p in pts], "o-", ms=3, label=name)
+        tm.plot(size, [p.time_s * 1e6 for p in pts], "o-", ms=3, label=name)
+    for ax in (bw, tm):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("size (bytes)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    bw.set_ylabel("bus bandwidth (GB/s)")
+    tm.set_yscale("log")
+    tm.set_ylabel("time (us)")
+    fig.suptitle(
+        f"{inputs.op} of {inputs.format} on {system.name} ({inputs.engine} engine, "
+        f"algo {inputs.algo})"
+    )
+    fig.tight_layout()
+    path = Path(inputs.plot)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def schedules(inputs: CollectiveInputs, results: CollectiveResults):
@@ -257,10 +370,13 @@ def schedules(inputs: CollectiveInputs, results: CollectiveResults):
     system = inputs.system_graph(chip)
     rows = []
     for name in dict.fromkeys(p.algorithm for p in results.series):
-        s = build(name, inputs.op, system)
+        s = build(name, inputs.op, system, inputs.root)
         transfers = sum(len(step.transfers) for step in s.steps)
-        rows.append((name, len(s.steps), transfers, s.chunks, round(s.send_factor(), 4)))
+        row = (name, len(s.steps), transfers, s.chunks, round(s.send_factor(), 4))
+        rows.append(row + ((detours(s, system),) if system.failed else ()))
     columns = ("algorithm", "steps", "transfers", "chunks", "busbw / algbw")
+    if system.failed:
+        columns += (f"round {results.failed_links}",)
     return [(f"schedules of {inputs.op} on {system.name}", columns, rows)]
 
 

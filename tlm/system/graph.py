@@ -27,8 +27,10 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
+from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
@@ -87,6 +89,9 @@ class System:
         Fixed cost of each step of a collective schedule (``[collective]`` of the preset).
     file : SystemFile
         The validated preset, every figure with its source.
+    failed : tuple of (int, int)
+        Chip pairs whose links have failed (:meth:`without`): routes that would cross them
+        take the shortest detour over the links left.
     """
 
     name: str
@@ -100,6 +105,7 @@ class System:
     step_fixed_s: float
     file: SystemFile
     _ports: dict = field(repr=False, compare=False)
+    failed: tuple[tuple[int, int], ...] = ()
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -160,11 +166,129 @@ class System:
                 port, _vc = route(t.shape, here, start, goal)
                 if port == 0:
                     break
-                hops.append(ports[("torus", base + t.node(here), port)])
+                link = ports.get(("torus", base + t.node(here), port))
+                if link is None:  # a failed link: the shortest way round it
+                    hops = self._detour(src, dst)
+                    self._cache.setdefault("detours", set()).add(key)
+                    break
+                hops.append(link)
                 here = t.neighbour(here, port)
             out = tuple(hops)
         cache[key] = out
         return out
+
+    def _detour(self, src: int, dst: int) -> list[int]:
+        """The fewest links from chip ``src`` to ``dst`` over the links left (breadth first,
+        links in their index order: the same route every time)."""
+        out_links = self._cache.get("out_links")
+        if out_links is None:
+            out_links = [[] for _ in self.vertices]
+            for i, link in enumerate(self.links):
+                out_links[link.src].append(i)
+            self._cache["out_links"] = out_links
+        came = {src: None}
+        queue = deque([src])
+        while queue and dst not in came:
+            v = queue.popleft()
+            for i in out_links[v]:
+                w = self.links[i].dst
+                if w not in came:
+                    came[w] = i
+                    queue.append(w)
+        if dst not in came:
+            raise SystemSpecError(
+                f"fail_link must be links whose loss leaves a route between every two chips, not "
+                f"links that cut chip {dst} off from chip {src}"
+            )
+        hops = []
+        while came[dst] is not None:
+            hops.append(came[dst])
+            dst = self.links[came[dst]].src
+        return hops[::-1]
+
+    def detoured(self, src: int, dst: int) -> bool:
+        """Whether the route from chip ``src`` to ``dst`` goes round a failed link."""
+        self.path(src, dst)
+        return (int(src), int(dst)) in self._cache.get("detours", ())
+
+    def without(self, pairs) -> System:
+        """This system with the links between each pair of chips removed, both directions.
+
+        Parameters
+        ----------
+        pairs : iterable of (int, int)
+            Chips joined by a link (torus neighbours).
+
+        Examples
+        --------
+        >>> s = load_system("trn2-server").without([(0, 1)])
+        >>> s.name, len(s.links), [s.links[i].name for i in s.path(0, 1)]  # the long way round
+        ('trn2-server without 0-1', 62, ['chip 0 x-', 'chip 3 x-', 'chip 2 x-'])
+        >>> s.detoured(0, 1), s.detoured(0, 4)
+        (True, False)
+
+        Raises
+        ------
+        SystemSpecError
+            For a pair that is not two chips joined by a link.
+        """
+        wanted = []
+        for pair in pairs:
+            a, b = pair
+            self._check_chip(a)
+            self._check_chip(b)
+            wanted.append((min(a, b), max(a, b)))
+        wanted = sorted(set(wanted))
+        gone = set()
+        for a, b in wanted:
+            found = [i for i, ln in enumerate(self.links) if {ln.src, ln.dst} == {a, b}]
+            if not found and self.torus is None:
+                raise SystemSpecError(
+                    f"fail_link must be two torus neighbours, and {self.name}'s chips meet at a "
+                    f"switch (no link joins two chips), not {a}-{b}"
+                )
+            if not found:
+                raise SystemSpecError(
+                    f"fail_link must be two chips joined by a link (torus neighbours, e.g. "
+                    f"0-1), not {a}-{b}"
+                )
+            gone.update(found)
+        keep = [i for i in range(len(self.links)) if i not in gone]
+        index = {old: new for new, old in enumerate(keep)}
+        failed = tuple(sorted(set(self.failed) | set(wanted)))
+        return dataclasses.replace(
+            self,
+            name=f"{self.name.split(' without ')[0]} without {_pairs_text(failed)}",
+            links=tuple(self.links[i] for i in keep),
+            _ports={k: index[v] for k, v in self._ports.items() if v in index},
+            failed=failed,
+            _cache={},
+        )
+
+    def shift(self, chip: int, frm: int, to: int) -> int:
+        """Where ``chip`` goes under the symmetry of the system that takes chip ``frm`` to chip
+        ``to``: torus coordinates (and node numbers) moved by the difference, or switch ports
+        rotated. (Failed links are not symmetric: routes are still computed on the system.)
+
+        Examples
+        --------
+        >>> s = load_system("trn2-server")                 # chip = x + 4 y
+        >>> [s.shift(c, 0, 5) for c in (0, 1, 3, 15)]      # one step in x and in y
+        [5, 6, 4, 0]
+        """
+        for c in (chip, frm, to):
+            self._check_chip(c)
+        per = self.chips_per_node
+        (n, c), (nf, cf), (nt, ct) = divmod(chip, per), divmod(frm, per), divmod(to, per)
+        node = (n + nt - nf) % self.nodes
+        if self.torus is None:
+            return node * per + (c + ct - cf) % per
+        t = self.torus
+        moved = tuple(
+            (a + z - y) % k
+            for a, y, z, k in zip(t.coord(c), t.coord(cf), t.coord(ct), t.shape, strict=True)
+        )
+        return node * per + t.node(moved)
 
     def hops(self, src: int, dst: int) -> int:
         return len(self.path(src, dst))
@@ -242,6 +366,10 @@ def _one_node(data: SystemFile, nodes: int, name: str) -> System:
         file=data,
         _ports=ports,
     )
+
+
+def _pairs_text(pairs) -> str:
+    return ", ".join(f"{a}-{b}" for a, b in pairs)
 
 
 def system_names() -> str:
