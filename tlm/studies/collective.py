@@ -332,33 +332,40 @@ def detours(schedule, system) -> int:
 
 
 def write_plot(inputs: CollectiveInputs, results: CollectiveResults, system) -> Path:
-    """Bus bandwidth and time against size, one marker per algorithm used (matplotlib)."""
+    """The figure ``--plot`` asks for: this run's rows, a curve per algorithm used."""
+    names = dict.fromkeys(p.algorithm for p in results.series)
+    runs = [(name, [p for p in results.series if p.algorithm == name]) for name in names]
+    title = (
+        f"{inputs.op} of {inputs.format} on {system.name} ({inputs.engine} engine, "
+        f"algo {inputs.algo})"
+    )
+    return plot_series(runs, title, inputs.plot)
+
+
+def plot_series(runs, title: str, path) -> Path:
+    """Bus bandwidth and time against size, one curve per ``(label, points)`` of ``runs``
+    (:class:`CollectivePoint` s), written to ``path`` (matplotlib; the format by suffix)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    series = results.series
     fig, (bw, tm) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in dict.fromkeys(p.algorithm for p in series):
-        pts = [p for p in series if p.algorithm == name]
+    for label, pts in runs:
         size = [p.size_bytes for p in pts]
-        bw.plot(size, [p.busbw_Bps / 1e9 for p in pts], "o-", ms=3, label=name)
-        tm.plot(size, [p.time_s * 1e6 for p in pts], "o-", ms=3, label=name)
+        bw.plot(size, [p.busbw_Bps / 1e9 for p in pts], "o-", ms=3, label=label)
+        tm.plot(size, [p.time_s * 1e6 for p in pts], "o-", ms=3, label=label)
     for ax in (bw, tm):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("size (bytes)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=8)
     bw.set_ylabel("bus bandwidth (GB/s)")
     tm.set_yscale("log")
     tm.set_ylabel("time (us)")
-    fig.suptitle(
-        f"{inputs.op} of {inputs.format} on {system.name} ({inputs.engine} engine, "
-        f"algo {inputs.algo})"
-    )
+    fig.suptitle(title)
     fig.tight_layout()
-    path = Path(inputs.plot)
+    path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
