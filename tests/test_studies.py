@@ -18,12 +18,14 @@ QUICK = {
     "gemm": ["--m", "512", "--n", "256", "--k", "384", "--cores", "2"],
     "noc": ["--shape", "3x3", "--rate", "0.05,0.2", "--cycles", "600", "--seed", "7"],
     "collective": ["--system", "2xserver", "--sizes", "8B..1GiB:64", "--format", "fp32"],
+    "validate": [],
 }
 
 #: Figures named by what they count carry no unit suffix.
 COUNTS = {"n", "nodes", "packets", "instructions", "cycles", "node", "direction", "links"}
 COUNTS |= {"ranks", "count", "type", "algorithm"}  # collective: nccom-test's columns
 COUNTS |= {"failed_links", "detoured_transfers"}
+COUNTS |= {"sections", "rows", "judged_rows", "section", "model_algorithm", "role", "source"}
 
 
 def test_every_study_has_quick_inputs():
@@ -306,6 +308,14 @@ BAD = [
         ["collective", "--format", "tf32"],
         "--format: 'tf32' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
         "fp8_e4m3fn, fp8_e5m2",
+    ),
+    (
+        ["validate", "--suite", "training"],
+        "--suite: 'training' is not allowed; allowed: one of collectives",
+    ),
+    (
+        ["validate", "--engine", "flit"],
+        "--engine: 'flit' is not allowed; allowed: one of analytic, flow",
     ),
     (
         ["collective", "--fail-link", "0-2"],

@@ -1,0 +1,55 @@
+"""trnsim validate's collective suite: the data file holds, the fit is what it says, and the
+model it judges is the same model trnsim collective runs."""
+
+import pytest
+from pydantic import ValidationError
+
+from tlm.studies import run_study
+from tlm.validation import collectives
+from tlm.validation.collectives import Section, load_file, validate
+
+
+def test_every_row_names_a_source_and_every_section_two_fit_rows():
+    data = load_file()
+    assert len(data.section) >= 2
+    for section in data.section:
+        assert all(row.source in data.sources for row in section.rows)
+        assert len(set(section.fit)) == 2
+
+
+@pytest.mark.parametrize("engine", collectives.ENGINES)
+def test_fit_rows_are_exact_and_judged_rows_use_the_same_two_parameters(engine):
+    for s in validate(engine):
+        fit = [r for r in s.rows if r.role == "fit"]
+        assert len(fit) == 2 and len(s.rows) - 2 == len(s.errors("calibrated", "judge"))
+        for r in fit:
+            assert r.calibrated_s == pytest.approx(r.measured_s, rel=1e-12)
+        assert s.op_fixed_s > 0 and 0 < s.bandwidth_factor < 1
+        for r in s.rows:  # calibrated = op_fixed + F + B / factor, F and B from the shipped run
+            assert r.calibrated_s >= s.op_fixed_s + r.shipped_s * min(1, 1 / s.bandwidth_factor)
+            assert r.shipped_error == pytest.approx(r.shipped_s / r.measured_s - 1)
+
+
+def test_the_shipped_model_is_trnsim_collective():
+    """Row by row, the shipped time is what trnsim collective gives for the same case."""
+    trn2 = validate()[0]
+    path = str(collectives.resources.files(collectives.__package__) / "trn2-4chips.toml")
+    for r in trn2.rows:
+        got = run_study(
+            "collective",
+            system=path,
+            sizes=str(r.size_bytes),
+            algo=r.model_algorithm,
+            format="fp32",
+        ).results.series[0]
+        assert got.time_s == pytest.approx(r.shipped_s, rel=1e-12)
+
+
+def test_a_bad_section_is_refused():
+    good = load_file().section[0].model_dump()
+    with pytest.raises(ValidationError, match="fit must name sizes of the rows, not 3"):
+        Section.model_validate({**good, "fit": [3, good["fit"][1]]})
+    with pytest.raises(ValidationError, match="algorithms must map every row's algorithm"):
+        Section.model_validate({**good, "algorithms": {"mesh": "mesh"}})
+    with pytest.raises(ValidationError, match="algorithms must map to ring"):
+        Section.model_validate({**good, "algorithms": {**good["algorithms"], "rdh": "tree"}})
