@@ -170,3 +170,19 @@ def test_all_gather_4x4_icarus(algo, fmt, seed):
         COLL_COUNT=16 * 13,
         LINK_PATTERNS="always:always,random:1of4",
     )
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_all_gather_4x4_verilator(seed):
+    """The ring all-gather on Verilator: the bench does not depend on Icarus."""
+    run_bench(
+        "verilator",
+        "torus",
+        LinkConfig((4, 4)),
+        "verif.link.bench_collective",
+        seed,
+        "all-gather-ring",
+        COLL_ALGO="ring",
+        LINK_PATTERNS="always:always,random:1of4",
+    )

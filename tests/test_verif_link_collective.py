@@ -142,7 +142,7 @@ def test_bad_input():
     for env, message in [
         ({"COLL_ALGO": "auto"}, "COLL_ALGO must be one of ring, kangaring, rdh, mesh, not 'auto'"),
         ({"COLL_FORMAT": "int8"}, "COLL_FORMAT must be one of .*, not 'int8'"),
-        ({"COLL_COUNT": "100"}, "COLL_COUNT must be a positive multiple of 16 .*, not '100'"),
+        ({"COLL_COUNT": "100"}, "COLL_COUNT must be a positive multiple of 16 .*, not 100"),
         ({"COLL_COUNT": "-16"}, "COLL_COUNT must be a positive multiple of 16 .*, not '-16'"),
     ]:
         with pytest.raises(ValueError, match=message):

@@ -60,6 +60,7 @@ __all__ = [
     "collective_schedule",
     "random_inputs",
     "settings_from_env",
+    "check_count",
     "CollectiveTraffic",
 ]
 
@@ -122,13 +123,18 @@ def settings_from_env(env=None) -> tuple[str, str, int]:
     if fmt not in COLLECTIVE_FORMATS:
         raise ValueError(f"COLL_FORMAT must be one of {', '.join(COLLECTIVE_FORMATS)}, not {fmt!r}")
     text = env.get("COLL_COUNT", str(DEFAULT_COUNT))
-    count = int(text) if text.isdigit() else 0
-    if count < 16 or count % 16:
+    return algo, fmt, check_count(int(text) if text.isdigit() else text, "COLL_COUNT")
+
+
+def check_count(count, name: str = "count") -> int:
+    """``count`` if it is a positive multiple of the server's 16 ranks (an all-gather's count
+    is its output's), else a ``ValueError`` naming ``name``."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 16 or count % 16:
         raise ValueError(
-            f"COLL_COUNT must be a positive multiple of 16 (the ranks; an all-gather's count is "
-            f"its output's), not {text!r}"
+            f"{name} must be a positive multiple of 16 (the ranks; an all-gather's count is "
+            f"its output's), not {count!r}"
         )
-    return algo, fmt, count
+    return count
 
 
 class CollectiveTraffic:
