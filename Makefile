@@ -13,6 +13,7 @@ BLOCK     ?= tensor_engine
 SHAPE     ?= 4x4
 VCS       ?= 2
 DEPTH     ?= 4
+COLLECTIVE ?=
 LINK_BLOCKS := link_router torus
 
 .PHONY: setup test test-slow gen sim waves sim-link waves-link lint bench clean help
@@ -27,7 +28,8 @@ help:
 	@echo "                 SEED WAVES=1"
 	@echo "make waves       open the last tensor engine WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
-	@echo "                 DEPTH SEED WAVES=1"
+	@echo "                 DEPTH SEED WAVES=1; COLLECTIVE=ring|kangaring|rdh|mesh: an all-gather"
+	@echo "                 carrying real bytes through the 4x4 torus instead"
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
 	@echo "                 (int8, every format), 4x4 torus"
@@ -57,7 +59,8 @@ waves:
 sim-link:
 	$(PY) -m verif.link.run --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
 		--sim $(SIM) --shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH) \
-		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
+		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves) \
+		$(if $(COLLECTIVE),--collective $(COLLECTIVE))
 
 waves-link:
 	$(PY) -m verif.link.run --open-waves

@@ -9,7 +9,13 @@ import pytest
 from tlm.link.config import LinkConfig
 from tlm.link.network import Network
 from verif.link.drivers import NodeTraffic
-from verif.link.scoreboard import PacketBoard, ScoreboardError, Watchdog, describe_buffers
+from verif.link.scoreboard import (
+    PacketBoard,
+    ScoreboardError,
+    Watchdog,
+    describe_buffers,
+    moved,
+)
 from verif.link.stimulus import random_packets
 
 
@@ -25,10 +31,12 @@ def drive(cfg, packets, rng, inject="always", eject="always", limit=20000):
             traffic.accepted(n)
         for n, flit in step.ejected.items():
             board.eject(n, flit, cycle)
-        moved = bool(step.accepted or step.ejected) or any(
-            any(x is not None for x in r.link_reg) for r in net.routers
+        dog.tick(
+            moved(step, net.routers),
+            board.outstanding,
+            cycle,
+            lambda: describe_buffers(cfg, net.routers),
         )
-        dog.tick(moved, board.outstanding, cycle, lambda: describe_buffers(cfg, net.routers))
         if not traffic.pending and not board.outstanding:
             break
     board.check_done()

@@ -1,5 +1,6 @@
-"""``python -m verif.link.run`` (``make sim-link``, ``make waves-link``): one bench run with its
-seed printed, a waveform whose save file names only signals the dump holds, clear errors."""
+"""``python -m verif.link.run`` (``make sim-link``, ``make waves-link``): one bench run (random
+traffic, or an all-gather with ``--collective``) with its seed printed, a waveform whose save
+file names only signals the dump holds, clear errors."""
 
 import re
 import shutil
@@ -38,8 +39,9 @@ def dump_signals(fst) -> set[str]:
         ["--block", "link_router", "--shape", "4x4", "--packets", "4"],
         ["--block", "link_router", "--shape", "4x4", "--misuse", "--depth", "2"],
         ["--shape", "4x4", "--packets", "3"],
+        ["--collective", "rdh", "--count", "32", "--patterns", "always:always"],
     ],
-    ids=["router", "router-misuse", "torus"],
+    ids=["router", "router-misuse", "torus", "all-gather"],
 )
 def test_one_run_with_waves(args, capsys, seed):
     assert run.main([*args, "--seed", str(seed), "--waves", "--json"]) == 0
@@ -65,6 +67,13 @@ def test_bad_arguments(capsys):
         "python -m verif.link.run: error: coord must be a node of the torus (4, 4) like 1,2, "
         "not '9,9'\n"
     )
+    assert run.main(["--collective", "ring", "--shape", "4x4x4"]) == 2
+    assert capsys.readouterr().err == (
+        "python -m verif.link.run: error: shape must be 4x4 with --collective (trn2-server's "
+        "torus), not '4x4x4'\n"
+    )
+    assert run.main(["--collective", "ring", "--count", "24"]) == 2
+    assert "count must be a positive multiple of 16" in capsys.readouterr().err
 
 
 def test_open_waves(tmp_path, monkeypatch, capsys):

@@ -3,9 +3,10 @@
 :func:`execute` runs a schedule's steps on ``(ranks, count)`` buffers in the schedule's order
 under the numerics contract (:mod:`tlm.collectives.numerics`): in each step every transfer reads
 its source as the step began, then the transfers apply in the order listed. :func:`run`
-prepares the buffers an operation starts from and returns what it delivers; :func:`reference`
-computes the same from the inputs alone - data movement with numpy, reductions in the order the
-algorithm declares (``Schedule.order``) - so a test compares the two bit for bit.
+prepares the buffers an operation starts from (:func:`initial`) and returns what it delivers
+(:func:`outputs`); :func:`reference` computes the same from the inputs alone - data movement
+with numpy, reductions in the order the algorithm declares (``Schedule.order``) - so a test
+compares the two bit for bit.
 
 Inputs and outputs of each operation (``r`` ranks, ``count`` elements; ``count`` a multiple of
 ``r`` where the operation cuts the buffer into shares):
@@ -40,7 +41,17 @@ import numpy as np
 from .numerics import combine
 from .schedule import REDUCING, Schedule, Step
 
-__all__ = ["execute", "payloads", "apply", "run", "reference", "shares", "fold"]
+__all__ = [
+    "execute",
+    "payloads",
+    "apply",
+    "run",
+    "initial",
+    "outputs",
+    "reference",
+    "shares",
+    "fold",
+]
 
 
 def _empty(shape, dtype) -> np.ndarray:
@@ -92,6 +103,13 @@ def shares(schedule: Schedule, count: int) -> np.ndarray:
 
 def run(schedule: Schedule, inputs: np.ndarray, reduction: str = "sum") -> np.ndarray:
     """The outputs of ``schedule``'s operation on ``inputs`` (see the module's table)."""
+    buffers = execute(schedule, initial(schedule, inputs), reduction)
+    return outputs(schedule, buffers)
+
+
+def initial(schedule: Schedule, inputs: np.ndarray) -> np.ndarray:
+    """The ``(ranks, count)`` buffers ``schedule``'s operation starts from, given its inputs
+    (see the module's table); what :func:`run` executes on, and a network model too."""
     r, op = schedule.ranks, schedule.op
     inputs = np.asarray(inputs)
     if op == "broadcast":
@@ -105,10 +123,14 @@ def run(schedule: Schedule, inputs: np.ndarray, reduction: str = "sum") -> np.nd
             buffers[j, edges[j] : edges[j + 1]] = inputs[j]
     else:
         buffers = inputs.copy()
-    execute(schedule, buffers, reduction)
-    if op == "reduce_scatter":
+    return buffers
+
+
+def outputs(schedule: Schedule, buffers: np.ndarray) -> np.ndarray:
+    """What the operation delivers, from the buffers after the last step."""
+    if schedule.op == "reduce_scatter":
         edges = shares(schedule, buffers.shape[1])
-        return np.stack([buffers[j, edges[j] : edges[j + 1]] for j in range(r)])
+        return np.stack([buffers[j, edges[j] : edges[j + 1]] for j in range(schedule.ranks)])
     return buffers
 
 

@@ -39,6 +39,11 @@ class NodeTraffic:
         self.offer: list[int | None] = [None] * len(packets)
         self._offer_packet = [None] * len(packets)
 
+    def add(self, packets):
+        """Queue more packets (a list per node) behind those not yet sent."""
+        for queue, mine in zip(self._flits, packets, strict=True):
+            queue.extend((p, f) for p in mine for f in p.flits)
+
     @property
     def pending(self) -> bool:
         """Flits not yet accepted by the network."""

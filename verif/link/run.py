@@ -1,9 +1,11 @@
-"""``make sim-link`` / ``python -m verif.link.run``: one run of the torus or router bench, its
-seed printed, with waveforms on request, and ``make waves-link`` to look at them in GTKWave.
+"""``make sim-link`` / ``python -m verif.link.run``: one run of the torus or router bench, or of
+the all-gather on the 4x4 torus (``--collective``), its seed printed, with waveforms on request,
+and ``make waves-link`` to look at them in GTKWave.
 
 Examples::
 
     python -m verif.link.run --sim icarus --shape 4x4 --seed 1 --waves
+    python -m verif.link.run --collective kangaring --format fp8_e4m3 --count 400 --waves
     python -m verif.link.run --block link_router --shape 4x4x4 --coord 1,2,3 --misuse
     python -m verif.link.run --sim verilator --shape 4x4x4 --traffic transpose --packets 50
     python -m verif.link.run --open-waves
@@ -20,12 +22,15 @@ from pathlib import Path
 from hdl.hier import port_names
 from hdl.link.router import Router
 from hdl.link.torus import TorusNetwork
+from tlm.collectives import COLLECTIVE_FORMATS
 from tlm.link.config import LinkConfig
 from tlm.link.patterns import PATTERNS as TRAFFIC
+from tlm.system import load_system
 from verif.common.patterns import PATTERNS
 from verif.common.run import open_waves, run_and_report, write_save
 from verif.common.runner import ROOT, SIMULATORS
 from verif.link.build import TOPS, build_link
+from verif.link.collective import ALGORITHMS, DEFAULT_COUNT, SYSTEM, check_count
 
 #: Nodes of a torus whose injection and ejection streams the save file shows.
 SHOWN_NODES = 4
@@ -38,6 +43,7 @@ DEFAULT_PATTERNS = {
     "traffic": "always:always,random:1of4",  # the torus: inject:eject pairs
     "lockstep": "always:always:always,random:random:random",  # the router: send:ready:credit
     "misuse": "always:random:1of4",
+    "all_gather": "always:always,random:1of4",  # the collective: inject:eject pairs
 }
 
 
@@ -97,6 +103,24 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="router: a neighbour sending without credits and credits not owed",
     )
+    p.add_argument(
+        "--collective",
+        choices=ALGORITHMS,
+        default=None,
+        help="run an all-gather by this algorithm on the 4x4 torus instead of random traffic",
+    )
+    p.add_argument(
+        "--count",
+        type=int,
+        default=DEFAULT_COUNT,
+        help=f"collective: elements gathered, a multiple of 16 (default {DEFAULT_COUNT})",
+    )
+    p.add_argument(
+        "--format",
+        choices=COLLECTIVE_FORMATS,
+        default="bf16",
+        help="collective: the buffers' format (default bf16)",
+    )
     p.add_argument("--waves", action="store_true", help="write a waveform and a GTKWave save file")
     p.add_argument("--open-waves", action="store_true", help="open the last waveform in GTKWave")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -111,6 +135,8 @@ def main(argv=None) -> int:
     try:
         cfg = LinkConfig(args.shape, vcs=args.vcs, depth=args.depth)
         coord = _coord(args.coord, cfg) if args.block == "link_router" else None
+        if args.collective:
+            _check_collective(args, cfg)
     except ValueError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
@@ -127,7 +153,10 @@ def main(argv=None) -> int:
         "SEED": seed,
         "PYTHONPATH": ROOT,
     }
-    if args.block == "torus":
+    if args.collective:
+        module, testcase = "verif.link.bench_collective", "all_gather"
+        env |= {"COLL_ALGO": args.collective, "COLL_FORMAT": args.format, "COLL_COUNT": args.count}
+    elif args.block == "torus":
         module, testcase = "verif.link.bench_network", "traffic"
         env |= {"LINK_TRAFFIC": args.traffic, "LINK_MALFORMED": args.malformed}
     else:
@@ -139,7 +168,8 @@ def main(argv=None) -> int:
         simbuild,
         module,
         env,
-        {"block": args.block, "sim": args.sim, "shape": cfg.torus.name, "seed": seed},
+        {"block": args.block, "sim": args.sim, "shape": cfg.torus.name, "seed": seed}
+        | ({"collective": args.collective} if args.collective else {}),
         seed=seed,
         started=start,
         waves=args.waves,
@@ -149,6 +179,18 @@ def main(argv=None) -> int:
         as_json=args.json,
         testcase=testcase,
     )
+
+
+def _check_collective(args, cfg: LinkConfig):
+    """The collective runs on the trn2 server's torus, gathering a multiple of its ranks."""
+    torus = load_system(SYSTEM).torus
+    if args.block != "torus":
+        raise ValueError(f"block must be torus with --collective, not {args.block!r}")
+    if cfg.shape != torus.shape:
+        raise ValueError(
+            f"shape must be {torus.name} with --collective ({SYSTEM}'s torus), not {args.shape!r}"
+        )
+    check_count(args.count, "count")
 
 
 def _coord(text: str | None, cfg: LinkConfig) -> tuple[int, ...]:

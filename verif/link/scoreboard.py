@@ -13,7 +13,7 @@ from collections import defaultdict, deque
 from tlm.link.config import LinkConfig
 from tlm.link.topology import port_name
 
-__all__ = ["PacketBoard", "Watchdog", "ScoreboardError"]
+__all__ = ["PacketBoard", "Watchdog", "ScoreboardError", "describe_buffers", "moved"]
 
 
 class ScoreboardError(AssertionError):
@@ -21,10 +21,20 @@ class ScoreboardError(AssertionError):
 
 
 class PacketBoard:
-    """Expected packets per (src, dst, lane), and a reassembly per ejection port."""
+    """Expected packets per (src, dst, lane), and a reassembly per ejection port.
 
-    def __init__(self, cfg: LinkConfig):
+    Parameters
+    ----------
+    cfg : LinkConfig
+    deliver : callable, optional
+        Called as ``deliver(node, flits)`` with every packet that arrived intact (its flits as
+        ejected, head first): where a bench takes the data on (the collective bench's
+        reassembly).
+    """
+
+    def __init__(self, cfg: LinkConfig, deliver=None):
         self.cfg = cfg
+        self.deliver = deliver
         self.fmt = cfg.fmt
         self.expected: dict[tuple, deque] = defaultdict(deque)
         self.partial: dict[int, list] = {}
@@ -76,6 +86,8 @@ class PacketBoard:
                 " (corrupt or out of order)"
             )
         self.delivered += 1
+        if self.deliver is not None:
+            self.deliver(node, part)
 
     def check_done(self):
         left = {k: len(q) for k, q in self.expected.items() if q}
@@ -114,3 +126,11 @@ def describe_buffers(cfg: LinkConfig, routers) -> str:
                     where = f"{port_name(port + 1)} vc{vc}"
                 parts.append(f"node {node} {where}: {len(q)} flits, head {q[0]:#x}")
     return "stuck at " + "; ".join(parts[:20]) if parts else "no flit buffered"
+
+
+def moved(step, routers) -> bool:
+    """Whether anything moved in a network cycle: a flit accepted or ejected (``step``, a
+    :class:`~tlm.link.network.NetStep`) or on a link register of one of ``routers``."""
+    return bool(step.accepted or step.ejected) or any(
+        any(x is not None for x in r.link_reg) for r in routers
+    )

@@ -1,0 +1,118 @@
+"""The RTL torus and :class:`tlm.link.network.Network` driven with the same inputs, cycle by
+cycle, under cocotb: what every torus bench that checks timing shares.
+
+Each cycle :meth:`Lockstep.step` drives every node's injection port and ejection ``ready``,
+then checks every node's ``inject.ready`` and ejection register against the model - so each
+flit is accepted and leaves the network at the cycle the model predicts - and steps the model.
+The benches keep their own traffic and scoreboards and feed them the model's
+:class:`~tlm.link.network.NetStep`, which the comparison has shown to be the RTL's.
+"""
+
+from __future__ import annotations
+
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from tlm.link.config import DropKind, LinkConfig
+from tlm.link.network import NetStep, Network
+
+from .ports import NodePorts
+from .scoreboard import describe_buffers, moved
+
+__all__ = ["Lockstep"]
+
+
+class Lockstep:
+    """A torus top (``dut``, built for ``cfg``) and its model.
+
+    Parameters
+    ----------
+    dut : cocotb handle
+        The torus top; its clock must be running.
+    cfg : LinkConfig
+    seed : int
+        Named in every mismatch, so that a failure can be rerun.
+    """
+
+    def __init__(self, dut, cfg: LinkConfig, seed: int):
+        self.dut = dut
+        self.cfg = cfg
+        self.seed = seed
+        self.ports = NodePorts(dut, cfg.torus.nodes)
+        self.net = Network(cfg)
+        self.cycle = 0
+
+    async def reset(self, seed: int | None = None):
+        """Idle every port, hold reset for two cycles, and start a fresh model (its mismatches
+        naming ``seed`` from now on, if given)."""
+        if seed is not None:
+            self.seed = seed
+        await RisingEdge(self.dut.clk)
+        self.ports.idle()
+        self.ports.set_ready([False] * self.cfg.torus.nodes)
+        self.dut.rst.value = 1
+        for _ in range(2):
+            await RisingEdge(self.dut.clk)
+        self.dut.rst.value = 0
+        self.net = Network(self.cfg)
+        self.cycle = 0
+
+    async def step(self, offers: dict, ready) -> NetStep:
+        """One cycle: drive ``offers`` (node -> flit) and ejection ``ready`` (per node), check
+        the RTL's outputs against the model's, and return the model's step.
+
+        Raises
+        ------
+        AssertionError
+            If a node's ``inject.ready`` or ejection register differs from the model's.
+        """
+        ports, cycle, seed = self.ports, self.cycle, self.seed
+        await RisingEdge(self.dut.clk)
+        ports.offer(offers)
+        ports.set_ready(ready)
+        await ReadOnly()
+        inj_r, ej_v, ej_p = ports.inj_r, ports.ej_v, ports.ej_p
+        for i, router in enumerate(self.net.routers):
+            if bool(inj_r[i].value) != router.inject_ready:
+                raise AssertionError(
+                    f"cycle {cycle} (seed {seed}): node {i} inject.ready is {inj_r[i].value},"
+                    f" the model says {router.inject_ready}"
+                )
+            want = router.eject_reg
+            got = ej_p[i].value.to_unsigned() if ej_v[i].value else None
+            if got != want:
+                raise AssertionError(
+                    f"cycle {cycle} (seed {seed}): node {i} ejection register is "
+                    f"{got if got is None else hex(got)}, the model says "
+                    f"{want if want is None else hex(want)}"
+                )
+        self.cycle += 1
+        return self.net.step(offers, ready)
+
+    def moved(self, step: NetStep) -> bool:
+        """Whether a flit moved in the cycle ``step`` came from (for a watchdog)."""
+        return moved(step, self.net.routers)
+
+    def where(self) -> str:
+        """Where the model's routers hold flits (a watchdog's report)."""
+        return describe_buffers(self.cfg, self.net.routers)
+
+    def counters(self) -> list[list[int]]:
+        """Every node's drop counters as the RTL's ``drops`` port holds them, checked equal to
+        the model's.
+
+        Raises
+        ------
+        AssertionError
+            If a node's counters differ from the model's.
+        """
+        raw = self.dut.drops.value.to_unsigned()
+        bits = self.cfg.counter_bits
+        per_node = len(DropKind) * bits
+        out = []
+        for i, router in enumerate(self.net.routers):
+            word = raw >> (i * per_node)
+            got = [word >> (k * bits) & ((1 << bits) - 1) for k in range(len(DropKind))]
+            if got != router.counters:
+                raise AssertionError(f"node {i} drop counters {got} != {router.counters}")
+            out.append(got)
+        return out
