@@ -41,6 +41,8 @@ MODULES = [
     "tlm.collectives.values",
     "tlm.collectives.analytic",
     "tlm.collectives.flow",
+    "tlm.server.tensor_parallel",
+    "tlm.studies.tp_step",
 ]
 
 
