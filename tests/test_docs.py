@@ -42,6 +42,8 @@ MODULES = [
     "tlm.collectives.analytic",
     "tlm.collectives.flow",
     "verif.link.collective",
+    "tlm.server.tensor_parallel",
+    "tlm.studies.tp_step",
 ]
 
 

@@ -19,6 +19,7 @@ QUICK = {
     "noc": ["--shape", "3x3", "--rate", "0.05,0.2", "--cycles", "600", "--seed", "7"],
     "collective": ["--system", "2xserver", "--sizes", "8B..1GiB:64", "--format", "fp32"],
     "validate": [],
+    "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
 }
 
 #: Figures named by what they count carry no unit suffix.
@@ -26,6 +27,7 @@ COUNTS = {"n", "nodes", "packets", "instructions", "cycles", "node", "direction"
 COUNTS |= {"ranks", "count", "type", "algorithm"}  # collective: nccom-test's columns
 COUNTS |= {"failed_links", "detoured_transfers"}
 COUNTS |= {"sections", "rows", "judged_rows", "section", "model_algorithm", "role", "source"}
+COUNTS |= {"group", "values_bit_exact"}  # tp-step: the all-reduce's number, a yes or no
 
 
 def test_every_study_has_quick_inputs():
@@ -112,6 +114,24 @@ def test_gemm_outputs(capsys, tmp_path):
     assert 0 < c["results"]["of_peak_fraction"] < 1
     assert c["results"]["peak_flop_per_s"] == 667e12
     assert json.loads(trace.read_text())["traceEvents"] and "tensor_busy" in vcd.read_text()
+
+
+def test_tp_step_outputs(capsys, tmp_path):
+    trace = tmp_path / "t.json"
+    c = _run(["tp-step", *QUICK["tp-step"], "--trace", str(trace), "--json"], capsys)
+    r = c["results"]
+    assert r["values_bit_exact"] is True and 0 < r["error_of_bound_fraction"] <= 1
+    assert r["step_s"] >= max(r["gemm_alone_s"], r["all_reduce_alone_s"])
+    assert c["inputs"]["blocks"] == 1 and c["series"][0]["algorithm"] == "ring"
+    names = {
+        e["args"]["name"]
+        for e in json.loads(trace.read_text())["traceEvents"]
+        if e["name"] == "process_name"
+    }
+    assert names == {f"chip {i}" for i in range(16)} | {"links"}
+    timing = _run(["tp-step", *QUICK["tp-step"], "--no-values", "--json"], capsys)
+    assert timing["inputs"]["values"] is False and timing["results"]["values_bit_exact"] is None
+    assert timing["results"]["step_s"] == r["step_s"]  # values do not change the times
 
 
 def test_noc_sweep(capsys):
@@ -367,6 +387,40 @@ BAD = [
     (
         ["collective", "--engine", "flit"],
         "--engine: 'flit' is not allowed; allowed: one of analytic, flow",
+    ),
+    (
+        ["tp-step", "--k", "1000"],
+        "--k: 1000 is not allowed; allowed: a positive multiple of 16 (the chips of trn2-server)",
+    ),
+    (
+        ["tp-step", "--blocks", "5"],
+        "--blocks: 5 is not allowed; allowed: an integer in 1..4 (the output blocks of the 512 x "
+        "512 GEMM)",
+    ),
+    (
+        ["tp-step", "--m", "4096", "--n", "4096"],
+        "--values: True is not allowed; allowed: false for m x n x k above 8589934592 (here "
+        "137438953472)",
+    ),
+    (
+        ["tp-step", "--system", "ultraserver", "--algo", "kangaring"],
+        "--algo: 'kangaring' does not fit --system ultraserver (it needs one 4x4 torus (the trn2 "
+        "server), not a 4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, rdh",
+    ),
+    (
+        ["tp-step", "--system", "trn3-ultraserver"],
+        "--system: 'trn3-ultraserver' is not allowed; allowed: a system of trn2 chips (the "
+        "chip preset)",
+    ),
+    (
+        ["tp-step", "--algo", "tree"],
+        "--algo: 'tree' is not allowed; allowed: one of auto, ring, "
+        "mesh, mesh1, rdh, kangaring, hierarchical",
+    ),
+    (
+        ["tp-step", "--trace", "/no/such/folder/t.json"],
+        "--trace: '/no/such/folder/t.json' cannot be written; allowed: a file in an existing "
+        "folder",
     ),
     (
         ["noc", "--out", "/no/such/folder/x.json"],

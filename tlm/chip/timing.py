@@ -6,6 +6,12 @@ semaphores the hardware would use), and for any explicit ``sem_wait``; then it i
 the instruction's occupancy. Compute instructions complete after their latency; DMA transfers
 pay a fixed cost and then move their bytes through the :class:`FluidNetwork` of DMA engines
 and HBM stacks, sharing bandwidth with every other transfer in flight.
+
+:func:`simulate` runs one kernel in an environment of its own. :func:`start` puts a kernel's
+queues into an environment and :class:`FluidNetwork` someone else owns - the server model runs
+one per chip in one environment, each chip's resources under its own prefix (``chip3.hbm0``),
+beside the system's links - and :func:`finish` reads its :class:`Run` back once the
+environment has run. ``simulate`` is exactly ``start``, ``env.run()``, ``finish``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import simpy
 from ..core.errors import DeadlockError
 from .bandwidth_sharing import FluidNetwork
 
-__all__ = ["simulate", "Run"]
+__all__ = ["simulate", "start", "finish", "capacities", "Started", "Run"]
 
 
 @dataclass
@@ -81,7 +87,7 @@ class Run:
         return self.flops / self.time_s / 1e12 if self.time_s > 0 else 0.0
 
 
-def _queue_process(env, insts, net, counter, busy, key):
+def _queue_process(env, insts, net, counter, busy, key, prefix):
     for inst in insts:
         for dep in inst.deps:
             if not dep._done.triggered:
@@ -101,6 +107,8 @@ def _queue_process(env, insts, net, counter, busy, key):
             nbytes, resources, cap, fixed = inst.dma
             counter[0] += 2
             yield env.timeout(fixed)
+            if prefix:
+                resources = [prefix + name for name in resources]
             yield net.transfer(nbytes, resources, cap)
             inst.end_s = inst.done_s = env.now
             inst._done.succeed()
@@ -126,15 +134,45 @@ def _queue_process(env, insts, net, counter, busy, key):
         busy[key] = busy.get(key, 0.0) + (inst.end_s - inst.start_s)
 
 
-def simulate(kernel) -> Run:
-    """Run a kernel's recorded program through the timing model."""
-    wall = time.perf_counter()
+def capacities(kernel, prefix: str = "") -> dict:
+    """The bandwidth resources of ``kernel``'s chip, ``{name: bytes/s}``: every HBM stack
+    (``hbm0``..) and every core's DMA engines together (``core0.dma``..), each name after
+    ``prefix``."""
     spec = kernel.spec
-    env = simpy.Environment()
-    caps = {s.name: s.bandwidth_Bps for s in kernel.chip.stacks}
+    caps = {prefix + s.name: s.bandwidth_Bps for s in kernel.chip.stacks}
     for core in range(spec.chip.cores):
-        caps[f"core{core}.dma"] = spec.core.dma_engines * spec.core.dma_engine_bandwidth_Bps
-    net = FluidNetwork(env, caps)
+        caps[f"{prefix}core{core}.dma"] = spec.core.dma_engines * spec.core.dma_engine_bandwidth_Bps
+    return caps
+
+
+@dataclass
+class Started:
+    """A kernel whose queues run in an environment (:func:`start`); :func:`finish` reads it."""
+
+    kernel: object
+    net: FluidNetwork
+    queues: dict
+    counter: list
+    busy: dict
+    prefix: str
+    wall: float
+
+
+def start(kernel, env: simpy.Environment, net: FluidNetwork, prefix: str = "") -> Started:
+    """Start ``kernel``'s queues as processes of ``env``, their DMA transfers flows of ``net``.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        A recorded kernel (its instructions take their timing state from this run).
+    env : simpy.Environment
+    net : FluidNetwork
+        Must hold the resources of :func:`capacities` with the same ``prefix``; it may hold
+        others (other chips, links) whose flows then share them.
+    prefix : str
+        Put before every resource name the kernel's transfers use (``"chip3."``).
+    """
+    wall = time.perf_counter()
     queues: dict = {}
     program = kernel.program.instructions
     for inst in program:
@@ -148,25 +186,53 @@ def simulate(kernel) -> Run:
     counter = [0]
     busy: dict = {}
     for key, insts in queues.items():
-        env.process(_queue_process(env, insts, net, counter, busy, key))
-    env.run()
+        env.process(_queue_process(env, insts, net, counter, busy, key, prefix))
+    return Started(kernel, net, queues, counter, busy, prefix, time.perf_counter() - wall)
+
+
+def finish(started: Started, wall_s: float | None = None) -> Run:
+    """The :class:`Run` of a started kernel once its environment has run.
+
+    Parameters
+    ----------
+    started : Started
+    wall_s : float, optional
+        Wall-clock seconds to report (default: those of :func:`start` alone).
+
+    Raises
+    ------
+    DeadlockError
+        When queues still hold instructions that can never start.
+    """
+    kernel, net, prefix = started.kernel, started.net, started.prefix
+    program = kernel.program.instructions
     stuck = [i for i in program if i.start_s is None]
     if stuck:
-        raise _deadlock(queues)
+        raise _deadlock(started.queues)
     end = max((i.done_s for i in program), default=0.0)
-    hbm = {s.name: net.bytes_by_resource[s.name] for s in kernel.chip.stacks}
+    hbm = {s.name: net.bytes_by_resource[prefix + s.name] for s in kernel.chip.stacks}
     flops = sum(i.flops for i in program)
     return Run(
         time_s=end,
         program=program,
-        busy_s=busy,
+        busy_s=started.busy,
         hbm_bytes=hbm,
         flops=flops,
-        events=counter[0] + net.events + len(program),
-        wall_s=time.perf_counter() - wall,
-        spec=spec,
+        events=started.counter[0] + net.events + len(program),
+        wall_s=started.wall if wall_s is None else wall_s,
+        spec=kernel.spec,
         bandwidth_history=net.history,
     )
+
+
+def simulate(kernel) -> Run:
+    """Run a kernel's recorded program through the timing model."""
+    wall = time.perf_counter()
+    env = simpy.Environment()
+    net = FluidNetwork(env, capacities(kernel))
+    started = start(kernel, env, net)
+    env.run()
+    return finish(started, wall_s=time.perf_counter() - wall)
 
 
 def _deadlock(queues) -> DeadlockError:

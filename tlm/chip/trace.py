@@ -17,10 +17,19 @@ from vcd import VCDWriter
 
 from ..core.instruction import ENGINES
 
-__all__ = ["write_chrome_trace", "write_vcd"]
+__all__ = [
+    "write_chrome_trace",
+    "write_vcd",
+    "write_events",
+    "process_event",
+    "thread_events",
+    "instruction_event",
+    "queues",
+]
 
 
-def _queues(run):
+def queues(run) -> list:
+    """The ``(core, queue)`` tracks of a run, cores in order, engines before DMA queues."""
     keys = sorted(
         {(i.core, i.queue) for i in run.program},
         key=lambda k: (k[0], ENGINES.index(k[1]) if k[1] in ENGINES else 4 + int(k[1][3:])),
@@ -28,44 +37,56 @@ def _queues(run):
     return keys
 
 
-def write_chrome_trace(run, path) -> Path:
-    """Write ``run`` as Chrome trace-event JSON (open in ui.perfetto.dev or chrome://tracing)."""
+def process_event(pid: int, name: str) -> dict:
+    """Trace metadata naming process ``pid``."""
+    return {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}
+
+
+def thread_events(pid: int, tid: int, name: str) -> list[dict]:
+    """Trace metadata naming track ``tid`` of process ``pid`` and keeping it at its place."""
+    return [
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
+        {
+            "ph": "M",
+            "name": "thread_sort_index",
+            "pid": pid,
+            "tid": tid,
+            "args": {"sort_index": tid},
+        },
+    ]
+
+
+def instruction_event(inst, pid: int, tid: int) -> dict:
+    """An instruction as a complete event, from its start to its queue being free again."""
+    return {
+        "ph": "X",
+        "name": inst.op,
+        "pid": pid,
+        "tid": tid,
+        "ts": inst.start_s * 1e6,
+        "dur": max(inst.end_s - inst.start_s, 0.0) * 1e6,
+        "args": {"label": inst.label, "done_us": inst.done_s * 1e6},
+    }
+
+
+def write_events(events: list, path) -> Path:
+    """Write trace events as Chrome trace-event JSON (the one writer of every trace)."""
     path = Path(path)
-    keys = _queues(run)
-    tid = {key: n for n, key in enumerate(keys)}
-    events = []
-    for core in sorted({k[0] for k in keys}):
-        events.append(
-            {"ph": "M", "name": "process_name", "pid": core, "args": {"name": f"core{core}"}}
-        )
-    for key, n in tid.items():
-        events.append(
-            {"ph": "M", "name": "thread_name", "pid": key[0], "tid": n, "args": {"name": key[1]}}
-        )
-        events.append(
-            {
-                "ph": "M",
-                "name": "thread_sort_index",
-                "pid": key[0],
-                "tid": n,
-                "args": {"sort_index": n},
-            }
-        )
-    for inst in run.program:
-        events.append(
-            {
-                "ph": "X",
-                "name": inst.op,
-                "pid": inst.core,
-                "tid": tid[(inst.core, inst.queue)],
-                "ts": inst.start_s * 1e6,
-                "dur": max(inst.end_s - inst.start_s, 0.0) * 1e6,
-                "args": {"label": inst.label, "done_us": inst.done_s * 1e6},
-            }
-        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
     return path
+
+
+def write_chrome_trace(run, path) -> Path:
+    """Write ``run`` as Chrome trace-event JSON (open in ui.perfetto.dev or chrome://tracing)."""
+    keys = queues(run)
+    tid = {key: n for n, key in enumerate(keys)}
+    events = [process_event(core, f"core{core}") for core in sorted({k[0] for k in keys})]
+    for key, n in tid.items():
+        events += thread_events(key[0], n, key[1])
+    for inst in run.program:
+        events.append(instruction_event(inst, inst.core, tid[(inst.core, inst.queue)]))
+    return write_events(events, path)
 
 
 def _sbuf_changes(run):
@@ -88,7 +109,7 @@ def _sbuf_changes(run):
 def write_vcd(run, path, *, timescale_ps: int = 100) -> Path:
     """Write engine busy bits, queue depths and SBUF occupancy as a VCD (time unit 100 ps)."""
     path = Path(path)
-    keys = _queues(run)
+    keys = queues(run)
     changes = []  # (tick, order, var key, value)
 
     def tick(t):

@@ -11,6 +11,12 @@ ends when its last flow ends; the operation's time is the last end. Chunks are c
 analytic engine charges them, the largest chunk (``Schedule.unit_elements``), so the two
 engines compare figure for figure.
 
+The step logic is :class:`Launch`: it starts a schedule's steps in an environment and network
+someone else owns, so the server model (:mod:`tlm.server`) runs a collective in the same
+simulation as the chips' kernels, its transfers' flows crossing the chips' HBM stacks as well
+as the links (:func:`step_flows` with ``split``). :class:`Flow` is a Launch in a network of
+links alone.
+
 How it relates to the analytic engine (tests/test_tlm_collectives_flow.py checks each):
 
 * where nothing contends (each step's flows cross disjoint links, or share links only with
@@ -45,7 +51,137 @@ from ..chip.bandwidth_sharing import FluidNetwork
 from .analytic import Analytic
 from .schedule import Schedule
 
-__all__ = ["Flow"]
+__all__ = ["Flow", "Launch", "step_flows", "waiters_of"]
+
+
+def step_flows(schedule: Schedule, paths, split=None) -> list:
+    """The flows of every transfer of ``schedule``: per step, per transfer, a tuple of
+    ``(chunks, resources)``, ``chunks`` the flow's bytes in units of one chunk.
+
+    Parameters
+    ----------
+    schedule : Schedule
+    paths : list of list of tuple of int
+        Per step, per transfer: the links of its route (:attr:`Analytic.paths`).
+    split : callable, optional
+        ``split(transfer) -> [(fraction, before, after)]``: the transfer is several flows, each
+        ``fraction`` of its chunks through the resources ``before + route + after`` (the
+        server model's HBM stacks at either end). Without it, one flow over the route.
+    """
+    out = []
+    for step, step_paths in zip(schedule.steps, paths, strict=True):
+        flows = []
+        for t, path in zip(step.transfers, step_paths, strict=True):
+            if split is None:
+                flows.append(((t.units, path),))
+            else:
+                flows.append(
+                    tuple(
+                        (t.units * fraction, (*before, *path, *after))
+                        for fraction, before, after in split(t)
+                    )
+                )
+        out.append(flows)
+    return out
+
+
+def waiters_of(after) -> list[list[int]]:
+    """Per step, the steps that wait for it (from each step's ``after``)."""
+    waiters = [[] for _ in after]
+    for i, before in enumerate(after):
+        for a in before:
+            waiters[a].append(i)
+    return waiters
+
+
+class Launch:
+    """A schedule's steps running in a SimPy environment and a :class:`FluidNetwork`.
+
+    Started at once (at ``env.now``): a step begins when the steps it waits for have ended,
+    pays its fixed cost, then starts its flows together; it ends with its last flow.
+
+    Parameters
+    ----------
+    env : simpy.Environment
+    net : FluidNetwork
+        Holds every resource the flows name (links, and whatever ``flows`` add).
+    flows : list
+        Per step, per transfer, its flows ``(chunks, resources)`` (:func:`step_flows`).
+    after : list of tuple of int
+        Per step, the steps it waits for.
+    fixed_s : list of float
+        Per step, the fixed cost before its flows start, in seconds.
+    chunk_bytes : float
+        Bytes of one chunk.
+    waiters : list, optional
+        :func:`waiters_of` ``after``, if already computed.
+    record : list, optional
+        When given, every flow is timed on its own and appended as ``(step, transfer,
+        start_s, end_s, nbytes, resources)`` when it ends (one event per flow instead of one
+        per step).
+
+    Attributes
+    ----------
+    ends : list of float
+        Per step, when it ended (0.0 until then).
+    done : simpy.Event
+        Fires when every step has ended.
+    """
+
+    def __init__(self, env, net, flows, after, fixed_s, chunk_bytes, waiters=None, record=None):
+        self.env, self.net, self.flows = env, net, flows
+        self.fixed_s, self.chunk_bytes, self.record = fixed_s, chunk_bytes, record
+        self.waiters = waiters_of(after) if waiters is None else waiters
+        self.waiting = [len(a) for a in after]
+        self.ends = [0.0] * len(flows)
+        self.left = len(flows)
+        self.done = env.event()
+        if not self.left:
+            self.done.succeed()
+        for i in range(len(flows)):
+            if not self.waiting[i]:
+                self._begin(i)
+
+    def _finished(self, i):
+        self.ends[i] = self.env.now
+        self.left -= 1
+        if not self.left:
+            self.done.succeed()
+        for j in self.waiters[i]:
+            self.waiting[j] -= 1
+            if not self.waiting[j]:
+                self._begin(j)
+
+    def _launch(self, i):
+        flows, chunk = self.flows[i], self.chunk_bytes
+        if not flows:
+            self._finished(i)
+            return
+        if self.record is None:
+            done = self.net.transfers(
+                [(units * chunk, path) for transfer in flows for units, path in transfer], True
+            )
+            done.callbacks.append(lambda _event: self._finished(i))
+            return
+        now = self.env.now
+        specs = [
+            (t, units * chunk, path) for t, transfer in enumerate(flows) for units, path in transfer
+        ]
+        events = self.net.transfers([(nbytes, path) for _, nbytes, path in specs])
+        left = [len(events)]
+
+        def ended(_event, spec):
+            self.record.append((i, spec[0], now, self.env.now, spec[1], spec[2]))
+            left[0] -= 1
+            if not left[0]:
+                self._finished(i)
+
+        for event, spec in zip(events, specs, strict=True):
+            event.callbacks.append(lambda e, spec=spec: ended(e, spec))
+
+    def _begin(self, i):
+        timer = self.env.timeout(self.fixed_s[i])
+        timer.callbacks.append(lambda _event: self._launch(i))
 
 
 class Flow:
@@ -73,15 +209,8 @@ class Flow:
         self.capacity = {i: float(b) for i, b in enumerate(system.bandwidth_Bps)}
         self.after = self.analytic.after
         self.fixed_s = self.analytic.fixed_s.tolist()
-        # per step: the chunks of each transfer and its route
-        self.flows = [
-            [(t.units, path) for t, path in zip(step.transfers, paths, strict=True)]
-            for step, paths in zip(schedule.steps, self.analytic.paths, strict=True)
-        ]
-        self.waiters = [[] for _ in schedule.steps]  # steps waiting for each step
-        for i, after in enumerate(self.after):
-            for a in after:
-                self.waiters[a].append(i)
+        self.flows = step_flows(schedule, self.analytic.paths)
+        self.waiters = waiters_of(self.after)
         self.events = 0
         # rates by the flows in flight, kept across runs: the flows' routes are the same at
         # every size, only their bytes (so the moments the rates change) differ
@@ -103,35 +232,10 @@ class Flow:
             raise ValueError(f"chunk_bytes must be a number >= 0, not {chunk_bytes!r}")
         env = simpy.Environment()
         net = FluidNetwork(env, self.capacity, record=False, memo=self._memo)
-        steps = len(self.flows)
-        waiting = [len(a) for a in self.after]
-        ends = [0.0] * steps
-
-        def finished(i):
-            ends[i] = env.now
-            for j in self.waiters[i]:
-                waiting[j] -= 1
-                if not waiting[j]:
-                    begin(j)
-
-        def launch(i):
-            flows = self.flows[i]
-            if not flows:
-                finished(i)
-                return
-            done = net.transfers([(units * chunk_bytes, path) for units, path in flows], True)
-            done.callbacks.append(lambda _event: finished(i))
-
-        def begin(i):
-            timer = env.timeout(self.fixed_s[i])
-            timer.callbacks.append(lambda _event: launch(i))
-
-        for i in range(steps):
-            if not waiting[i]:
-                begin(i)
+        launch = Launch(env, net, self.flows, self.after, self.fixed_s, chunk_bytes, self.waiters)
         env.run()
         self.events = net.events
-        return max(ends, default=0.0)
+        return max(launch.ends, default=0.0)
 
     def time_s(self, size_bytes, itemsize: int) -> np.ndarray:
         """Time of the operation for each buffer size in ``size_bytes``, in seconds (one

@@ -44,7 +44,7 @@ def gemm_blocks(m, n, cores, block_m=512, block_n=1024):
     return [(blk, i % cores) for i, blk in enumerate(blocks)]
 
 
-def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=1024):
+def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=1024, stores=None):
     """Record the GEMM ``c = a_t.T @ b`` on ``cores`` of ``kernel``'s chip.
 
     Parameters
@@ -59,6 +59,9 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
     bufs : int
         SBUF buffers per input stream, >= 2 (2 = double buffering; more hides the DMA fixed
         cost).
+    stores : dict, optional
+        Filled with ``{block index: [store instructions]}``: when they are done the block is
+        in HBM (the server model starts a block's all-reduce then).
 
     Returns
     -------
@@ -163,11 +166,13 @@ def gemm(kernel: Kernel, a_t, b, c, *, cores=None, bufs=4, block_m=512, block_n=
                 else:
                     core.tensor_copy(out, src, engine="vector")
                 st["out"] += 1
-                core.dma_copy(
+                store = core.dma_copy(
                     c[stack][m0 + mi0 : m0 + mi1, n0 + nj0 : n0 + nj1],
                     out,
                     queue=_store_q(st, last=index == last_block[ci]),
                 )
+                if stores is not None:
+                    stores.setdefault(index, []).append(store)
     return blocks
 
 
@@ -245,6 +250,7 @@ def build_gemm(
     out_dtype=None,
     cores=None,
     bufs=4,
+    stores=None,
 ):
     """A kernel recording ``C = A @ B`` (``A`` ``[m, k]``, ``B`` ``[k, n]``) on a chip.
 
@@ -262,6 +268,8 @@ def build_gemm(
         How many cores to use, 1 .. the chip's (default: all).
     bufs : int
         SBUF buffers per input stream, >= 2 (see :func:`gemm`).
+    stores : dict, optional
+        Filled with each block's store instructions (see :func:`gemm`).
 
     Raises
     ------
@@ -294,7 +302,7 @@ def build_gemm(
     a_t = [kernel.hbm_tensor(f"a_t@{s}", (k, m), dtype, data=a_t_data, stack=s) for s in stacks]
     bs = [kernel.hbm_tensor(f"b@{s}", (k, n), dtype, data=b, stack=s) for s in stacks]
     c = [kernel.hbm_tensor(f"c@{s}", (m, n), out_dtype, stack=s) for s in stacks]
-    blocks = gemm(kernel, a_t, bs, c, cores=cores, bufs=bufs)
+    blocks = gemm(kernel, a_t, bs, c, cores=cores, bufs=bufs, stores=stores)
     return kernel, blocks, c
 
 

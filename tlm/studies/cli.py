@@ -2,7 +2,8 @@
 inputs types.
 
 Every study takes its inputs as flags (``--clock-hz`` for the field ``clock_hz``; lists
-comma-separated; ``--choose SECTION.FIGURE=ALT`` repeatable), plus the protocol's own:
+comma-separated; ``--choose SECTION.FIGURE=ALT`` repeatable; a true-or-false input as
+``--values`` / ``--no-values``), plus the protocol's own:
 
 ``--config FILE``
     inputs from a TOML file or a run's JSON contract; flags given beside it override it;
@@ -109,7 +110,15 @@ def _add_study(sub, study: Study):
         extra = field.json_schema_extra or {}
         shown = extra.get("unset", "the preset's") if default is None else human(name, default)
         help_text = f"{field.description} [{allowed_text(field)}; default {shown}]"
-        if name == "choose":
+        if without_none(field.annotation) is bool:
+            inputs.add_argument(
+                flag(name),
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=help_text,
+            )
+        elif name == "choose":
             inputs.add_argument(
                 flag(name),
                 dest=name,
@@ -151,7 +160,9 @@ def inputs_from(study: Study, args: argparse.Namespace) -> dict:
         if name not in vars(args):
             continue
         given = getattr(args, name)
-        if name == "choose":
+        if isinstance(given, bool):  # --flag / --no-flag
+            values[name] = given
+        elif name == "choose":
             values[name] = dict(_choices(text) for text in given)
         else:
             values[name] = _convert(name, given, fields[name].annotation)
