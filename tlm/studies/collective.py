@@ -203,45 +203,56 @@ class CollectiveInputs(PresetInputs):
         return self
 
     def system_graph(self, chip=None):
-        """The system these inputs name (:func:`tlm.system.load_system`), without the failed
-        links."""
-        try:
-            system = load_system(self.system, chip)
-        except SystemSpecError as error:
-            text = str(error)
-            match = re.fullmatch(r"system must (?:be )?(.+), not .+", text)
-            if match:
-                raise InputError("system", self.system, match[1]) from None
-            raise InputError("system", self.system, system_names(), f"fails: {text}") from None
-        if not self.fail_link.strip():
-            return system
-        pairs = []
-        for part in self.fail_link.split(","):
-            match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", part)
-            if not match:
-                raise InputError("fail_link", self.fail_link, _FAIL_ALLOWED)
-            pairs.append((int(match[1]), int(match[2])))
-        if any(not c < system.chips for pair in pairs for c in pair):
-            raise InputError(
-                "fail_link",
-                self.fail_link,
-                f"chip pairs A-B of chips 0..{system.chips - 1} joined by a link",
-                f"names a chip outside {system.name}",
-            )
-        try:
-            failed = system.without(pairs)
-            for a in range(failed.chips):  # a route round all chips: each reaches every other
-                failed.path(a, (a + 1) % failed.chips)
-        except SystemSpecError as error:
-            match = re.fullmatch(r"(?:chip|fail_link) must (?:be )?(.+?), not (.+)", str(error))
-            allowed = match[1] if match else _FAIL_ALLOWED
-            why = match[2] if match else ""
-            cut = why.startswith("links that cut")
-            problem = "is not allowed" + (
-                f": they would{why.removeprefix('links that')}" if cut else ""
-            )
-            raise InputError("fail_link", self.fail_link, allowed, problem) from None
-        return failed
+        """The system these inputs name, without the failed links (:func:`system_input`)."""
+        return system_input(self.system, chip, self.fail_link)
+
+
+def system_input(spec: str, chip=None, fail_link: str = ""):
+    """The system a ``--system`` input names (:func:`tlm.system.load_system`), without the
+    links a ``--fail-link`` input names; errors name the input.
+
+    Raises
+    ------
+    InputError
+        On ``system`` or ``fail_link``.
+    """
+    try:
+        system = load_system(spec, chip)
+    except SystemSpecError as error:
+        text = str(error)
+        match = re.fullmatch(r"system must (?:be )?(.+), not .+", text)
+        if match:
+            raise InputError("system", spec, match[1]) from None
+        raise InputError("system", spec, system_names(), f"fails: {text}") from None
+    if not fail_link.strip():
+        return system
+    pairs = []
+    for part in fail_link.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", part)
+        if not match:
+            raise InputError("fail_link", fail_link, _FAIL_ALLOWED)
+        pairs.append((int(match[1]), int(match[2])))
+    if any(not c < system.chips for pair in pairs for c in pair):
+        raise InputError(
+            "fail_link",
+            fail_link,
+            f"chip pairs A-B of chips 0..{system.chips - 1} joined by a link",
+            f"names a chip outside {system.name}",
+        )
+    try:
+        failed = system.without(pairs)
+        for a in range(failed.chips):  # a route round all chips: each reaches every other
+            failed.path(a, (a + 1) % failed.chips)
+    except SystemSpecError as error:
+        match = re.fullmatch(r"(?:chip|fail_link) must (?:be )?(.+?), not (.+)", str(error))
+        allowed = match[1] if match else _FAIL_ALLOWED
+        why = match[2] if match else ""
+        cut = why.startswith("links that cut")
+        problem = "is not allowed" + (
+            f": they would{why.removeprefix('links that')}" if cut else ""
+        )
+        raise InputError("fail_link", fail_link, allowed, problem) from None
+    return failed
 
 
 class CollectivePoint(BaseModel):

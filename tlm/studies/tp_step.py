@@ -30,7 +30,7 @@ from ..server import tensor_parallel_step
 from ..server.tensor_parallel import VALUES_MAX_MACS, output_blocks
 from ..server.trace import write_step_trace
 from ..system import system_names
-from .collective import CollectiveInputs
+from .collective import system_input
 from .protocol import (
     InputError,
     PresetInputs,
@@ -86,7 +86,7 @@ class TpStepInputs(PresetInputs):
 
     def resolve(self) -> TpStepInputs:
         chip = self.spec.name if self.spec.name in PRESETS else None
-        system = CollectiveInputs.system_graph(self, chip)
+        system = system_input(self.system, chip)
         chips = system.chips
         if chips < 2:
             raise InputError("system", self.system, "a system of 2 or more chips")
@@ -157,7 +157,7 @@ class TpStepResults(Results):
 def tp_step_study(inputs: TpStepInputs) -> TpStepResults:
     """Run the step (and write the trace if asked)."""
     chip = inputs.spec.name if inputs.spec.name in PRESETS else None
-    system = CollectiveInputs.system_graph(inputs, chip)
+    system = system_input(inputs.system, chip)
     step = tensor_parallel_step(
         system,
         inputs.m,
