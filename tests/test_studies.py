@@ -377,6 +377,11 @@ BAD = [
         "--root: 3 has no meaning here; allowed: 0 unless --op broadcast",
     ),
     (
+        ["collective", "--trace", "/no/such/folder/t.json"],
+        "--trace: '/no/such/folder/t.json' cannot be written; allowed: a file in an existing "
+        "folder",
+    ),
+    (
         ["collective", "--plot", "figure.txt"],
         "--plot: 'figure.txt' is not allowed; allowed: a file ending in .png, .svg, .pdf",
     ),
@@ -564,3 +569,22 @@ def test_collective_failed_link_plot_and_root(capsys, tmp_path):
         ["collective", "--op", "broadcast", "--sizes", "1MiB", "--root", "6", "--json"], capsys
     )
     assert moved["series"][0]["time_s"] == base["series"][0]["time_s"]  # the torus is symmetric
+
+
+def test_collective_trace(capsys, tmp_path):
+    """--trace: a process per chip with its steps, a track per link with the transfers on it;
+    the traced run ends when the flow engine says the operation ends."""
+    path = tmp_path / "t.json"
+    contract = _run(["collective", "--sizes", "4KiB,1MiB", "--trace", str(path), "--json"], capsys)
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {f"chip {c}" for c in range(16)} | {"links"}
+    links = {e["args"]["name"] for e in events if e.get("name") == "thread_name"} - {
+        "collective sends"
+    }
+    assert len(links) == 64  # rdh at 1 MiB: every torus link carries a transfer
+    steps = [e for e in events if e["ph"] == "X"]
+    assert {e["name"].split()[0] for e in steps} == {contract["series"][1]["algorithm"]}
+    end_us = max(e["ts"] + e["dur"] for e in steps)
+    flow = _run(["collective", "--sizes", "1MiB", "--engine", "flow", "--json"], capsys)
+    assert end_us == pytest.approx(flow["series"][0]["time_s"] * 1e6, rel=1e-9)

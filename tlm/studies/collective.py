@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from ..collectives import ALGOS, COLLECTIVE_FORMATS, OPS, Analytic, build, choose, unfit
 from ..collectives.algorithms import ALGORITHMS
 from ..collectives.flow import Flow
+from ..collectives.trace import write_collective_trace
 from ..formats import get_format
 from ..presets import PRESETS
 from ..system import SystemSpecError, load_system, system_names
@@ -163,6 +164,11 @@ class CollectiveInputs(PresetInputs):
     plot: str | None = Field(
         None, description="write a figure of bus bandwidth and time against size (PNG, SVG, PDF)"
     )
+    trace: str | None = Field(
+        None,
+        description="write a Chrome/Perfetto JSON trace of the largest size on the flow engine: "
+        "a track per chip (its steps) and per link (the transfers crossing it)",
+    )
 
     def resolve(self) -> CollectiveInputs:
         chip = self.spec.name if self.spec.name in PRESETS else None
@@ -172,6 +178,7 @@ class CollectiveInputs(PresetInputs):
         if self.root and self.op != "broadcast":
             raise InputError("root", self.root, "0 unless --op broadcast", "has no meaning here")
         writable_path("plot", self.plot)
+        writable_path("trace", self.trace)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
         sizes = parse_sizes(self.sizes)
@@ -329,6 +336,16 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
     )
     if inputs.plot is not None:
         write_plot(inputs, results, system)
+    if inputs.trace is not None:
+        largest = int(np.argmax(sizes))
+        name = names[largest]
+        key = (name, inputs.op, inputs.root)
+        cost = system.cached(
+            ("analytic", *key), lambda: Analytic(build(*key[:2], system, key[2]), system)
+        )
+        flow = system.cached(("flow", *key), lambda: Flow(cost.schedule, system, cost))
+        chunk = float(cost.chunk_bytes(sizes[largest : largest + 1], itemsize)[0])
+        write_collective_trace(flow, chunk, inputs.trace)
     return results
 
 
