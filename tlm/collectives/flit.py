@@ -1,0 +1,332 @@
+"""The flit engine: a schedule's transfers as packets on the cycle-exact torus model.
+
+Every transfer of a step becomes packets as :func:`tlm.collectives.packets.plan_step` says,
+with the system preset's ``[flit]`` figures (:class:`tlm.system.FlitLinks`): flits of
+``bytes_per_flit`` data bytes, packets of at most ``max_packet_flits`` flits (a head and data
+flits), the link clock ``clock_hz``. The packets run on the torus model of :mod:`tlm.link` -
+the routers the RTL is held to, cycle for cycle (:class:`~tlm.link.compiled.CompiledNetwork`,
+or the per-router :class:`~tlm.link.network.Network`, which gives the same cycles) - with the
+preset's links: a link of dimension ``d`` sends a flit every ``interval[d]`` cycles (1 at the
+full rate, 2 for the UltraServer's z links: :func:`tlm.link.config.port_intervals`).
+
+* **Steps and dependencies.** A step's packets are offered ``fixed_s`` after the steps it waits
+  for have delivered their last flit (the analytic engine's per-step fixed cost, the preset's
+  ``step_fixed_s`` plus the longest path latency, rounded to the nearest cycle; at the next
+  cycle at the earliest); a step that waits for none is offered at cycle ``fixed_s``. A step
+  has ended when the last flit of its last packet has left its destination's ejection port.
+* **Injection.** Each node has one injection queue: a step's packets join it in plan order
+  (the step's transfers in order, each transfer's packets in order) when the step is offered,
+  behind what is still queued, and enter the network one flit per cycle when the router
+  accepts it. Its injection buffer holds two packets (``inject_depth = 2 max_packet_flits``),
+  so packets stream back to back. One queue per node is what the RTL router's single
+  injection port allows; a DMA engine with a queue per step (or per ring) would let an
+  independent step's packets pass a busy one's - it changes nothing for schedules whose steps
+  form a chain (every shipped algorithm).
+* **Time.** The operation ends in the cycle its last flit leaves the network:
+  ``time = that cycle / clock_hz``, counting from cycle 0 when the operation starts. Chunks are
+  charged as the other engines charge them (every chunk as the largest,
+  :meth:`Analytic.chunk_bytes <tlm.collectives.analytic.Analytic.chunk_bytes>`), so the engines
+  compare figure for figure.
+* **Fast-forward.** While nothing is in flight and the next step starts later, the network is
+  idle (:attr:`CompiledNetwork.idle <tlm.link.compiled.CompiledNetwork.idle>`) and the cycles
+  until then are skipped, not stepped: a step's fixed cost (thousands of cycles) costs
+  nothing.
+
+The torus model has one injection and one ejection port per node (one flit per cycle each, the
+rate of one link), which the flow engine's links do not have: a node that sends to several
+neighbours at once (mesh, KangaRing) is slower here (docs/collectives.md, "The flit engine").
+
+Examples
+--------
+>>> from tlm.collectives import Analytic, build
+>>> from tlm.system import load_system
+>>> server = load_system("trn2-server")
+>>> ring = build("ring", "all_reduce", server)
+>>> engine = FlitEngine(ring, server)
+>>> t = float(engine.time_s([64 << 10], itemsize=2)[0])   # 64 KiB of bf16: 4 KiB chunks
+>>> round(t * 1e6, 3), engine.flits, engine.cycles        # us; flits ejected, cycles stepped
+(45.652, 33120, 2640)
+>>> round(float(Analytic(ring, server).time_s([64 << 10], 2)[0]) * 1e6, 3)
+45.48
+"""
+
+from __future__ import annotations
+
+import heapq
+import numbers
+from collections import deque
+
+import numpy as np
+
+from ..link.bounds import stream_cycles
+from ..link.compiled import CompiledNetwork
+from ..link.config import LinkConfig
+from ..link.flit import ends_packet, starts_packet
+from ..link.network import Network
+from .analytic import Analytic
+from .packets import plan_step
+from .schedule import Schedule
+
+__all__ = [
+    "FlitEngine",
+    "FlitEngineError",
+    "MAX_SENT_BYTES",
+    "NETWORKS",
+    "flit_links",
+    "link_config",
+    "transfer_cycles",
+]
+
+#: The network models the engine can run on: the compiled one (fast) and the per-router
+#: reference (the same cycles).
+NETWORKS = ("compiled", "python")
+#: Most bytes the busiest rank may send in one run (``size x Schedule.send_factor()``): every
+#: flit is simulated, so the engine is for small sizes (2 MiB is about 33,000 flits of 64 B
+#: through each busy injection port; a few seconds on the UltraServer).
+MAX_SENT_BYTES = 2 << 20
+
+
+class FlitEngineError(ValueError):
+    """A system the flit engine cannot run on."""
+
+
+def flit_links(system):
+    """The system's ``[flit]`` figures, or a clear error if it is not one torus node."""
+    if system.nodes != 1 or system.torus is None or system.flit is None:
+        why = (
+            f"{system.nodes} nodes joined by EFA"
+            if system.nodes != 1
+            else "a switched node"
+            if system.torus is None
+            else "a torus without a [flit] table"
+        )
+        raise FlitEngineError(
+            f"system must be one torus node with a [flit] table (a server or an UltraServer: "
+            f"trn2-server, trn2-ultraserver, trn1-server) for the flit engine, not "
+            f"{system.name!r} ({why})"
+        )
+    return system.flit
+
+
+def link_config(system) -> LinkConfig:
+    """The torus model of one torus-node ``system``: its shape, packets up to the preset's
+    ``max_packet_flits``, an injection buffer of two packets (packets stream back to back)."""
+    flit = flit_links(system)
+    length = flit.max_packet_flits
+    return LinkConfig(system.torus.shape, len_bits=length.bit_length() - 1, inject_depth=2 * length)
+
+
+def transfer_cycles(system, src: int, dst: int, nbytes: int) -> int:
+    """The zero-load closed form of a step of one transfer of ``nbytes`` bytes from chip ``src``
+    to chip ``dst``: the cycle its last flit leaves the network.
+
+    The step's fixed cost (``step_fixed_s`` plus the path's latency, as the analytic engine
+    charges it, in cycles rounded to the nearest) plus :func:`tlm.link.bounds.stream_cycles` of
+    its packets (:func:`~tlm.collectives.packets.plan_step` with the preset's figures) over
+    its ``H`` hops, at the flit interval of the slowest dimension it crosses.
+
+    Examples
+    --------
+    >>> from tlm.system import load_system
+    >>> server = load_system("trn2-server")
+    >>> transfer_cycles(server, 0, 5, 4096)   # 1 + 2 x 0.5 us fixed; 2 hops, 69 flits
+    8089
+    """
+    flit = flit_links(system)
+    cfg = link_config(system)
+    torus = system.torus
+    a, b = torus.coord(src), torus.coord(dst)
+    path = system.path(src, dst)
+    fixed_s = system.step_fixed_s + float(sum(system.latency_s[i] for i in path))
+    k = max((flit.interval[d] for d in range(torus.dims) if a[d] != b[d]), default=1)
+    plan = plan_step(cfg.fmt, [(src, dst)], [nbytes], per=flit.bytes_per_flit)
+    if not plan:
+        return int(round(fixed_s * flit.clock_hz))
+    return int(round(fixed_s * flit.clock_hz)) + stream_cycles(
+        len(path), [p.flits for p in plan], k
+    )
+
+
+class FlitEngine:
+    """The flit model of one schedule on one torus node.
+
+    Parameters
+    ----------
+    schedule : Schedule
+    system : tlm.system.System
+        One torus node with a ``[flit]`` table (the trn2 server or UltraServer, the trn1
+        server); others raise :class:`FlitEngineError` naming the system.
+    analytic : Analytic, optional
+        The schedule's analytic engine on ``system`` if already built (its fixed costs).
+    network : str
+        ``compiled`` (:class:`~tlm.link.compiled.CompiledNetwork`, the default) or ``python``
+        (the per-router :class:`~tlm.link.network.Network`: the same cycles, slowly).
+
+    Attributes
+    ----------
+    fixed_cycles : list of int
+        Per step: the fixed cost in link cycles.
+    flits, packets : int
+        Flits and packets ejected in the last :meth:`run`.
+    cycles : int
+        Network cycles stepped in the last :meth:`run` (not counting those fast-forwarded).
+    end_cycle : int
+        The cycle the last :meth:`run` ended in.
+    """
+
+    def __init__(
+        self,
+        schedule: Schedule,
+        system,
+        analytic: Analytic | None = None,
+        network: str = "compiled",
+    ):
+        if network not in NETWORKS:
+            raise ValueError(f"network must be one of {', '.join(NETWORKS)}, not {network!r}")
+        flit = flit_links(system)
+        self.cfg = link_config(system)
+        self.schedule = schedule
+        self.system = system
+        self.network = network
+        self.analytic = analytic if analytic is not None else Analytic(schedule, system)
+        self.clock_hz = flit.clock_hz
+        self.per = flit.bytes_per_flit
+        self.interval = flit.interval
+        self.fixed_cycles = [int(round(f * flit.clock_hz)) for f in self.analytic.fixed_s]
+        self.after = [step.after for step in schedule.steps]
+        self.waiters = [[] for _ in schedule.steps]
+        for i, after in enumerate(self.after):
+            for a in after:
+                self.waiters[a].append(i)
+        chips = schedule.chips  # one node: a chip's number is its torus node's
+        self.routes = [
+            tuple((chips[t.src], chips[t.dst]) for t in step.transfers) for step in schedule.steps
+        ]
+        self.units = [tuple(t.units for t in step.transfers) for step in schedule.steps]
+        self._plans: dict = {}
+        torus, fmt = self.cfg.torus, self.cfg.fmt
+        # a head's source field -> node, to tell which packet an ejected head starts
+        self._src_node = {
+            fmt.field(fmt.head(c, c, 1, 0), "src"): n for n, c in enumerate(torus.coords())
+        }
+        self.flits = self.packets = self.cycles = self.end_cycle = 0
+
+    def _plan(self, step: int, chunk_bytes: int):
+        """Per source node, the step's packets in plan order, each as ``(destination, its
+        flits)`` (memoised: ring steps repeat one plan)."""
+        nbytes = tuple(u * chunk_bytes for u in self.units[step])
+        key = (self.routes[step], nbytes)
+        found = self._plans.get(key)
+        if found is None:
+            cfg = self.cfg
+            fmt, torus = cfg.fmt, cfg.torus
+            plan = plan_step(fmt, self.routes[step], list(nbytes), per=self.per)
+            found = {}
+            for p in plan:
+                flits = fmt.packet(
+                    torus.coord(p.dst), torus.coord(p.src), p.flits, p.seq, [0] * (p.flits - 1)
+                )
+                found.setdefault(p.src, []).append((p.dst, flits))
+            self._plans[key] = found
+        return found
+
+    def run(self, chunk_bytes: int) -> float:
+        """Time of the operation when every chunk is ``chunk_bytes`` bytes, in seconds.
+
+        Parameters
+        ----------
+        chunk_bytes : int
+            Bytes of one chunk (>= 0).
+        """
+        if (
+            isinstance(chunk_bytes, bool)
+            or not isinstance(chunk_bytes, numbers.Integral)
+            or chunk_bytes < 0
+        ):
+            raise ValueError(f"chunk_bytes must be an integer >= 0, not {chunk_bytes!r}")
+        chunk_bytes = int(chunk_bytes)
+        cfg = self.cfg
+        fmt = cfg.fmt
+        make = CompiledNetwork if self.network == "compiled" else Network
+        net = make(cfg, self.interval)
+        kind_field = fmt.field
+        steps = len(self.routes)
+        waiting = [len(a) for a in self.after]
+        left = [0] * steps  # packets of each offered step not yet delivered
+        ends = [0] * steps
+        start: list[tuple[int, int]] = []  # heap of (cycle offered, step)
+        queue = [deque() for _ in range(cfg.torus.nodes)]  # per node: flit lists to inject
+        sending: dict[int, list] = {}  # node -> [flits of the packet at the front, next index]
+        expect: dict[tuple[int, int], deque] = {}  # (src, dst) -> steps of packets in order
+        receiving: dict[int, int] = {}  # node -> step of the packet it is ejecting
+        in_flight = flits = packets = stepped = 0
+
+        def finished(i, cycle):
+            ends[i] = cycle
+            for j in self.waiters[i]:
+                waiting[j] -= 1
+                if not waiting[j]:
+                    heapq.heappush(start, (cycle + max(self.fixed_cycles[j], 1), j))
+
+        def offer(i, cycle):
+            nonlocal in_flight
+            plan = self._plan(i, chunk_bytes)
+            if not plan:
+                finished(i, cycle)
+                return
+            for src, mine in plan.items():
+                q = queue[src]
+                for dst, packet in mine:
+                    q.append(packet)
+                    expect.setdefault((src, dst), deque()).append(i)
+                left[i] += len(mine)
+                in_flight += len(mine)
+                if src not in sending:
+                    sending[src] = [q.popleft(), 0]
+
+        for i in range(steps):
+            if not waiting[i]:
+                heapq.heappush(start, (self.fixed_cycles[i], i))
+        cycle = 0
+        while start or in_flight:
+            while start and start[0][0] <= cycle:
+                offer(heapq.heappop(start)[1], cycle)
+            if not in_flight:
+                if start and start[0][0] > cycle and net.idle:
+                    cycle = start[0][0]  # nothing moves until then: skip the idle cycles
+                    continue
+                if not start:
+                    break
+            out = net.step({n: s[0][s[1]] for n, s in sending.items()})
+            stepped += 1
+            for n in out.accepted:
+                s = sending[n]
+                s[1] += 1
+                if s[1] == len(s[0]):
+                    if queue[n]:
+                        s[0], s[1] = queue[n].popleft(), 0
+                    else:
+                        del sending[n]
+            for n, f in out.ejected.items():
+                flits += 1
+                kind = kind_field(f, "kind")
+                if starts_packet(kind):
+                    src = self._src_node[kind_field(f, "src")]
+                    receiving[n] = expect[(src, n)].popleft()
+                if ends_packet(kind):
+                    i = receiving.pop(n)
+                    packets += 1
+                    in_flight -= 1
+                    left[i] -= 1
+                    if not left[i]:
+                        finished(i, cycle)
+            cycle += 1
+        self.flits, self.packets, self.cycles = flits, packets, stepped
+        self.end_cycle = max(ends, default=0)
+        return self.end_cycle / self.clock_hz
+
+    def time_s(self, size_bytes, itemsize: int) -> np.ndarray:
+        """Time of the operation for each buffer size in ``size_bytes``, in seconds (one
+        simulation per size; :attr:`flits` and :attr:`cycles` count the last)."""
+        unit = self.analytic.chunk_bytes(np.atleast_1d(size_bytes), itemsize)
+        return np.array([self.run(int(u)) for u in unit.tolist()])
