@@ -260,3 +260,32 @@ def test_bad_arguments():
         with pytest.raises(ValueError) as error:
             engine.run(bad)
         assert str(error.value) == f"chunk_bytes must be an integer >= 0, not {bad!r}"
+
+
+def test_heads_are_the_flit_format_s():
+    """The engine builds heads from the format's pieces: each is FlitFormat.head's."""
+    system = ULTRA
+    schedule = build("mesh", "all_to_all", system)
+    engine = FlitEngine(schedule, system)
+    src, dst, flits, heads = engine._plan(0, 3000)
+    fmt, torus = engine.cfg.fmt, engine.cfg.torus
+    plan = plan_step(fmt, engine.routes[0], [3000] * len(engine.routes[0]), per=64)
+    assert len(plan) == len(heads) > 1000
+    for p, h in zip(plan, heads.tolist(), strict=True):
+        want = fmt.head(torus.coord(p.dst), torus.coord(p.src), p.flits, p.seq)
+        assert h & ((1 << 64) - 1) == want, p
+
+
+def test_a_dropped_packet_stops_the_run():
+    """Heads for a node outside the torus are dropped by the routers: the run stops with a
+    clear error instead of waiting forever."""
+    ring = build("ring", "all_reduce", SERVER)
+    engine = FlitEngine(ring, SERVER)
+    base, head_dst, head_src, len_off, seq_off = engine._pieces
+    x5 = 5 << engine.cfg.fmt.offset("dst")  # x = 5 on a 4-ring
+    engine._pieces = (base, head_dst | x5, head_src, len_off, seq_off)
+    with pytest.raises(RuntimeError) as error:
+        engine.run(64)
+    assert str(error.value) == (
+        "flit engine: no flit moved for 100,000 cycles with packets in flight"
+    )

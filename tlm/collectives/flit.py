@@ -57,9 +57,17 @@ import numbers
 from collections import deque
 
 import numpy as np
+from numba import njit
 
 from ..link.bounds import stream_cycles
-from ..link.compiled import CompiledNetwork
+from ..link.compiled import (
+    CompiledNetwork,
+    _cycle,
+    _ends_packet,
+    _field_node,
+    _signed,
+    _starts_packet,
+)
 from ..link.config import LinkConfig
 from ..link.flit import ends_packet, starts_packet
 from ..link.network import Network
@@ -77,13 +85,18 @@ __all__ = [
     "transfer_cycles",
 ]
 
-#: The network models the engine can run on: the compiled one (fast) and the per-router
-#: reference (the same cycles).
+#: The network models the engine can run on: the compiled one, driven by a compiled loop (fast),
+#: and the per-router reference, driven by the same loop written in Python (the same cycles).
 NETWORKS = ("compiled", "python")
 #: Most bytes the busiest rank may send in one run (``size x Schedule.send_factor()``): every
 #: flit is simulated, so the engine is for small sizes (2 MiB is about 33,000 flits of 64 B
 #: through each busy injection port; a few seconds on the UltraServer).
 MAX_SENT_BYTES = 2 << 20
+_MASK64 = (1 << 64) - 1
+#: Cycles with packets in flight and no flit accepted or ejected after which a run stops: a
+#: well-formed schedule never stalls (the network is deadlock-free); a dropped packet would.
+STALL_CYCLES = 100_000
+_STALLED = "flit engine: no flit moved for 100,000 cycles with packets in flight"
 
 
 class FlitEngineError(ValueError):
@@ -210,23 +223,35 @@ class FlitEngine:
             fmt.field(fmt.head(c, c, 1, 0), "src"): n for n, c in enumerate(torus.coords())
         }
         self.flits = self.packets = self.cycles = self.end_cycle = 0
+        # a head flit is the OR of these pieces: the kind (a head: every packet has 2 or more
+        # flits), each coordinate, the length and the sequence number at their fields
+        zero = (0,) * torus.dims
+        base = fmt.head(zero, zero, 2, 0)
+        len_off = fmt.offset("length")
+        self._pieces = (
+            _signed(base ^ 1 << len_off),  # length 2 is 1 in the field: each packet sets its own
+            np.array([_signed(fmt.head(c, zero, 2, 0) ^ base) for c in torus.coords()]),
+            np.array([_signed(fmt.head(zero, c, 2, 0) ^ base) for c in torus.coords()]),
+            len_off,
+            fmt.offset("seq"),
+        )
 
     def _plan(self, step: int, chunk_bytes: int):
-        """Per source node, the step's packets in plan order, each as ``(destination, its
-        flits)`` (memoised: ring steps repeat one plan)."""
+        """The step's packets in plan order as arrays: source and destination nodes, flits,
+        and the head flit (memoised: ring steps repeat one plan)."""
         nbytes = tuple(u * chunk_bytes for u in self.units[step])
         key = (self.routes[step], nbytes)
         found = self._plans.get(key)
         if found is None:
-            cfg = self.cfg
-            fmt, torus = cfg.fmt, cfg.torus
-            plan = plan_step(fmt, self.routes[step], list(nbytes), per=self.per)
-            found = {}
-            for p in plan:
-                flits = fmt.packet(
-                    torus.coord(p.dst), torus.coord(p.src), p.flits, p.seq, [0] * (p.flits - 1)
-                )
-                found.setdefault(p.src, []).append((p.dst, flits))
+            plan = plan_step(self.cfg.fmt, self.routes[step], list(nbytes), per=self.per)
+            src, dst, flits, seq = (
+                np.array([getattr(p, f) for p in plan], np.int64)
+                for f in ("src", "dst", "flits", "seq")
+            )
+            # the heads, from the flit format's pieces (FlitFormat.head, field by field)
+            base, head_dst, head_src, len_off, seq_off = self._pieces
+            heads = base | head_dst[dst] | head_src[src] | (flits - 1) << len_off | seq << seq_off
+            found = (src, dst, flits, heads)
             self._plans[key] = found
         return found
 
@@ -244,22 +269,73 @@ class FlitEngine:
             or chunk_bytes < 0
         ):
             raise ValueError(f"chunk_bytes must be an integer >= 0, not {chunk_bytes!r}")
-        chunk_bytes = int(chunk_bytes)
+        plans = [self._plan(i, int(chunk_bytes)) for i in range(len(self.routes))]
+        if self.network == "compiled":
+            ends = self._run_compiled(plans)
+        else:
+            ends = self._run_python(plans)
+        self.end_cycle = int(max(ends, default=0))
+        return self.end_cycle / self.clock_hz
+
+    def _run_compiled(self, plans):
+        """:func:`_drive` on a :class:`~tlm.link.compiled.CompiledNetwork`."""
+        cfg, steps = self.cfg, len(plans)
+        n = cfg.torus.nodes
+        net = CompiledNetwork(cfg, self.interval)
+        first = np.zeros(steps + 1, np.int64)
+        first[1:] = np.cumsum([len(p[0]) for p in plans])
+        cat = [np.concatenate([p[k] for p in plans] or [np.zeros(0, np.int64)]) for k in range(4)]
+        src, dst, flits, heads = cat
+        count = np.bincount(src, minlength=n)
+        q_first = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
+        pairs = np.bincount(src * n + dst, minlength=n * n)
+        e_first = np.concatenate([[0], np.cumsum(pairs)]).astype(np.int64)
+        w_first = np.zeros(steps + 1, np.int64)
+        w_first[1:] = np.cumsum([len(w) for w in self.waiters])
+        w_list = np.array([j for w in self.waiters for j in w], np.int64)
+        fmt = cfg.fmt
+        body, tail = _signed(fmt.body(0)), _signed(fmt.body(0, tail=True))
+        ends = np.zeros(steps, np.int64)
+        counts = np.zeros(3, np.int64)
+        _drive(
+            net.state,
+            net.consts,
+            np.array(self.fixed_cycles, np.int64),
+            np.array([len(a) for a in self.after], np.int64),
+            w_first,
+            w_list,
+            first,
+            src,
+            dst,
+            flits,
+            heads,
+            body,
+            tail,
+            q_first,
+            e_first,
+            ends,
+            counts,
+        )
+        self.flits, self.packets, self.cycles = (int(c) for c in counts)
+        return ends.tolist()
+
+    def _run_python(self, plans):
+        """The loop of :func:`_drive`, in Python, on the per-router
+        :class:`~tlm.link.network.Network` (the reference: the same cycles)."""
         cfg = self.cfg
         fmt = cfg.fmt
-        make = CompiledNetwork if self.network == "compiled" else Network
-        net = make(cfg, self.interval)
-        kind_field = fmt.field
-        steps = len(self.routes)
+        net = Network(cfg, self.interval)
+        body, tail = fmt.body(0), fmt.body(0, tail=True)
+        steps = len(plans)
         waiting = [len(a) for a in self.after]
         left = [0] * steps  # packets of each offered step not yet delivered
         ends = [0] * steps
         start: list[tuple[int, int]] = []  # heap of (cycle offered, step)
-        queue = [deque() for _ in range(cfg.torus.nodes)]  # per node: flit lists to inject
-        sending: dict[int, list] = {}  # node -> [flits of the packet at the front, next index]
+        queue = [deque() for _ in range(cfg.torus.nodes)]  # per node: (head, flits) to inject
+        sending: dict[int, list] = {}  # node -> [head, flits, next flit] of its front packet
         expect: dict[tuple[int, int], deque] = {}  # (src, dst) -> steps of packets in order
         receiving: dict[int, int] = {}  # node -> step of the packet it is ejecting
-        in_flight = flits = packets = stepped = 0
+        in_flight = flits = packets = stepped = still = 0
 
         def finished(i, cycle):
             ends[i] = cycle
@@ -270,19 +346,22 @@ class FlitEngine:
 
         def offer(i, cycle):
             nonlocal in_flight
-            plan = self._plan(i, chunk_bytes)
-            if not plan:
+            src, dst, length, heads = (a.tolist() for a in plans[i])
+            if not src:
                 finished(i, cycle)
                 return
-            for src, mine in plan.items():
-                q = queue[src]
-                for dst, packet in mine:
-                    q.append(packet)
-                    expect.setdefault((src, dst), deque()).append(i)
-                left[i] += len(mine)
-                in_flight += len(mine)
-                if src not in sending:
-                    sending[src] = [q.popleft(), 0]
+            for s, d, f, h in zip(src, dst, length, heads, strict=True):
+                queue[s].append((h & _MASK64, f))
+                expect.setdefault((s, d), deque()).append(i)
+            left[i] += len(src)
+            in_flight += len(src)
+            for s in set(src):
+                if s not in sending:
+                    sending[s] = [*queue[s].popleft(), 0]
+
+        def flit_of(s):
+            head, length, at = s
+            return head if at == 0 else tail if at == length - 1 else body
 
         for i in range(steps):
             if not waiting[i]:
@@ -297,21 +376,24 @@ class FlitEngine:
                     continue
                 if not start:
                     break
-            out = net.step({n: s[0][s[1]] for n, s in sending.items()})
+            out = net.step({n: flit_of(s) for n, s in sending.items()})
             stepped += 1
+            still = 0 if out.accepted or out.ejected else still + 1
+            if still > STALL_CYCLES:
+                raise RuntimeError(_STALLED)
             for n in out.accepted:
                 s = sending[n]
-                s[1] += 1
-                if s[1] == len(s[0]):
+                s[2] += 1
+                if s[2] == s[1]:
                     if queue[n]:
-                        s[0], s[1] = queue[n].popleft(), 0
+                        sending[n] = [*queue[n].popleft(), 0]
                     else:
                         del sending[n]
             for n, f in out.ejected.items():
                 flits += 1
-                kind = kind_field(f, "kind")
+                kind = fmt.field(f, "kind")
                 if starts_packet(kind):
-                    src = self._src_node[kind_field(f, "src")]
+                    src = self._src_node[fmt.field(f, "src")]
                     receiving[n] = expect[(src, n)].popleft()
                 if ends_packet(kind):
                     i = receiving.pop(n)
@@ -322,11 +404,157 @@ class FlitEngine:
                         finished(i, cycle)
             cycle += 1
         self.flits, self.packets, self.cycles = flits, packets, stepped
-        self.end_cycle = max(ends, default=0)
-        return self.end_cycle / self.clock_hz
+        return ends
 
     def time_s(self, size_bytes, itemsize: int) -> np.ndarray:
         """Time of the operation for each buffer size in ``size_bytes``, in seconds (one
         simulation per size; :attr:`flits` and :attr:`cycles` count the last)."""
         unit = self.analytic.chunk_bytes(np.atleast_1d(size_bytes), itemsize)
         return np.array([self.run(int(u)) for u in unit.tolist()])
+
+
+@njit(cache=True)
+def _idle(S):
+    """:attr:`CompiledNetwork.idle <tlm.link.compiled.CompiledNetwork.idle>` in the kernel."""
+    return not (S.qcnt.any() or S.lval.any() or S.creg.any() or S.ejval.any() or S.wait.any())
+
+
+@njit(cache=True)
+def _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at):
+    """Step ``i`` delivered its last flit in ``cycle``: its waiters may start. Returns the
+    steps that became pending."""
+    ends[i] = cycle
+    pending = 0
+    for w in range(w_first[i], w_first[i + 1]):
+        j = w_list[w]
+        waiting[j] -= 1
+        if waiting[j] == 0:
+            start_at[j] = cycle + max(fixed[j], 1)
+            pending += 1
+    return pending
+
+
+@njit(cache=True)
+def _drive(
+    S,
+    C,
+    fixed,
+    waiting,
+    w_first,
+    w_list,
+    first,
+    src,
+    dst,
+    flits,
+    heads,
+    body,
+    tail,
+    q_first,
+    e_first,
+    ends,
+    counts,
+):
+    """The flit engine's loop on a compiled network (:meth:`FlitEngine._run_python` is the same
+    loop in Python): offer each step's packets when it is due, feed every node's injection queue
+    one flit per cycle, tell each ejected packet's step by its (source, destination) order,
+    end steps and release their waiters, skip idle cycles. Writes ``ends`` (per step) and
+    ``counts`` (flits, packets, cycles stepped)."""
+    steps = fixed.size
+    N = C.here.shape[0]
+    kind_off, kind_mask = C.kind_off, C.kind_mask
+    step_of = np.zeros(src.size, np.int64)
+    for i in range(steps):
+        step_of[first[i] : first[i + 1]] = i
+    queue = np.zeros(src.size, np.int64)  # per node, from q_first: packets in injection order
+    q_head = q_first[:-1].copy()
+    q_tail = q_first[:-1].copy()
+    expect = np.zeros(src.size, np.int64)  # per (src, dst) pair, from e_first: packets
+    e_head = e_first[:-1].copy()
+    e_tail = e_first[:-1].copy()
+    fi = np.zeros(N, np.int64)  # next flit of each node's front packet
+    receiving = np.zeros(N, np.int64)  # packet each node is ejecting
+    left = np.zeros(steps, np.int64)
+    start_at = np.full(steps, -1, np.int64)
+    inj_v = np.zeros(N, np.bool_)
+    inj_f = np.zeros(N, np.int64)
+    ready = np.ones(N, np.bool_)
+    acc = np.zeros(N, np.bool_)
+    ejv = np.zeros(N, np.bool_)
+    ejf = np.zeros(N, np.int64)
+    pending = 0
+    for i in range(steps):
+        if waiting[i] == 0:
+            start_at[i] = fixed[i]
+            pending += 1
+    cycle = in_flight = nflits = npackets = stepped = still = 0
+    while pending > 0 or in_flight > 0:
+        if pending > 0:
+            for i in range(steps):  # in step order, as the heap of the Python loop
+                if start_at[i] < 0 or start_at[i] > cycle:
+                    continue
+                start_at[i] = -1
+                pending -= 1
+                if first[i] == first[i + 1]:
+                    pending += _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at)
+                    continue
+                for p in range(first[i], first[i + 1]):
+                    s = src[p]
+                    queue[q_tail[s]] = p
+                    q_tail[s] += 1
+                    pair = s * N + dst[p]
+                    expect[e_tail[pair]] = p
+                    e_tail[pair] += 1
+                left[i] += first[i + 1] - first[i]
+                in_flight += first[i + 1] - first[i]
+        if in_flight == 0:
+            if pending == 0:
+                break
+            nxt = -1
+            for i in range(steps):
+                if start_at[i] >= 0 and (nxt < 0 or start_at[i] < nxt):
+                    nxt = start_at[i]
+            if nxt > cycle and _idle(S):
+                cycle = nxt  # nothing moves until then: skip the idle cycles
+                continue
+        for n in range(N):
+            if q_head[n] < q_tail[n]:
+                p = queue[q_head[n]]
+                at = fi[n]
+                inj_f[n] = heads[p] if at == 0 else tail if at == flits[p] - 1 else body
+                inj_v[n] = True
+            else:
+                inj_v[n] = False
+        _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
+        stepped += 1
+        if acc.any() or ejv.any():
+            still = 0
+        else:
+            still += 1
+            if still > STALL_CYCLES:
+                raise RuntimeError(_STALLED)
+        for n in range(N):
+            if acc[n]:
+                fi[n] += 1
+                if fi[n] == flits[queue[q_head[n]]]:
+                    fi[n] = 0
+                    q_head[n] += 1
+        for n in range(N):
+            if not ejv[n]:
+                continue
+            f = ejf[n]
+            nflits += 1
+            kind = (f >> kind_off) & kind_mask
+            if _starts_packet(kind):
+                s = _field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
+                pair = s * N + n
+                receiving[n] = expect[e_head[pair]]
+                e_head[pair] += 1
+            if _ends_packet(kind):
+                i = step_of[receiving[n]]
+                npackets += 1
+                in_flight -= 1
+                left[i] -= 1
+                if left[i] == 0:
+                    pending += _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at)
+        cycle += 1
+    counts[0], counts[1], counts[2] = nflits, npackets, stepped
