@@ -41,6 +41,7 @@ MODULES = [
     "tlm.collectives.values",
     "tlm.collectives.analytic",
     "tlm.collectives.flow",
+    "tlm.collectives.flit",
 ]
 
 
