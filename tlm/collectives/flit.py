@@ -217,6 +217,7 @@ class FlitEngine:
         ]
         self.units = [tuple(t.units for t in step.transfers) for step in schedule.steps]
         self._plans: dict = {}
+        self._plans_for = -1  # the chunk size the memoised plans are for
         torus, fmt = self.cfg.torus, self.cfg.fmt
         # a head's source field -> node, to tell which packet an ejected head starts
         self._src_node = {
@@ -238,7 +239,9 @@ class FlitEngine:
 
     def _plan(self, step: int, chunk_bytes: int):
         """The step's packets in plan order as arrays: source and destination nodes, flits,
-        and the head flit (memoised: ring steps repeat one plan)."""
+        and the head flit (memoised for the last chunk size: ring steps repeat one plan)."""
+        if chunk_bytes != self._plans_for:
+            self._plans, self._plans_for = {}, chunk_bytes
         nbytes = tuple(u * chunk_bytes for u in self.units[step])
         key = (self.routes[step], nbytes)
         found = self._plans.get(key)
