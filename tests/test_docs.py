@@ -44,6 +44,7 @@ MODULES = [
     "verif.link.collective",
     "tlm.server.tensor_parallel",
     "tlm.studies.tp_step",
+    "tlm.collectives.flit",
 ]
 
 

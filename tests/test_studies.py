@@ -78,6 +78,12 @@ def test_collective_flow_engine_contract_and_rerun(capsys, tmp_path, monkeypatch
     test_contract_and_rerun("collective", capsys, tmp_path)
 
 
+def test_collective_flit_engine_contract_and_rerun(capsys, tmp_path, monkeypatch):
+    quick = ["--system", "server", "--sizes", "64B,4KiB", "--engine", "flit"]
+    monkeypatch.setitem(QUICK, "collective", quick)
+    test_contract_and_rerun("collective", capsys, tmp_path)
+
+
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_tables_for_people(name, capsys):
     assert main([name, *QUICK[name]]) == 0
@@ -390,8 +396,23 @@ BAD = [
         "--plot: '/no/such/folder/p.png' cannot be written; allowed: a file in an existing folder",
     ),
     (
-        ["collective", "--engine", "flit"],
-        "--engine: 'flit' is not allowed; allowed: one of analytic, flow",
+        ["collective", "--engine", "flit", "--sizes", "1KiB", "--fail-link", "0-1"],
+        "--fail-link: '0-1' is not allowed; allowed: none with --engine flit (its routers route "
+        "by dimension order and cannot go round a failed link; --engine analytic or flow can)",
+    ),
+    (
+        ["collective", "--engine", "slow"],
+        "--engine: 'slow' is not allowed; allowed: one of analytic, flow, flit",
+    ),
+    (
+        ["collective", "--engine", "flit", "--system", "2xserver", "--sizes", "1KiB"],
+        "--system: '2xserver' is not allowed: '2xtrn2-server' (2 nodes joined by EFA); "
+        "allowed: server or ultraserver (one torus node) for --engine flit",
+    ),
+    (
+        ["collective", "--engine", "flit", "--sizes", "64KiB,2MiB"],
+        "--sizes: 2097152 is not allowed; allowed: sizes up to 1118480 B for --engine flit with "
+        "rdh (the busiest rank sends at most 2 MiB: size x 1.875)",
     ),
     (
         ["tp-step", "--k", "1000"],

@@ -33,7 +33,17 @@ def test_fast_equals_network_under_link_misuse(shape, vcs, depth, inject, eject,
     assert all(counts[kind] > 0 for kind in DropKind), counts  # every kind was dropped
 
 
-def check_fast(cfg, inject, eject, seed, misuse=False):
+@pytest.mark.parametrize(
+    "shape,vcs,depth,interval", [((4, 4, 4), 2, 4, (1, 1, 2)), ((3, 5), 4, 1, (3, 2))]
+)
+def test_fast_equals_network_with_flit_interval(shape, vcs, depth, interval, seed):
+    """The TLM-only flit interval (links of a dimension sending every ``k`` cycles): the two
+    models agree register for register, interval counters included, and deliver every packet."""
+    cfg = LinkConfig(shape, vcs=vcs, depth=depth)
+    check_fast(cfg, "always", "random", seed, interval=interval)
+
+
+def check_fast(cfg, inject, eject, seed, misuse=False, interval=None):
     """Step ``Network`` and ``CompiledNetwork`` side by side on the same random traffic (malformed
     packets, packets cut short, malformed flits from a broken neighbour on the links, ejection
     backpressure), comparing every register every cycle until both drain; with ``misuse``,
@@ -49,7 +59,7 @@ def check_fast(cfg, inject, eject, seed, misuse=False):
             mine.insert(int(i), _cut_short(cfg, rng, src))
     faults = credit_faults(cfg, rng) if misuse else None
     traffic = NodeTraffic(packets, PacketBoard(cfg), inject, eject, rng)
-    net, fast = Network(cfg), CompiledNetwork(cfg)
+    net, fast = Network(cfg, interval), CompiledNetwork(cfg, interval)
     for cycle in range(3000):
         if faults and cycle == faults.cycle:
             for node, o, v in faults.sites:
@@ -76,7 +86,9 @@ def check_fast(cfg, inject, eject, seed, misuse=False):
             assert fast.inject_ready(node) == r.inject_ready, where
             assert fast.state.cred[node].tolist() == r.credits, where
             assert fast.state.rr[node].tolist() == r.rr, where
-        if cycle > 50 and not traffic.pending and all(r.quiet for r in net.routers):
+            assert fast.state.wait[node].tolist() == r.wait, where
+        assert fast.idle == net.idle, cycle
+        if cycle > 50 and not traffic.pending and net.idle:
             break
     assert cycle < 2999
     if not misuse:

@@ -113,3 +113,35 @@ def test_watchdog_fires_when_sinks_stop(seed):
         mp.setattr(NodeTraffic, "__init__", stalled)
         with pytest.raises(ScoreboardError, match=r"no flit moved for 200 cycles .* stuck at node"):
             drive(cfg, packets, rng)
+
+
+@pytest.mark.parametrize("interval", [(1, 1, 1), (1, 1, 2), (1, 1, 3)])
+def test_flit_interval_paces_a_dimension(interval):
+    """Packets streamed back to back from (0,0,0) to (0,0,1) over a z link of interval ``k``:
+    the last flit leaves ``2 H + L + 1 + k (F - 1)`` cycles after the first was accepted
+    (the x link to (1,0,0) keeps one flit per cycle)."""
+    cfg = LinkConfig((4, 4, 4), len_bits=2)
+    torus = cfg.torus
+    for dst, k in ((16, interval[2]), (1, interval[0])):
+        net = Network(cfg, interval)
+        flits = [
+            f
+            for seq in range(3)
+            for f in cfg.fmt.packet(torus.coord(dst), (0, 0, 0), 4, seq, [0] * 3)
+        ]
+        sent, last = 0, None
+        for cycle in range(200):
+            step = net.step({0: flits[sent]} if sent < len(flits) else {})
+            sent += len(step.accepted)
+            if step.ejected:
+                last = cycle
+        assert last == 2 * 1 + 4 + 1 + k * (len(flits) - 1), (dst, k)
+
+
+def test_flit_interval_bad():
+    with pytest.raises(ValueError) as error:
+        Network(LinkConfig((4, 4, 4)), (1, 2))
+    assert str(error.value) == (
+        "interval must be 3 integers in 1..64 (cycles per flit on the links of each dimension "
+        "of (4, 4, 4)), not (1, 2)"
+    )

@@ -40,6 +40,19 @@ def test_ultraserver_z_at_the_inter_server_rate():
     assert z_out == [256e9] * 64  # TRN2: 256 GB/s inter-server per chip
 
 
+@pytest.mark.parametrize("name", ["trn1-server", "trn2-server", "trn2-ultraserver"])
+def test_flit_figures_match_every_link(name):
+    """bytes_per_flit x clock_hz / interval of the link's dimension is its bandwidth."""
+    s = load_system(name)
+    f = s.flit
+    assert (f.bytes_per_flit, f.max_packet_flits) == (64, 16)
+    assert f.interval == ((1, 1, 2) if s.torus.dims == 3 else (1, 1))
+    for link in s.links:
+        d = "xyz".index(link.name.split()[-1][0])
+        assert f.bytes_per_flit * f.clock_hz / f.interval[d] == link.bandwidth_Bps
+    assert load_system("trn3-ultraserver").flit is None
+
+
 def test_trn3_switch_and_trn1():
     s = load_system("ultraserver", chip="trn3")
     assert s.torus is None and s.chips == 64 and len(s.links) == 128
@@ -152,6 +165,29 @@ def test_chip_must_match():
         (lambda d: d["efa"]["nic_bandwidth_Bps"].update(source="NOPE"), "cites source 'NOPE'"),
         (lambda d: d.update(switch=SWITCH), "exactly one of [torus] and [switch]"),
         (lambda d: d.update(chip="trn9"), "Input should be 'trn1', 'trn2' or 'trn3'"),
+        (
+            lambda d: d["flit"]["clock_hz"].update(value=3e9),
+            "bad.toml: flit.bytes_per_flit x flit.clock_hz (1.92e+11 B/s) must equal "
+            "torus.dimension.0.bandwidth_Bps (2.56e+11 B/s) times a whole number of cycles per "
+            "flit (1 at the full flit rate), not 0.75 times: change one of them",
+        ),
+        (
+            lambda d: d["torus"]["dimension"][1]["bandwidth_Bps"].update(value=100e9),
+            "torus.dimension.1.bandwidth_Bps (1e+11 B/s) times a whole number of cycles per "
+            "flit (1 at the full flit rate), not 2.56 times",
+        ),
+        (
+            lambda d: d["flit"]["max_packet_flits"].update(value=12),
+            "max_packet_flits must be a power of two in 2..64 (the length field's range), not 12",
+        ),
+        (
+            lambda d: d["flit"]["bytes_per_flit"].update(value=0.5),
+            "bytes_per_flit must be an integer >= 1, not 0.5",
+        ),
+        (
+            lambda d: (d.pop("torus"), d.update(switch=SWITCH)),
+            "[flit] describes torus links: a system with [switch] has none",
+        ),
     ],
 )
 def test_bad_system_files(edit, message, tmp_path):

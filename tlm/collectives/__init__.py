@@ -1,4 +1,5 @@
-"""Collectives as schedules, run by engines: values (real buffers), analytic (alpha-beta), flow.
+"""Collectives as schedules, run by engines: values (real buffers), analytic (alpha-beta), flow,
+flit.
 
 * :mod:`~tlm.collectives.schedule` - the data: steps of transfers between ranks;
 * one module per algorithm: :mod:`~tlm.collectives.ring`, :mod:`~tlm.collectives.mesh`,
@@ -6,8 +7,9 @@
   :mod:`~tlm.collectives.kangaring`, :mod:`~tlm.collectives.hierarchical`; ``auto`` and the
   registry in :mod:`~tlm.collectives.algorithms`;
 * engines: :mod:`~tlm.collectives.values` (under :mod:`~tlm.collectives.numerics`),
-  :mod:`~tlm.collectives.analytic` and :mod:`~tlm.collectives.flow` (links shared max-min
-  fairly, steps overlapping).
+  :mod:`~tlm.collectives.analytic`, :mod:`~tlm.collectives.flow` (links shared max-min
+  fairly, steps overlapping) and :mod:`~tlm.collectives.flit` (packets on the cycle-exact
+  torus model, :mod:`~tlm.collectives.packets`).
 
 See docs/collectives.md.
 

@@ -4,7 +4,8 @@
 traffic pattern (:mod:`tlm.link.patterns`); :func:`zero_load_latency` is the packet latency
 with no contention and :func:`channel_load_bound` the throughput bound of dimension-order
 routing (``docs/noc.md``, "Latency and throughput"). :func:`tlm.link.measure.simulate` checks
-them against the cycle-exact model.
+them against the cycle-exact model. :func:`stream_cycles` is the zero-load time of packets sent
+back to back from one node to another (the flit engine's single transfer).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .config import LinkConfig
 from .patterns import HOTSPOT_FRACTION, PATTERNS
 from .routing import route
 
-__all__ = ["pair_weights", "zero_load_latency", "channel_load_bound"]
+__all__ = ["pair_weights", "zero_load_latency", "channel_load_bound", "stream_cycles"]
 
 
 def pair_weights(cfg: LinkConfig, pattern: str) -> np.ndarray:
@@ -98,3 +99,29 @@ def channel_load_bound(cfg: LinkConfig, pattern: str = "uniform") -> dict:
     eject = w.sum(axis=0).max()
     limits = [1.0] + ([1 / g] if g else []) + ([1 / eject] if eject else [])
     return {"max_channel_load": g, "max_eject_load": eject, "bound": min(limits)}
+
+
+def stream_cycles(hops: int, packet_flits, interval: int = 1) -> int:
+    """Cycle in which the last flit of packets sent back to back leaves the ejection register,
+    counted from the cycle their first flit was accepted, on an otherwise empty network:
+    ``2 H + L1 + 1 + k (F - 1)`` for ``H`` hops, a first packet of ``L1`` flits, ``F`` flits
+    in all and ``k`` the largest flit interval on the path (:func:`~tlm.link.config.
+    port_intervals`).
+
+    The first flit leaves at ``2 H + L1 + 1`` (the head waits ``L1 - 1`` cycles at injection
+    for its tail, then ``2 H + 2`` through the routers); the other ``F - 1`` follow one every
+    ``k`` cycles through the slowest link, with no bubble between packets when the injection
+    buffer holds two packets (``inject_depth >= 2 L``; with one, each head waits for its
+    tail). With ``F = L1 = L``, ``k = 1``: the ``2 H + 2 L`` of ``docs/noc.md``.
+
+    Examples
+    --------
+    >>> stream_cycles(3, [1])                        # one flit, three hops: 2 H + 2
+    8
+    >>> stream_cycles(1, [16, 16, 3], interval=2)    # 35 flits over a half-rate link
+    87
+    """
+    flits = [int(f) for f in packet_flits]
+    if not flits or min(flits) < 1:
+        raise ValueError(f"packet_flits must be one or more packet lengths >= 1, not {flits!r}")
+    return 2 * hops + flits[0] + 1 + interval * (sum(flits) - 1)

@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from . import routing
-from .config import DropKind, LinkConfig
+from .config import DropKind, LinkConfig, port_intervals
 from .flit import FlitKind, closed_kind, ends_packet, starts_packet
 from .network import NetStep
 from .routing import dateline_class, route
@@ -94,6 +94,7 @@ class Consts(NamedTuple):
     rq_port: np.ndarray  # [R]: link port of a requester (0 for the injection buffer)
     rq_vc: np.ndarray  # [R]: VC of a requester
     rq_index: np.ndarray  # [P, V]: requester of each link input VC (row 0 unused)
+    interval: np.ndarray  # [P]: cycles per flit of each output's link (port_intervals)
 
 
 class State(NamedTuple):
@@ -116,6 +117,7 @@ class State(NamedTuple):
     counters: np.ndarray  # [N, len(DropKind)]
     check: np.ndarray  # [N, 5]: injection checker (open, count, length, bad dest, over)
     link_flits: np.ndarray  # [N, P]: flits sent on each output (port 0: ejected)
+    wait: np.ndarray  # [N, P]: cycles each link output still waits out its flit interval
     # scratch: this cycle's inputs from the neighbours, the requests of one router
     lin_f: np.ndarray
     lin_v: np.ndarray
@@ -151,8 +153,9 @@ def _tables(cfg: LinkConfig):
     return route_port, port_dim, dateline, peer_node, peer_port
 
 
-def make_consts(cfg: LinkConfig) -> Consts:
-    """The kernels' constants for ``cfg`` (flits of at most 64 bits)."""
+def make_consts(cfg: LinkConfig, interval=None) -> Consts:
+    """The kernels' constants for ``cfg`` (flits of at most 64 bits) and the links' flit
+    ``interval`` per dimension (:func:`~tlm.link.config.port_intervals`)."""
     if not isinstance(cfg, LinkConfig):
         raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
     if cfg.width > 64:
@@ -162,6 +165,7 @@ def make_consts(cfg: LinkConfig) -> Consts:
     fmt, torus = cfg.fmt, cfg.torus
     P, V, R = cfg.ports, cfg.vcs, cfg.requesters
     route_port, port_dim, dateline, peer_node, peer_port = _tables(cfg)
+    intervals = np.array(port_intervals(cfg, interval), np.int64)
     stride = np.cumprod((1,) + cfg.shape[:-1]).astype(np.int64)
     return Consts(
         P=cfg.ports,
@@ -199,6 +203,7 @@ def make_consts(cfg: LinkConfig) -> Consts:
         rq_index=np.array(
             [[0] * V] + [[cfg.requester(p, v) for v in range(V)] for p in range(1, P)], np.int64
         ),
+        interval=intervals,
     )
 
 
@@ -224,6 +229,7 @@ def make_state(cfg: LinkConfig) -> State:
         counters=np.zeros((N, len(DropKind)), np.int64),
         check=np.zeros((N, 5), np.int64),
         link_flits=np.zeros((N, P), np.int64),
+        wait=np.zeros((N, P), np.int64),
         lin_f=np.zeros((N, P), np.int64),
         lin_v=np.zeros((N, P), np.bool_),
         cin=np.zeros((N, P), np.int64),
@@ -284,7 +290,7 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     cb, cmask, shape, stride, here = C.cb, C.cmask, C.shape, C.stride, C.here
     route_port, port_dim, dateline = C.route_port, C.port_dim, C.dateline
     peer_node, peer_port, rq_port, rq_vc = C.peer_node, C.peer_port, C.rq_port, C.rq_vc
-    rq_index = C.rq_index
+    rq_index, interval, wait = C.rq_index, C.interval, S.wait
     buf, qhead, qcnt, committed = S.buf, S.qhead, S.qcnt, S.committed
     alloc_port, alloc_vc, busy, cred = S.alloc_port, S.alloc_vc, S.busy, S.cred
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
@@ -341,10 +347,10 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 if o == 0:
                     ok = ej_free and not busy[m, 0, 0]
                 else:
-                    ok = (not busy[m, o, ov]) and cred[m, o, ov] > 0
+                    ok = (not busy[m, o, ov]) and cred[m, o, ov] > 0 and wait[m, o] == 0
             else:
                 ov = alloc_vc[m, r]
-                ok = ej_free if o == 0 else cred[m, o, ov] > 0
+                ok = ej_free if o == 0 else cred[m, o, ov] > 0 and wait[m, o] == 0
             if ok:
                 req[0, nreq], req[1, nreq], req[2, nreq] = r, o, ov
                 nreq += 1
@@ -381,6 +387,7 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     lreg[m, o] = out
                     lval[m, o] = True
                     cred[m, o, ov] -= 1
+                    wait[m, o] = interval[o]
                     hold = ov
                 link_flits[m, o] += 1
                 if kind == HEAD:
@@ -389,6 +396,9 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 elif kind == TAIL:
                     alloc_port[m, r] = -1
                     busy[m, o, hold] = False
+        for o in range(1, P):  # a cycle has passed for every link output's interval
+            if wait[m, o]:
+                wait[m, o] -= 1
         # writes: returned credits, link inputs, injection
         for o in range(1, P):
             mask = cin[m, o]
@@ -542,7 +552,7 @@ def _signed(flit: int) -> int:
 
 class CompiledNetwork:
     """All routers of ``cfg.shape`` in flat arrays, stepped by a compiled kernel: the same
-    cycle, inputs and outputs as :class:`~tlm.link.network.Network`.
+    cycle, inputs and outputs as :class:`~tlm.link.network.Network` (``interval`` as there).
 
     Examples
     --------
@@ -556,8 +566,8 @@ class CompiledNetwork:
     (True, True)
     """
 
-    def __init__(self, cfg: LinkConfig):
-        self.consts = make_consts(cfg)
+    def __init__(self, cfg: LinkConfig, interval=None):
+        self.consts = make_consts(cfg, interval)
         self.cfg = cfg
         self.state = make_state(cfg)
         n = cfg.torus.nodes
@@ -571,6 +581,13 @@ class CompiledNetwork:
 
     def inject_ready(self, node: int) -> bool:
         return bool(self.state.qcnt[node, 0] < self.cfg.inject_depth)
+
+    @property
+    def idle(self) -> bool:
+        """As :attr:`Network.idle <tlm.link.network.Network.idle>`: nothing buffered, no
+        register holding anything, no link waiting out its interval."""
+        s = self.state
+        return not (s.qcnt.any() or s.lval.any() or s.creg.any() or s.ejval.any() or s.wait.any())
 
     def step(self, inject=None, eject_ready=None) -> NetStep:
         """Advance one cycle; arguments and result as :meth:`Network.step

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .flit import FlitFormat
 from .topology import Torus, parse_shape
 
-__all__ = ["LinkConfig", "DropKind", "MALFORMED"]
+__all__ = ["LinkConfig", "DropKind", "MALFORMED", "port_intervals"]
 
 
 class DropKind(enum.IntEnum):
@@ -158,3 +158,33 @@ class LinkConfig:
     @property
     def tag(self) -> str:
         return f"{self.torus.name}_v{self.vcs}d{self.depth}w{self.width}"
+
+
+def port_intervals(cfg: LinkConfig, interval=None) -> tuple[int, ...]:
+    """Cycles between two flits on each output port's link, by port (port 0, the ejection
+    port: 1), from ``interval`` per dimension.
+
+    A TLM-only option of the network models (:class:`~tlm.link.network.Network`,
+    :class:`~tlm.link.compiled.CompiledNetwork`): a link of dimension ``d`` sends a flit at
+    most every ``interval[d]`` cycles, so a slower link (the UltraServer's z links, at half the
+    x/y rate) is modelled in whole cycles. The RTL router sends one flit per cycle on every
+    link: ``interval=None`` (1 everywhere) is the model the RTL is held to.
+
+    Examples
+    --------
+    >>> port_intervals(LinkConfig((4, 4, 4)), (1, 1, 2))      # ports: local, x+, x-, ..., z-
+    (1, 1, 1, 1, 1, 2, 2)
+    """
+    dims = len(cfg.shape)
+    if interval is None:
+        return (1,) * cfg.ports
+    ok = isinstance(interval, (tuple, list)) and len(interval) == dims
+    ok = ok and all(
+        not isinstance(i, bool) and isinstance(i, int) and 1 <= i <= 64 for i in interval
+    )
+    if not ok:
+        raise ValueError(
+            f"interval must be {dims} integers in 1..64 (cycles per flit on the links of each "
+            f"dimension of {cfg.shape}), not {interval!r}"
+        )
+    return (1,) + tuple(interval[(p - 1) // 2] for p in range(1, cfg.ports))

@@ -16,6 +16,13 @@ __all__ = ["Network"]
 class Network:
     """All routers of ``cfg.shape``, stepped together.
 
+    Parameters
+    ----------
+    cfg : LinkConfig
+    interval : sequence of int, optional
+        Cycles per flit on the links of each dimension (TLM only:
+        :func:`~tlm.link.config.port_intervals`); 1 everywhere by default, as the RTL.
+
     Examples
     --------
     >>> cfg = LinkConfig((4, 4))
@@ -26,13 +33,13 @@ class Network:
     [(8, 14)]
     """
 
-    def __init__(self, cfg: LinkConfig):
+    def __init__(self, cfg: LinkConfig, interval=None):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
         self.cfg = cfg
         torus = cfg.torus
         self.torus = torus
-        self.routers = [Router(cfg, c) for c in torus.coords()]
+        self.routers = [Router(cfg, c, interval) for c in torus.coords()]
         # peers[node][port] = (node, port) at the other end of the link
         self.peers = [
             [None]
@@ -47,6 +54,12 @@ class Network:
 
     def inject_ready(self, node: int) -> bool:
         return self.routers[node].inject_ready
+
+    @property
+    def idle(self) -> bool:
+        """No flit anywhere, no credit on its way, no link waiting out its interval: a step
+        without inputs would change nothing but the cycle count."""
+        return all(router.quiet for router in self.routers)
 
     def step(self, inject=None, eject_ready=None) -> NetStep:
         """Advance one cycle.

@@ -33,6 +33,9 @@ The pipeline (``docs/noc.md``):
   tail), so the packet leaves truncated but closed and holds no output VC; the rest of that
   packet then arrives as orphans. A credit returned for a VC that already holds ``depth``
   credits is ignored and counted (``CREDIT_OVERFLOW``).
+* **Flit interval** (TLM only, :func:`~tlm.link.config.port_intervals`). A link output of a
+  dimension with interval ``k`` does not ask for the switch for ``k - 1`` cycles after it sent
+  a flit: a link at ``1/k`` of the flit rate. The RTL has ``k = 1`` everywhere (the default).
 
 So a flit takes two cycles per router; one flit alone crosses ``H`` hops and leaves the
 ejection register ``2 H + 2`` cycles after it was accepted (an ``L``-flit packet injected back
@@ -44,7 +47,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .config import DropKind, LinkConfig
+from .config import DropKind, LinkConfig, port_intervals
 from .flit import FlitKind
 from .routing import lane, out_vc, route
 from .topology import LOCAL
@@ -92,7 +95,7 @@ class Router:
     True
     """
 
-    def __init__(self, cfg: LinkConfig, coord):
+    def __init__(self, cfg: LinkConfig, coord, interval=None):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
         coord = tuple(coord)
@@ -121,6 +124,10 @@ class Router:
         self.eject_reg: int | None = None
         self.rr = [0] * P
         self.counters = [0] * len(DropKind)
+        # the flit interval: cycles each link output still waits before it may send again
+        self._interval = port_intervals(cfg, interval)
+        self._paced = max(self._interval) > 1
+        self.wait = [0] * P
         # the injection checker: the packet being written (open), its flits so far (count),
         # the length its head gives, whether its destination is bad, whether it overran
         self._open = False
@@ -141,6 +148,7 @@ class Router:
             and self.eject_reg is None
             and self.link_reg is self._no_links
             and self.credit_reg is self._no_credits
+            and not (self._paced and any(self.wait))
         )
 
     @property
@@ -187,6 +195,8 @@ class Router:
             for port, asking in requests.items():
                 winner, vc = self._arbitrate(port, asking)
                 self._traverse(winner, port, vc, nxt, info)
+        if self._paced:  # a cycle has passed for every link output's interval
+            self.wait = [w - 1 if w else 0 for w in self.wait]
         if credit_in is not None:
             self._return_credits(credit_in)
         if link_in is not None:
@@ -224,18 +234,22 @@ class Router:
     def _request(self, r: int, flit: int, eject_free: bool) -> tuple[int, int] | None:
         """The ``(output port, output VC)`` requester ``r`` asks for, or ``None`` if it must
         wait: a head needs its output VC free and a credit, a body or tail the VC its head
-        took and a credit; the ejection port needs its register free."""
+        took and a credit; the ejection port needs its register free; a link output waits out
+        its flit interval."""
         held = self.alloc[r]
         if held is not None:
             port, vc = held
-            ok = eject_free if port == LOCAL else self.credits[port][vc] > 0
+            if port == LOCAL:
+                ok = eject_free
+            else:
+                ok = self.credits[port][vc] > 0 and not self.wait[port]
             return held if ok else None
         port, cls = self._route(flit)
         vc = out_vc(lane(self.fmt.vc(flit), self.cfg.vcs), cls, self.cfg.vcs)
         if port == LOCAL:
             ok = eject_free and not self.busy[LOCAL][0]
         else:
-            ok = not self.busy[port][vc] and self.credits[port][vc] > 0
+            ok = not self.busy[port][vc] and self.credits[port][vc] > 0 and not self.wait[port]
         return (port, vc) if ok else None
 
     def _route(self, head: int) -> tuple[int, int] | None:
@@ -273,6 +287,8 @@ class Router:
         else:
             nxt.send(port, out)
             self.credits[port][vc] -= 1
+            if self._paced:
+                self.wait[port] = self._interval[port]
         held = 0 if port == LOCAL else vc  # the ejection port has one output VC
         kind = self.fmt.kind(flit)
         if kind == FlitKind.HEAD:

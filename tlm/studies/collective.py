@@ -6,8 +6,9 @@ preset or file, ``NxSYSTEM`` for N joined by EFA) is a graph of chips and links
 (:mod:`tlm.system`); the operation (``--op``) by the algorithm (``--algo``, or ``auto`` by size
 as the Neuron runtime documents) is a schedule (:mod:`tlm.collectives`); the engine
 (``--engine``) times it: ``analytic`` (alpha-beta per step with shared links counted, closed
-forms) or ``flow`` (every transfer a flow sharing links max-min fairly, steps overlapping as
-their dependencies allow; one event-driven run per size); the flit engine comes later. See
+forms), ``flow`` (every transfer a flow sharing links max-min fairly, steps overlapping as
+their dependencies allow; one event-driven run per size) or ``flit`` (packets on the
+cycle-exact torus model, one simulation per size: a server or an UltraServer, small sizes). See
 docs/collectives.md.
 
 Examples
@@ -29,6 +30,7 @@ from pydantic import BaseModel, Field
 
 from ..collectives import ALGOS, COLLECTIVE_FORMATS, OPS, Analytic, build, choose, unfit
 from ..collectives.algorithms import ALGORITHMS
+from ..collectives.flit import MAX_SENT_BYTES, FlitEngine, FlitEngineError, flit_links
 from ..collectives.flow import Flow
 from ..collectives.trace import write_collective_trace
 from ..formats import get_format
@@ -52,8 +54,8 @@ __all__ = [
     "parse_sizes",
 ]
 
-#: Engines of the study (the flit engine is not built yet).
-ENGINES = ("analytic", "flow")
+#: Engines of the study.
+ENGINES = ("analytic", "flow", "flit")
 #: Figure formats ``--plot`` writes.
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _FAIL_ALLOWED = "chip pairs A-B joined by a link, comma-separated, e.g. 0-1 or 0-1,5-9"
@@ -151,7 +153,8 @@ class CollectiveInputs(PresetInputs):
         "analytic",
         description="analytic: alpha-beta per step with shared links counted; flow: every "
         "transfer a flow sharing links max-min fairly, steps overlapping as their dependencies "
-        "allow (the flit engine comes later)",
+        "allow; flit: packets on the cycle-exact torus model (a server or an UltraServer, sizes "
+        "whose busiest rank sends at most 2 MiB)",
     )
     root: int = Field(0, description="the chip a broadcast starts from", ge=0)
     fail_link: str = Field(
@@ -207,7 +210,40 @@ class CollectiveInputs(PresetInputs):
                 )
         elif system.chips < 2:
             raise InputError("system", self.system, "a system of 2 or more chips")
+        if self.engine == "flit":
+            self._check_flit(system, sizes, itemsize)
         return self
+
+    def _check_flit(self, system, sizes, itemsize):
+        """The flit engine runs one torus node, and simulates every flit: small sizes only."""
+        if system.failed:
+            raise InputError(
+                "fail_link",
+                self.fail_link,
+                "none with --engine flit (its routers route by dimension order and cannot go "
+                "round a failed link; --engine analytic or flow can)",
+            )
+        try:
+            flit_links(system)
+        except FlitEngineError as error:
+            why = str(error).split(" for the flit engine, not ")[1]
+            raise InputError(
+                "system",
+                self.system,
+                "server or ultraserver (one torus node) for --engine flit",
+                f"is not allowed: {why}",
+            ) from None
+        for size in sizes:
+            name = self.algo if self.algo != "auto" else choose(self.op, system, size)
+            factor = build(name, self.op, system).send_factor()
+            if size * factor > MAX_SENT_BYTES:
+                most = int(MAX_SENT_BYTES / factor) // itemsize * itemsize
+                raise InputError(
+                    "sizes",
+                    size,
+                    f"sizes up to {most} B for --engine flit with {name} (the busiest rank "
+                    f"sends at most {MAX_SENT_BYTES >> 20} MiB: size x {factor:g})",
+                )
 
     def system_graph(self, chip=None):
         """The system these inputs name, without the failed links (:func:`system_input`)."""
@@ -306,6 +342,8 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
         cost = system.cached(("analytic", *key), lambda s=schedule: Analytic(s, system))
         if inputs.engine == "flow":
             cost = system.cached(("flow", *key), lambda c=cost: Flow(c.schedule, system, c))
+        elif inputs.engine == "flit":
+            cost = system.cached(("flit", *key), lambda c=cost: FlitEngine(c.schedule, system, c))
         factor[name] = schedule.send_factor()
         pick = np.array([n == name for n in names])
         times[pick] = cost.time_s(sizes[pick], itemsize)

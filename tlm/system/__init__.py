@@ -7,6 +7,24 @@ See :mod:`tlm.system.graph` and ``docs/collectives.md`` ("Systems").
 (4, 4, 4)
 """
 
-from .graph import KINDS, SYSTEMS, Link, System, SystemSpecError, load_system, system_names
+from .graph import (
+    KINDS,
+    SYSTEMS,
+    FlitLinks,
+    Link,
+    System,
+    SystemSpecError,
+    load_system,
+    system_names,
+)
 
-__all__ = ["KINDS", "SYSTEMS", "Link", "System", "SystemSpecError", "load_system", "system_names"]
+__all__ = [
+    "KINDS",
+    "SYSTEMS",
+    "FlitLinks",
+    "Link",
+    "System",
+    "SystemSpecError",
+    "load_system",
+    "system_names",
+]

@@ -41,9 +41,18 @@ from pydantic import ValidationError
 
 from ..link.routing import route
 from ..link.topology import Torus
-from .schema import SystemFile
+from .schema import SystemFile, flit_intervals
 
-__all__ = ["SYSTEMS", "KINDS", "Link", "System", "SystemSpecError", "load_system", "system_names"]
+__all__ = [
+    "SYSTEMS",
+    "KINDS",
+    "FlitLinks",
+    "Link",
+    "System",
+    "SystemSpecError",
+    "load_system",
+    "system_names",
+]
 
 #: System presets shipped with the package (``tlm/system/NAME.toml``).
 SYSTEMS = ("trn1-server", "trn2-server", "trn2-ultraserver", "trn3-ultraserver")
@@ -66,6 +75,30 @@ class Link:
     bandwidth_Bps: float
     latency_s: float
     name: str
+
+
+@dataclass(frozen=True)
+class FlitLinks:
+    """How a torus node's links move flits (the preset's ``[flit]``), for the flit engine.
+
+    Attributes
+    ----------
+    bytes_per_flit : int
+        Data bytes of one flit.
+    clock_hz : float
+        Link clock: a full-rate link carries one flit per cycle.
+    max_packet_flits : int
+        Longest packet, head included.
+    interval : tuple of int
+        Cycles per flit on the links of each torus dimension (1: full rate; the UltraServer's z
+        links: 2), so that ``bytes_per_flit x clock_hz / interval[d]`` is dimension ``d``'s
+        ``bandwidth_Bps``.
+    """
+
+    bytes_per_flit: int
+    clock_hz: float
+    max_packet_flits: int
+    interval: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -92,6 +125,8 @@ class System:
     failed : tuple of (int, int)
         Chip pairs whose links have failed (:meth:`without`): routes that would cross them
         take the shortest detour over the links left.
+    flit : FlitLinks or None
+        The torus links in flits (``[flit]``), or None where the preset has no such table.
     """
 
     name: str
@@ -104,6 +139,7 @@ class System:
     vertices: tuple[str, ...]
     step_fixed_s: float
     file: SystemFile
+    flit: FlitLinks | None
     _ports: dict = field(repr=False, compare=False)
     failed: tuple[tuple[int, int], ...] = ()
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
@@ -364,6 +400,14 @@ def _one_node(data: SystemFile, nodes: int, name: str) -> System:
         vertices=tuple(vertices),
         step_fixed_s=float(data.collective.step_fixed_s.value),
         file=data,
+        flit=None
+        if data.flit is None
+        else FlitLinks(
+            bytes_per_flit=int(data.flit.bytes_per_flit.value),
+            clock_hz=float(data.flit.clock_hz.value),
+            max_packet_flits=int(data.flit.max_packet_flits.value),
+            interval=flit_intervals(data.torus, data.flit),
+        ),
         _ports=ports,
     )
 

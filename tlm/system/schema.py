@@ -3,6 +3,9 @@
 A system file describes one *node* (a server or an UltraServer): its chips and the links between
 them - a torus (``[torus]``, one ``[[torus.dimension]]`` table of link figures per ring) or a
 switch every chip hangs off (``[switch]``) - and how N such nodes are joined by EFA (``[efa]``).
+A torus may say how its links move flits (``[flit]``: bytes per flit, the link clock, the
+longest packet), for the flit engine (:mod:`tlm.collectives.flit`); then every link's
+bandwidth times its whole number of cycles per flit must be ``bytes_per_flit x clock_hz``.
 Every figure is a table ``{value, source, note}`` (the chip presets' :class:`~tlm.presets.schema.
 Figure`); ``source`` names keys of the file's ``[sources]`` table, ``ASSUMED`` where no public
 page gives the figure. Units are in the key names (``_Bps``, ``_s``).
@@ -16,7 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..presets.schema import Figure
 
-__all__ = ["SystemFile", "TorusSection", "TorusDimension", "SwitchSection", "EfaSection"]
+__all__ = [
+    "SystemFile",
+    "TorusSection",
+    "TorusDimension",
+    "SwitchSection",
+    "EfaSection",
+    "FlitSection",
+    "flit_intervals",
+]
 
 
 class _Strict(BaseModel):
@@ -101,6 +112,55 @@ class EfaSection(_Strict):
         return self
 
 
+class FlitSection(_Strict):
+    """How the torus links move flits, for the flit engine: a link carries one flit of
+    ``bytes_per_flit`` bytes every cycle of ``clock_hz`` (or every ``k`` cycles, a link at
+    ``1/k`` of that rate: :func:`flit_intervals`); a packet is a head flit and up to
+    ``max_packet_flits - 1`` data flits."""
+
+    bytes_per_flit: Figure = Field(description="data bytes one flit carries on a link")
+    clock_hz: Figure = Field(description="link clock: flits per second on a full-rate link")
+    max_packet_flits: Figure = Field(description="longest packet, head included")
+
+    @model_validator(mode="after")
+    def _check(self):
+        _at_least("bytes_per_flit", self.bytes_per_flit, 1, strict=False, integer=True)
+        _at_least("clock_hz", self.clock_hz, 0)
+        n = self.max_packet_flits.value
+        if isinstance(n, bool) or n not in (2, 4, 8, 16, 32, 64):
+            raise ValueError(
+                f"max_packet_flits must be a power of two in 2..64 (the length field's range), "
+                f"not {n!r}"
+            )
+        return self
+
+
+def flit_intervals(torus: TorusSection, flit: FlitSection) -> tuple[int, ...]:
+    """Cycles per flit on the links of each torus dimension: ``bytes_per_flit x clock_hz``
+    over the dimension's ``bandwidth_Bps``, which must be a whole number >= 1.
+
+    Raises
+    ------
+    ValueError
+        Naming the dimension whose bandwidth does not fit.
+    """
+    rate = flit.bytes_per_flit.value * flit.clock_hz.value
+    out = []
+    for d, dim in enumerate(torus.dimension):
+        bw = dim.bandwidth_Bps.value
+        ratio = rate / bw
+        k = round(ratio)
+        if k < 1 or abs(ratio - k) > 1e-9 * ratio:
+            raise ValueError(
+                f"flit.bytes_per_flit x flit.clock_hz ({rate:g} B/s) must equal "
+                f"torus.dimension.{d}.bandwidth_Bps ({bw:g} B/s) times a whole number of "
+                f"cycles per flit (1 at the full flit rate), not {ratio:.6g} times: change "
+                f"one of them"
+            )
+        out.append(int(k))
+    return tuple(out)
+
+
 class CollectiveSection(_Strict):
     """Costs of the collective runtime that are not links."""
 
@@ -124,11 +184,16 @@ class SystemFile(_Strict):
     switch: SwitchSection | None = None
     efa: EfaSection
     collective: CollectiveSection
+    flit: FlitSection | None = None
 
     @model_validator(mode="after")
     def _check(self):
         if (self.torus is None) == (self.switch is None):
             raise ValueError("a system must have exactly one of [torus] and [switch]")
+        if self.flit is not None:
+            if self.torus is None:
+                raise ValueError("[flit] describes torus links: a system with [switch] has none")
+            flit_intervals(self.torus, self.flit)
         for where, figure in self.figures().items():
             for key in figure.source.replace(",", " ").split():
                 if key not in self.sources:
@@ -146,7 +211,7 @@ class SystemFile(_Strict):
             for d, dim in enumerate(self.torus.dimension):
                 out[f"torus.dimension.{d}.bandwidth_Bps"] = dim.bandwidth_Bps
                 out[f"torus.dimension.{d}.latency_s"] = dim.latency_s
-        for section in ("switch", "efa", "collective"):
+        for section in ("switch", "efa", "collective", "flit"):
             block = getattr(self, section)
             if block is not None:
                 for name in type(block).model_fields:
