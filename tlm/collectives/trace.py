@@ -44,6 +44,24 @@ class TransferSpan:
     nbytes: float
     links: tuple[int, ...]
 
+    @classmethod
+    def of(cls, schedule, group, step, index, start_s, end_s, nbytes, links) -> TransferSpan:
+        """Transfer ``index`` of step ``step`` of ``schedule`` as it ran."""
+        t = schedule.steps[step].transfers[index]
+        chips = schedule.chips
+        return cls(
+            group,
+            schedule.algorithm,
+            step,
+            chips[t.src],
+            chips[t.dst],
+            t.reduce,
+            start_s,
+            end_s,
+            nbytes,
+            tuple(links),
+        )
+
 
 def _span(cat, name, ident, pid, tid, start_s, end_s, args) -> list[dict]:
     begin = {"ph": "b", "cat": cat, "name": name, "id": ident, "pid": pid, "tid": tid}
@@ -109,25 +127,10 @@ def flow_spans(flow: Flow, chunk_bytes: float) -> list[TransferSpan]:
     record: list = []
     Launch(env, net, flow.flows, flow.after, flow.fixed_s, chunk_bytes, flow.waiters, record)
     env.run()
-    schedule = flow.schedule
-    out = []
-    for step, t, start_s, end_s, nbytes, links in record:
-        transfer = schedule.steps[step].transfers[t]
-        out.append(
-            TransferSpan(
-                0,
-                schedule.algorithm,
-                step,
-                schedule.chips[transfer.src],
-                schedule.chips[transfer.dst],
-                transfer.reduce,
-                start_s,
-                end_s,
-                nbytes,
-                tuple(links),
-            )
-        )
-    return out
+    return [
+        TransferSpan.of(flow.schedule, 0, step, t, start_s, end_s, nbytes, links)
+        for step, t, start_s, end_s, nbytes, links in record
+    ]
 
 
 def write_collective_trace(flow: Flow, chunk_bytes: float, path) -> Path:

@@ -48,25 +48,10 @@ def step_events(step) -> list[dict]:
         entry = transfers[key]
         entry[0], entry[1] = min(entry[0], start_s), max(entry[1], end_s)
         entry[2] += nbytes
-    spans = []
-    for (group, index, t), (start_s, end_s, nbytes, links) in sorted(transfers.items()):
-        algorithm = step.groups[group].algorithm
-        schedule = step.schedules[algorithm]
-        transfer = schedule.steps[index].transfers[t]
-        spans.append(
-            TransferSpan(
-                group,
-                algorithm,
-                index,
-                schedule.chips[transfer.src],
-                schedule.chips[transfer.dst],
-                transfer.reduce,
-                start_s,
-                end_s,
-                nbytes,
-                links,
-            )
-        )
+    spans = [
+        TransferSpan.of(step.schedules[step.groups[g].algorithm], g, i, t, *entry)
+        for (g, i, t), entry in sorted(transfers.items())
+    ]
     return events + transfer_events(system, spans, len(step.runs), tracks)
 
 
