@@ -28,11 +28,12 @@ Examples
 >>> r = memory_per_chip(m, dp=16, tp=8, pp=4, zero=1, sp=True, recompute="selective",
 ...                     hbm_bytes=96 * 2**30)
 >>> bool(r.fits), round(float(r.total_bytes) / 2**30, 1)
-(True, 40.6)
+(True, 33.0)
 >>> import numpy as np
->>> many = memory_per_chip(m, dp=16, tp=np.array([1, 2, 4, 8]), pp=4, hbm_bytes=96 * 2**30)
->>> many.fits.tolist()
-[False, False, False, True]
+>>> many = memory_per_chip(m, dp=16, tp=np.array([1, 2, 4, 8]), pp=4, zero=1, sp=True,
+...                        recompute="selective", hbm_bytes=96 * 2**30)
+>>> many.fits.tolist(), (many.total_bytes / 2**30).round().tolist()
+([False, False, True, True], [250.0, 126.0, 64.0, 33.0])
 """
 
 from __future__ import annotations
@@ -363,63 +364,62 @@ def _validate(m: Model, c: dict, gb: int, s: int):
     reasons = [""]
     code = np.zeros(c["tp"].shape, dtype=np.int64)
 
-    def rule(bad, message):
-        reasons.append(message)
-        code[(code == 0) & bad] = len(reasons) - 1
+    def rule(bad, message, values):
+        """Mark the rows where ``bad`` holds (and nothing earlier did): one reason per bad
+        value, so each row's message names its own value."""
+        bad = bad & (code == 0)
+        for value in np.unique(values[bad]):
+            reasons.append(message.format(int(value)))
+            code[bad & (values == value)] = len(reasons) - 1
 
     for name in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "interleave"):
-        rule(c[name] < 1, f"{name} must be a positive integer, not {_first(c[name], c[name] < 1)}")
-    for t in np.unique(c["tp"][c["tp"] >= 1]):
+        rule(c[name] < 1, f"{name} must be a positive integer, not {{}}", c[name])
+    for t in np.unique(c["tp"][(c["tp"] >= 1) & (code == 0)]):
         why = tp_allowed(m, int(t))
         if why:
-            rule(c["tp"] == t, f"tp must be {why} of {m.name}, not {int(t)}")
+            rule(c["tp"] == t, f"tp must be {why} of {m.name}, not {{}}", c["tp"])
     rule(
         c["pp"] > m.layers,
-        f"pp must be at most the {m.layers} layers of {m.name}, not "
-        f"{_first(c['pp'], c['pp'] > m.layers)}",
+        f"pp must be at most the {m.layers} layers of {m.name}, not {{}}",
+        c["pp"],
     )
     experts = m.moe.experts if m.moe else 1
-    bad_ep = experts % np.maximum(c["ep"], 1) != 0
     allowed = (
         f"a divisor of the {experts} experts of {m.name}"
         if m.moe
         else (f"1 for {m.name} (a dense model)")
     )
-    rule(bad_ep, f"ep must be {allowed}, not {_first(c['ep'], bad_ep)}")
-    bad = (c["dp"] * c["cp"]) % np.maximum(c["ep"], 1) != 0
+    rule(experts % np.maximum(c["ep"], 1) != 0, f"ep must be {allowed}, not {{}}", c["ep"])
+    dpcp = c["dp"] * c["cp"]
     rule(
-        bad,
-        f"ep must divide dp x cp (the expert-parallel group is carved from them), not "
-        f"{_first(c['ep'], bad)}",
+        dpcp % np.maximum(c["ep"], 1) != 0,
+        "ep must divide dp x cp (the expert-parallel group is carved from them), not {}",
+        c["ep"],
     )
-    bad = s % np.maximum(c["cp"], 1) != 0
-    rule(bad, f"cp must divide the sequence of {s} tokens, not {_first(c['cp'], bad)}")
-    bad = gb % np.maximum(c["dp"] * c["micro_batch"], 1) != 0
     rule(
-        bad,
-        f"dp x micro_batch must divide the global batch of {gb} sequences, not "
-        f"{_first(c['dp'] * c['micro_batch'], bad)}",
+        s % np.maximum(c["cp"], 1) != 0,
+        f"cp must divide the sequence of {s} tokens, not {{}}",
+        c["cp"],
     )
-    bad = (c["zero"] < 0) | (c["zero"] > 3)
-    rule(bad, f"zero must be one of 0, 1, 2, 3, not {_first(c['zero'], bad)}")
-    bad = (c["interleave"] > 1) & (c["pp"] < 2)
+    dmb = c["dp"] * c["micro_batch"]
     rule(
-        bad,
-        f"interleave must be 1 without pipeline parallelism (pp 1), not "
-        f"{_first(c['interleave'], bad)}",
+        gb % np.maximum(dmb, 1) != 0,
+        f"dp x micro_batch must divide the global batch of {gb} sequences, not {{}}",
+        dmb,
     )
-    bad = c["pp"] * c["interleave"] > m.layers
+    rule((c["zero"] < 0) | (c["zero"] > 3), "zero must be one of 0, 1, 2, 3, not {}", c["zero"])
     rule(
-        bad,
-        f"pp x interleave must be at most the {m.layers} layers of {m.name}, not "
-        f"{_first(c['pp'] * c['interleave'], bad)}",
+        (c["interleave"] > 1) & (c["pp"] < 2),
+        "interleave must be 1 without pipeline parallelism (pp 1), not {}",
+        c["interleave"],
+    )
+    ppv = c["pp"] * c["interleave"]
+    rule(
+        ppv > m.layers,
+        f"pp x interleave must be at most the {m.layers} layers of {m.name}, not {{}}",
+        ppv,
     )
     return code, tuple(reasons)
-
-
-def _first(values, bad):
-    hit = np.ravel(values)[np.ravel(bad)]
-    return int(hit[0]) if hit.size else None
 
 
 def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
