@@ -67,8 +67,9 @@ def test_korthikanti_first_stage_totals(name, t, p, b, batch, v):
     layers' worth, times 1 + (p - 1)/(p m) when interleaved over m stages - plus the
     embedding dropout's mask of p micro-batches (s b h p / t); one stage (p = 1) also holds
     the output layer's norm and projection inputs and the fp32 logits (4 s b h / t (1 + v/h)
-    with 16-bit activations; /t with sequence parallelism only, except the logits). Their four cases, for sequence parallelism + selective
-    recomputation (the paper's "present work") and full recomputation."""
+    with 16-bit activations; /t with sequence parallelism only, except the logits). Their
+    four cases, for sequence parallelism + selective recomputation (the paper's "present
+    work") and full recomputation."""
     m = load_model(name)
     s, h, L, V = m.seq_len, m.hidden, m.layers, m.vocab
     factor = 1 + (p - 1) / (p * v) if v > 1 else 1
