@@ -41,6 +41,12 @@ MODULES = [
     "tlm.collectives.values",
     "tlm.collectives.analytic",
     "tlm.collectives.flow",
+    "tlm.workloads",
+    "tlm.workloads.model",
+    "tlm.workloads.operators",
+    "tlm.cluster",
+    "tlm.cluster.memory",
+    "tlm.studies.model",
 ]
 
 

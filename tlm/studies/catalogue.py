@@ -4,6 +4,6 @@ A new study is a module of this package that defines its inputs, results and fun
 calls :func:`~tlm.studies.protocol.register`; it is added to the imports below.
 """
 
-from . import collective, gemm, noc, tensor, validate  # noqa: F401 - each registers its study
+from . import collective, gemm, model, noc, tensor, validate  # noqa: F401 - each registers its study
 
 __all__: list[str] = []
