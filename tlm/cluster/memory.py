@@ -368,6 +368,8 @@ def _validate(m: Model, c: dict, gb: int, s: int):
         """Mark the rows where ``bad`` holds (and nothing earlier did): one reason per bad
         value, so each row's message names its own value."""
         bad = bad & (code == 0)
+        if not bad.any():
+            return
         for value in np.unique(values[bad]):
             reasons.append(message.format(int(value)))
             code[bad & (values == value)] = len(reasons) - 1
