@@ -200,9 +200,9 @@ def _layer_params(m: Model, t, ep):
         zero = np.zeros_like(dense)
         return dense, zero, zero
     x = m.moe
-    moe_base = base + m.router_parameters() + _ffn_params(m, x.shared_experts * x.expert_ffn, t)
-    if not x.shared_experts:
-        moe_base = base + m.router_parameters()
+    moe_base = base + m.router_parameters()
+    if x.shared_experts:  # the shared experts fused into one FFN, split like a dense one
+        moe_base = moe_base + _ffn_params(m, x.shared_experts * x.expert_ffn, t)
     experts = (x.experts / ep) * _ffn_params(m, x.expert_ffn, t)
     return dense, moe_base, experts
 
@@ -214,9 +214,19 @@ def layer_activation_bytes(
     """Bytes one layer stores for the backward pass, for one micro-batch, on one chip
     (vectorised over every argument but ``m``, ``kind`` and ``fmt``).
 
-    ``recompute`` is a code of :data:`RECOMPUTE` (or an array of them). See the module
-    docstring and docs/workloads.md for the derivation.
+    ``recompute`` is a name or code of :data:`RECOMPUTE` (or an array of them). See the
+    module docstring and docs/workloads.md for the derivation.
+
+    >>> from tlm.workloads import load_model
+    >>> gpt = load_model("gpt3-175b")     # Korthikanti: sbh (34 + 5as/h) = 2048 x 12288 x 114
+    >>> int(layer_activation_bytes(gpt, "dense", micro_batch=1, seq_len=2048, tp=1, sp=False,
+    ...                            recompute="none")) == 2048 * 12288 * 114
+    True
     """
+    if kind not in ("dense", "moe") or (kind == "moe" and not m.moe):
+        allowed = "dense or moe" if m.moe else "dense"
+        raise ValueError(f"kind must be {allowed}, not {kind!r}")
+    recompute = _recompute_codes(recompute)
     e = element_bytes(fmt)
     mask = 1.0 if m.dropout else 0.0  # dropout masks: one byte per element
     b, s, t, c = (np.asarray(x, dtype=float) for x in (micro_batch, seq_len, tp, cp))
@@ -488,8 +498,10 @@ def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
         biggest = np.maximum(dense_p, moe_p + expert_p) if m.moe else dense_p
         buf = np.where(zero >= 3, 2 * biggest * wb, 0.0)
         buf = buf + np.where(pp > 1, 2 * tokens * ab * m.hidden / r, 0.0)
-        kind = "moe" if m.moe and m.dense_layers == 0 else "dense"
-        working = layer_activation_bytes(m, kind, **{**shape, "recompute": np.zeros_like(rc)})
+        whole_layer = {**shape, "recompute": np.zeros_like(rc)}
+        working = layer_activation_bytes(m, "dense", **whole_layer)
+        if m.moe:  # the larger of the two kinds of layer
+            working = np.maximum(working, layer_activation_bytes(m, "moe", **whole_layer))
         buf = buf + np.where(rc == 2, working, 0.0)
         kv_l = np.maximum(m.kv_heads / t, 1)
         buf = buf + np.where(cp > 1, 2 * tokens * ab * kv_l * (m.head_dim + m.v_head_dim), 0.0)
