@@ -258,6 +258,11 @@ def test_does_not_fit_says_by_how_much():
         "too much (weights " in text
     )
     assert text.endswith("the largest: optimizer)")
+    with pytest.raises(ValueError, match="hbm_bytes must be the chip's HBM in bytes"):
+        memory_per_chip(m).check()
+    names = memory_per_chip(m, tp=8, pp=16, recompute=np.array(["full", "none", "full"]))
+    codes = memory_per_chip(m, tp=8, pp=16, recompute=np.array([2, 0, 2]))
+    assert np.array_equal(names.total_bytes, codes.total_bytes)
     fits = memory_per_chip(m, dp=8, tp=8, pp=16, zero=1, recompute="full", hbm_bytes=96 * 2**30)
     fits.check()  # no error
     assert float(fits.buffers_bytes) >= DEFAULT_RESERVE_BYTES

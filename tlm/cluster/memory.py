@@ -125,6 +125,8 @@ class MemoryBreakdown:
             raise ValueError(self.reasons[r["reason"]])
         if r["fits"]:
             return
+        if np.isnan(r["hbm_bytes"]):
+            raise ValueError("hbm_bytes must be the chip's HBM in bytes to check a fit, not None")
         cfg = ", ".join(f"{k}={_show(k, np.ravel(v)[i])}" for k, v in self.config.items())
         parts = ", ".join(f"{c} {_gib(r[c + '_bytes'])}" for c in COMPONENTS)
         largest = max(COMPONENTS, key=lambda c: r[c + "_bytes"])
@@ -160,11 +162,12 @@ def _recompute_codes(value):
         if np.any((codes < 0) | (codes >= len(RECOMPUTE))):
             raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {value!r}")
         return codes
-    flat = [str(x) for x in np.ravel(a)]
-    bad = [x for x in flat if x not in RECOMPUTE]
+    names, inverse = np.unique(a.astype(str), return_inverse=True)  # a few names, many rows
+    bad = [str(x) for x in names if x not in RECOMPUTE]
     if bad:
         raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {bad[0]!r}")
-    return np.array([RECOMPUTE.index(x) for x in flat], dtype=np.int64).reshape(a.shape)
+    codes = np.array([RECOMPUTE.index(x) for x in names], dtype=np.int64)
+    return codes[inverse].reshape(a.shape)
 
 
 # --- parameters per chip ----------------------------------------------------------------------

@@ -105,7 +105,6 @@ class ModelInputs(PresetInputs):
             )
         resolved = self.model_copy(update={"global_batch": gb, "seq_len": seq})
         resolved.memory()  # every other check of the configuration
-        _ = self.spec  # the preset, checked
         return resolved
 
     def memory(self):
