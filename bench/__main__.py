@@ -7,7 +7,7 @@ were. Nothing here is a test: figures are measured,
 printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
-    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll
+    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll, cluster
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 
 from .common import OUT, ROOT, best_time, build_in_child, generate
 
-PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll")
+PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster")
 
 
 def _children_peak_mib() -> float:
@@ -293,6 +293,10 @@ def main(argv=None) -> int:
         from .collectives import bench_collectives
 
         by_part["coll"] = bench_collectives()
+    if "cluster" in parts:
+        from .cluster import bench_cluster
+
+        by_part["cluster"] = bench_cluster()
     head = {
         "machine": platform.platform(),
         "python": platform.python_version(),

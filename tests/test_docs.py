@@ -45,6 +45,12 @@ MODULES = [
     "tlm.server.tensor_parallel",
     "tlm.studies.tp_step",
     "tlm.collectives.flit",
+    "tlm.workloads",
+    "tlm.workloads.model",
+    "tlm.workloads.operators",
+    "tlm.cluster",
+    "tlm.cluster.memory",
+    "tlm.studies.model",
 ]
 
 

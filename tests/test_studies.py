@@ -20,6 +20,7 @@ QUICK = {
     "collective": ["--system", "2xserver", "--sizes", "8B..1GiB:64", "--format", "fp32"],
     "validate": [],
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
+    "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
 }
 
 #: Figures named by what they count carry no unit suffix.
@@ -28,6 +29,8 @@ COUNTS |= {"ranks", "count", "type", "algorithm"}  # collective: nccom-test's co
 COUNTS |= {"failed_links", "detoured_transfers"}
 COUNTS |= {"sections", "rows", "judged_rows", "section", "model_algorithm", "role", "source"}
 COUNTS |= {"group", "values_bit_exact"}  # tp-step: the all-reduce's number, a yes or no
+COUNTS |= {"parameters", "active_parameters", "chips", "fits", "peak_stage"}  # model
+COUNTS |= {"part", "op", "kind", "batch", "m", "k", "weights"}  # model: operators
 
 
 def test_every_study_has_quick_inputs():
@@ -449,6 +452,51 @@ BAD = [
         "folder",
     ),
     (
+        ["model", "--model", "gpt5"],
+        "--model: 'gpt5' is not allowed; allowed: one of deepseek-v3, gpt3-175b, llama3-405b, "
+        "llama3-70b, llama3-8b, megatron-1.7b, megatron-145b, megatron-18b, megatron-1t, "
+        "megatron-22b, megatron-3.6b, megatron-310b, megatron-39b, megatron-530b, "
+        "megatron-7.5b, megatron-76b, moe-2t, or a model file path ending in .toml",
+    ),
+    (
+        ["model", "--model", "llama3-405b", "--tp", "6"],
+        "--tp: 6 is not allowed; allowed: a divisor of the 128 heads of llama3-405b",
+    ),
+    (
+        ["model", "--model", "llama3-8b", "--pp", "33"],
+        "--pp: 33 is not allowed; allowed: at most the 32 layers of llama3-8b",
+    ),
+    (
+        ["model", "--ep", "2"],
+        "--ep: 2 is not allowed; allowed: 1 for llama3-8b (a dense model)",
+    ),
+    (
+        ["model", "--model", "deepseek-v3", "--dp", "4", "--ep", "8"],
+        "--ep: 8 is not allowed; allowed: divide dp x cp (the expert-parallel group is carved "
+        "from them)",
+    ),
+    (
+        ["model", "--dp", "3"],
+        "--micro-batch: 1 is not allowed; allowed: a size with dp x micro_batch dividing the "
+        "global batch of 2048 sequences (dp 3)",
+    ),
+    (["model", "--cp", "3"], "--cp: 3 is not allowed; allowed: divide the sequence of 8192 tokens"),
+    (["model", "--zero", "4"], "--zero: 4 is not allowed; allowed: an integer in 0..3"),
+    (["model", "--sp", "yes"], "--sp: 'yes' is not allowed; allowed: one of on, off"),
+    (
+        ["model", "--recompute", "half"],
+        "--recompute: 'half' is not allowed; allowed: one of none, selective, full",
+    ),
+    (
+        ["model", "--weights-format", "int8"],
+        "--weights-format: 'int8' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
+        "fp8_e4m3fn, fp8_e5m2, tf32",
+    ),
+    (
+        ["model", "--interleave", "2"],
+        "--interleave: 2 is not allowed; allowed: 1 without pipeline parallelism (pp 1)",
+    ),
+    (
         ["noc", "--out", "/no/such/folder/x.json"],
         "--out: '/no/such/folder/x.json' cannot be written; allowed: a file in an existing folder",
     ),
@@ -609,3 +657,41 @@ def test_collective_trace(capsys, tmp_path):
     end_us = max(e["ts"] + e["dur"] for e in steps)
     flow = _run(["collective", "--sizes", "1MiB", "--engine", "flow", "--json"], capsys)
     assert end_us == pytest.approx(flow["series"][0]["time_s"] * 1e6, rel=1e-9)
+
+
+def test_model_study_memory_and_facts(capsys):
+    """trnsim model: the facts of the file and the memory of a layout; a layout that does not
+    fit says so (fits: no, negative headroom) rather than failing."""
+    c = _run(
+        [
+            "model",
+            "--model",
+            "llama3-70b",
+            "--dp",
+            "16",
+            "--tp",
+            "8",
+            "--pp",
+            "4",
+            "--zero",
+            "1",
+            "--sp",
+            "on",
+            "--recompute",
+            "selective",
+            "--json",
+        ],
+        capsys,
+    )
+    r = c["results"]
+    assert r["chips"] == 512 and r["fits"] is True
+    assert r["parameters"] == 70553706496
+    assert r["kv_cache_per_token_bytes"] == 80 * 2 * 8 * 128 * 2
+    parts = ("weights", "gradients", "optimizer", "activations", "buffers")
+    assert sum(r[f"{p}_bytes"] for p in parts) == pytest.approx(r["total_bytes"])
+    assert r["hbm_bytes"] == 96 * 2**30 and r["headroom_bytes"] > 0
+    assert {row["op"] for row in c["series"]} >= {"qkv", "score", "gate_up", "lm_head"}
+    one = _run(["model", "--model", "llama3-70b", "--json"], capsys)["results"]
+    assert one["fits"] is False and one["headroom_bytes"] < 0
+    trn3 = _run(["model", "--model", "llama3-70b", "--preset", "trn3", "--json"], capsys)
+    assert trn3["results"]["hbm_bytes"] == 144 * 2**30

@@ -48,6 +48,7 @@ def significant(value: float, digits: int = 3) -> str:
 #: Unit suffixes of figure names: (unit shown, scales to pick from, factor to the unit shown).
 UNITS = {
     "_flop_per_s": ("FLOP/s", _SI, 1.0),
+    "_flop": ("FLOP", ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), *_SI), 1.0),
     "_flits_per_node_cycle": ("flits/node/cycle", _ONE, 1.0),
     "_flits_per_cycle": ("flits/cycle", _ONE, 1.0),
     "_fraction": ("%", _ONE, 100.0),

@@ -1,0 +1,320 @@
+"""Memory per chip: Korthikanti et al.'s activation formulas on their own configurations, the
+parameter bytes of mixed-precision Adam, what each ZeRO stage divides, pipeline in-flight
+micro-batches, the vectorised path against scalar calls, and clear errors."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tlm.cluster import (
+    DEFAULT_RESERVE_BYTES,
+    DoesNotFit,
+    hbm_capacity_bytes,
+    layer_activation_bytes,
+    memory_per_chip,
+)
+from tlm.workloads import load_model
+
+#: Korthikanti et al. (arXiv:2205.05198) Table 3: model, tensor, pipeline, micro-batch,
+#: global batch, interleaved stages (Calculon's validation inputs for 175B and 530B: 3).
+KORTHIKANTI = [
+    ("megatron-22b", 8, 1, 4, 4, 1),
+    ("gpt3-175b", 8, 8, 1, 64, 3),
+    ("megatron-530b", 8, 35, 1, 280, 3),
+    ("megatron-1t", 8, 64, 1, 512, 1),
+]
+NONE, SELECTIVE, FULL = 0, 1, 2
+
+
+def table_2(s, b, h, a, t, case):
+    """Korthikanti Table 2, bytes per layer, written out independently of the model."""
+    return {
+        "no parallelism": s * b * h * (34 + 5 * a * s / h),
+        "tensor": s * b * h * (10 + 24 / t + 5 * a * s / (h * t)),
+        "tensor + sequence": s * b * h / t * (34 + 5 * a * s / h),
+        "tensor + selective": s * b * h * (10 + 24 / t),
+        "tensor + sequence + selective": s * b * h * 34 / t,
+        "full": 2 * s * b * h,
+    }[case]
+
+
+CASES = {
+    "no parallelism": dict(tp=1, sp=False, recompute=NONE),
+    "tensor": dict(sp=False, recompute=NONE),
+    "tensor + sequence": dict(sp=True, recompute=NONE),
+    "tensor + selective": dict(sp=False, recompute=SELECTIVE),
+    "tensor + sequence + selective": dict(sp=True, recompute=SELECTIVE),
+    "full": dict(sp=False, recompute=FULL),
+}
+
+
+@pytest.mark.parametrize("name,t,p,b,batch,v", KORTHIKANTI)
+@pytest.mark.parametrize("case", list(CASES))
+def test_korthikanti_table_2_per_layer(name, t, p, b, batch, v, case):
+    """The generalised layer (GQA, SwiGLU, MoE, any format) reduces exactly to the paper's GPT
+    layer: 16-bit activations, 1-byte dropout masks, MLP of 4h."""
+    m = load_model(name)
+    args = {"micro_batch": b, "seq_len": m.seq_len, "tp": t, **CASES[case]}
+    ours = layer_activation_bytes(m, "dense", **args)
+    want = table_2(m.seq_len, b, m.hidden, m.heads, args["tp"], case)
+    assert float(ours) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("name,t,p,b,batch,v", KORTHIKANTI)
+def test_korthikanti_first_stage_totals(name, t, p, b, batch, v):
+    """Section 4.2-4.3: the first pipeline stage keeps p micro-batches of L/p layers - L
+    layers' worth, times 1 + (p - 1)/(p m) when interleaved over m stages - plus the
+    embedding dropout's mask of p micro-batches (s b h p / t); one stage (p = 1) also holds
+    the output layer's norm and projection inputs and the fp32 logits (4 s b h / t (1 + v/h)
+    with 16-bit activations; /t with sequence parallelism only, except the logits). Their
+    four cases, for sequence parallelism + selective recomputation (the paper's "present
+    work") and full recomputation."""
+    m = load_model(name)
+    s, h, L, V = m.seq_len, m.hidden, m.layers, m.vocab
+    factor = 1 + (p - 1) / (p * v) if v > 1 else 1
+    for recompute, sp, per_layer in (
+        ("selective", True, 34 * s * b * h / t),
+        ("full", False, 2 * s * b * h),
+    ):
+        r = memory_per_chip(
+            m,
+            dp=1,
+            tp=t,
+            pp=p,
+            micro_batch=b,
+            global_batch=batch,
+            interleave=v,
+            sp=sp,
+            recompute=recompute,
+        )
+        assert int(r.stage) == 0
+        whole = t if sp else 1  # without sequence parallelism these are whole on every chip
+        extra = s * b * h * p / whole
+        if p == 1:
+            extra += 4 * s * b * h / whole + 4 * s * b * V / t
+        want = per_layer * L * factor + extra
+        assert float(r.activations_bytes) == pytest.approx(want, rel=1e-12), recompute
+
+
+@pytest.mark.parametrize("name,t,p,b,batch,v", KORTHIKANTI[1:])
+def test_five_fold_reduction(name, t, p, b, batch, v):
+    """The abstract's claim: sequence parallelism + selective recomputation cut activation
+    memory about 5x against tensor parallelism alone (4.9x to 5.4x on the three large
+    models)."""
+    m = load_model(name)
+    shape = dict(micro_batch=b, seq_len=m.seq_len, tp=t)
+    base = layer_activation_bytes(m, "dense", **shape, sp=False, recompute=NONE)
+    ours = layer_activation_bytes(m, "dense", **shape, sp=True, recompute=SELECTIVE)
+    assert 4.9 <= float(base / ours) <= 5.5
+
+
+@pytest.mark.parametrize("name", ["llama3-70b", "gpt3-175b", "deepseek-v3", "moe-2t"])
+def test_sixteen_bytes_per_parameter(name):
+    """Mixed-precision Adam (ZeRO's accounting): bf16 weights 2 B + bf16 gradients 2 B + fp32
+    master 4 B + two fp32 moments 8 B. On one chip that is 16 x the model's parameters -
+    counted here by a second, per-chip route that must agree with the model's own count."""
+    m = load_model(name)
+    r = memory_per_chip(m, recompute="full")
+    states = r.weights_bytes + r.gradients_bytes + r.optimizer_bytes
+    assert float(states) == 16 * m.parameters
+    assert float(r.weights_bytes) == 2 * m.parameters
+
+
+def test_formats_change_the_bytes():
+    m = load_model("llama3-8b")
+    fp8 = memory_per_chip(m, weights="fp8_e4m3", gradients="fp32", optimizer="bf16")
+    assert float(fp8.weights_bytes) == m.parameters
+    assert float(fp8.gradients_bytes) == 4 * m.parameters
+    assert float(fp8.optimizer_bytes) == (4 + 2 * 2) * m.parameters
+    fp32 = memory_per_chip(m, weights="fp32", gradients="fp32", master="fp32")
+    assert float(fp32.optimizer_bytes) == 8 * m.parameters  # no separate master copy
+    half = memory_per_chip(m, activations="fp8_e4m3", recompute="full")
+    full = memory_per_chip(m, recompute="full")
+    assert float(half.activations_bytes) < float(full.activations_bytes)
+
+
+@pytest.mark.parametrize("name", ["llama3-70b", "deepseek-v3"])
+def test_zero_stages_divide_what_they_should(name):
+    """ZeRO-1 divides the optimizer state, ZeRO-2 the gradients too, ZeRO-3 the weights too,
+    by the data-parallel chips (dp x cp); experts by the expert-data-parallel ones (/ ep)."""
+    m = load_model(name)
+    cfg = dict(dp=32, tp=8, pp=4, cp=2, ep=16 if m.moe else 1, recompute="full")
+    z = [memory_per_chip(m, zero=k, **cfg) for k in range(4)]
+    for part, stage in (("optimizer", 1), ("gradients", 2), ("weights", 3)):
+        values = [float(getattr(r, f"{part}_bytes")) for r in z]
+        assert values[:stage] == [values[0]] * stage, part
+        assert values[stage:] == [values[stage]] * (4 - stage), part
+        if not m.moe:
+            assert values[0] / values[stage] == pytest.approx(64)
+        else:
+            assert 4 < values[0] / values[stage] < 64  # experts only divided by 64 / 16
+    assert float(z[3].buffers_bytes) > float(z[2].buffers_bytes)  # the gathered layers
+    assert float(z[1].activations_bytes) == float(z[0].activations_bytes)
+
+
+def test_zero_on_experts_by_hand():
+    """DeepSeek-V3 on dp x cp = 64 chips with ep = 16: each chip holds 256/16 experts of each
+    MoE layer, and ZeRO-1 shards their optimizer state over the 64/16 = 4 chips that hold the
+    same experts, the rest of the model's over all 64."""
+    m = load_model("deepseek-v3")
+    base = dict(dp=64, tp=1, pp=1, ep=16, recompute="full", global_batch=64)
+    z0, z1 = (memory_per_chip(m, zero=k, **base) for k in (0, 1))
+    x = m.moe
+    all_experts = m.moe_layers * x.experts * m.ffn_parameters(x.expert_ffn)
+    rest = m.parameters - all_experts
+    assert float(z0.optimizer_bytes) == pytest.approx(12 * (rest + all_experts / 16))
+    assert float(z1.optimizer_bytes) == pytest.approx(12 * (rest / 64 + all_experts / 16 / 4))
+
+
+def test_pipeline_in_flight_micro_batches():
+    """1F1B: the first stage keeps min(pp, micro-batches) micro-batches' activations."""
+    m = load_model("llama3-8b")
+    one = dict(tp=1, dp=1, micro_batch=1, recompute="selective")
+    acts = {
+        (pp, gb): float(memory_per_chip(m, pp=pp, global_batch=gb, **one).activations_bytes)
+        for pp, gb in ((4, 64), (4, 2), (8, 64))
+    }
+    layer = float(
+        layer_activation_bytes(
+            m, "dense", micro_batch=1, seq_len=8192, tp=1, sp=False, recompute=SELECTIVE
+        )
+    )
+    assert acts[(4, 64)] == pytest.approx(4 * 8 * layer)  # 4 in flight x 32/4 layers
+    assert acts[(4, 2)] == pytest.approx(2 * 8 * layer)  # only 2 micro-batches
+    assert acts[(8, 64)] == pytest.approx(8 * 4 * layer)  # L layers' worth either way
+    inter = memory_per_chip(m, pp=4, interleave=2, global_batch=64, **one)
+    assert float(inter.activations_bytes) == pytest.approx(acts[(4, 64)] * (1 + 3 / 8))
+
+
+def test_uneven_pipeline_split():
+    """Llama 3 405B's 126 layers over 16 stages: the first stages take 8, the last 7."""
+    m = load_model("llama3-405b")
+    r = memory_per_chip(m, dp=64, tp=8, pp=16, sp=True, recompute="selective", zero=1)
+    layer = float(
+        layer_activation_bytes(
+            m, "dense", micro_batch=1, seq_len=8192, tp=8, sp=True, recompute=SELECTIVE
+        )
+    )
+    assert int(r.stage) == 0
+    assert float(r.activations_bytes) == pytest.approx(16 * 8 * layer)
+
+
+def test_vectorised_equals_scalar_calls():
+    """Arrays in, arrays out: every row is the scalar call's figure; invalid rows are NaN and
+    carry the reason, and never fit."""
+    m = load_model("deepseek-v3")
+    rng = np.random.default_rng(7)
+    print("seed 7")
+    n = 200
+    cfg = dict(
+        dp=rng.choice([1, 8, 32, 64, 128], n),
+        tp=rng.choice([1, 2, 4, 8, 3], n),
+        pp=rng.choice([1, 2, 4, 8, 16], n),
+        cp=rng.choice([1, 2], n),
+        ep=rng.choice([1, 8, 16, 64], n),
+        zero=rng.choice([0, 1, 2, 3], n),
+        micro_batch=rng.choice([1, 2], n),
+        sp=rng.choice([False, True], n),
+        recompute=rng.choice(["none", "selective", "full"], n),
+    )
+    many = memory_per_chip(m, hbm_bytes=96 * 2**30, **cfg)
+    assert many.total_bytes.shape == (n,)
+    valid = 0
+    for i in range(n):
+        one = {k: v[i].item() for k, v in cfg.items()}
+        if many.reason[i]:
+            assert np.isnan(many.total_bytes[i]) and not many.fits[i]
+            with pytest.raises(ValueError) as info:
+                memory_per_chip(m, **one)
+            assert str(info.value) == many.reasons[many.reason[i]]
+            continue
+        valid += 1
+        r = memory_per_chip(m, hbm_bytes=96 * 2**30, **one)
+        for key in ("weights_bytes", "activations_bytes", "buffers_bytes", "total_bytes"):
+            assert getattr(many, key)[i] == float(getattr(r, key)), (i, key)
+        assert bool(many.fits[i]) == bool(r.fits)
+    assert 20 < valid < n
+
+
+def test_trn2_hbm_from_the_preset():
+    assert hbm_capacity_bytes("trn2") == 96 * 2**30
+    assert hbm_capacity_bytes("trn3") == 144 * 2**30
+
+
+def test_does_not_fit_says_by_how_much():
+    m = load_model("llama3-405b")
+    r = memory_per_chip(m, dp=8, tp=8, pp=2, hbm_bytes=hbm_capacity_bytes("trn2"), recompute="full")
+    with pytest.raises(DoesNotFit) as info:
+        r.check()
+    text = str(info.value)
+    assert text.startswith(
+        "llama3-405b does not fit with dp=8, tp=8, pp=2, cp=1, ep=1, zero=0, micro_batch=1, "
+        "sp=False, recompute=full, interleave=1: it needs "
+    )
+    need = float(r.total_bytes) / 2**30
+    assert (
+        f"it needs {need:.3g} GiB per chip and the chip has 96 GiB, {need - 96:.3g} GiB "
+        "too much (weights " in text
+    )
+    assert text.endswith("the largest: optimizer)")
+    with pytest.raises(ValueError, match="hbm_bytes must be the chip's HBM in bytes"):
+        memory_per_chip(m).check()
+    names = memory_per_chip(m, tp=8, pp=16, recompute=np.array(["full", "none", "full"]))
+    codes = memory_per_chip(m, tp=8, pp=16, recompute=np.array([2, 0, 2]))
+    assert np.array_equal(names.total_bytes, codes.total_bytes)
+    fits = memory_per_chip(m, dp=8, tp=8, pp=16, zero=1, recompute="full", hbm_bytes=96 * 2**30)
+    fits.check()  # no error
+    assert float(fits.buffers_bytes) >= DEFAULT_RESERVE_BYTES
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,message",
+    [
+        ("llama3-405b", dict(tp=6), "tp must be a divisor of the 128 heads of llama3-405b, not 6"),
+        ("llama3-8b", dict(pp=33), "pp must be at most the 32 layers of llama3-8b, not 33"),
+        ("llama3-8b", dict(ep=4), "ep must be 1 for llama3-8b (a dense model), not 4"),
+        (
+            "deepseek-v3",
+            dict(dp=8, ep=3),
+            "ep must be a divisor of the 256 experts of deepseek-v3, not 3",
+        ),
+        (
+            "deepseek-v3",
+            dict(dp=4, ep=8),
+            "ep must divide dp x cp (the expert-parallel group is carved from them), not 8",
+        ),
+        ("llama3-8b", dict(cp=3), "cp must divide the sequence of 8192 tokens, not 3"),
+        (
+            "llama3-8b",
+            dict(dp=3),
+            "dp x micro_batch must divide the global batch of 2048 sequences, not 3",
+        ),
+        ("llama3-8b", dict(zero=4), "zero must be one of 0, 1, 2, 3, not 4"),
+        ("llama3-8b", dict(dp=0), "dp must be a positive integer, not 0"),
+        (
+            "llama3-8b",
+            dict(recompute="half"),
+            "recompute must be one of none, selective, full, not 'half'",
+        ),
+        ("llama3-8b", dict(tp=1.5), "tp must be an integer or an array of integers, not 1.5"),
+        (
+            "llama3-8b",
+            dict(interleave=2),
+            "interleave must be 1 without pipeline parallelism (pp 1), not 2",
+        ),
+    ],
+)
+def test_bad_configurations(name, kwargs, message):
+    with pytest.raises(ValueError) as info:
+        memory_per_chip(load_model(name), **kwargs)
+    assert str(info.value) == message
+
+
+def test_moe_activations_scale_with_top_k():
+    m = load_model("deepseek-v3")
+    shape = dict(micro_batch=1, seq_len=4096, tp=1, sp=False, recompute=SELECTIVE)
+    base = float(layer_activation_bytes(m, "moe", **shape))
+    more = dataclasses.replace(m, moe=dataclasses.replace(m.moe, top_k=16))
+    per_copy = 2 * 2 * m.hidden + 2 * 3 * m.moe.expert_ffn
+    assert float(layer_activation_bytes(more, "moe", **shape)) - base == 8 * 4096 * per_copy

@@ -1,0 +1,520 @@
+"""Memory per chip of a training configuration, vectorised over configurations.
+
+For a model (:mod:`tlm.workloads`) and arrays of parallel configurations - data (``dp``),
+tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 1F1B, ``interleave``
+virtual stages), context (``cp``) and expert (``ep``) parallelism, ZeRO stage (0-3; FSDP is 3),
+micro-batch, activation recomputation (none / selective / full) - and the number formats of
+weights, gradients, optimizer state and activations (:mod:`tlm.formats`), it gives each
+chip's weights, gradients, optimizer state, activations and buffers in bytes, the total, and
+whether it fits the chip's HBM. One call evaluates any number of configurations (numpy arrays
+in, arrays out): the strategy search's inner loop.
+
+The peak is on the first pipeline stage (most micro-batches in flight, the embedding) or the
+last (the output projection and its logits); both are computed and the larger is kept.
+
+**Activations** follow Korthikanti et al. 2022 (arXiv:2205.05198, Section 4), generalised
+from their GPT layer (multi-head attention, GeLU MLP of 4h, LayerNorm, dropout, 16-bit
+activations) to GQA, MLA, SwiGLU, RMSNorm, no dropout, MoE and any activation format; for a
+GPT layer it reduces to their Table 2 exactly (``sbh(34 + 5as/h)`` without parallelism,
+``sbh(10 + 24/t + 5as/ht)`` with tensor parallelism, ``/t`` with sequence parallelism,
+``34 sbh/t`` with selective recomputation, ``2 sbh`` with full recomputation). The
+derivation and every assumption are in docs/workloads.md.
+
+Examples
+--------
+>>> from tlm.workloads import load_model
+>>> from tlm.cluster import memory_per_chip
+>>> m = load_model("llama3-70b")
+>>> r = memory_per_chip(m, dp=16, tp=8, pp=4, zero=1, sp=True, recompute="selective",
+...                     hbm_bytes=96 * 2**30)
+>>> bool(r.fits), round(float(r.total_bytes) / 2**30, 1)
+(True, 33.0)
+>>> import numpy as np
+>>> many = memory_per_chip(m, dp=16, tp=np.array([1, 2, 4, 8]), pp=4, zero=1, sp=True,
+...                        recompute="selective", hbm_bytes=96 * 2**30)
+>>> many.fits.tolist(), (many.total_bytes / 2**30).round().tolist()
+([False, False, True, True], [250.0, 126.0, 64.0, 33.0])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..workloads.model import Model, element_bytes
+from ..workloads.operators import tp_allowed
+
+__all__ = [
+    "MemoryBreakdown",
+    "DoesNotFit",
+    "memory_per_chip",
+    "hbm_capacity_bytes",
+    "RECOMPUTE",
+    "COMPONENTS",
+    "DEFAULT_RESERVE_BYTES",
+    "layer_activation_bytes",
+]
+
+#: Recomputation modes, by their code in arrays.
+RECOMPUTE = ("none", "selective", "full")
+#: The parts of a chip's memory, in the order they are reported.
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "buffers")
+#: Memory the runtime keeps for itself (allocator slack, collective scratch, code):
+#: ASSUMED, not published for Trainium; 2 GiB (docs/workloads.md).
+DEFAULT_RESERVE_BYTES = 2 * 2**30
+
+_GiB = 2**30
+
+
+class DoesNotFit(ValueError):
+    """A configuration whose memory exceeds the chip's HBM (the message says by how much and
+    which part is the largest)."""
+
+
+def hbm_capacity_bytes(spec) -> int:
+    """HBM of one chip of a preset (:class:`tlm.presets.ChipSpec` or its name): stacks x
+    stack capacity (96 GiB on trn2)."""
+    if isinstance(spec, str):
+        from ..presets import load_preset
+
+        spec = load_preset(spec)
+    return spec.chip.hbm_stacks * spec.chip.hbm_stack_capacity_bytes
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes per chip of each part, per configuration (arrays of one shape; NaN where the
+    configuration is not valid). ``stage`` is 0 where the first pipeline stage is the peak,
+    1 where the last is; ``reason`` is 0 for a valid configuration, else the index of what is
+    wrong in :attr:`reasons`."""
+
+    weights_bytes: np.ndarray
+    gradients_bytes: np.ndarray
+    optimizer_bytes: np.ndarray
+    activations_bytes: np.ndarray
+    buffers_bytes: np.ndarray
+    total_bytes: np.ndarray
+    hbm_bytes: np.ndarray
+    fits: np.ndarray
+    stage: np.ndarray
+    reason: np.ndarray
+    reasons: tuple
+    config: dict
+    model: str
+
+    @property
+    def headroom_bytes(self) -> np.ndarray:
+        """HBM left (negative: missing)."""
+        return self.hbm_bytes - self.total_bytes
+
+    def row(self, i=0) -> dict:
+        """Configuration ``i``'s figures as plain numbers."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                out[f.name] = np.ravel(value)[i].item()
+        return out
+
+    def check(self, i=0) -> None:
+        """Raise :class:`DoesNotFit` unless configuration ``i`` fits, naming the model, the
+        configuration, the need, the capacity, the shortfall and each part."""
+        r = self.row(i)
+        if r["reason"]:
+            raise ValueError(self.reasons[r["reason"]])
+        if r["fits"]:
+            return
+        if np.isnan(r["hbm_bytes"]):
+            raise ValueError("hbm_bytes must be the chip's HBM in bytes to check a fit, not None")
+        cfg = ", ".join(f"{k}={_show(k, np.ravel(v)[i])}" for k, v in self.config.items())
+        parts = ", ".join(f"{c} {_gib(r[c + '_bytes'])}" for c in COMPONENTS)
+        largest = max(COMPONENTS, key=lambda c: r[c + "_bytes"])
+        raise DoesNotFit(
+            f"{self.model} does not fit with {cfg}: it needs {_gib(r['total_bytes'])} per chip "
+            f"and the chip has {_gib(r['hbm_bytes'])}, {_gib(-r['hbm_bytes'] + r['total_bytes'])}"
+            f" too much ({parts}; the largest: {largest})"
+        )
+
+
+def _show(name, v):
+    v = v.item() if hasattr(v, "item") else v
+    return RECOMPUTE[v] if name == "recompute" else v
+
+
+def _gib(x: float) -> str:
+    return f"{x / _GiB:.3g} GiB" if abs(x) < 1024 * _GiB else f"{x / 2**40:.3g} TiB"
+
+
+def _int_array(name, value):
+    a = np.asarray(value)
+    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+        if a.dtype.kind == "f" and np.all(a == np.floor(a)):
+            return a.astype(np.int64)
+        raise ValueError(f"{name} must be an integer or an array of integers, not {value!r}")
+    return a.astype(np.int64)
+
+
+def _recompute_codes(value):
+    a = np.asarray(value)
+    if a.dtype.kind in "iu":
+        codes = a.astype(np.int64)
+        if np.any((codes < 0) | (codes >= len(RECOMPUTE))):
+            raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {value!r}")
+        return codes
+    names, inverse = np.unique(a.astype(str), return_inverse=True)  # a few names, many rows
+    bad = [str(x) for x in names if x not in RECOMPUTE]
+    if bad:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}, not {bad[0]!r}")
+    codes = np.array([RECOMPUTE.index(x) for x in names], dtype=np.int64)
+    return codes[inverse].reshape(a.shape)
+
+
+# --- parameters per chip ----------------------------------------------------------------------
+def _attention_params(m: Model, t):
+    """Attention weights (and biases) one chip holds, by tensor-parallel size ``t``."""
+    h, a = m.hidden, m.heads
+    a_l = a / t
+    if m.mla:
+        x = m.mla
+        qk = x.qk_nope_head_dim + x.qk_rope_head_dim
+        replicated = h * x.q_lora_rank + x.q_lora_rank  # down-projections and latent norms
+        replicated += h * (x.kv_lora_rank + x.qk_rope_head_dim) + x.kv_lora_rank
+        split = x.q_lora_rank * a * qk + x.kv_lora_rank * a * (x.qk_nope_head_dim + x.v_head_dim)
+        return replicated + (split + a * x.v_head_dim * h) / t
+    kv_l = np.maximum(m.kv_heads / t, 1)
+    d = m.head_dim
+    weights = h * (a_l + 2 * kv_l) * d + a_l * d * h
+    return weights + (((a_l + 2 * kv_l) * d + h) if m.biases else 0)
+
+
+def _ffn_params(m: Model, f, t):
+    weights = m.mlp_matrices * m.hidden * f / t
+    return weights + (((m.mlp_matrices - 1) * f / t + m.hidden) if m.biases else 0)
+
+
+def _layer_params(m: Model, t, ep):
+    """(dense layer params, MoE layer's non-expert params, MoE layer's expert params) per
+    chip; the experts are sharded over the expert-data-parallel group, the rest over the
+    data-parallel group."""
+    base = _attention_params(m, t) + 2 * m.norm_parameters()
+    dense = base + _ffn_params(m, m.ffn, t)
+    if not m.moe:
+        zero = np.zeros_like(dense)
+        return dense, zero, zero
+    x = m.moe
+    moe_base = base + m.router_parameters()
+    if x.shared_experts:  # the shared experts fused into one FFN, split like a dense one
+        moe_base = moe_base + _ffn_params(m, x.shared_experts * x.expert_ffn, t)
+    experts = (x.experts / ep) * _ffn_params(m, x.expert_ffn, t)
+    return dense, moe_base, experts
+
+
+# --- activations ------------------------------------------------------------------------------
+def layer_activation_bytes(
+    m: Model, kind, *, micro_batch, seq_len, tp, cp=1, sp, recompute, fmt="bf16"
+):
+    """Bytes one layer stores for the backward pass, for one micro-batch, on one chip
+    (vectorised over every argument but ``m``, ``kind`` and ``fmt``).
+
+    ``recompute`` is a name or code of :data:`RECOMPUTE` (or an array of them). See the
+    module docstring and docs/workloads.md for the derivation.
+
+    >>> from tlm.workloads import load_model
+    >>> gpt = load_model("gpt3-175b")     # Korthikanti: sbh (34 + 5as/h) = 2048 x 12288 x 114
+    >>> int(layer_activation_bytes(gpt, "dense", micro_batch=1, seq_len=2048, tp=1, sp=False,
+    ...                            recompute="none")) == 2048 * 12288 * 114
+    True
+    """
+    if kind not in ("dense", "moe") or (kind == "moe" and not m.moe):
+        allowed = "dense or moe" if m.moe else "dense"
+        raise ValueError(f"kind must be {allowed}, not {kind!r}")
+    recompute = _recompute_codes(recompute)
+    e = element_bytes(fmt)
+    mask = 1.0 if m.dropout else 0.0  # dropout masks: one byte per element
+    b, s, t, c = (np.asarray(x, dtype=float) for x in (micro_batch, seq_len, tp, cp))
+    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)  # what tensor parallelism leaves whole
+    tokens = b * s / c
+    h = m.hidden
+    a_l = m.heads / t
+    # attention: norm input, the projections' shared input, the output dropout's mask
+    whole = (2 * e + mask) * h
+    if m.mla:
+        x = m.mla
+        qk = x.qk_nope_head_dim + x.qk_rope_head_dim
+        # latents (replicated like the down-projections): q norm in, q up in, kv norm in +
+        # RoPE key, kv up in
+        whole = whole + e * (2 * x.q_lora_rank + 2 * x.kv_lora_rank + x.qk_rope_head_dim)
+        split = e * a_l * (2 * qk + 2 * x.v_head_dim)  # Q, K, V, output projection input
+    else:
+        kv_l = np.maximum(m.kv_heads / t, 1)
+        split = e * (a_l * m.head_dim + kv_l * (m.head_dim + m.v_head_dim) + a_l * m.v_head_dim)
+    # scores: softmax output (+ dropout mask and output), b a s^2 over the context chips
+    scores = b * a_l * (s / c) * s * (e + mask * (1 + e))
+    # FFN: norm input, first projection's input, dropout mask; intermediates split by t
+    whole = whole + (2 * e + mask) * h
+    mid = 3 if m.mlp == "swiglu" else 2  # SwiGLU: gate and up outputs, product; GeLU: in, out
+    if kind == "dense":
+        split = split + e * mid * m.ffn / t
+        routed = 0.0
+    else:
+        x = m.moe
+        whole = whole + 4.0 * x.experts  # router probabilities, fp32
+        split = split + e * mid * x.shared_experts * x.expert_ffn / t
+        # each token's top-k copies: the expert input and output (for the weighted combine),
+        # whole on every tensor-parallel chip, and the experts' intermediates split by t
+        per_copy = 2 * e * h + e * mid * x.expert_ffn / t
+        routed = tokens * x.top_k * x.capacity_factor * per_copy
+    full_layer = tokens * (whole / r + split) + routed
+    code = np.asarray(recompute)
+    stored = np.where(code == 0, full_layer + scores, full_layer)
+    return np.where(code == 2, tokens * e * h / r, stored)
+
+
+# --- the model ----------------------------------------------------------------------------------
+def memory_per_chip(
+    model: Model,
+    *,
+    dp=1,
+    tp=1,
+    pp=1,
+    cp=1,
+    ep=1,
+    zero=0,
+    micro_batch=1,
+    sp=False,
+    recompute="none",
+    interleave=1,
+    global_batch=None,
+    seq_len=None,
+    weights="bf16",
+    gradients="bf16",
+    optimizer="fp32",
+    master="fp32",
+    activations="bf16",
+    hbm_bytes=None,
+    reserve_bytes=DEFAULT_RESERVE_BYTES,
+) -> MemoryBreakdown:
+    """Each chip's memory for configurations of ``model`` (scalars or arrays that broadcast).
+
+    Parameters
+    ----------
+    dp, tp, pp, cp, ep : int or array
+        Data, tensor, pipeline, context and expert parallel sizes; chips = dp x tp x pp x cp,
+        and the expert-parallel group is carved from the dp x cp chips of a stage.
+    zero : int or array
+        ZeRO stage: 0 none, 1 optimizer state sharded over the data-parallel chips, 2 and the
+        gradients, 3 (FSDP) and the weights.
+    micro_batch : int or array
+        Sequences per micro-batch.
+    sp : bool or array
+        Sequence parallelism (splits what tensor parallelism leaves whole).
+    recompute : str, or array of str or codes of :data:`RECOMPUTE`
+    interleave : int or array
+        Virtual pipeline stages per chip (1: plain 1F1B).
+    global_batch, seq_len : int, optional
+        Sequences per step and tokens per sequence (the model file's by default).
+    weights, gradients, optimizer, master, activations : str
+        Number formats (names of :data:`tlm.formats.FORMATS`): weights as computed on,
+        gradients, Adam's two moments, the master copy of the weights (none when it is the
+        weights' own format), activations.
+    hbm_bytes : int, optional
+        The chip's HBM (:func:`hbm_capacity_bytes` of a preset); without it nothing fits.
+    reserve_bytes : int
+        What the runtime keeps (:data:`DEFAULT_RESERVE_BYTES`, ASSUMED).
+
+    Raises
+    ------
+    ValueError
+        When every configuration input is a scalar and the configuration is not valid,
+        naming the input, its value and what is allowed (arrays mark invalid rows instead).
+    """
+    config = {
+        "dp": _int_array("dp", dp),
+        "tp": _int_array("tp", tp),
+        "pp": _int_array("pp", pp),
+        "cp": _int_array("cp", cp),
+        "ep": _int_array("ep", ep),
+        "zero": _int_array("zero", zero),
+        "micro_batch": _int_array("micro_batch", micro_batch),
+        "sp": np.asarray(sp, dtype=bool),
+        "recompute": _recompute_codes(recompute),
+        "interleave": _int_array("interleave", interleave),
+    }
+    scalar = all(v.ndim == 0 for v in config.values())
+    arrays = dict(zip(config, np.broadcast_arrays(*config.values()), strict=True))
+    gb = model.global_batch_sequences if global_batch is None else global_batch
+    s = model.seq_len if seq_len is None else seq_len
+    reason, reasons = _validate(model, arrays, gb, s)
+    if scalar and reason.item():
+        raise ValueError(reasons[reason.item()])
+    ok = reason == 0
+    safe = {
+        k: np.where(ok, v, 1) if k not in ("sp", "recompute", "zero") else v
+        for k, v in arrays.items()
+    }
+    figures = _evaluate(
+        model, safe, gb, s, weights, gradients, optimizer, master, activations, reserve_bytes
+    )
+    nan = np.where(ok, 1.0, np.nan)
+    out = {k: np.asarray(v * nan) for k, v in figures.items() if k != "stage"}
+    hbm = np.full(reason.shape, np.nan if hbm_bytes is None else float(hbm_bytes))
+    total = out["total_bytes"]
+    return MemoryBreakdown(
+        **out,
+        hbm_bytes=hbm,
+        fits=np.asarray(ok & (total <= hbm)),
+        stage=np.asarray(figures["stage"]),
+        reason=reason,
+        reasons=reasons,
+        config=arrays,
+        model=model.name,
+    )
+
+
+def _validate(m: Model, c: dict, gb: int, s: int):
+    """Reason codes per configuration (0: valid) and their messages."""
+    reasons = [""]
+    code = np.zeros(c["tp"].shape, dtype=np.int64)
+
+    def rule(bad, message, values):
+        """Mark the rows where ``bad`` holds (and nothing earlier did): one reason per bad
+        value, so each row's message names its own value."""
+        bad = bad & (code == 0)
+        if not bad.any():
+            return
+        for value in np.unique(values[bad]):
+            reasons.append(message.format(int(value)))
+            code[bad & (values == value)] = len(reasons) - 1
+
+    for name in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "interleave"):
+        rule(c[name] < 1, f"{name} must be a positive integer, not {{}}", c[name])
+    for t in np.unique(c["tp"][(c["tp"] >= 1) & (code == 0)]):
+        why = tp_allowed(m, int(t))
+        if why:
+            rule(c["tp"] == t, f"tp must be {why} of {m.name}, not {{}}", c["tp"])
+    rule(
+        c["pp"] > m.layers,
+        f"pp must be at most the {m.layers} layers of {m.name}, not {{}}",
+        c["pp"],
+    )
+    experts = m.moe.experts if m.moe else 1
+    allowed = (
+        f"a divisor of the {experts} experts of {m.name}"
+        if m.moe
+        else (f"1 for {m.name} (a dense model)")
+    )
+    rule(experts % np.maximum(c["ep"], 1) != 0, f"ep must be {allowed}, not {{}}", c["ep"])
+    dpcp = c["dp"] * c["cp"]
+    rule(
+        dpcp % np.maximum(c["ep"], 1) != 0,
+        "ep must divide dp x cp (the expert-parallel group is carved from them), not {}",
+        c["ep"],
+    )
+    rule(
+        s % np.maximum(c["cp"], 1) != 0,
+        f"cp must divide the sequence of {s} tokens, not {{}}",
+        c["cp"],
+    )
+    dmb = c["dp"] * c["micro_batch"]
+    rule(
+        gb % np.maximum(dmb, 1) != 0,
+        f"dp x micro_batch must divide the global batch of {gb} sequences, not {{}}",
+        dmb,
+    )
+    rule((c["zero"] < 0) | (c["zero"] > 3), "zero must be one of 0, 1, 2, 3, not {}", c["zero"])
+    rule(
+        (c["interleave"] > 1) & (c["pp"] < 2),
+        "interleave must be 1 without pipeline parallelism (pp 1), not {}",
+        c["interleave"],
+    )
+    ppv = c["pp"] * c["interleave"]
+    rule(
+        ppv > m.layers,
+        f"pp x interleave must be at most the {m.layers} layers of {m.name}, not {{}}",
+        ppv,
+    )
+    return code, tuple(reasons)
+
+
+def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
+    dp, t, pp, cp, ep = (c[k].astype(float) for k in ("dp", "tp", "pp", "cp", "ep"))
+    zero, b, rc, v = c["zero"], c["micro_batch"].astype(float), c["recompute"], c["interleave"]
+    sp = c["sp"]
+    wb, gb_, ob = element_bytes(wf), element_bytes(gf), element_bytes(of)
+    master = 0.0 if mf == wf else element_bytes(mf)
+    ab = element_bytes(af)
+    dense_p, moe_p, expert_p = _layer_params(m, t, ep)
+
+    # layers on the first and the last stage (uneven splits: the first stages take one more)
+    L = m.layers
+    base = np.floor(L / pp)
+    first_n = np.ceil(L / pp)
+    last_n = np.where(pp == 1, L, base)
+    k_dense = m.dense_layers if m.moe else L
+    first_dense = np.minimum(k_dense, first_n)
+    last_dense = np.clip(k_dense - (L - last_n), 0, last_n)
+
+    vocab_l = np.ceil(m.vocab / t)
+    embed = vocab_l * m.hidden + (s * m.hidden if m.position == "learned" else 0)
+    head = np.where(pp > 1, vocab_l * m.hidden, 0.0) if m.tied_embeddings else vocab_l * m.hidden
+    head = head + m.norm_parameters()
+    stages = []
+    n_micro = gb / (dp * b)
+    for n_layers, n_dense, extra, in_flight in (
+        # one stage holds the embedding and the output projection both
+        (first_n, first_dense, embed + np.where(pp == 1, head, 0.0), np.minimum(pp, n_micro)),
+        (last_n, last_dense, head, np.ones_like(pp)),
+    ):
+        n_moe = n_layers - n_dense
+        dense_params = n_dense * dense_p + n_moe * moe_p + extra  # sharded over dp x cp
+        expert_params = n_moe * expert_p  # sharded over dp x cp / ep
+        stages.append((n_layers, n_dense, n_moe, dense_params, expert_params, in_flight))
+
+    d_shard = dp * cp
+    e_shard = d_shard / ep
+    results = []
+    for i, (_, n_dense, n_moe, pd, pe, in_flight) in enumerate(stages):
+        held = pd / np.where(zero >= 3, d_shard, 1) + pe / np.where(zero >= 3, e_shard, 1)
+        weights = held * wb
+        grads = pd / np.where(zero >= 2, d_shard, 1) + pe / np.where(zero >= 2, e_shard, 1)
+        grads = grads * gb_
+        opt = pd / np.where(zero >= 1, d_shard, 1) + pe / np.where(zero >= 1, e_shard, 1)
+        opt = opt * (master + 2 * ob)
+        shape = dict(micro_batch=b, seq_len=s, tp=t, cp=cp, sp=sp, recompute=rc, fmt=af)
+        per_mb = n_dense * layer_activation_bytes(m, "dense", **shape)
+        if m.moe:
+            per_mb = per_mb + n_moe * layer_activation_bytes(m, "moe", **shape)
+        factor = np.where(v > 1, 1 + (pp - 1) / (pp * v), 1.0) if i == 0 else 1.0
+        acts = per_mb * in_flight * factor
+        tokens = b * s / cp
+        r = np.where(sp, t, 1.0)
+        if i == 0:  # the embedding's dropout mask, per micro-batch in flight
+            acts = acts + (tokens * m.hidden / r * (1.0 if m.dropout else 0.0)) * in_flight
+        # final norm and output projection inputs, fp32 logits split by vocabulary: on the
+        # last stage (the first too when there is one stage)
+        head_acts = tokens * (2 * ab * m.hidden / r + 4.0 * vocab_l)
+        acts = acts + (head_acts if i == 1 else np.where(pp == 1, head_acts, 0.0))
+        # buffers: ZeRO-3 gathers a layer's weights (two in flight: one prefetched); pipeline
+        # send and receive of one micro-batch's hidden state; a fully recomputed layer's
+        # activations while it is recomputed; context-parallel K/V blocks in flight; reserve
+        biggest = np.maximum(dense_p, moe_p + expert_p) if m.moe else dense_p
+        buf = np.where(zero >= 3, 2 * biggest * wb, 0.0)
+        buf = buf + np.where(pp > 1, 2 * tokens * ab * m.hidden / r, 0.0)
+        whole_layer = {**shape, "recompute": np.zeros_like(rc)}
+        working = layer_activation_bytes(m, "dense", **whole_layer)
+        if m.moe:  # the larger of the two kinds of layer
+            working = np.maximum(working, layer_activation_bytes(m, "moe", **whole_layer))
+        buf = buf + np.where(rc == 2, working, 0.0)
+        kv_l = np.maximum(m.kv_heads / t, 1)
+        buf = buf + np.where(cp > 1, 2 * tokens * ab * kv_l * (m.head_dim + m.v_head_dim), 0.0)
+        buf = buf + reserve
+        results.append((weights, grads, opt, acts, buf))
+    totals = [sum(parts) for parts in results]
+    last_peak = totals[1] > totals[0]
+    out = {}
+    for j, name in enumerate(COMPONENTS):
+        out[f"{name}_bytes"] = np.where(last_peak, results[1][j], results[0][j]) + 0.0
+    out["total_bytes"] = np.where(last_peak, totals[1], totals[0]) + 0.0
+    out["stage"] = last_peak.astype(np.int64)
+    return out
