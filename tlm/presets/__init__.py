@@ -14,14 +14,12 @@ True
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 
-from pydantic import ValidationError
-
+from ..datafile import parse_data_file
 from .schema import SECTIONS, PresetFile
 
 __all__ = ["PRESETS", "ChipSpec", "load_preset", "PresetError"]
@@ -155,16 +153,7 @@ def load_preset(name: str | Path, choose: dict | None = None) -> ChipSpec:
         raise PresetError(
             f"preset must be one of {', '.join(PRESETS)} or a .toml path, not {name!r}"
         )
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise PresetError(f"{path}: not valid TOML: {error}") from None
-    try:
-        data = PresetFile.model_validate(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise PresetError(f"{path}: {where}: {first['msg']}") from None
+    data = parse_data_file(text, path, PresetFile, PresetError)
     return _resolve(data, choose)
 
 

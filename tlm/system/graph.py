@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import tomllib
 from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -37,8 +36,8 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
-from pydantic import ValidationError
 
+from ..datafile import parse_data_file
 from ..link.routing import route
 from ..link.topology import Torus
 from .schema import SystemFile, flit_intervals
@@ -434,17 +433,7 @@ def _read(spec: str) -> SystemFile:
     else:
         path = f"tlm/system/{spec}.toml"
         text = resources.files(__package__).joinpath(f"{spec}.toml").read_text()
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise SystemSpecError(f"{path}: not valid TOML: {error}") from None
-    try:
-        return SystemFile.model_validate(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")
-        raise SystemSpecError(f"{path}: {where + ': ' if where else ''}{message}") from None
+    return parse_data_file(text, path, SystemFile, SystemSpecError)
 
 
 def load_system(spec: str, chip: str | None = None) -> System:

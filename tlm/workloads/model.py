@@ -25,14 +25,13 @@ Examples
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
-from pydantic import ValidationError
 
+from ..datafile import parse_data_file
 from ..formats import FloatFormat, get_format
 from .schema import ModelFile, RunRecord
 
@@ -347,19 +346,7 @@ def load_model(name: str | Path) -> Model:
         raise WorkloadError(
             f"model must be one of {', '.join(model_names())} or a .toml path, not {name!r}"
         )
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise WorkloadError(f"{path}: not valid TOML: {error}") from None
-    try:
-        data = ModelFile.model_validate(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")
-        raise WorkloadError(
-            f"{path}: {where}: {message}" if where else f"{path}: {message}"
-        ) from None
+    data = parse_data_file(text, path, ModelFile, WorkloadError)
     return _from_file(data)
 
 
