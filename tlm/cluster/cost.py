@@ -104,7 +104,7 @@ DEFAULT_NETWORK = Network()
 def _positive(name, value):
     a = np.asarray(value, dtype=float)
     if np.any(~(a > 0)):
-        first = a[~(a > 0)].ravel()[0] if a.ndim else a.item()
+        first = a[~(a > 0)].ravel()[0].item() if a.ndim else a.item()
         raise ValueError(f"{name} must be a positive number (or an array of them), not {first!r}")
     return a
 
@@ -165,10 +165,10 @@ def power(
     n = _positive("chips", chips)
     pue = np.asarray(pue, dtype=float)
     if np.any(~(pue >= 1)):
-        raise ValueError(f"pue must be a number >= 1, not {pue.ravel()[0]!r}")
+        raise ValueError(f"pue must be a number >= 1, not {pue.ravel()[0].item()!r}")
     spares = np.asarray(spare_servers, dtype=float)
     if np.any(~(spares >= 0)):
-        raise ValueError(f"spare_servers must be >= 0, not {spares.ravel()[0]!r}")
+        raise ValueError(f"spare_servers must be >= 0, not {spares.ravel()[0].item()!r}")
     servers = np.ceil(n / hw.server_chips)
     per_chip, tiers = switch_ports_per_chip(hw, n, network)
     ports = per_chip * n
@@ -247,7 +247,7 @@ def run_cost(
     s = _positive("steps", steps)
     g = np.asarray(goodput, dtype=float)
     if np.any(~((g > 0) & (g <= 1))):
-        raise ValueError(f"goodput must be a fraction in (0, 1], not {g.ravel()[0]!r}")
+        raise ValueError(f"goodput must be a fraction in (0, 1], not {g.ravel()[0].item()!r}")
     kwh = _positive("usd_per_kwh", usd_per_kwh)
     years = _positive("amortisation_years", amortisation_years)
     p = power(hw, n, network=network, pue=pue, spare_servers=spare_servers)

@@ -110,8 +110,8 @@ DEFAULT_STORAGE_BPS = 2e12
 DEFAULT_RESTART_S = 600.0
 #: Time to repair or replace a failed server when no hot spare takes its place: ASSUMED 48 h.
 DEFAULT_REPAIR_S = 48 * 3600.0
-#: Hot spare servers as a fraction of the job's servers: ASSUMED 1 %.
-DEFAULT_SPARE_FRACTION = 0.01
+#: Hot spare servers as a fraction of the job's servers: ASSUMED 2 %.
+DEFAULT_SPARE_FRACTION = 0.02
 
 
 def checkpoint_bytes(
@@ -134,7 +134,7 @@ def _positive(name, value, allow_zero=False):
     a = np.asarray(value, dtype=float)
     bad = (a < 0) if allow_zero else (a <= 0)
     if np.any(bad | np.isnan(a)):
-        first = a[bad | np.isnan(a)].ravel()[0] if a.ndim else a.item()
+        first = a[bad | np.isnan(a)].ravel()[0].item() if a.ndim else a.item()
         allowed = "a number >= 0" if allow_zero else "a positive number"
         raise ValueError(f"{name} must be {allowed} (or an array of them), not {first!r}")
     return a
@@ -281,7 +281,9 @@ def goodput(
         no_spare = np.where(out_for_repair > 0, 1 - spares / out_for_repair, 0.0)
     no_spare = np.clip(no_spare, 0.0, 1.0)
     restart = r0 + write + (hw_per_s / lam) * no_spare * repair  # read back at write speed
-    tau = daly_interval_s(write, mtbf) if interval_s is None else _positive("interval_s", interval_s)
+    tau = (
+        daly_interval_s(write, mtbf) if interval_s is None else _positive("interval_s", interval_s)
+    )
     wall_per_work = daly_wall_per_work(tau, write, restart, mtbf)
     g = 1.0 / wall_per_work
     ckpt_f = g * write / tau

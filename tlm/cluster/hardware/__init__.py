@@ -222,24 +222,20 @@ def load_hardware(name: str | Path) -> Hardware:
         raise HardwareError(f"{where}: {loc + ': ' if loc else ''}{msg}") from None
     sources = {}
 
-    def own(section: str, block, field: str):
+    def own(section: str, block, field: str, key: str | None = None):
         figure = getattr(block, field)
-        sources[field if section != "scale_up" else f"scale_up_{field}"] = (
-            f"{where} {section}.{field}: {figure.source}"
-        )
+        sources[key or field] = f"{where} {section}.{field}: {figure.source}"
         return figure.value
 
     server, cloud = data.server, data.cloud
     common = dict(
-        server_chips=int(own("server", server, "chips")),
+        server_chips=int(own("server", server, "chips", "server_chips")),
         host_power_w=float(own("server", server, "host_power_w")),
         host_capex_usd=float(own("server", server, "host_capex_usd")),
         instance=cloud.instance,
         instance_chips=int(own("cloud", cloud, "instance_chips")),
-        instance_usd_per_hour=float(own("cloud", cloud, "usd_per_hour")),
+        instance_usd_per_hour=float(own("cloud", cloud, "usd_per_hour", "instance_usd_per_hour")),
     )
-    sources["server_chips"] = sources.pop("chips")
-    sources["instance_usd_per_hour"] = sources.pop("usd_per_hour")
     if data.chip is None:
         c, up, out = data.chip_figures, data.scale_up, data.scale_out
         flops = {"bf16": float(own("chip", c, "dense_bf16_flops"))}
@@ -251,9 +247,13 @@ def load_hardware(name: str | Path) -> Hardware:
             hbm_bandwidth_Bps=float(own("chip", c, "hbm_bandwidth_Bps")),
             power_w=float(own("chip", c, "power_w")),
             capex_usd=float(own("chip", c, "capex_usd")),
-            scale_up_bandwidth_Bps=float(own("scale_up", up, "bandwidth_Bps")),
-            scale_up_chips=int(own("scale_up", up, "group_chips")),
-            scale_out_bandwidth_Bps=float(own("scale_out", out, "nic_bandwidth_Bps")),
+            scale_up_bandwidth_Bps=float(
+                own("scale_up", up, "bandwidth_Bps", "scale_up_bandwidth_Bps")
+            ),
+            scale_up_chips=int(own("scale_up", up, "group_chips", "scale_up_chips")),
+            scale_out_bandwidth_Bps=float(
+                own("scale_out", out, "nic_bandwidth_Bps", "scale_out_bandwidth_Bps")
+            ),
         )
     else:
         figures = _from_presets(data, where, sources)
@@ -297,7 +297,12 @@ def _from_presets(data: HardwareFile, where: str, sources: dict) -> dict:
     cite("scale_up_bandwidth_Bps", "chip.neuronlink_bandwidth_Bps")
     sources["scale_up_chips"] = f"{system_file}: the chips of one node"
     efa = system.file.efa
-    cite("scale_out_bandwidth_Bps", "efa.nic_bandwidth_Bps", system_file, efa.nic_bandwidth_Bps.source)
+    cite(
+        "scale_out_bandwidth_Bps",
+        "efa.nic_bandwidth_Bps",
+        system_file,
+        efa.nic_bandwidth_Bps.source,
+    )
     return dict(
         dense_flops={
             "bf16": float(spec.published.dense_bf16_flops),
