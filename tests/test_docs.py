@@ -51,6 +51,10 @@ MODULES = [
     "tlm.cluster",
     "tlm.cluster.memory",
     "tlm.studies.model",
+    "tlm.cluster.hardware",
+    "tlm.cluster.goodput",
+    "tlm.cluster.cost",
+    "tlm.studies.cost",
 ]
 
 

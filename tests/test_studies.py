@@ -21,6 +21,7 @@ QUICK = {
     "validate": [],
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
     "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
+    "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
 }
 
 #: Figures named by what they count carry no unit suffix.
@@ -31,6 +32,7 @@ COUNTS |= {"sections", "rows", "judged_rows", "section", "model_algorithm", "rol
 COUNTS |= {"group", "values_bit_exact"}  # tp-step: the all-reduce's number, a yes or no
 COUNTS |= {"parameters", "active_parameters", "chips", "fits", "peak_stage"}  # model
 COUNTS |= {"part", "op", "kind", "batch", "m", "k", "weights"}  # model: operators
+COUNTS |= {"servers", "spare_servers", "clos_tiers", "switch_ports", "cause"}  # cost
 
 
 def test_every_study_has_quick_inputs():
@@ -149,6 +151,22 @@ def test_noc_sweep(capsys):
     assert c["series"][1]["accepted_flits_per_node_cycle"] == pytest.approx(0.2, abs=0.03)
     assert len(c["series"][0]["links"]) == 16 * 4
     assert c["results"]["zero_load_latency_cycles"] == pytest.approx(2 * 32 / 15 + 2 * 4)
+
+
+def test_cost_outputs(capsys):
+    """Llama 3's 7.76 interruptions a day on 16k H100; the parts of power and time add up."""
+    c = _run(["cost", *QUICK["cost"], "--model", "llama3-405b", "--json"], capsys)
+    r = c["results"]
+    assert r["interruptions_per_day"] == pytest.approx(419 / 54)
+    assert sum(row["interruptions_per_day"] for row in c["series"]) == pytest.approx(419 / 54)
+    parts = ("chip_power_w", "host_power_w", "network_power_w", "facility_overhead_power_w")
+    assert sum(r[k] for k in parts) == pytest.approx(r["total_power_w"])
+    fractions = ("goodput_fraction", "checkpoint_fraction", "restart_fraction", "lost_fraction")
+    assert sum(r[k] for k in fractions) == pytest.approx(1.0)
+    assert r["run_wall_s"] == pytest.approx(1000 * 10 / r["goodput_fraction"])
+    assert r["chip_power_w"] == 16384 * 700 and r["servers"] == 2048
+    default = _run(["cost", "--model", "llama3-8b", "--json"], capsys)
+    assert default["inputs"]["steps"] == round(15e12 / (2048 * 8192))  # the model file's tokens
 
 
 #: (argv, the message after "trnsim STUDY: error: "): every study's bad inputs.
@@ -495,6 +513,20 @@ BAD = [
     (
         ["model", "--interleave", "2"],
         "--interleave: 2 is not allowed; allowed: 1 without pipeline parallelism (pp 1)",
+    ),
+    (
+        ["cost", "--hardware", "b200"],
+        "--hardware: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
+        "hardware file path ending in .toml",
+    ),
+    (["cost", "--chips", "0"], "--chips: 0 is not allowed; allowed: an integer in 1..10000000"),
+    (["cost", "--step-time-s", "0"], "--step-time-s: 0.0 is not allowed; allowed: a number > 0"),
+    (["cost", "--pue", "0.9"], "--pue: 0.9 is not allowed; allowed: a number in 1..3"),
+    (
+        ["cost", "--model", "gpt5"],
+        "--model: 'gpt5' is not allowed; allowed: one of "
+        + ", ".join(__import__("tlm.workloads", fromlist=["model_names"]).model_names())
+        + ", or a model file path ending in .toml",
     ),
     (
         ["noc", "--out", "/no/such/folder/x.json"],

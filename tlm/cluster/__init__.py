@@ -1,6 +1,7 @@
-"""The cluster training model: memory per chip first (the rest of issue 13 - compute,
-communication, goodput, power and cost, the strategy search - builds on it). See
-``docs/workloads.md``.
+"""The cluster training model: memory per chip (:mod:`.memory`), the accelerators as data
+(:mod:`.hardware`), goodput under failures (:mod:`.goodput`), power and cost (:mod:`.cost`);
+compute, communication and the strategy search of issue 13 build on them. See
+``docs/workloads.md`` and ``docs/cluster.md``.
 
 >>> from tlm.cluster import hbm_capacity_bytes
 >>> hbm_capacity_bytes("trn2") == 96 * 2**30

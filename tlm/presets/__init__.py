@@ -20,7 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..datafile import parse_data_file
-from .schema import SECTIONS, PresetFile
+from .schema import OPTIONAL_SECTIONS, SECTIONS, PresetFile
 
 __all__ = ["PRESETS", "ChipSpec", "load_preset", "PresetError"]
 
@@ -37,8 +37,10 @@ class ChipSpec:
     """A preset with one value picked per figure: plain numbers, units in the names.
 
     ``chip``, ``core``, ``tensor``, ``vector``, ``scalar``, ``gpsimd`` and ``published`` are
-    namespaces of numbers (``spec.core.dma_engines``); ``sources`` maps each figure's dotted
-    name to its source keys, ``choices`` the figures set to a named alternative.
+    namespaces of numbers (``spec.core.dma_engines``); ``cost`` (chip power and price, for the
+    cluster cost model) is one too, or None when the preset has no ``[cost]`` section;
+    ``sources`` maps each figure's dotted name to its source keys, ``choices`` the figures set
+    to a named alternative.
     """
 
     name: str
@@ -52,6 +54,7 @@ class ChipSpec:
     published: SimpleNamespace
     sources: dict
     choices: dict
+    cost: SimpleNamespace | None = None
 
     @property
     def cores_per_hbm_stack(self) -> int:
@@ -81,8 +84,10 @@ class ChipSpec:
 def _resolve(data: PresetFile, choose: dict) -> ChipSpec:
     unused = dict(choose)
     blocks, sources, choices = {}, {}, {}
-    for section in SECTIONS:
+    for section in (*SECTIONS, *OPTIONAL_SECTIONS):
         block = getattr(data, section)
+        if block is None:
+            continue
         values = {}
         for name in type(block).model_fields:
             figure = getattr(block, name)

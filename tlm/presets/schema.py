@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Alternative", "Figure", "PresetFile", "SECTIONS"]
+__all__ = ["Alternative", "Figure", "PresetFile", "SECTIONS", "OPTIONAL_SECTIONS"]
 
 
 class Alternative(BaseModel):
@@ -108,6 +108,14 @@ class PublishedSection(_Section):
     dense_fp32_flops: Figure
 
 
+class CostSection(_Section):
+    """What the cluster cost model (:mod:`tlm.cluster.cost`) needs of one chip: its power and
+    its price. Optional: a preset without it cannot be costed, everything else works."""
+
+    power_w: Figure
+    capex_usd: Figure
+
+
 #: The sections of a preset file and their schema.
 SECTIONS = {
     "chip": ChipSection,
@@ -118,6 +126,10 @@ SECTIONS = {
     "gpsimd": StreamEngineSection,
     "published": PublishedSection,
 }
+
+
+#: Sections a preset may leave out (None in :class:`tlm.presets.ChipSpec` when absent).
+OPTIONAL_SECTIONS = {"cost": CostSection}
 
 
 class PresetFile(BaseModel):
@@ -135,11 +147,14 @@ class PresetFile(BaseModel):
     scalar: StreamEngineSection
     gpsimd: StreamEngineSection
     published: PublishedSection
+    cost: CostSection | None = None
 
     @model_validator(mode="after")
     def _check_sources(self):
-        for section in SECTIONS:
+        for section in (*SECTIONS, *OPTIONAL_SECTIONS):
             block = getattr(self, section)
+            if block is None:
+                continue
             for name in type(block).model_fields:
                 figure = getattr(block, name)
                 for label, option in {"": figure, **figure.alternatives}.items():

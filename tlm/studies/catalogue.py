@@ -4,6 +4,6 @@ A new study is a module of this package that defines its inputs, results and fun
 calls :func:`~tlm.studies.protocol.register`; it is added to the imports below.
 """
 
-from . import collective, gemm, model, noc, tensor, tp_step, validate  # noqa: F401
+from . import collective, cost, gemm, model, noc, tensor, tp_step, validate  # noqa: F401
 
 __all__: list[str] = []

@@ -1,0 +1,236 @@
+"""``trnsim cost``: power, energy, cost (owned against cloud), goodput and interruptions per day
+of a training run of ``--steps`` steps of ``--step-time-s`` on ``--chips`` chips of a
+``--hardware`` (trn1, trn2, trn3, a100, h100 or a hardware file).
+
+The step time is an input until the step-time model lands. The checkpoint is the ``--model``'s
+weights, master copy and Adam moments (:func:`tlm.cluster.goodput.checkpoint_bytes`); the
+failure rates are Llama 3's (:mod:`tlm.cluster.goodput`); power and cost are
+:mod:`tlm.cluster.cost`'s. The series: the interruptions per day by cause. See docs/cluster.md.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> r = run_study("cost", hardware="h100", chips=16384, step_time_s=10.0, steps=1000,
+...               model="llama3-405b").results
+>>> round(r.interruptions_per_day, 2), round(r.goodput_fraction, 3)
+(7.76, 0.926)
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from ..cluster.cost import (
+    DEFAULT_AMORTISATION_YEARS,
+    DEFAULT_PUE,
+    DEFAULT_USD_PER_KWH,
+    run_cost,
+)
+from ..cluster.goodput import (
+    DEFAULT_REPAIR_S,
+    DEFAULT_RESTART_S,
+    DEFAULT_SPARE_FRACTION,
+    DEFAULT_STORAGE_BPS,
+    checkpoint_bytes,
+    goodput,
+)
+from ..cluster.hardware import HARDWARE, HardwareError, load_hardware
+from ..workloads import WorkloadError, load_model, model_names
+from .protocol import InputError, Inputs, Results, Study, register
+
+__all__ = ["CostInputs", "CostResults", "CauseRow", "cost_study"]
+
+_MODEL_ALLOWED = "one of " + ", ".join(model_names()) + ", or a model file path ending in .toml"
+_HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
+
+
+class CostInputs(Inputs):
+    """Inputs of ``trnsim cost``."""
+
+    hardware: str = Field(
+        "trn2",
+        description="the accelerator, its server and cloud instance (tlm/cluster/hardware)",
+        json_schema_extra={"allowed": _HW_ALLOWED},
+    )
+    chips: int = Field(16384, ge=1, le=10_000_000, description="chips the job trains on")
+    step_time_s: float = Field(10.0, gt=0, description="time of one training step")
+    steps: int | None = Field(
+        None,
+        ge=1,
+        description="steps of the run",
+        json_schema_extra={"unset": "the model file's tokens / (global batch x sequence)"},
+    )
+    model: str = Field(
+        "llama3-405b",
+        description="the model whose checkpoint is written (and whose tokens set --steps)",
+        json_schema_extra={"allowed": _MODEL_ALLOWED},
+    )
+    storage_Bps: float = Field(
+        DEFAULT_STORAGE_BPS, gt=0, description="storage bandwidth for checkpoints (Llama 3's)"
+    )
+    restart_s: float = Field(
+        DEFAULT_RESTART_S, ge=0, description="restart after an interruption, reading excluded"
+    )
+    repair_s: float = Field(
+        DEFAULT_REPAIR_S, ge=0, description="repair of a failed server without a hot spare"
+    )
+    spares_per_server: float = Field(
+        DEFAULT_SPARE_FRACTION, ge=0, le=1, description="hot spare servers per job server"
+    )
+    pue: float = Field(DEFAULT_PUE, ge=1, le=3, description="facility power / IT power")
+    usd_per_kwh: float = Field(DEFAULT_USD_PER_KWH, gt=0, description="electricity price")
+    amortisation_years: float = Field(
+        DEFAULT_AMORTISATION_YEARS, gt=0, description="years owned hardware is paid over"
+    )
+    oversubscription: float = Field(
+        1.0, ge=1, description="scale-out Clos oversubscription at the leaves"
+    )
+
+    def device(self):
+        """The hardware these inputs name."""
+        try:
+            return load_hardware(self.hardware)
+        except HardwareError as error:
+            text = str(error)
+            if text.startswith("hardware must be"):
+                raise InputError("hardware", self.hardware, _HW_ALLOWED) from None
+            raise InputError("hardware", self.hardware, _HW_ALLOWED, f"fails: {text}") from None
+
+    def workload(self):
+        """The model these inputs name."""
+        try:
+            return load_model(self.model)
+        except WorkloadError as error:
+            text = str(error)
+            if text.startswith("model must be"):
+                raise InputError("model", self.model, _MODEL_ALLOWED) from None
+            raise InputError("model", self.model, _MODEL_ALLOWED, f"fails: {text}") from None
+
+    def resolve(self) -> CostInputs:
+        self.device()
+        m = self.workload()
+        if self.steps is not None:
+            return self
+        tokens_per_step = m.global_batch_sequences * m.seq_len
+        return self.model_copy(update={"steps": max(1, round(m.tokens / tokens_per_step))})
+
+
+class CauseRow(BaseModel):
+    """One cause of interruptions."""
+
+    cause: str
+    interruptions_per_day: float
+    share_fraction: float
+
+
+class CostResults(Results):
+    """Power, energy, cost, goodput; the series: interruptions per day by cause."""
+
+    servers: int
+    spare_servers: int
+    clos_tiers: int
+    switch_ports: float = Field(description="scale-out switch ports, optics included")
+    chip_power_w: float
+    host_power_w: float
+    network_power_w: float
+    facility_overhead_power_w: float = Field(description="(PUE - 1) x IT power")
+    total_power_w: float
+    step_energy_j: float
+    interruptions_per_day: float
+    mtbf_s: float = Field(description="mean time between the job's interruptions")
+    checkpoint_bytes: float
+    checkpoint_write_s: float
+    checkpoint_interval_s: float = Field(description="Daly's optimum compute between them")
+    restart_s: float = Field(description="mean, reading the checkpoint and repairs included")
+    goodput_fraction: float
+    checkpoint_fraction: float
+    restart_fraction: float
+    lost_fraction: float = Field(description="work redone after interruptions")
+    run_wall_s: float = Field(description="steps x step time / goodput")
+    run_energy_j: float
+    capex_usd: float = Field(description="chips, hosts and switch ports bought, spares too")
+    owned_usd: float = Field(description="the run's share of the capex, and its energy")
+    energy_usd: float
+    cloud_usd: float = Field(description="on-demand instance-hours")
+    cloud_over_owned_fraction: float
+    series: list[CauseRow] = Field(default_factory=list, exclude=True)
+
+
+def cost_study(inputs: CostInputs) -> CostResults:
+    """Goodput first (it stretches the run), then power, energy and cost over the wall time."""
+    from ..cluster.cost import Network
+
+    hw = inputs.device()
+    ckpt = checkpoint_bytes(inputs.workload())
+    g = goodput(
+        chips=inputs.chips,
+        server_chips=hw.server_chips,
+        checkpoint_bytes=ckpt,
+        storage_Bps=inputs.storage_Bps,
+        restart_s=inputs.restart_s,
+        repair_s=inputs.repair_s,
+        spare_fraction=inputs.spares_per_server,
+    ).row()
+    c = run_cost(
+        hw,
+        inputs.chips,
+        step_time_s=inputs.step_time_s,
+        steps=inputs.steps,
+        goodput=g["goodput_fraction"],
+        network=Network(oversubscription=inputs.oversubscription),
+        pue=inputs.pue,
+        usd_per_kwh=inputs.usd_per_kwh,
+        amortisation_years=inputs.amortisation_years,
+        spare_servers=g["spare_servers"],
+    )
+    p = c.power
+    total = g["interruptions_per_day"]
+    causes = [
+        CauseRow(cause=name, interruptions_per_day=g[key], share_fraction=g[key] / total)
+        for name, key in (
+            ("chip", "chip_per_day"),
+            ("server", "server_per_day"),
+            ("network", "network_per_day"),
+            ("software", "software_per_day"),
+        )
+    ]
+    return CostResults(
+        servers=int(p.servers),
+        spare_servers=int(g["spare_servers"]),
+        clos_tiers=int(p.tiers),
+        switch_ports=float(p.switch_ports),
+        chip_power_w=float(p.chip_w),
+        host_power_w=float(p.host_w),
+        network_power_w=float(p.network_w),
+        facility_overhead_power_w=float(p.facility_overhead_w),
+        total_power_w=float(p.total_w),
+        step_energy_j=float(c.step_energy_j),
+        interruptions_per_day=total,
+        mtbf_s=g["mtbf_s"],
+        checkpoint_bytes=g["checkpoint_bytes"],
+        checkpoint_write_s=g["checkpoint_write_s"],
+        checkpoint_interval_s=g["checkpoint_interval_s"],
+        restart_s=g["restart_s"],
+        goodput_fraction=g["goodput_fraction"],
+        checkpoint_fraction=g["checkpoint_fraction"],
+        restart_fraction=g["restart_fraction"],
+        lost_fraction=g["lost_fraction"],
+        run_wall_s=float(c.run_wall_s),
+        run_energy_j=float(c.run_energy_j),
+        capex_usd=float(c.capex_usd),
+        owned_usd=float(c.owned_usd),
+        energy_usd=float(c.energy_usd),
+        cloud_usd=float(c.cloud_usd),
+        cloud_over_owned_fraction=float(c.cloud_usd / c.owned_usd),
+        series=causes,
+    )
+
+
+STUDY = register(
+    Study(
+        "cost",
+        "power, energy, owned and cloud cost, goodput and interruptions/day of a training run",
+        CostInputs,
+        cost_study,
+    )
+)
