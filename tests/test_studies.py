@@ -727,3 +727,25 @@ def test_model_study_memory_and_facts(capsys):
     assert one["fits"] is False and one["headroom_bytes"] < 0
     trn3 = _run(["model", "--model", "llama3-70b", "--preset", "trn3", "--json"], capsys)
     assert trn3["results"]["hbm_bytes"] == 144 * 2**30
+
+
+def test_help_survives_percent_signs(capsys):
+    """A default shown in percent ('2 %') or a description with '%' must not break --help
+    (argparse formats help text with %)."""
+    import argparse
+
+    from pydantic import Field
+
+    from tlm.studies.cli import _add_study
+    from tlm.studies.protocol import Inputs, Results, Study
+
+    class Odd(Inputs):
+        spares_fraction: float = Field(0.02, description="spare servers, as a % of the fleet")
+
+    study = Study("odd", "a study with percent signs", Odd, lambda i: Results())
+    sub = argparse.ArgumentParser(prog="trnsim").add_subparsers()
+    _add_study(sub, study)
+    with pytest.raises(SystemExit):
+        sub.choices["odd"].parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "as a % of the fleet" in out and "2 %" in out

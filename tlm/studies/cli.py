@@ -110,6 +110,7 @@ def _add_study(sub, study: Study):
         extra = field.json_schema_extra or {}
         shown = extra.get("unset", "the preset's") if default is None else human(name, default)
         help_text = f"{field.description} [{allowed_text(field)}; default {shown}]"
+        help_text = help_text.replace("%", "%%")  # argparse formats help with %
         if without_none(field.annotation) is bool:
             inputs.add_argument(
                 flag(name),
