@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Alternative", "Figure", "PresetFile", "SECTIONS", "OPTIONAL_SECTIONS"]
+__all__ = ["Alternative", "Figure", "FigureSection", "PresetFile", "SECTIONS", "OPTIONAL_SECTIONS"]
 
 
 class Alternative(BaseModel):
@@ -30,7 +30,10 @@ class Figure(Alternative):
     alternatives: dict[str, Alternative] = {}
 
 
-class _Section(BaseModel):
+class FigureSection(BaseModel):
+    """A table of figures, every value (and alternative) positive, the ``_integers`` whole;
+    fields that are not figures (a name, a list) are left to their own types."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     #: Fields whose values must be positive integers (the rest: positive numbers).
@@ -40,6 +43,8 @@ class _Section(BaseModel):
     def _check_values(self):
         for name in type(self).model_fields:
             figure = getattr(self, name)
+            if not isinstance(figure, Figure):
+                continue
             options = {"(picked)": figure, **figure.alternatives}
             for label, option in options.items():
                 value = option.value
@@ -50,7 +55,7 @@ class _Section(BaseModel):
         return self
 
 
-class ChipSection(_Section):
+class ChipSection(FigureSection):
     _integers = ("cores", "hbm_stacks", "hbm_stack_capacity_bytes", "neuronlink_ports")
 
     cores: Figure
@@ -62,7 +67,7 @@ class ChipSection(_Section):
     neuronlink_bandwidth_Bps: Figure
 
 
-class CoreSection(_Section):
+class CoreSection(FigureSection):
     _integers = (
         "sbuf_partitions",
         "sbuf_partition_bytes",
@@ -80,7 +85,7 @@ class CoreSection(_Section):
     dma_fixed_latency_s: Figure
 
 
-class TensorSection(_Section):
+class TensorSection(FigureSection):
     _integers = ("rows", "cols", "fp8_max_k")
 
     freq_hz: Figure
@@ -89,7 +94,7 @@ class TensorSection(_Section):
     fp8_max_k: Figure
 
 
-class StreamEngineSection(_Section):
+class StreamEngineSection(FigureSection):
     """Vector, Scalar or GpSimd: elements per cycle over all 128 partitions."""
 
     _integers = ("elements_per_cycle_2byte", "elements_per_cycle_4byte", "fixed_cycles")
@@ -100,7 +105,7 @@ class StreamEngineSection(_Section):
     fixed_cycles: Figure
 
 
-class PublishedSection(_Section):
+class PublishedSection(FigureSection):
     """Published chip peaks the model's figures are checked against (dense, FLOP/s)."""
 
     dense_fp8_flops: Figure
@@ -108,7 +113,7 @@ class PublishedSection(_Section):
     dense_fp32_flops: Figure
 
 
-class CostSection(_Section):
+class CostSection(FigureSection):
     """What the cluster cost model (:mod:`tlm.cluster.cost`) needs of one chip: its power and
     its price. Optional: a preset without it cannot be costed, everything else works."""
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ...presets.schema import Figure
+from ...presets.schema import Figure, FigureSection
 
 __all__ = ["HARDWARE", "Hardware", "HardwareError", "load_hardware"]
 
@@ -44,26 +44,7 @@ class HardwareError(ValueError):
     """A hardware name or file that does not validate."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    _integers: tuple[str, ...] = ()
-
-    @model_validator(mode="after")
-    def _check(self):
-        for name in type(self).model_fields:
-            figure = getattr(self, name)
-            if not isinstance(figure, Figure):
-                continue
-            for label, option in {"(picked)": figure, **figure.alternatives}.items():
-                value = option.value
-                if isinstance(value, bool) or not value > 0:
-                    raise ValueError(f"{name} {label} must be positive, not {value!r}")
-                if name in self._integers and value != int(value):
-                    raise ValueError(f"{name} {label} must be an integer, not {value!r}")
-        return self
-
-
-class ChipSection(_Section):
+class ChipSection(FigureSection):
     dense_bf16_flops: Figure
     dense_fp8_flops: Figure | None = None
     hbm_bytes: Figure
@@ -72,24 +53,24 @@ class ChipSection(_Section):
     capex_usd: Figure
 
 
-class ScaleUpSection(_Section):
+class ScaleUpSection(FigureSection):
     _integers = ("group_chips",)
     bandwidth_Bps: Figure = Field(description="per chip, both directions summed")
     group_chips: Figure
 
 
-class ScaleOutSection(_Section):
+class ScaleOutSection(FigureSection):
     nic_bandwidth_Bps: Figure = Field(description="per chip, each direction")
 
 
-class ServerSection(_Section):
+class ServerSection(FigureSection):
     _integers = ("chips",)
     chips: Figure
     host_power_w: Figure
     host_capex_usd: Figure
 
 
-class CloudSection(_Section):
+class CloudSection(FigureSection):
     _integers = ("instance_chips",)
     instance: str = Field(min_length=1)
     instance_chips: Figure
