@@ -151,3 +151,18 @@ def test_vectorised_and_bad_input():
         power(h100, 8, pue=0.9)
     with pytest.raises(ValueError, match="radix must be an even integer >= 4, not 7"):
         Network(radix=7)
+
+
+def test_hardware_figures_must_be_positive():
+    """Hardware files share the presets' figure check (presets.schema.FigureSection)."""
+    from pydantic import ValidationError
+
+    from tlm.cluster.hardware import ChipSection
+
+    def fig(v):
+        return {"value": v, "source": "X"}
+
+    good = {k: fig(1) for k in ("hbm_bytes", "hbm_bandwidth_Bps", "power_w", "capex_usd")}
+    with pytest.raises(ValidationError, match=r"dense_bf16_flops \(picked\) must be positive"):
+        ChipSection.model_validate({**good, "dense_bf16_flops": fig(-1)})
+    assert ChipSection.model_validate({**good, "dense_bf16_flops": fig(1e15)})
