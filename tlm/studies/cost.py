@@ -35,12 +35,11 @@ from ..cluster.goodput import (
     goodput,
 )
 from ..cluster.hardware import HARDWARE, HardwareError, load_hardware
-from ..workloads import WorkloadError, load_model, model_names
-from .protocol import InputError, Inputs, Results, Study, register
+from .model import MODEL_ALLOWED, workload_input
+from .protocol import Inputs, Results, Study, loaded, register
 
 __all__ = ["CostInputs", "CostResults", "CauseRow", "cost_study"]
 
-_MODEL_ALLOWED = "one of " + ", ".join(model_names()) + ", or a model file path ending in .toml"
 _HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
 
 
@@ -63,7 +62,7 @@ class CostInputs(Inputs):
     model: str = Field(
         "llama3-405b",
         description="the model whose checkpoint is written (and whose tokens set --steps)",
-        json_schema_extra={"allowed": _MODEL_ALLOWED},
+        json_schema_extra={"allowed": MODEL_ALLOWED},
     )
     storage_Bps: float = Field(
         DEFAULT_STORAGE_BPS, gt=0, description="storage bandwidth for checkpoints (Llama 3's)"
@@ -88,23 +87,11 @@ class CostInputs(Inputs):
 
     def device(self):
         """The hardware these inputs name."""
-        try:
-            return load_hardware(self.hardware)
-        except HardwareError as error:
-            text = str(error)
-            if text.startswith("hardware must be"):
-                raise InputError("hardware", self.hardware, _HW_ALLOWED) from None
-            raise InputError("hardware", self.hardware, _HW_ALLOWED, f"fails: {text}") from None
+        return loaded("hardware", self.hardware, load_hardware, HardwareError, _HW_ALLOWED)
 
     def workload(self):
         """The model these inputs name."""
-        try:
-            return load_model(self.model)
-        except WorkloadError as error:
-            text = str(error)
-            if text.startswith("model must be"):
-                raise InputError("model", self.model, _MODEL_ALLOWED) from None
-            raise InputError("model", self.model, _MODEL_ALLOWED, f"fails: {text}") from None
+        return workload_input(self.model)
 
     def resolve(self) -> CostInputs:
         self.device()

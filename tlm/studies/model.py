@@ -28,11 +28,19 @@ from pydantic import BaseModel, Field
 from ..cluster import DEFAULT_RESERVE_BYTES, RECOMPUTE, hbm_capacity_bytes, memory_per_chip
 from ..formats import FLOAT_FORMATS
 from ..workloads import WorkloadError, load_model, model_names, model_ops
-from .protocol import InputError, PresetInputs, Results, Study, format_field, register
+from .protocol import InputError, PresetInputs, Results, Study, format_field, loaded, register
 
 __all__ = ["ModelInputs", "ModelResults", "OperatorRow", "model_study"]
 
-_MODEL_ALLOWED = "one of " + ", ".join(model_names()) + ", or a model file path ending in .toml"
+MODEL_ALLOWED = "one of " + ", ".join(model_names()) + ", or a model file path ending in .toml"
+
+
+def workload_input(name: str):
+    """The model a ``--model`` input names (:func:`tlm.workloads.load_model`); errors name
+    the input."""
+    return loaded("model", name, load_model, WorkloadError, MODEL_ALLOWED)
+
+
 _FLOATS = tuple(FLOAT_FORMATS)
 
 
@@ -42,7 +50,7 @@ class ModelInputs(PresetInputs):
     model: str = Field(
         "llama3-8b",
         description="the model: a workload name or a model TOML file",
-        json_schema_extra={"allowed": _MODEL_ALLOWED},
+        json_schema_extra={"allowed": MODEL_ALLOWED},
     )
     dp: int = Field(1, ge=1, description="data-parallel size")
     tp: int = Field(1, ge=1, description="tensor-parallel size")
@@ -84,13 +92,7 @@ class ModelInputs(PresetInputs):
 
     def workload(self):
         """The model these inputs name."""
-        try:
-            return load_model(self.model)
-        except WorkloadError as error:
-            text = str(error)
-            if text.startswith("model must be"):
-                raise InputError("model", self.model, _MODEL_ALLOWED) from None
-            raise InputError("model", self.model, _MODEL_ALLOWED, f"fails: {text}") from None
+        return workload_input(self.model)
 
     def resolve(self) -> ModelInputs:
         m = self.workload()

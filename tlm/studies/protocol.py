@@ -175,6 +175,19 @@ def allowed_text(field) -> str:
     return noun.get(ann, getattr(ann, "__name__", str(ann))) + _bounds(field)
 
 
+def loaded(field: str, value: str, load, error: type[Exception], allowed: str):
+    """``load(value)`` for the input ``field``: a data file named by an input (a model, a
+    hardware file), its loader's ``error`` turned into an :class:`InputError` naming the input
+    (an unknown name: what is allowed; a file that does not validate: why)."""
+    try:
+        return load(value)
+    except error as problem:
+        text = str(problem)
+        if text.startswith(f"{field} must be"):
+            raise InputError(field, value, allowed) from None
+        raise InputError(field, value, allowed, f"fails: {text}") from None
+
+
 def writable_path(field: str, path: str | None) -> str | None:
     """Check that a file can be written at ``path`` (its folder exists and is writable, and
     it is not a folder): an output path fails here, before a long run, not after it."""
