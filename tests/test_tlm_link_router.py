@@ -19,7 +19,7 @@ def test_flit_timing_and_vc_rewrite():
     r = Router(CFG, (3, 0))
     # from (3, 0) going + in x takes the wrap link: class 1, VC 1
     flit = FMT.head(dst=(0, 0), src=(3, 0), length=1, seq=1)
-    assert r.step(inject=flit).inject_fire
+    assert r.step(inject=flit).accepted == [0]
     assert r.outputs().link[X_PLUS] is None
     info = r.step()
     assert info.sent == {X_PLUS: FMT.with_vc(flit, 1)}
@@ -38,8 +38,8 @@ def test_link_input_to_eject_with_credit_return():
     out = r.outputs()
     assert out.eject == FMT.with_vc(flit, 0)  # the lane (VC mod V/2) leaves with it
     assert out.credit[X_MINUS] == 0b10
-    assert r.step(eject_ready=False).ejected is None
-    assert r.step(eject_ready=True).ejected == FMT.with_vc(flit, 0)
+    assert r.step(eject_ready=False).ejected == {}
+    assert r.step(eject_ready=True).ejected == {0: FMT.with_vc(flit, 0)}
     assert r.outputs().eject is None and r.outputs().credit[X_MINUS] == 0
 
 
@@ -49,7 +49,7 @@ def test_credits_stop_and_resume():
     sent = []
     for flit in packets:
         info = r.step(inject=flit)
-        assert info.inject_fire
+        assert info.accepted == [0]
         sent += list(info.sent.values())
     for _ in range(6):
         sent += list(r.step().sent.values())
@@ -109,7 +109,7 @@ def test_malformed_injection_is_dropped_counted_and_does_not_block(flits, kind):
     r = Router(CFG, (0, 0))
     good = FMT.packet((1, 0), (0, 0), 2, 9, data=[42])
     for flit in flits() + good:
-        assert r.step(inject=flit).inject_fire
+        assert r.step(inject=flit).accepted == [0]
     sent = []
     for _ in range(6):
         sent += list(r.step().sent.values())
@@ -207,7 +207,7 @@ def test_credit_not_owed_is_ignored_and_counted():
     assert r.outputs().counters == (0, 0, 0, 0, 3)
     assert r.credits[X_PLUS] == [CFG.depth] * CFG.vcs
     # a credit that is owed still counts: one flit out on x+ VC 0, its credit back
-    assert r.step(inject=FMT.head((1, 0), (0, 0), 1, 0)).inject_fire
+    assert r.step(inject=FMT.head((1, 0), (0, 0), 1, 0)).accepted == [0]
     r.step()
     assert r.credits[X_PLUS][0] == CFG.depth - 1
     r.step(credit_in=credit)

@@ -62,15 +62,17 @@ from numba import njit
 from ..link.bounds import stream_cycles
 from ..link.compiled import (
     CompiledNetwork,
-    _cycle,
-    _ends_packet,
-    _field_node,
-    _signed,
-    _starts_packet,
+    ends_packet_jit,
+    field_node,
+    idle,
+    network_cycle,
+    signed,
+    starts_packet_jit,
 )
 from ..link.config import LinkConfig
 from ..link.flit import ends_packet, starts_packet
 from ..link.network import Network
+from ..link.ports import Ports
 from .analytic import Analytic
 from .packets import plan_step
 from .schedule import Schedule
@@ -179,6 +181,10 @@ class FlitEngine:
     network : str
         ``compiled`` (:class:`~tlm.link.compiled.CompiledNetwork`, the default) or ``python``
         (the per-router :class:`~tlm.link.network.Network`: the same cycles, slowly).
+    ports : str
+        Injection and ejection ports of each router (:mod:`tlm.link.ports`):
+        ``per_direction`` (the default: a node feeds and drains every link at once, as its
+        DMA engines are ASSUMED to) or ``single`` (one of each, the RTL router's).
 
     Attributes
     ----------
@@ -198,11 +204,13 @@ class FlitEngine:
         system,
         analytic: Analytic | None = None,
         network: str = "compiled",
+        ports: str = "per_direction",
     ):
         if network not in NETWORKS:
             raise ValueError(f"network must be one of {', '.join(NETWORKS)}, not {network!r}")
         flit = flit_links(system)
         self.cfg = link_config(system)
+        self.ports = Ports(self.cfg, ports)
         self.schedule = schedule
         self.system = system
         self.network = network
@@ -224,6 +232,11 @@ class FlitEngine:
         self._plans: dict = {}
         self._plans_for = -1  # the chunk size the memoised plans are for
         torus, fmt = self.cfg.torus, self.cfg.fmt
+        # the injection port id of a packet from node a to node b (Ports: its first hop's)
+        self._inj_port = np.array(
+            [[self._port_id(a, b) for b in range(torus.nodes)] for a in range(torus.nodes)],
+            np.int64,
+        )
         # a head's source field -> node, to tell which packet an ejected head starts
         self._src_node = {
             fmt.field(fmt.head(c, c, 1, 0), "src"): n for n, c in enumerate(torus.coords())
@@ -235,12 +248,17 @@ class FlitEngine:
         base = fmt.head(zero, zero, 2, 0)
         len_off = fmt.offset("length")
         self._pieces = (
-            _signed(base ^ 1 << len_off),  # length 2 is 1 in the field: each packet sets its own
-            np.array([_signed(fmt.head(c, zero, 2, 0) ^ base) for c in torus.coords()]),
-            np.array([_signed(fmt.head(zero, c, 2, 0) ^ base) for c in torus.coords()]),
+            signed(base ^ 1 << len_off),  # length 2 is 1 in the field: each packet sets its own
+            np.array([signed(fmt.head(c, zero, 2, 0) ^ base) for c in torus.coords()]),
+            np.array([signed(fmt.head(zero, c, 2, 0) ^ base) for c in torus.coords()]),
             len_off,
             fmt.offset("seq"),
         )
+
+    def _port_id(self, src: int, dst: int) -> int:
+        torus = self.cfg.torus
+        port = self.ports.injection_port(torus.coord(src), torus.coord(dst))
+        return src * self.ports.count + port
 
     def _plan(self, step: int, chunk_bytes: int):
         """The step's packets in plan order as arrays: source and destination nodes, flits,
@@ -289,12 +307,13 @@ class FlitEngine:
         """:func:`_drive` on a :class:`~tlm.link.compiled.CompiledNetwork`."""
         cfg, steps = self.cfg, len(plans)
         n = cfg.torus.nodes
-        net = CompiledNetwork(cfg, self.interval)
+        net = CompiledNetwork(cfg, self.interval, self.ports.mode)
         first = np.zeros(steps + 1, np.int64)
         first[1:] = np.cumsum([len(p[0]) for p in plans])
         cat = [np.concatenate([p[k] for p in plans] or [np.zeros(0, np.int64)]) for k in range(4)]
         src, dst, flits, heads = cat
-        count = np.bincount(src, minlength=n)
+        port = self._inj_port[src, dst]
+        count = np.bincount(port, minlength=n * self.ports.count)
         q_first = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
         pairs = np.bincount(src * n + dst, minlength=n * n)
         e_first = np.concatenate([[0], np.cumsum(pairs)]).astype(np.int64)
@@ -302,7 +321,7 @@ class FlitEngine:
         w_first[1:] = np.cumsum([len(w) for w in self.waiters])
         w_list = np.array([j for w in self.waiters for j in w], np.int64)
         fmt = cfg.fmt
-        body, tail = _signed(fmt.body(0)), _signed(fmt.body(0, tail=True))
+        body, tail = signed(fmt.body(0)), signed(fmt.body(0, tail=True))
         ends = np.zeros(steps, np.int64)
         counts = np.zeros(3, np.int64)
         _drive(
@@ -313,7 +332,7 @@ class FlitEngine:
             w_first,
             w_list,
             first,
-            src,
+            port,
             dst,
             flits,
             heads,
@@ -332,17 +351,19 @@ class FlitEngine:
         :class:`~tlm.link.network.Network` (the reference: the same cycles)."""
         cfg = self.cfg
         fmt = cfg.fmt
-        net = Network(cfg, self.interval)
+        net = Network(cfg, self.interval, self.ports.mode)
+        count = self.ports.count
         body, tail = fmt.body(0), fmt.body(0, tail=True)
         steps = len(plans)
         waiting = [len(a) for a in self.after]
         left = [0] * steps  # packets of each offered step not yet delivered
         ends = [0] * steps
         start: list[tuple[int, int]] = []  # heap of (cycle offered, step)
-        queue = [deque() for _ in range(cfg.torus.nodes)]  # per node: (head, flits) to inject
-        sending: dict[int, list] = {}  # node -> [head, flits, next flit] of its front packet
+        # per injection port id: (head, flits) to inject
+        queue = [deque() for _ in range(cfg.torus.nodes * count)]
+        sending: dict[int, list] = {}  # port id -> [head, flits, next flit] of its front packet
         expect: dict[tuple[int, int], deque] = {}  # (src, dst) -> steps of packets in order
-        receiving: dict[int, int] = {}  # node -> step of the packet it is ejecting
+        receiving: dict[int, int] = {}  # ejection port id -> step of the packet it is ejecting
         in_flight = flits = packets = stepped = still = 0
 
         def finished(i, cycle):
@@ -358,14 +379,17 @@ class FlitEngine:
             if not src:
                 finished(i, cycle)
                 return
+            ports = set()
             for s, d, f, h in zip(src, dst, length, heads, strict=True):
-                queue[s].append((h & _MASK64, f))
+                q = int(self._inj_port[s, d])
+                queue[q].append((h & _MASK64, f))
+                ports.add(q)
                 expect.setdefault((s, d), deque()).append(i)
             left[i] += len(src)
             in_flight += len(src)
-            for s in set(src):
-                if s not in sending:
-                    sending[s] = [*queue[s].popleft(), 0]
+            for q in ports:
+                if q not in sending:
+                    sending[q] = [*queue[q].popleft(), 0]
 
         def flit_of(s):
             head, length, at = s
@@ -402,7 +426,7 @@ class FlitEngine:
                 kind = fmt.field(f, "kind")
                 if starts_packet(kind):
                     src = self._src_node[fmt.field(f, "src")]
-                    receiving[n] = expect[(src, n)].popleft()
+                    receiving[n] = expect[(src, n // count)].popleft()
                 if ends_packet(kind):
                     i = receiving.pop(n)
                     packets += 1
@@ -419,12 +443,6 @@ class FlitEngine:
         simulation per size; :attr:`flits` and :attr:`cycles` count the last)."""
         unit = self.analytic.chunk_bytes(np.atleast_1d(size_bytes), itemsize)
         return np.array([self.run(int(u)) for u in unit.tolist()])
-
-
-@njit(cache=True)
-def _idle(S):
-    """:attr:`CompiledNetwork.idle <tlm.link.compiled.CompiledNetwork.idle>` in the kernel."""
-    return not (S.qcnt.any() or S.lval.any() or S.creg.any() or S.ejval.any() or S.wait.any())
 
 
 @njit(cache=True)
@@ -451,7 +469,7 @@ def _drive(
     w_first,
     w_list,
     first,
-    src,
+    port,
     dst,
     flits,
     heads,
@@ -463,32 +481,33 @@ def _drive(
     counts,
 ):
     """The flit engine's loop on a compiled network (:meth:`FlitEngine._run_python` is the same
-    loop in Python): offer each step's packets when it is due, feed every node's injection queue
+    loop in Python): offer each step's packets when it is due, feed every injection port's queue
     one flit per cycle, tell each ejected packet's step by its (source, destination) order,
-    end steps and release their waiters, skip idle cycles. Writes ``ends`` (per step) and
-    ``counts`` (flits, packets, cycles stepped)."""
+    end steps and release their waiters, skip idle cycles. ``port`` is each packet's injection
+    port id (``node * I + port``). Writes ``ends`` (per step) and ``counts`` (flits, packets,
+    cycles stepped)."""
     steps = fixed.size
-    N = C.here.shape[0]
+    N, I = C.here.shape[0], C.I
     kind_off, kind_mask = C.kind_off, C.kind_mask
-    step_of = np.zeros(src.size, np.int64)
+    step_of = np.zeros(port.size, np.int64)
     for i in range(steps):
         step_of[first[i] : first[i + 1]] = i
-    queue = np.zeros(src.size, np.int64)  # per node, from q_first: packets in injection order
+    queue = np.zeros(port.size, np.int64)  # per port id, from q_first: packets in order
     q_head = q_first[:-1].copy()
     q_tail = q_first[:-1].copy()
-    expect = np.zeros(src.size, np.int64)  # per (src, dst) pair, from e_first: packets
+    expect = np.zeros(port.size, np.int64)  # per (src, dst) pair, from e_first: packets
     e_head = e_first[:-1].copy()
     e_tail = e_first[:-1].copy()
-    fi = np.zeros(N, np.int64)  # next flit of each node's front packet
-    receiving = np.zeros(N, np.int64)  # packet each node is ejecting
+    fi = np.zeros(N * I, np.int64)  # next flit of each injection port's front packet
+    receiving = np.zeros(N * I, np.int64)  # packet each ejection port is ejecting
     left = np.zeros(steps, np.int64)
     start_at = np.full(steps, -1, np.int64)
-    inj_v = np.zeros(N, np.bool_)
-    inj_f = np.zeros(N, np.int64)
-    ready = np.ones(N, np.bool_)
-    acc = np.zeros(N, np.bool_)
-    ejv = np.zeros(N, np.bool_)
-    ejf = np.zeros(N, np.int64)
+    inj_v = np.zeros((N, I), np.bool_)
+    inj_f = np.zeros((N, I), np.int64)
+    ready = np.ones((N, I), np.bool_)
+    acc = np.zeros((N, I), np.bool_)
+    ejv = np.zeros((N, I), np.bool_)
+    ejf = np.zeros((N, I), np.int64)
     pending = 0
     for i in range(steps):
         if waiting[i] == 0:
@@ -506,10 +525,10 @@ def _drive(
                     pending += _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at)
                     continue
                 for p in range(first[i], first[i + 1]):
-                    s = src[p]
-                    queue[q_tail[s]] = p
-                    q_tail[s] += 1
-                    pair = s * N + dst[p]
+                    q = port[p]
+                    queue[q_tail[q]] = p
+                    q_tail[q] += 1
+                    pair = (q // I) * N + dst[p]
                     expect[e_tail[pair]] = p
                     e_tail[pair] += 1
                 left[i] += first[i + 1] - first[i]
@@ -521,18 +540,20 @@ def _drive(
             for i in range(steps):
                 if start_at[i] >= 0 and (nxt < 0 or start_at[i] < nxt):
                     nxt = start_at[i]
-            if nxt > cycle and _idle(S):
+            if nxt > cycle and idle(S):
                 cycle = nxt  # nothing moves until then: skip the idle cycles
                 continue
         for n in range(N):
-            if q_head[n] < q_tail[n]:
-                p = queue[q_head[n]]
-                at = fi[n]
-                inj_f[n] = heads[p] if at == 0 else tail if at == flits[p] - 1 else body
-                inj_v[n] = True
-            else:
-                inj_v[n] = False
-        _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
+            for j in range(I):
+                q = n * I + j
+                if q_head[q] < q_tail[q]:
+                    p = queue[q_head[q]]
+                    at = fi[q]
+                    inj_f[n, j] = heads[p] if at == 0 else tail if at == flits[p] - 1 else body
+                    inj_v[n, j] = True
+                else:
+                    inj_v[n, j] = False
+        network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
         stepped += 1
         if acc.any() or ejv.any():
             still = 0
@@ -541,24 +562,27 @@ def _drive(
             if still > STALL_CYCLES:
                 raise RuntimeError(_STALLED)
         for n in range(N):
-            if acc[n]:
-                fi[n] += 1
-                if fi[n] == flits[queue[q_head[n]]]:
-                    fi[n] = 0
-                    q_head[n] += 1
-        for n in range(N):
-            if not ejv[n]:
+            for j in range(I):
+                if acc[n, j]:
+                    q = n * I + j
+                    fi[q] += 1
+                    if fi[q] == flits[queue[q_head[q]]]:
+                        fi[q] = 0
+                        q_head[q] += 1
+        for q in range(N * I):
+            n, j = q // I, q % I
+            if not ejv[n, j]:
                 continue
-            f = ejf[n]
+            f = ejf[n, j]
             nflits += 1
             kind = (f >> kind_off) & kind_mask
-            if _starts_packet(kind):
-                s = _field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
+            if starts_packet_jit(kind):
+                s = field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
                 pair = s * N + n
-                receiving[n] = expect[e_head[pair]]
+                receiving[q] = expect[e_head[pair]]
                 e_head[pair] += 1
-            if _ends_packet(kind):
-                i = step_of[receiving[n]]
+            if ends_packet_jit(kind):
+                i = step_of[receiving[q]]
                 npackets += 1
                 in_flight -= 1
                 left[i] -= 1

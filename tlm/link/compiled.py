@@ -39,17 +39,31 @@ from numba import njit
 from . import routing
 from .config import DropKind, LinkConfig, port_intervals
 from .flit import FlitKind, closed_kind, ends_packet, starts_packet
-from .network import NetStep
+from .network import NetStep, injection_port_id
+from .ports import Ports
 from .routing import dateline_class, route
 from .topology import LOCAL
 
-__all__ = ["CompiledNetwork", "run_load"]
+__all__ = [
+    "CompiledNetwork",
+    "Consts",
+    "State",
+    "network_cycle",
+    "ends_packet_jit",
+    "field_node",
+    "idle",
+    "run_load",
+    "signed",
+    "starts_packet_jit",
+]
 
 HEAD, TAIL = int(FlitKind.HEAD), int(FlitKind.TAIL)
 # the rules of tlm.link.flit and tlm.link.routing, compiled: the same functions, not copies
 _jit = njit(cache=True, inline="always")
-_starts_packet = _jit(starts_packet)
-_ends_packet = _jit(ends_packet)
+#: :func:`tlm.link.flit.starts_packet` compiled (for kernels that read ejected flits)
+starts_packet_jit = _jit(starts_packet)
+#: :func:`tlm.link.flit.ends_packet` compiled
+ends_packet_jit = _jit(ends_packet)
 _closed_kind = _jit(closed_kind)
 _lane = _jit(routing.lane)
 _out_vc = _jit(routing.out_vc)
@@ -63,7 +77,9 @@ class Consts(NamedTuple):
 
     P: int  # ports
     V: int  # VCs per link
-    R: int  # requesters: the injection buffer, then each VC of each link port
+    R: int  # requesters: injection port 0, each VC of each link port, injection ports 1..
+    I: int  # injection (and ejection) ports per node (tlm.link.ports.Ports.count)
+    O: int  # switch outputs: ports 0..P-1, then ejection ports 1..I-1
     D: int  # FIFO depth per VC (a power of two)
     DI: int  # injection buffer depth (a power of two)
     lanes: int
@@ -95,6 +111,10 @@ class Consts(NamedTuple):
     rq_vc: np.ndarray  # [R]: VC of a requester
     rq_index: np.ndarray  # [P, V]: requester of each link input VC (row 0 unused)
     interval: np.ndarray  # [P]: cycles per flit of each output's link (port_intervals)
+    rq_inj: np.ndarray  # [R]: injection port of a requester, -1 for a link VC
+    inj_rq: np.ndarray  # [I]: requester of each injection port
+    local_out: np.ndarray  # [R]: output of a packet that ends here (Ports.local_output)
+    out_ej: np.ndarray  # [O]: ejection port of an output, -1 for a link
 
 
 class State(NamedTuple):
@@ -102,28 +122,30 @@ class State(NamedTuple):
 
     buf: np.ndarray  # [N, R, max(D, DI)] int64: FIFO contents (ring buffers)
     qhead: np.ndarray  # [N, R]: read position
-    qcnt: np.ndarray  # [N, R]: flits held (requester 0: committed and pending)
-    committed: np.ndarray  # [N]: committed flits of the injection buffer
-    alloc_port: np.ndarray  # [N, R]: output port a packet in progress holds, -1 none
+    qcnt: np.ndarray  # [N, R]: flits held (injection buffers: committed and pending)
+    committed: np.ndarray  # [N, I]: committed flits of each injection buffer
+    alloc_port: np.ndarray  # [N, R]: output a packet in progress holds, -1 none
     alloc_vc: np.ndarray  # [N, R]
-    busy: np.ndarray  # [N, P, V] bool: output VC held by a packet
+    busy: np.ndarray  # [N, O, V] bool: output VC held by a packet
     cred: np.ndarray  # [N, P, V]: credits
     lreg: np.ndarray  # [N, P] int64: link output registers
     lval: np.ndarray  # [N, P] bool
     creg: np.ndarray  # [N, P]: credit masks going back upstream
-    ejreg: np.ndarray  # [N] int64: ejection register
-    ejval: np.ndarray  # [N] bool
-    rr: np.ndarray  # [N, P]: round-robin pointer of each output
+    ejreg: np.ndarray  # [N, I] int64: ejection registers
+    ejval: np.ndarray  # [N, I] bool
+    rr: np.ndarray  # [N, O]: round-robin pointer of each output
     counters: np.ndarray  # [N, len(DropKind)]
-    check: np.ndarray  # [N, 5]: injection checker (open, count, length, bad dest, over)
+    check: np.ndarray  # [N, I, 5]: injection checkers (open, count, length, bad dest, over)
     link_flits: np.ndarray  # [N, P]: flits sent on each output (port 0: ejected)
     wait: np.ndarray  # [N, P]: cycles each link output still waits out its flit interval
     # scratch: this cycle's inputs from the neighbours, the requests of one router
     lin_f: np.ndarray
     lin_v: np.ndarray
     cin: np.ndarray
-    req: np.ndarray  # [3, R]: requester, output port, output VC
-    best: np.ndarray  # [2, P]: round-robin distance and request index of each output
+    req: np.ndarray  # [3, R]: requester, output, output VC
+    best: np.ndarray  # [2, O]: round-robin distance and request index of each output
+    ej_free: np.ndarray  # [I] bool: this router's ejection registers may take a flit
+    inj_ready: np.ndarray  # [I] bool: this router's injection buffers have room
 
 
 @lru_cache(maxsize=16)
@@ -153,9 +175,10 @@ def _tables(cfg: LinkConfig):
     return route_port, port_dim, dateline, peer_node, peer_port
 
 
-def make_consts(cfg: LinkConfig, interval=None) -> Consts:
-    """The kernels' constants for ``cfg`` (flits of at most 64 bits) and the links' flit
-    ``interval`` per dimension (:func:`~tlm.link.config.port_intervals`)."""
+def make_consts(cfg: LinkConfig, interval=None, ports: str = "single") -> Consts:
+    """The kernels' constants for ``cfg`` (flits of at most 64 bits), the links' flit
+    ``interval`` per dimension (:func:`~tlm.link.config.port_intervals`) and the injection and
+    ejection ``ports`` (:class:`~tlm.link.ports.Ports`)."""
     if not isinstance(cfg, LinkConfig):
         raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
     if cfg.width > 64:
@@ -163,14 +186,23 @@ def make_consts(cfg: LinkConfig, interval=None) -> Consts:
             f"width must be at most 64 bits for the compiled engine, not {cfg.width!r}"
         )
     fmt, torus = cfg.fmt, cfg.torus
+    layout = Ports(cfg, ports)
     P, V, R = cfg.ports, cfg.vcs, cfg.requesters
+    rq_inj = np.full(layout.requesters, -1, np.int64)
+    rq_inj[list(layout.inject_requester)] = np.arange(layout.count)
+    out_ej = np.full(layout.outputs, -1, np.int64)
+    out_ej[list(layout.eject_output)] = np.arange(layout.count)
+    # link requester indices are LinkConfig's; the injection buffers after them have no link
+    rq_link = [cfg.requester_link(r) if 1 <= r < R else (0, 0) for r in range(layout.requesters)]
     route_port, port_dim, dateline, peer_node, peer_port = _tables(cfg)
     intervals = np.array(port_intervals(cfg, interval), np.int64)
     stride = np.cumprod((1,) + cfg.shape[:-1]).astype(np.int64)
     return Consts(
         P=cfg.ports,
         V=V,
-        R=R,
+        R=layout.requesters,
+        I=layout.count,
+        O=layout.outputs,
         D=cfg.depth,
         DI=cfg.inject_depth,
         lanes=cfg.lanes,
@@ -198,43 +230,51 @@ def make_consts(cfg: LinkConfig, interval=None) -> Consts:
         dateline=dateline,
         peer_node=peer_node,
         peer_port=peer_port,
-        rq_port=np.array([0] + [cfg.requester_link(r)[0] for r in range(1, R)], np.int64),
-        rq_vc=np.array([0] + [cfg.requester_link(r)[1] for r in range(1, R)], np.int64),
+        rq_port=np.array([p for p, _ in rq_link], np.int64),
+        rq_vc=np.array([v for _, v in rq_link], np.int64),
         rq_index=np.array(
             [[0] * V] + [[cfg.requester(p, v) for v in range(V)] for p in range(1, P)], np.int64
         ),
         interval=intervals,
+        rq_inj=rq_inj,
+        inj_rq=np.array(layout.inject_requester, np.int64),
+        local_out=np.array(layout.local_output, np.int64),
+        out_ej=out_ej,
     )
 
 
-def make_state(cfg: LinkConfig) -> State:
+def make_state(cfg: LinkConfig, ports: str = "single") -> State:
     """Every router of ``cfg`` after reset: empty buffers, all credits, nothing held."""
-    N, P, V, R = cfg.torus.nodes, cfg.ports, cfg.vcs, cfg.requesters
+    layout = Ports(cfg, ports)
+    N, P, V = cfg.torus.nodes, cfg.ports, cfg.vcs
+    R, I, O = layout.requesters, layout.count, layout.outputs
     alloc = np.full((N, R), -1, np.int64)
     return State(
         buf=np.zeros((N, R, max(cfg.depth, cfg.inject_depth)), np.int64),
         qhead=np.zeros((N, R), np.int64),
         qcnt=np.zeros((N, R), np.int64),
-        committed=np.zeros(N, np.int64),
+        committed=np.zeros((N, I), np.int64),
         alloc_port=alloc,
         alloc_vc=np.zeros((N, R), np.int64),
-        busy=np.zeros((N, P, V), np.bool_),
+        busy=np.zeros((N, O, V), np.bool_),
         cred=np.full((N, P, V), cfg.depth, np.int64),
         lreg=np.zeros((N, P), np.int64),
         lval=np.zeros((N, P), np.bool_),
         creg=np.zeros((N, P), np.int64),
-        ejreg=np.zeros(N, np.int64),
-        ejval=np.zeros(N, np.bool_),
-        rr=np.zeros((N, P), np.int64),
+        ejreg=np.zeros((N, I), np.int64),
+        ejval=np.zeros((N, I), np.bool_),
+        rr=np.zeros((N, O), np.int64),
         counters=np.zeros((N, len(DropKind)), np.int64),
-        check=np.zeros((N, 5), np.int64),
+        check=np.zeros((N, I, 5), np.int64),
         link_flits=np.zeros((N, P), np.int64),
         wait=np.zeros((N, P), np.int64),
         lin_f=np.zeros((N, P), np.int64),
         lin_v=np.zeros((N, P), np.bool_),
         cin=np.zeros((N, P), np.int64),
         req=np.zeros((3, R), np.int64),
-        best=np.zeros((2, P), np.int64),
+        best=np.zeros((2, O), np.int64),
+        ej_free=np.zeros(I, np.bool_),
+        inj_ready=np.zeros(I, np.bool_),
     )
 
 
@@ -242,9 +282,19 @@ def make_state(cfg: LinkConfig) -> State:
 # The hot loop takes its arrays as plain local variables, unpacked once per cycle: an array
 # read out of a tuple inside a branchy function costs a reference-count update each time.
 @njit(cache=True, inline="always")
-def _field_node(flit, off, cb, cmask, shape, stride):
+def field_node(flit, off, cb, cmask, shape, stride):
     """Node of the coordinate field at bit ``off`` of ``flit``, or -1 if a coordinate lies
-    outside the torus (:meth:`Torus.node_of_field <tlm.link.topology.Torus.node_of_field>`)."""
+    outside the torus (:meth:`Torus.node_of_field <tlm.link.topology.Torus.node_of_field>`).
+
+    Parameters
+    ----------
+    flit : int64
+        The flit's bits.
+    off : int
+        Bit position of the field (``Consts.dst_off`` or ``Consts.src_off``).
+    cb, cmask, shape, stride
+        ``Consts``' coordinate bits, mask, ring sizes and node strides.
+    """
     node = 0
     for d in range(shape.size):
         c = (flit >> (off + d * cb)) & cmask
@@ -275,27 +325,52 @@ def _with_field(flit, off, mask, value):
 
 
 @njit(cache=True, inline="always")
-def _inject_append(buf, qhead, qcnt, m, flit, DI):
-    buf[m, 0, (qhead[m, 0] + qcnt[m, 0]) & (DI - 1)] = flit
-    qcnt[m, 0] += 1
+def _inject_append(buf, qhead, qcnt, m, r, flit, DI):
+    buf[m, r, (qhead[m, r] + qcnt[m, r]) & (DI - 1)] = flit
+    qcnt[m, r] += 1
 
 
 @njit(cache=True)
-def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
+def idle(S):
+    """:attr:`CompiledNetwork.idle`: nothing buffered, no register holding anything, no link
+    waiting out its interval (for kernels that drive a network)."""
+    return not (S.qcnt.any() or S.lval.any() or S.creg.any() or S.ejval.any() or S.wait.any())
+
+
+@njit(cache=True)
+def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     """One network cycle (:meth:`tlm.link.network.Network.step`): every router reads its
-    neighbours' registers, then steps as :meth:`tlm.link.router.Router.step` does."""
-    P, V, R, D, DI, top = C.P, C.V, C.R, C.D, C.DI, C.top
+    neighbours' registers, then steps as :meth:`tlm.link.router.Router.step` does.
+
+    Parameters
+    ----------
+    S : State
+        The network's registers and buffers (:func:`make_state`), advanced in place.
+    C : Consts
+        Its constants (:func:`make_consts`).
+    inj_v, inj_f : ndarray [N, I] of bool, int64
+        Each injection port's valid and offered flit.
+    ready : ndarray [N, I] of bool
+        Each ejection port's ready.
+    acc : ndarray [N, I] of bool
+        Written: each injection port took its flit.
+    ejv, ejf : ndarray [N, I] of bool, int64
+        Written: each ejection port delivered a flit, and which.
+    """
+    P, V, R, I, O, D, DI, top = C.P, C.V, C.R, C.I, C.O, C.D, C.DI, C.top
     kind_off, kind_mask = C.kind_off, C.kind_mask
     vc_off, vc_mask, dst_off, src_off = C.vc_off, C.vc_mask, C.dst_off, C.src_off
     cb, cmask, shape, stride, here = C.cb, C.cmask, C.shape, C.stride, C.here
     route_port, port_dim, dateline = C.route_port, C.port_dim, C.dateline
     peer_node, peer_port, rq_port, rq_vc = C.peer_node, C.peer_port, C.rq_port, C.rq_vc
     rq_index, interval, wait = C.rq_index, C.interval, S.wait
+    rq_inj, inj_rq, local_out, out_ej = C.rq_inj, C.inj_rq, C.local_out, C.out_ej
     buf, qhead, qcnt, committed = S.buf, S.qhead, S.qcnt, S.committed
     alloc_port, alloc_vc, busy, cred = S.alloc_port, S.alloc_vc, S.busy, S.cred
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
     counters, ck, link_flits = S.counters, S.check, S.link_flits
     lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
+    ej_free, inj_ready = S.ej_free, S.inj_ready
     bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
     no_credit, credit_overflow = C.no_credit, C.credit_overflow
     N = here.shape[0]
@@ -306,21 +381,22 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             lin_f[m, p] = lreg[peer, q]
             cin[m, p] = creg[peer, q]
     for m in range(N):
-        ej_was = ejval[m]
-        ej_ready = ready[m]
-        ejv[m] = ej_was and ej_ready
-        ejf[m] = ejreg[m]
-        ej_free = (not ej_was) or ej_ready
-        new_ejval = ej_was and not ej_ready
-        inject_ready = qcnt[m, 0] < DI
+        for e in range(I):
+            ej_was = ejval[m, e]
+            ejv[m, e] = ej_was and ready[m, e]
+            ejf[m, e] = ejreg[m, e]
+            ej_free[e] = (not ej_was) or ready[m, e]
+            ejval[m, e] = ej_was and not ready[m, e]  # held unless the switch writes it
+            inj_ready[e] = qcnt[m, inj_rq[e]] < DI
         for p in range(P):
             lval[m, p] = False
             creg[m, p] = 0
         # requests, from the state at the start of the cycle (drops leave at once)
         nreq = 0
         for r in range(R):
-            if r == 0:
-                if committed[m] == 0:
+            i = rq_inj[r]
+            if i >= 0:
+                if committed[m, i] == 0:
                     continue
             elif qcnt[m, r] == 0:
                 continue
@@ -328,8 +404,8 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             o = alloc_port[m, r]
             if o < 0:  # no packet in progress: the flit must start one
                 kind = (flit >> kind_off) & kind_mask
-                node = _field_node(flit, dst_off, cb, cmask, shape, stride)
-                drop = -1 if _starts_packet(kind) else orphan
+                node = field_node(flit, dst_off, cb, cmask, shape, stride)
+                drop = -1 if starts_packet_jit(kind) else orphan
                 if drop < 0 and node < 0:
                     drop = bad_dest
                 if drop >= 0:  # only a link FIFO can hold these
@@ -344,19 +420,21 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     s = (flit >> (src_off + d * cb)) & cmask
                     cls = dateline[o, here[m, d], s]
                 ov = _out_vc(_lane((flit >> vc_off) & vc_mask, V), cls, V)
-                if o == 0:
-                    ok = ej_free and not busy[m, 0, 0]
+                if o == 0:  # the ejection port of the link it came in on
+                    o = local_out[r]
+                    ok = ej_free[out_ej[o]] and not busy[m, o, 0]
                 else:
                     ok = (not busy[m, o, ov]) and cred[m, o, ov] > 0 and wait[m, o] == 0
             else:
                 ov = alloc_vc[m, r]
-                ok = ej_free if o == 0 else cred[m, o, ov] > 0 and wait[m, o] == 0
+                e = out_ej[o]
+                ok = ej_free[e] if e >= 0 else cred[m, o, ov] > 0 and wait[m, o] == 0
             if ok:
                 req[0, nreq], req[1, nreq], req[2, nreq] = r, o, ov
                 nreq += 1
         # one round-robin arbiter per output: the requester nearest after its pointer
         if nreq:
-            for o in range(P):
+            for o in range(O):
                 best[0, o] = R
             for i in range(nreq):
                 o = req[1, i]
@@ -365,31 +443,34 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     key += R
                 if key < best[0, o]:
                     best[0, o], best[1, o] = key, i
-            for o in range(P):
+            for o in range(O):
                 if best[0, o] == R:
                     continue
                 i = best[1, o]
                 r, ov = req[0, i], req[2, i]
                 rr[m, o] = r + 1 if r + 1 < R else 0
-                if r == 0:
+                j = rq_inj[r]
+                if j >= 0:
                     flit = _pop(buf, qhead, qcnt, m, r, DI)
-                    committed[m] -= 1
+                    committed[m, j] -= 1
                 else:
                     flit = _pop(buf, qhead, qcnt, m, r, D)
                     creg[m, rq_port[r]] |= 1 << rq_vc[r]
                 kind = (flit >> kind_off) & kind_mask
                 out = _with_field(flit, vc_off, vc_mask, ov)
-                if o == 0:
-                    ejreg[m] = out
-                    new_ejval = True
+                e = out_ej[o]
+                if e >= 0:
+                    ejreg[m, e] = out
+                    ejval[m, e] = True
                     hold = 0
+                    link_flits[m, 0] += 1  # every ejection port counts as port 0
                 else:
                     lreg[m, o] = out
                     lval[m, o] = True
                     cred[m, o, ov] -= 1
                     wait[m, o] = interval[o]
                     hold = ov
-                link_flits[m, o] += 1
+                    link_flits[m, o] += 1
                 if kind == HEAD:
                     alloc_port[m, r], alloc_vc[m, r] = o, ov
                     busy[m, o, hold] = True
@@ -426,54 +507,60 @@ def _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     continue
                 buf[m, r, (qhead[m, r] + n) & (D - 1)] = flit
                 qcnt[m, r] += 1
-        fire = inj_v[m] and inject_ready
-        acc[m] = fire
-        ejval[m] = new_ejval
-        if not fire:
-            continue
-        # the injection checker (Router._inject_write): write, commit or roll back
-        flit = inj_f[m]
-        kind = (flit >> kind_off) & kind_mask
-        if _starts_packet(kind):
-            if ck[m, _OPEN]:  # the previous packet never had its tail: roll back
-                qcnt[m, 0] = committed[m]
-                _bump(counters, m, bad_length, top)
-                ck[m, _OPEN] = 0
-            length = ((flit >> C.len_off) & C.len_mask) + 1
-            bad = _field_node(flit, dst_off, cb, cmask, shape, stride) < 0
-            if _ends_packet(kind):  # a single
-                if bad:
-                    _bump(counters, m, bad_dest, top)
-                elif length != 1:
-                    _bump(counters, m, bad_length, top)
-                else:
-                    _inject_append(buf, qhead, qcnt, m, flit, DI)
-                    committed[m] = qcnt[m, 0]
-                continue
-            ck[m, _OPEN], ck[m, _COUNT], ck[m, _LENGTH] = 1, 1, length
-            ck[m, _BAD_DEST], ck[m, _OVER] = bad, 0
-            if not bad:
-                _inject_append(buf, qhead, qcnt, m, flit, DI)
-            continue
-        if not ck[m, _OPEN]:
-            _bump(counters, m, orphan, top)
-            continue
-        ck[m, _COUNT] += 1
-        if not _ends_packet(kind):  # a body
-            if ck[m, _COUNT] >= ck[m, _LENGTH]:
-                ck[m, _OVER] = 1
-            elif not ck[m, _BAD_DEST]:
-                _inject_append(buf, qhead, qcnt, m, flit, DI)
-            continue
-        ck[m, _OPEN] = 0  # tail
-        if ck[m, _BAD_DEST]:
-            _bump(counters, m, bad_dest, top)
-        elif ck[m, _OVER] or ck[m, _COUNT] != ck[m, _LENGTH]:
-            qcnt[m, 0] = committed[m]
-            _bump(counters, m, bad_length, top)
-        else:
-            _inject_append(buf, qhead, qcnt, m, flit, DI)
-            committed[m] = qcnt[m, 0]
+        for j in range(I):
+            fire = inj_v[m, j] and inj_ready[j]
+            acc[m, j] = fire
+            if fire:
+                _check_injected(S, C, m, j, inj_f[m, j])
+
+
+@njit(cache=True, inline="always")
+def _check_injected(S, C, m, j, flit):
+    """Injection port ``j``'s checker (:meth:`Router._check_injected
+    <tlm.link.router.Router._check_injected>`): write, commit or roll back."""
+    buf, qhead, qcnt, committed, counters = S.buf, S.qhead, S.qcnt, S.committed, S.counters
+    ck, DI, top, r = S.check, C.DI, C.top, C.inj_rq[j]
+    kind = (flit >> C.kind_off) & C.kind_mask
+    if starts_packet_jit(kind):
+        if ck[m, j, _OPEN]:  # the previous packet never had its tail: roll back
+            qcnt[m, r] = committed[m, j]
+            _bump(counters, m, C.bad_length, top)
+            ck[m, j, _OPEN] = 0
+        length = ((flit >> C.len_off) & C.len_mask) + 1
+        bad = field_node(flit, C.dst_off, C.cb, C.cmask, C.shape, C.stride) < 0
+        if ends_packet_jit(kind):  # a single
+            if bad:
+                _bump(counters, m, C.bad_dest, top)
+            elif length != 1:
+                _bump(counters, m, C.bad_length, top)
+            else:
+                _inject_append(buf, qhead, qcnt, m, r, flit, DI)
+                committed[m, j] = qcnt[m, r]
+            return
+        ck[m, j, _OPEN], ck[m, j, _COUNT], ck[m, j, _LENGTH] = 1, 1, length
+        ck[m, j, _BAD_DEST], ck[m, j, _OVER] = bad, 0
+        if not bad:
+            _inject_append(buf, qhead, qcnt, m, r, flit, DI)
+        return
+    if not ck[m, j, _OPEN]:
+        _bump(counters, m, C.orphan, top)
+        return
+    ck[m, j, _COUNT] += 1
+    if not ends_packet_jit(kind):  # a body
+        if ck[m, j, _COUNT] >= ck[m, j, _LENGTH]:
+            ck[m, j, _OVER] = 1
+        elif not ck[m, j, _BAD_DEST]:
+            _inject_append(buf, qhead, qcnt, m, r, flit, DI)
+        return
+    ck[m, j, _OPEN] = 0  # tail
+    if ck[m, j, _BAD_DEST]:
+        _bump(counters, m, C.bad_dest, top)
+    elif ck[m, j, _OVER] or ck[m, j, _COUNT] != ck[m, j, _LENGTH]:
+        qcnt[m, r] = committed[m, j]
+        _bump(counters, m, C.bad_length, top)
+    else:
+        _inject_append(buf, qhead, qcnt, m, r, flit, DI)
+        committed[m, j] = qcnt[m, r]
 
 
 @njit(cache=True)
@@ -491,12 +578,13 @@ def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies,
     fi = np.zeros(N, np.int64)  # flit index within the front packet
     in_src = np.zeros(N, np.int64)  # packet being ejected at each node
     in_seq = np.zeros(N, np.int64)
-    inj_v = np.zeros(N, np.bool_)
-    inj_f = np.zeros(N, np.int64)
-    ready = np.ones(N, np.bool_)
-    acc = np.zeros(N, np.bool_)
-    ejv = np.zeros(N, np.bool_)
-    ejf = np.zeros(N, np.int64)
+    # a load study runs the RTL's router: one injection and one ejection port per node
+    inj_v = np.zeros((N, 1), np.bool_)
+    inj_f = np.zeros((N, 1), np.int64)
+    ready = np.ones((N, 1), np.bool_)
+    acc = np.zeros((N, 1), np.bool_)
+    ejv = np.zeros((N, 1), np.bool_)
+    ejf = np.zeros((N, 1), np.int64)
     offered = accepted = nlat = 0
     for cycle in range(cycles):
         if cycle == warmup:
@@ -513,30 +601,30 @@ def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies,
                 lane = pk_seq[i] % lanes  # packets take the lanes in turn
                 if fi[n] == 0:
                     f = head | head_dst[pk_dst[i]] | head_src[n]
-                    inj_f[n] = f | (pk_seq[i] << seq_off) | (lane << vc_off)
+                    inj_f[n, 0] = f | (pk_seq[i] << seq_off) | (lane << vc_off)
                 elif fi[n] == length - 1:
-                    inj_f[n] = tail[lane]
+                    inj_f[n, 0] = tail[lane]
                 else:
-                    inj_f[n] = body[lane]
-                inj_v[n] = True
+                    inj_f[n, 0] = body[lane]
+                inj_v[n, 0] = True
             else:
-                inj_v[n] = False
-        _cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
+                inj_v[n, 0] = False
+        network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf)
         for n in range(N):
-            if acc[n]:
+            if acc[n, 0]:
                 fi[n] += 1
                 if fi[n] == length:
                     fi[n] = 0
                     sent[n] += 1
-            if ejv[n]:
-                f = ejf[n]
+            if ejv[n, 0]:
+                f = ejf[n, 0]
                 kind = (f >> kind_off) & kind_mask
-                if _starts_packet(kind):
-                    in_src[n] = _field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
+                if starts_packet_jit(kind):
+                    in_src[n] = field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
                     in_seq[n] = (f >> seq_off) & seq_mask
                 if cycle >= warmup:
                     accepted += 1
-                if _ends_packet(kind):
+                if ends_packet_jit(kind):
                     t0 = created[in_src[n], in_seq[n]]
                     if t0 >= warmup:
                         latencies[nlat] = cycle - t0
@@ -545,14 +633,21 @@ def _load(S, C, L, pk_first, pk_src, pk_dst, pk_seq, src_pk, created, latencies,
 
 
 # -- Python side ------------------------------------------------------------------------------
-def _signed(flit: int) -> int:
-    """A flit of up to 64 bits as the int64 with the same bits."""
+def signed(flit: int) -> int:
+    """A flit of up to 64 bits as the int64 with the same bits (what the kernels hold).
+
+    Examples
+    --------
+    >>> signed(5), signed((1 << 64) - 1)
+    (5, -1)
+    """
     return flit - (1 << 64) if flit >> 63 else flit
 
 
 class CompiledNetwork:
     """All routers of ``cfg.shape`` in flat arrays, stepped by a compiled kernel: the same
-    cycle, inputs and outputs as :class:`~tlm.link.network.Network` (``interval`` as there).
+    cycle, inputs and outputs as :class:`~tlm.link.network.Network` (``interval`` and
+    ``ports`` as there; injection and ejection ports named by the same ids).
 
     Examples
     --------
@@ -566,39 +661,53 @@ class CompiledNetwork:
     (True, True)
     """
 
-    def __init__(self, cfg: LinkConfig, interval=None):
-        self.consts = make_consts(cfg, interval)
+    def __init__(self, cfg: LinkConfig, interval=None, ports: str = "single"):
+        self.consts = make_consts(cfg, interval, ports)
         self.cfg = cfg
-        self.state = make_state(cfg)
-        n = cfg.torus.nodes
-        self._inj_v = np.zeros(n, np.bool_)
-        self._inj_f = np.zeros(n, np.int64)
-        self._ready = np.ones(n, np.bool_)
-        self._acc = np.zeros(n, np.bool_)
-        self._ejv = np.zeros(n, np.bool_)
-        self._ejf = np.zeros(n, np.int64)
+        self.ports = Ports(cfg, ports)
+        self.state = make_state(cfg, ports)
+        shape = (cfg.torus.nodes, self.ports.count)
+        self._inj_v = np.zeros(shape, np.bool_)
+        self._inj_f = np.zeros(shape, np.int64)
+        self._ready = np.ones(shape, np.bool_)
+        self._acc = np.zeros(shape, np.bool_)
+        self._ejv = np.zeros(shape, np.bool_)
+        self._ejf = np.zeros(shape, np.int64)
         self.cycle = 0
 
-    def inject_ready(self, node: int) -> bool:
-        return bool(self.state.qcnt[node, 0] < self.cfg.inject_depth)
+    @property
+    def port_count(self) -> int:
+        """As :attr:`Network.port_count <tlm.link.network.Network.port_count>`."""
+        return self.ports.count
+
+    def injection_port(self, src: int, dst: int) -> int:
+        """As :meth:`Network.injection_port <tlm.link.network.Network.injection_port>`."""
+        return injection_port_id(self.ports, src, dst)
+
+    def inject_ready(self, port: int) -> bool:
+        """Injection port id ``port`` has room (under ``"single"``: node ``port``'s)."""
+        node, i = divmod(port, self.ports.count)
+        r = self.ports.inject_requester[i]
+        return bool(self.state.qcnt[node, r] < self.cfg.inject_depth)
 
     @property
     def idle(self) -> bool:
         """As :attr:`Network.idle <tlm.link.network.Network.idle>`: nothing buffered, no
         register holding anything, no link waiting out its interval."""
-        s = self.state
-        return not (s.qcnt.any() or s.lval.any() or s.creg.any() or s.ejval.any() or s.wait.any())
+        return bool(idle(self.state))
 
     def step(self, inject=None, eject_ready=None) -> NetStep:
         """Advance one cycle; arguments and result as :meth:`Network.step
         <tlm.link.network.Network.step>`."""
         self._inj_v[:] = False
         self._ready[:] = True
-        for node, flit in (inject or {}).items():
-            self._inj_v[node], self._inj_f[node] = True, _signed(flit)
-        for node, ready in (eject_ready or {}).items():
-            self._ready[node] = bool(ready)
-        _cycle(
+        inj_v, inj_f = self._inj_v.reshape(-1), self._inj_f.reshape(-1)
+        ready = self._ready.reshape(-1)
+        for port, flit in (inject or {}).items():
+            inj_v[port], inj_f[port] = True, signed(flit)
+        for port, ok in (eject_ready or {}).items():
+            ready[port] = bool(ok)
+        network_cycle(
             self.state,
             self.consts,
             self._inj_v,
@@ -610,8 +719,9 @@ class CompiledNetwork:
         )
         self.cycle += 1
         out = NetStep()
+        ejf = self._ejf.reshape(-1)
         out.accepted = np.flatnonzero(self._acc).tolist()
-        out.ejected = {int(n): int(self._ejf[n]) & _MASK64 for n in np.flatnonzero(self._ejv)}
+        out.ejected = {int(i): int(ejf[i]) & _MASK64 for i in np.flatnonzero(self._ejv)}
         return out
 
     # -- registers, in Router's terms ------------------------------------------------------
@@ -626,9 +736,12 @@ class CompiledNetwork:
     def credit_reg(self, node: int) -> tuple:
         return tuple(int(x) for x in self.state.creg[node])
 
-    def eject_reg(self, node: int):
+    def eject_reg(self, port: int):
+        """The flit in ejection port id ``port``'s register (under ``"single"``: node
+        ``port``'s), or ``None``."""
+        node, e = divmod(port, self.ports.count)
         s = self.state
-        return int(s.ejreg[node]) & _MASK64 if s.ejval[node] else None
+        return int(s.ejreg[node, e]) & _MASK64 if s.ejval[node, e] else None
 
     def counters(self, node: int) -> list:
         return [int(x) for x in self.state.counters[node]]
@@ -659,7 +772,7 @@ def _packet_tables(sources):
     zero = (0,) * torus.dims
     base = fmt.head(zero, zero, length, 0)
     coords = torus.coords()
-    as_array = lambda values: np.array([_signed(v) for v in values], np.int64)  # noqa: E731
+    as_array = lambda values: np.array([signed(v) for v in values], np.int64)  # noqa: E731
     head_dst = as_array(fmt.head(c, zero, length, 0) ^ base for c in coords)
     head_src = as_array(fmt.head(zero, c, length, 0) ^ base for c in coords)
     lanes = range(cfg.lanes)
@@ -670,7 +783,7 @@ def _packet_tables(sources):
         sources.warmup,
         length,
         sources.seq_mask,
-        _signed(base),
+        signed(base),
         fmt.offset("seq"),
         fmt.offset("vc"),
         head_dst,

@@ -2,15 +2,21 @@
 
 Routers are wired as :mod:`tlm.link.topology` says; every signal between routers is a register
 (link flit, credit mask), so one network cycle is: read every router's outputs, then step every
-router with its neighbours' outputs. Each node has its own injection and ejection stream.
+router with its neighbours' outputs. Each node has its own injection and ejection stream -
+or, under ``ports="per_direction"`` (:mod:`tlm.link.ports`), one per port.
+
+**Port ids.** Injection and ejection streams are named by one number, ``node * count + port``
+(``count`` ports per node: :attr:`Network.port_count`), so under ``ports="single"`` a stream's
+id is its node's number. :meth:`Network.injection_port` gives the id a packet enters at.
 """
 
 from __future__ import annotations
 
 from .config import LinkConfig
+from .ports import Ports
 from .router import Router
 
-__all__ = ["Network"]
+__all__ = ["Network", "NetStep", "injection_port_id"]
 
 
 class Network:
@@ -22,6 +28,9 @@ class Network:
     interval : sequence of int, optional
         Cycles per flit on the links of each dimension (TLM only:
         :func:`~tlm.link.config.port_intervals`); 1 everywhere by default, as the RTL.
+    ports : str
+        ``"single"`` (one injection and one ejection port per node, as the RTL; the default)
+        or ``"per_direction"`` (one per link direction: :class:`~tlm.link.ports.Ports`).
 
     Examples
     --------
@@ -33,13 +42,14 @@ class Network:
     [(8, 14)]
     """
 
-    def __init__(self, cfg: LinkConfig, interval=None):
+    def __init__(self, cfg: LinkConfig, interval=None, ports: str = "single"):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
         self.cfg = cfg
         torus = cfg.torus
         self.torus = torus
-        self.routers = [Router(cfg, c, interval) for c in torus.coords()]
+        self.ports = Ports(cfg, ports)
+        self.routers = [Router(cfg, c, interval, self.ports) for c in torus.coords()]
         # peers[node][port] = (node, port) at the other end of the link
         self.peers = [
             [None]
@@ -52,8 +62,21 @@ class Network:
         self._credit_in = [None] * torus.nodes
         self.link_flits = [[0] * cfg.ports for _ in range(torus.nodes)]
 
-    def inject_ready(self, node: int) -> bool:
-        return self.routers[node].inject_ready
+    @property
+    def port_count(self) -> int:
+        """Injection (and ejection) ports per node: port id ``i`` is port ``i % port_count``
+        of node ``i // port_count``."""
+        return self.ports.count
+
+    def injection_port(self, src: int, dst: int) -> int:
+        """The id of the injection port a packet from node ``src`` to node ``dst`` enters at
+        (:meth:`Ports.injection_port <tlm.link.ports.Ports.injection_port>`)."""
+        return injection_port_id(self.ports, src, dst)
+
+    def inject_ready(self, port: int) -> bool:
+        """Injection port id ``port`` has room (under ``"single"``: node ``port``'s)."""
+        node, i = divmod(port, self.ports.count)
+        return self.routers[node].inject_ready_at(i)
 
     @property
     def idle(self) -> bool:
@@ -66,13 +89,17 @@ class Network:
 
         Parameters
         ----------
-        inject : dict node -> flit
-            Flits offered on injection ports this cycle (absent: not valid).
-        eject_ready : dict node -> bool or None
+        inject : dict port id -> flit
+            Flits offered on injection ports this cycle (absent: not valid); under
+            ``"single"`` the id is the node.
+        eject_ready : dict port id -> bool or None
             ``ready`` of ejection ports (absent: ready).
         """
         inject = inject or {}
         eject_ready = eject_ready or {}
+        count = self.ports.count
+        if count > 1:  # by node: {port: flit} for each router
+            inject, eject_ready = _by_node(inject, count), _by_node(eject_ready, count)
         routers, peers = self.routers, self.peers
         P = self.cfg.ports
         link_in, credit_in = self._link_in, self._credit_in
@@ -86,14 +113,14 @@ class Network:
             if offer is None and links is None and creds is None and router.quiet:
                 continue
             info = router.step(offer, eject_ready.get(n, True), links, creds)
-            if info.inject_fire:
-                out.accepted.append(n)
-            if info.ejected is not None:
-                out.ejected[n] = info.ejected
+            for i in info.accepted:
+                out.accepted.append(n * count + i)
+            for e, flit in info.ejected.items():
+                out.ejected[n * count + e] = flit
             if info.sent:
                 counts = self.link_flits[n]
                 for o in info.sent:
-                    counts[o] += 1
+                    counts[o if o < P else 0] += 1  # every ejection port counts as port 0
             if (
                 router.link_reg is not router._no_links
                 or router.credit_reg is not router._no_credits
@@ -120,9 +147,27 @@ class Network:
         return out
 
 
+def injection_port_id(ports: Ports, src: int, dst: int) -> int:
+    """The id of the injection port a packet from node ``src`` to node ``dst`` enters at:
+    ``src * ports.count +`` :meth:`Ports.injection_port <tlm.link.ports.Ports.injection_port>`."""
+    if ports.count == 1:
+        return src
+    torus = ports.cfg.torus
+    return src * ports.count + ports.injection_port(torus.coord(src), torus.coord(dst))
+
+
+def _by_node(flat: dict, count: int) -> dict:
+    """``{port id: x}`` as ``{node: {port: x}}``."""
+    out: dict[int, dict] = {}
+    for i, x in flat.items():
+        node, port = divmod(i, count)
+        out.setdefault(node, {})[port] = x
+    return out
+
+
 class NetStep:
-    """One network cycle: nodes whose injection ``accepted`` a flit, flits ``ejected`` by
-    node."""
+    """One network cycle: the injection port ids that ``accepted`` a flit, flits ``ejected``
+    by ejection port id (under ``ports="single"``, both are node numbers)."""
 
     __slots__ = ("accepted", "ejected")
 

@@ -36,6 +36,10 @@ The pipeline (``docs/noc.md``):
 * **Flit interval** (TLM only, :func:`~tlm.link.config.port_intervals`). A link output of a
   dimension with interval ``k`` does not ask for the switch for ``k - 1`` cycles after it sent
   a flit: a link at ``1/k`` of the flit rate. The RTL has ``k = 1`` everywhere (the default).
+* **Ports** (TLM only, :mod:`tlm.link.ports`). ``ports="per_direction"`` gives the router an
+  injection buffer (each with its own checker) per output port and an ejection register per
+  input port; each is a requester or an output of the switch like the others, with the same
+  rules. The RTL has ``ports="single"`` (the default): what the rest of this docstring says.
 
 So a flit takes two cycles per router; one flit alone crosses ``H`` hops and leaves the
 ejection register ``2 H + 2`` cycles after it was accepted (an ``L``-flit packet injected back
@@ -49,18 +53,21 @@ from dataclasses import dataclass
 
 from .config import DropKind, LinkConfig, port_intervals
 from .flit import FlitKind
+from .ports import Ports
 from .routing import lane, out_vc, route
 from .topology import LOCAL
 
 __all__ = ["Router", "RouterOutputs"]
 
-#: requester 0: the injection buffer; requesters 1.. are the link input VCs
+#: requester 0: the injection buffer (of injection port 0); requesters 1.. are the link input
+#: VCs, then the injection buffers of ports 1.. under ``ports="per_direction"``
 INJECTION = 0
 
 
 @dataclass
 class RouterOutputs:
-    """What a router shows during one cycle. Lists are indexed by port (index 0 unused)."""
+    """What a router shows during one cycle: ``inject_ready`` and ``eject`` of port 0 (the only
+    injection and ejection port of the RTL). Lists are indexed by port (index 0 unused)."""
 
     inject_ready: bool
     eject: int | None
@@ -75,27 +82,31 @@ class Router:
     The state, in the names of ``docs/noc.md``:
 
     * ``fifo[r]``: requester ``r``'s buffer (``r = 0`` the injection buffer, whose first
-      ``inj_committed`` flits are checked packets; link input VC ``(port, vc)`` is requester
-      :meth:`LinkConfig.requester <tlm.link.config.LinkConfig.requester>`);
-    * ``alloc[r]``: the ``(output port, output VC)`` its packet in progress holds, or ``None``;
-    * ``busy[port][vc]``: that output VC is held by a packet (the ejection port has one, 0);
+      ``committed[0]`` flits are checked packets; link input VC ``(port, vc)`` is requester
+      :meth:`LinkConfig.requester <tlm.link.config.LinkConfig.requester>`; injection port
+      ``i`` is requester ``ports.inject_requester[i]``);
+    * ``alloc[r]``: the ``(output, output VC)`` its packet in progress holds, or ``None``;
+    * ``busy[output][vc]``: that output VC is held by a packet (an ejection port has one, 0);
     * ``credits[port][vc]``: free slots of the next router's buffer for that output VC;
-    * ``rr[port]``: the requester after the one that output last granted;
-    * ``link_reg``, ``credit_reg``, ``eject_reg``: the output registers;
+    * ``rr[output]``: the requester after the one that output last granted;
+    * ``link_reg``, ``credit_reg``, ``eject_regs`` (by ejection port): the output registers;
     * ``counters``: the drop counters, indexed by :class:`~tlm.link.config.DropKind`.
+
+    Outputs are the ports ``0 .. P-1`` and, under ``ports="per_direction"``, ejection ports
+    ``1 .. P-1`` after them (:class:`~tlm.link.ports.Ports`).
 
     Examples
     --------
     >>> cfg = LinkConfig((4, 4))
     >>> r = Router(cfg, (0, 0))
     >>> flit = cfg.fmt.head(dst=(1, 0), src=(0, 0), length=1, seq=0)
-    >>> r.step(inject=flit).inject_fire
-    True
+    >>> r.step(inject=flit).accepted   # injection port 0 took it
+    [0]
     >>> _ = r.step(); r.outputs().link[1] == flit   # on the x+ link two cycles after
     True
     """
 
-    def __init__(self, cfg: LinkConfig, coord, interval=None):
+    def __init__(self, cfg: LinkConfig, coord, interval=None, ports: str | Ports = "single"):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
         coord = tuple(coord)
@@ -104,15 +115,22 @@ class Router:
         self.cfg = cfg
         self.coord = coord
         self.fmt = cfg.fmt
+        layout = ports if isinstance(ports, Ports) and ports.cfg == cfg else Ports(cfg, ports)
+        self.ports = layout
         P, V, R = cfg.ports, cfg.vcs, cfg.requesters
         # the requester of each link input VC and back, from LinkConfig's one rule
         self._requester = [None] + [[cfg.requester(p, v) for v in range(V)] for p in range(1, P)]
         self._link_of = [None] + [cfg.requester_link(r) for r in range(1, R)]
+        self._link_of += [None] * (layout.requesters - R)
+        # injection port of each injection requester, and the output a packet ending here takes
+        self._inj_of = {r: i for i, r in enumerate(layout.inject_requester)}
+        self._local = layout.local_output
+        self._eject_of = {o: i for i, o in enumerate(layout.eject_output)}
         self._routes: dict[tuple[int, int], tuple[int, int] | None] = {}
-        self.fifo = [deque() for _ in range(R)]
-        self.inj_committed = 0
-        self.alloc: list[tuple[int, int] | None] = [None] * R
-        self.busy = [[False] * V for _ in range(P)]
+        self.fifo = [deque() for _ in range(layout.requesters)]
+        self.committed = [0] * layout.count
+        self.alloc: list[tuple[int, int] | None] = [None] * layout.requesters
+        self.busy = [[False] * V for _ in range(layout.outputs)]
         self.credits = [[cfg.depth] * V for _ in range(P)]
         #: link requesters whose FIFO holds a flit (the only ones that can ask)
         self.active: set[int] = set()
@@ -121,20 +139,16 @@ class Router:
         self._no_credits = (0,) * P
         self.link_reg = self._no_links
         self.credit_reg = self._no_credits
-        self.eject_reg: int | None = None
-        self.rr = [0] * P
+        self.eject_regs: list[int | None] = [None] * layout.count
+        self._no_ejects = [None] * layout.count
+        self._inj_fifos = [self.fifo[r] for r in layout.inject_requester]
+        self.rr = [0] * layout.outputs
         self.counters = [0] * len(DropKind)
         # the flit interval: cycles each link output still waits before it may send again
         self._interval = port_intervals(cfg, interval)
         self._paced = max(self._interval) > 1
         self.wait = [0] * P
-        # the injection checker: the packet being written (open), its flits so far (count),
-        # the length its head gives, whether its destination is bad, whether it overran
-        self._open = False
-        self._count = 0
-        self._length = 0
-        self._bad_dest = False
-        self._over = False
+        self._checkers = [_Checker() for _ in range(layout.count)]
         self.cycle = 0
 
     # -- outputs ----------------------------------------------------------------------------
@@ -144,8 +158,8 @@ class Router:
         change nothing."""
         return (
             not self.active
-            and not self.fifo[INJECTION]
-            and self.eject_reg is None
+            and not any(self._inj_fifos)
+            and self.eject_regs == self._no_ejects
             and self.link_reg is self._no_links
             and self.credit_reg is self._no_credits
             and not (self._paced and any(self.wait))
@@ -153,13 +167,22 @@ class Router:
 
     @property
     def inject_ready(self) -> bool:
-        """The injection buffer has room (committed and pending flits both take room)."""
+        """Injection port 0's buffer has room (committed and pending flits both take room)."""
         return len(self.fifo[INJECTION]) < self.cfg.inject_depth
+
+    def inject_ready_at(self, port: int) -> bool:
+        """Injection port ``port``'s buffer has room."""
+        return len(self.fifo[self.ports.inject_requester[port]]) < self.cfg.inject_depth
+
+    @property
+    def eject_reg(self) -> int | None:
+        """Ejection port 0's register (the RTL's one ejection port)."""
+        return self.eject_regs[0]
 
     def outputs(self) -> RouterOutputs:
         return RouterOutputs(
             self.inject_ready,
-            self.eject_reg,
+            self.eject_regs[0],
             list(self.link_reg),
             list(self.credit_reg),
             tuple(self.counters),
@@ -171,23 +194,33 @@ class Router:
 
         Parameters
         ----------
-        inject : int or None
-            The flit offered on ``inject`` (valid) or ``None``.
-        eject_ready : bool
-            ``ready`` of the ejection stream.
+        inject : int or None, or dict of int to int
+            The flit offered on injection port 0 (valid) or ``None``; or the flits offered on
+            each injection port, by port (absent: not valid).
+        eject_ready : bool or dict of int to bool
+            ``ready`` of ejection port 0; or of each ejection port, by port (absent: ready).
         link_in : list of (int or None), indexed by port, or None
             Flit arriving on each link input.
         credit_in : list of int, indexed by port, or None
             Credit mask (bit per VC) arriving on each link output's credit wire.
         """
         info = StepInfo()
-        if self.eject_reg is not None and eject_ready:
-            info.ejected = self.eject_reg
-        eject_free = self.eject_reg is None or eject_ready
-        inject_ready = self.inject_ready
+        regs = self.eject_regs
+        if isinstance(eject_ready, dict):
+            ready = [eject_ready.get(e, True) for e in range(len(regs))]
+        else:
+            ready = [eject_ready] + [True] * (len(regs) - 1)
+        eject_free = []
+        for e, reg in enumerate(regs):
+            if reg is not None and ready[e]:
+                info.ejected[e] = reg
+            eject_free.append(reg is None or ready[e])
+        offers = inject if isinstance(inject, dict) else {} if inject is None else {0: inject}
+        inject_ready = {i: self.inject_ready_at(i) for i in offers}
         # the next registers: what is sent this cycle (nothing unless something is)
-        nxt = _Next(self._no_links, self._no_credits, None if eject_ready else self.eject_reg)
-        if self.active or self.inj_committed:
+        held = [None if ready[e] else reg for e, reg in enumerate(regs)]
+        nxt = _Next(self._no_links, self._no_credits, held)
+        if self.active or any(self.committed):
             requests, drops = self._requests(eject_free)
             for r, kind in drops:
                 self._pop(r, nxt)
@@ -201,21 +234,23 @@ class Router:
             self._return_credits(credit_in)
         if link_in is not None:
             self._receive(link_in)
-        if inject is not None and inject_ready:
-            self._check_injected(inject)
-            info.inject_fire = True
-        self.link_reg, self.credit_reg, self.eject_reg = nxt.link, nxt.credit, nxt.eject
+        for i, flit in offers.items():
+            if flit is not None and inject_ready[i]:
+                self._check_injected(i, flit)
+                info.accepted.append(i)
+        self.link_reg, self.credit_reg, self.eject_regs = nxt.link, nxt.credit, nxt.eject
         self.cycle += 1
         return info
 
     # -- request ----------------------------------------------------------------------------
-    def _requests(self, eject_free: bool):
+    def _requests(self, eject_free: list[bool]):
         """Every non-empty buffer's front flit, from the state at the start of the cycle: the
-        requesters asking each output port with the output VC they ask for (``{port:
+        requesters asking each output with the output VC they ask for (``{output:
         [(requester, vc), ...]}``) and the front flits dropped as ``(requester, DropKind)``."""
         requests: dict[int, list[tuple[int, int]]] = {}
         drops = []
-        ready = (INJECTION, *self.active) if self.inj_committed else self.active
+        injecting = [r for i, r in enumerate(self.ports.inject_requester) if self.committed[i]]
+        ready = (*injecting, *self.active) if injecting else self.active
         for r in ready:
             flit = self.fifo[r][0]
             if self.alloc[r] is None:  # the flit must start a packet, to a node that exists
@@ -231,23 +266,25 @@ class Router:
                 requests.setdefault(port, []).append((r, vc))
         return requests, drops
 
-    def _request(self, r: int, flit: int, eject_free: bool) -> tuple[int, int] | None:
-        """The ``(output port, output VC)`` requester ``r`` asks for, or ``None`` if it must
+    def _request(self, r: int, flit: int, eject_free: list[bool]) -> tuple[int, int] | None:
+        """The ``(output, output VC)`` requester ``r`` asks for, or ``None`` if it must
         wait: a head needs its output VC free and a credit, a body or tail the VC its head
-        took and a credit; the ejection port needs its register free; a link output waits out
+        took and a credit; an ejection port needs its register free; a link output waits out
         its flit interval."""
         held = self.alloc[r]
         if held is not None:
             port, vc = held
-            if port == LOCAL:
-                ok = eject_free
+            e = self._eject_of.get(port)
+            if e is not None:
+                ok = eject_free[e]
             else:
                 ok = self.credits[port][vc] > 0 and not self.wait[port]
             return held if ok else None
         port, cls = self._route(flit)
         vc = out_vc(lane(self.fmt.vc(flit), self.cfg.vcs), cls, self.cfg.vcs)
-        if port == LOCAL:
-            ok = eject_free and not self.busy[LOCAL][0]
+        if port == LOCAL:  # the ejection port of the link it came in on
+            port = self._local[r]
+            ok = eject_free[self._eject_of[port]] and not self.busy[port][0]
         else:
             ok = not self.busy[port][vc] and self.credits[port][vc] > 0 and not self.wait[port]
         return (port, vc) if ok else None
@@ -271,7 +308,7 @@ class Router:
     def _arbitrate(self, port: int, asking: list[tuple[int, int]]) -> tuple[int, int]:
         """Round robin: of the ``(requester, vc)`` asking, the requester nearest after the
         one ``port`` granted last."""
-        R = self.cfg.requesters
+        R = self.ports.requesters
         start = self.rr[port]
         winner = min(asking, key=lambda want: (want[0] - start) % R)
         self.rr[port] = (winner[0] + 1) % R
@@ -282,14 +319,15 @@ class Router:
         a head takes the output VC for its packet, a tail frees it."""
         flit = self._pop(r, nxt)
         out = self.fmt.with_vc(flit, vc)
-        if port == LOCAL:
-            nxt.eject = out
+        e = self._eject_of.get(port)
+        if e is not None:
+            nxt.eject[e] = out
         else:
             nxt.send(port, out)
             self.credits[port][vc] -= 1
             if self._paced:
                 self.wait[port] = self._interval[port]
-        held = 0 if port == LOCAL else vc  # the ejection port has one output VC
+        held = 0 if e is not None else vc  # an ejection port has one output VC
         kind = self.fmt.kind(flit)
         if kind == FlitKind.HEAD:
             self.alloc[r] = (port, vc)
@@ -303,8 +341,9 @@ class Router:
     def _pop(self, r: int, nxt: _Next) -> int:
         """Remove requester ``r``'s front flit; a link VC's slot is credited back upstream."""
         flit = self.fifo[r].popleft()
-        if r == INJECTION:
-            self.inj_committed -= 1
+        i = self._inj_of.get(r)
+        if i is not None:
+            self.committed[i] -= 1
             return flit
         if not self.fifo[r]:
             self.active.discard(r)
@@ -344,17 +383,18 @@ class Router:
             q.append(flit)
             self.active.add(r)
 
-    def _check_injected(self, flit: int):
-        """The injection checker: write an accepted flit, commit its packet at a good tail,
-        or drop the packet (roll back) and count why (module docstring)."""
+    def _check_injected(self, port: int, flit: int):
+        """Injection port ``port``'s checker: write an accepted flit, commit its packet at a
+        good tail, or drop the packet (roll back) and count why (module docstring)."""
         fmt = self.fmt
         kind = fmt.kind(flit)
-        buf = self.fifo[INJECTION]
+        buf = self.fifo[self.ports.inject_requester[port]]
+        c = self._checkers[port]
         if kind.starts_packet:
-            if self._open:  # the previous packet never had its tail
-                self._rollback()
+            if c.open:  # the previous packet never had its tail
+                self._rollback(port)
                 self._count_drop(DropKind.BAD_LENGTH)
-                self._open = False
+                c.open = False
             length = fmt.field(flit, "length") + 1
             bad_dest = self._route(flit) is None
             if kind == FlitKind.SINGLE:
@@ -364,45 +404,55 @@ class Router:
                     self._count_drop(DropKind.BAD_LENGTH)
                 else:
                     buf.append(flit)
-                    self.inj_committed = len(buf)
+                    self.committed[port] = len(buf)
                 return
-            self._open, self._count, self._length = True, 1, length
-            self._bad_dest, self._over = bad_dest, False
+            c.open, c.count, c.length = True, 1, length
+            c.bad_dest, c.over = bad_dest, False
             if not bad_dest:
                 buf.append(flit)
             return
-        if not self._open:
+        if not c.open:
             self._count_drop(DropKind.ORPHAN)
             return
-        self._count += 1
+        c.count += 1
         if kind == FlitKind.BODY:
-            if self._count >= self._length:  # the tail should have come by now
-                self._over = True
-            elif not self._bad_dest:
+            if c.count >= c.length:  # the tail should have come by now
+                c.over = True
+            elif not c.bad_dest:
                 buf.append(flit)
             return
-        self._open = False  # the tail
-        if self._bad_dest:
+        c.open = False  # the tail
+        if c.bad_dest:
             self._count_drop(DropKind.BAD_DEST)
-        elif self._over or self._count != self._length:
-            self._rollback()
+        elif c.over or c.count != c.length:
+            self._rollback(port)
             self._count_drop(DropKind.BAD_LENGTH)
         else:
             buf.append(flit)
-            self.inj_committed = len(buf)
+            self.committed[port] = len(buf)
 
-    def _rollback(self):
-        buf = self.fifo[INJECTION]
-        while len(buf) > self.inj_committed:
+    def _rollback(self, port: int):
+        buf = self.fifo[self.ports.inject_requester[port]]
+        while len(buf) > self.committed[port]:
             buf.pop()
 
     def _count_drop(self, kind: DropKind):
         self.counters[kind] = min(self.counters[kind] + 1, (1 << self.cfg.counter_bits) - 1)
 
 
+class _Checker:
+    """An injection checker's state: the packet being written (open), its flits so far
+    (count), the length its head gives, whether its destination is bad, whether it overran."""
+
+    __slots__ = ("open", "count", "length", "bad_dest", "over")
+
+    def __init__(self):
+        self.open, self.count, self.length, self.bad_dest, self.over = False, 0, 0, False, False
+
+
 class _Next:
     """The output registers a cycle writes: ``link`` and ``credit`` stay the router's shared
-    "nothing" tuples until something is sent."""
+    "nothing" tuples until something is sent; ``eject`` by ejection port."""
 
     __slots__ = ("link", "credit", "eject")
 
@@ -421,14 +471,15 @@ class _Next:
 
 
 class StepInfo:
-    """What happened in one step: ``inject_fire``, the ``ejected`` flit (or None), the
-    flit ``sent[o]`` into each output port's register (absent if none), and the
-    ``grants`` as ``(requester, output port, output VC)``."""
+    """What happened in one step: the injection ports that ``accepted`` their flit, the flit
+    ``ejected[e]`` by each ejection port (absent if none), the flit ``sent[o]`` into each
+    output's register (absent if none), and the ``grants`` as ``(requester, output, output
+    VC)``."""
 
-    __slots__ = ("inject_fire", "ejected", "sent", "grants")
+    __slots__ = ("accepted", "ejected", "sent", "grants")
 
     def __init__(self):
-        self.inject_fire = False
-        self.ejected = None
+        self.accepted = []
+        self.ejected = {}
         self.sent = {}
         self.grants = []
