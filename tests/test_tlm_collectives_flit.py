@@ -15,7 +15,6 @@ The relations, each derived in the docs:
   derive (and explain where the wormhole routers part from the fluid model).
 """
 
-import numpy as np
 import pytest
 
 from tlm.collectives import Analytic, Schedule, Step, Transfer, build

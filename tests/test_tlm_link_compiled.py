@@ -70,8 +70,8 @@ def check_fast(cfg, inject, eject, seed, misuse=False, interval=None, ports="sin
     must arrive intact (with it, packets through a broken link arrive truncated or not at all,
     as they should: the per-router model's tests hold those rules). Under ``ports``
     ``"per_direction"`` each packet waits at its injection port (a malformed one at the next
-    good packet's) and each ejection port has its own ``ready``. Returns the drop counts, summed over
-    the routers."""
+    good packet's) and each ejection port has its own ``ready``. Returns the drop counts,
+    summed over the routers."""
     rng = np.random.default_rng(seed)
     packets = random_packets(cfg, rng, 25, malformed=0.15)
     for src, mine in enumerate(packets):  # and packets cut short by the next (good) head

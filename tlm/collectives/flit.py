@@ -14,14 +14,20 @@ full rate, 2 for the UltraServer's z links: :func:`tlm.link.config.port_interval
   ``step_fixed_s`` plus the longest path latency, rounded to the nearest cycle; at the next
   cycle at the earliest); a step that waits for none is offered at cycle ``fixed_s``. A step
   has ended when the last flit of its last packet has left its destination's ejection port.
-* **Injection.** Each node has one injection queue: a step's packets join it in plan order
-  (the step's transfers in order, each transfer's packets in order) when the step is offered,
-  behind what is still queued, and enter the network one flit per cycle when the router
-  accepts it. Its injection buffer holds two packets (``inject_depth = 2 max_packet_flits``),
-  so packets stream back to back. One queue per node is what the RTL router's single
-  injection port allows; a DMA engine with a queue per step (or per ring) would let an
-  independent step's packets pass a busy one's - it changes nothing for schedules whose steps
-  form a chain (every shipped algorithm).
+* **Ports.** By default each router has an injection port per output link and an ejection
+  port per input link (``ports="per_direction"``, :mod:`tlm.link.ports`): a node starts a
+  packet on every link in the same cycle and takes one from every link in the same cycle, as
+  the flow engine's links do. ASSUMED: a Trainium2 chip's NeuronLink DMA engines feed each
+  link independently (the Neuron docs describe DMA rings per link, not one shared port);
+  ``ports="single"`` is the RTL router's one injection and one ejection port per node.
+* **Injection.** Each injection port has one queue: a step's packets join the queue of their
+  route's first hop (dimension-order routing decides it) in plan order (the step's transfers
+  in order, each transfer's packets in order) when the step is offered, behind what is still
+  queued, and enter the network one flit per cycle when the router accepts it. Its injection
+  buffer holds two packets (``inject_depth = 2 max_packet_flits``), so packets stream back to
+  back. A DMA engine with a queue per step (or per ring) would let an independent step's
+  packets pass a busy one's - it changes nothing for schedules whose steps form a chain (every
+  shipped algorithm).
 * **Time.** The operation ends in the cycle its last flit leaves the network:
   ``time = that cycle / clock_hz``, counting from cycle 0 when the operation starts. Chunks are
   charged as the other engines charge them (every chunk as the largest,
@@ -32,9 +38,9 @@ full rate, 2 for the UltraServer's z links: :func:`tlm.link.config.port_interval
   until then are skipped, not stepped: a step's fixed cost (thousands of cycles) costs
   nothing.
 
-The torus model has one injection and one ejection port per node (one flit per cycle each, the
-rate of one link), which the flow engine's links do not have: a node that sends to several
-neighbours at once (mesh, KangaRing) is slower here (docs/collectives.md, "The flit engine").
+Under ``ports="single"`` a node's injection and ejection port carry one flit per cycle each,
+the rate of one link, which the flow engine's links do not have: a node that sends to several
+neighbours at once (mesh, KangaRing) is slower there (docs/collectives.md, "The flit engine").
 
 Examples
 --------
@@ -484,10 +490,10 @@ def _drive(
     loop in Python): offer each step's packets when it is due, feed every injection port's queue
     one flit per cycle, tell each ejected packet's step by its (source, destination) order,
     end steps and release their waiters, skip idle cycles. ``port`` is each packet's injection
-    port id (``node * I + port``). Writes ``ends`` (per step) and ``counts`` (flits, packets,
+    port id (``node * IP + port``). Writes ``ends`` (per step) and ``counts`` (flits, packets,
     cycles stepped)."""
     steps = fixed.size
-    N, I = C.here.shape[0], C.I
+    N, IP = C.here.shape[0], C.IP
     kind_off, kind_mask = C.kind_off, C.kind_mask
     step_of = np.zeros(port.size, np.int64)
     for i in range(steps):
@@ -498,16 +504,16 @@ def _drive(
     expect = np.zeros(port.size, np.int64)  # per (src, dst) pair, from e_first: packets
     e_head = e_first[:-1].copy()
     e_tail = e_first[:-1].copy()
-    fi = np.zeros(N * I, np.int64)  # next flit of each injection port's front packet
-    receiving = np.zeros(N * I, np.int64)  # packet each ejection port is ejecting
+    fi = np.zeros(N * IP, np.int64)  # next flit of each injection port's front packet
+    receiving = np.zeros(N * IP, np.int64)  # packet each ejection port is ejecting
     left = np.zeros(steps, np.int64)
     start_at = np.full(steps, -1, np.int64)
-    inj_v = np.zeros((N, I), np.bool_)
-    inj_f = np.zeros((N, I), np.int64)
-    ready = np.ones((N, I), np.bool_)
-    acc = np.zeros((N, I), np.bool_)
-    ejv = np.zeros((N, I), np.bool_)
-    ejf = np.zeros((N, I), np.int64)
+    inj_v = np.zeros((N, IP), np.bool_)
+    inj_f = np.zeros((N, IP), np.int64)
+    ready = np.ones((N, IP), np.bool_)
+    acc = np.zeros((N, IP), np.bool_)
+    ejv = np.zeros((N, IP), np.bool_)
+    ejf = np.zeros((N, IP), np.int64)
     pending = 0
     for i in range(steps):
         if waiting[i] == 0:
@@ -528,7 +534,7 @@ def _drive(
                     q = port[p]
                     queue[q_tail[q]] = p
                     q_tail[q] += 1
-                    pair = (q // I) * N + dst[p]
+                    pair = (q // IP) * N + dst[p]
                     expect[e_tail[pair]] = p
                     e_tail[pair] += 1
                 left[i] += first[i + 1] - first[i]
@@ -544,8 +550,8 @@ def _drive(
                 cycle = nxt  # nothing moves until then: skip the idle cycles
                 continue
         for n in range(N):
-            for j in range(I):
-                q = n * I + j
+            for j in range(IP):
+                q = n * IP + j
                 if q_head[q] < q_tail[q]:
                     p = queue[q_head[q]]
                     at = fi[q]
@@ -562,15 +568,15 @@ def _drive(
             if still > STALL_CYCLES:
                 raise RuntimeError(_STALLED)
         for n in range(N):
-            for j in range(I):
+            for j in range(IP):
                 if acc[n, j]:
-                    q = n * I + j
+                    q = n * IP + j
                     fi[q] += 1
                     if fi[q] == flits[queue[q_head[q]]]:
                         fi[q] = 0
                         q_head[q] += 1
-        for q in range(N * I):
-            n, j = q // I, q % I
+        for q in range(N * IP):
+            n, j = q // IP, q % IP
             if not ejv[n, j]:
                 continue
             f = ejf[n, j]

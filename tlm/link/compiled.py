@@ -78,8 +78,8 @@ class Consts(NamedTuple):
     P: int  # ports
     V: int  # VCs per link
     R: int  # requesters: injection port 0, each VC of each link port, injection ports 1..
-    I: int  # injection (and ejection) ports per node (tlm.link.ports.Ports.count)
-    O: int  # switch outputs: ports 0..P-1, then ejection ports 1..I-1
+    IP: int  # injection (and ejection) ports per node (tlm.link.ports.Ports.count)
+    OUT: int  # switch outputs: ports 0..P-1, then ejection ports 1..IP-1
     D: int  # FIFO depth per VC (a power of two)
     DI: int  # injection buffer depth (a power of two)
     lanes: int
@@ -112,9 +112,9 @@ class Consts(NamedTuple):
     rq_index: np.ndarray  # [P, V]: requester of each link input VC (row 0 unused)
     interval: np.ndarray  # [P]: cycles per flit of each output's link (port_intervals)
     rq_inj: np.ndarray  # [R]: injection port of a requester, -1 for a link VC
-    inj_rq: np.ndarray  # [I]: requester of each injection port
+    inj_rq: np.ndarray  # [IP]: requester of each injection port
     local_out: np.ndarray  # [R]: output of a packet that ends here (Ports.local_output)
-    out_ej: np.ndarray  # [O]: ejection port of an output, -1 for a link
+    out_ej: np.ndarray  # [OUT]: ejection port of an output, -1 for a link
 
 
 class State(NamedTuple):
@@ -123,19 +123,19 @@ class State(NamedTuple):
     buf: np.ndarray  # [N, R, max(D, DI)] int64: FIFO contents (ring buffers)
     qhead: np.ndarray  # [N, R]: read position
     qcnt: np.ndarray  # [N, R]: flits held (injection buffers: committed and pending)
-    committed: np.ndarray  # [N, I]: committed flits of each injection buffer
+    committed: np.ndarray  # [N, IP]: committed flits of each injection buffer
     alloc_port: np.ndarray  # [N, R]: output a packet in progress holds, -1 none
     alloc_vc: np.ndarray  # [N, R]
-    busy: np.ndarray  # [N, O, V] bool: output VC held by a packet
+    busy: np.ndarray  # [N, OUT, V] bool: output VC held by a packet
     cred: np.ndarray  # [N, P, V]: credits
     lreg: np.ndarray  # [N, P] int64: link output registers
     lval: np.ndarray  # [N, P] bool
     creg: np.ndarray  # [N, P]: credit masks going back upstream
-    ejreg: np.ndarray  # [N, I] int64: ejection registers
-    ejval: np.ndarray  # [N, I] bool
-    rr: np.ndarray  # [N, O]: round-robin pointer of each output
+    ejreg: np.ndarray  # [N, IP] int64: ejection registers
+    ejval: np.ndarray  # [N, IP] bool
+    rr: np.ndarray  # [N, OUT]: round-robin pointer of each output
     counters: np.ndarray  # [N, len(DropKind)]
-    check: np.ndarray  # [N, I, 5]: injection checkers (open, count, length, bad dest, over)
+    check: np.ndarray  # [N, IP, 5]: injection checkers (open, count, length, bad dest, over)
     link_flits: np.ndarray  # [N, P]: flits sent on each output (port 0: ejected)
     wait: np.ndarray  # [N, P]: cycles each link output still waits out its flit interval
     # scratch: this cycle's inputs from the neighbours, the requests of one router
@@ -143,9 +143,9 @@ class State(NamedTuple):
     lin_v: np.ndarray
     cin: np.ndarray
     req: np.ndarray  # [3, R]: requester, output, output VC
-    best: np.ndarray  # [2, O]: round-robin distance and request index of each output
-    ej_free: np.ndarray  # [I] bool: this router's ejection registers may take a flit
-    inj_ready: np.ndarray  # [I] bool: this router's injection buffers have room
+    best: np.ndarray  # [2, OUT]: round-robin distance and request index of each output
+    ej_free: np.ndarray  # [IP] bool: this router's ejection registers may take a flit
+    inj_ready: np.ndarray  # [IP] bool: this router's injection buffers have room
 
 
 @lru_cache(maxsize=16)
@@ -201,8 +201,8 @@ def make_consts(cfg: LinkConfig, interval=None, ports: str = "single") -> Consts
         P=cfg.ports,
         V=V,
         R=layout.requesters,
-        I=layout.count,
-        O=layout.outputs,
+        IP=layout.count,
+        OUT=layout.outputs,
         D=cfg.depth,
         DI=cfg.inject_depth,
         lanes=cfg.lanes,
@@ -247,34 +247,34 @@ def make_state(cfg: LinkConfig, ports: str = "single") -> State:
     """Every router of ``cfg`` after reset: empty buffers, all credits, nothing held."""
     layout = Ports(cfg, ports)
     N, P, V = cfg.torus.nodes, cfg.ports, cfg.vcs
-    R, I, O = layout.requesters, layout.count, layout.outputs
+    R, IP, OUT = layout.requesters, layout.count, layout.outputs
     alloc = np.full((N, R), -1, np.int64)
     return State(
         buf=np.zeros((N, R, max(cfg.depth, cfg.inject_depth)), np.int64),
         qhead=np.zeros((N, R), np.int64),
         qcnt=np.zeros((N, R), np.int64),
-        committed=np.zeros((N, I), np.int64),
+        committed=np.zeros((N, IP), np.int64),
         alloc_port=alloc,
         alloc_vc=np.zeros((N, R), np.int64),
-        busy=np.zeros((N, O, V), np.bool_),
+        busy=np.zeros((N, OUT, V), np.bool_),
         cred=np.full((N, P, V), cfg.depth, np.int64),
         lreg=np.zeros((N, P), np.int64),
         lval=np.zeros((N, P), np.bool_),
         creg=np.zeros((N, P), np.int64),
-        ejreg=np.zeros((N, I), np.int64),
-        ejval=np.zeros((N, I), np.bool_),
-        rr=np.zeros((N, O), np.int64),
+        ejreg=np.zeros((N, IP), np.int64),
+        ejval=np.zeros((N, IP), np.bool_),
+        rr=np.zeros((N, OUT), np.int64),
         counters=np.zeros((N, len(DropKind)), np.int64),
-        check=np.zeros((N, I, 5), np.int64),
+        check=np.zeros((N, IP, 5), np.int64),
         link_flits=np.zeros((N, P), np.int64),
         wait=np.zeros((N, P), np.int64),
         lin_f=np.zeros((N, P), np.int64),
         lin_v=np.zeros((N, P), np.bool_),
         cin=np.zeros((N, P), np.int64),
         req=np.zeros((3, R), np.int64),
-        best=np.zeros((2, O), np.int64),
-        ej_free=np.zeros(I, np.bool_),
-        inj_ready=np.zeros(I, np.bool_),
+        best=np.zeros((2, OUT), np.int64),
+        ej_free=np.zeros(IP, np.bool_),
+        inj_ready=np.zeros(IP, np.bool_),
     )
 
 
@@ -348,16 +348,16 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         The network's registers and buffers (:func:`make_state`), advanced in place.
     C : Consts
         Its constants (:func:`make_consts`).
-    inj_v, inj_f : ndarray [N, I] of bool, int64
+    inj_v, inj_f : ndarray [N, IP] of bool, int64
         Each injection port's valid and offered flit.
-    ready : ndarray [N, I] of bool
+    ready : ndarray [N, IP] of bool
         Each ejection port's ready.
-    acc : ndarray [N, I] of bool
+    acc : ndarray [N, IP] of bool
         Written: each injection port took its flit.
-    ejv, ejf : ndarray [N, I] of bool, int64
+    ejv, ejf : ndarray [N, IP] of bool, int64
         Written: each ejection port delivered a flit, and which.
     """
-    P, V, R, I, O, D, DI, top = C.P, C.V, C.R, C.I, C.O, C.D, C.DI, C.top
+    P, V, R, IP, OUT, D, DI, top = C.P, C.V, C.R, C.IP, C.OUT, C.D, C.DI, C.top
     kind_off, kind_mask = C.kind_off, C.kind_mask
     vc_off, vc_mask, dst_off, src_off = C.vc_off, C.vc_mask, C.dst_off, C.src_off
     cb, cmask, shape, stride, here = C.cb, C.cmask, C.shape, C.stride, C.here
@@ -368,10 +368,10 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     buf, qhead, qcnt, committed = S.buf, S.qhead, S.qcnt, S.committed
     alloc_port, alloc_vc, busy, cred = S.alloc_port, S.alloc_vc, S.busy, S.cred
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
-    counters, ck, link_flits = S.counters, S.check, S.link_flits
+    counters, link_flits = S.counters, S.link_flits
     lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
     ej_free, inj_ready = S.ej_free, S.inj_ready
-    bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
+    bad_dest, orphan = C.bad_dest, C.orphan
     no_credit, credit_overflow = C.no_credit, C.credit_overflow
     N = here.shape[0]
     for m in range(N):
@@ -381,7 +381,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             lin_f[m, p] = lreg[peer, q]
             cin[m, p] = creg[peer, q]
     for m in range(N):
-        for e in range(I):
+        for e in range(IP):
             ej_was = ejval[m, e]
             ejv[m, e] = ej_was and ready[m, e]
             ejf[m, e] = ejreg[m, e]
@@ -434,7 +434,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 nreq += 1
         # one round-robin arbiter per output: the requester nearest after its pointer
         if nreq:
-            for o in range(O):
+            for o in range(OUT):
                 best[0, o] = R
             for i in range(nreq):
                 o = req[1, i]
@@ -443,7 +443,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     key += R
                 if key < best[0, o]:
                     best[0, o], best[1, o] = key, i
-            for o in range(O):
+            for o in range(OUT):
                 if best[0, o] == R:
                     continue
                 i = best[1, o]
@@ -507,7 +507,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     continue
                 buf[m, r, (qhead[m, r] + n) & (D - 1)] = flit
                 qcnt[m, r] += 1
-        for j in range(I):
+        for j in range(IP):
             fire = inj_v[m, j] and inj_ready[j]
             acc[m, j] = fire
             if fire:
