@@ -20,6 +20,7 @@ MODULES = [
     "tlm.link.network",
     "tlm.link.patterns",
     "tlm.link.compiled",
+    "tlm.link.ports",
     "tlm.link.sources",
     "tlm.link.bounds",
     "tlm.link.measure",

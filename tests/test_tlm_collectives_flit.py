@@ -260,12 +260,12 @@ def _port_flits(system, schedule, chunk):
 @pytest.mark.parametrize("size_per_rank", [64, 1024, 16384])
 def test_all_to_all_under_contention(system, size_per_rank):
     """Mesh all-to-all: every rank sends to every other at once, many transfers per link,
-    port and buffer. Derived (docs/collectives.md, "Contention"): flow <= flit; the flit time
-    is at least its busiest injection or ejection port's flits (one per cycle); and a port per
-    link direction never does worse than one port per node (every transfer the one port
-    serialised now has its own link's port). Where the wormhole routers part from the fluid
-    model (a packet holds its virtual channel while it is fed at a fraction of a link's rate)
-    is measured in the docs, not asserted: the test prints the ratios."""
+    port and buffer. Derived (docs/collectives.md, "Contention"): flow <= flit, and the flit
+    time is at least its busiest injection or ejection port's flits (one per cycle). Checked,
+    not derived: a port per link direction is no slower than one port per node. The upper
+    side relative to the flow engine is not derived: where the wormhole routers part from the
+    fluid model (a packet holds its virtual channel while it is fed at a fraction of a link's
+    rate) is measured and explained in the docs, and the test prints the ratios."""
     schedule = build("mesh", "all_to_all", system)
     size = size_per_rank * system.chips
     t_flit, t_flow = check_flit_against_flow(system, schedule, size, contention=True)

@@ -1,5 +1,6 @@
 """tlm.link.ports: one injection and ejection port per node (the RTL's) or one per link
-direction, in the per-router and the compiled model alike (docs/noc.md, docs/collectives.md)."""
+direction, in the per-router and the compiled model alike (docs/collectives.md, "The flit
+engine")."""
 
 import pytest
 

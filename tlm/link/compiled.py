@@ -368,10 +368,11 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     buf, qhead, qcnt, committed = S.buf, S.qhead, S.qcnt, S.committed
     alloc_port, alloc_vc, busy, cred = S.alloc_port, S.alloc_vc, S.busy, S.cred
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
-    counters, link_flits = S.counters, S.link_flits
+    counters, ck, link_flits = S.counters, S.check, S.link_flits
     lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
     ej_free, inj_ready = S.ej_free, S.inj_ready
-    bad_dest, orphan = C.bad_dest, C.orphan
+    bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
+    len_off, len_mask = C.len_off, C.len_mask
     no_credit, credit_overflow = C.no_credit, C.credit_overflow
     N = here.shape[0]
     for m in range(N):
@@ -394,11 +395,10 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         # requests, from the state at the start of the cycle (drops leave at once)
         nreq = 0
         for r in range(R):
+            if qcnt[m, r] == 0:  # an injection buffer's committed flits are among these
+                continue
             i = rq_inj[r]
-            if i >= 0:
-                if committed[m, i] == 0:
-                    continue
-            elif qcnt[m, r] == 0:
+            if i >= 0 and committed[m, i] == 0:
                 continue
             flit = buf[m, r, qhead[m, r]]
             o = alloc_port[m, r]
@@ -427,8 +427,10 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     ok = (not busy[m, o, ov]) and cred[m, o, ov] > 0 and wait[m, o] == 0
             else:
                 ov = alloc_vc[m, r]
-                e = out_ej[o]
-                ok = ej_free[e] if e >= 0 else cred[m, o, ov] > 0 and wait[m, o] == 0
+                if o == 0 or o >= P:  # an ejection port
+                    ok = ej_free[out_ej[o]]
+                else:
+                    ok = cred[m, o, ov] > 0 and wait[m, o] == 0
             if ok:
                 req[0, nreq], req[1, nreq], req[2, nreq] = r, o, ov
                 nreq += 1
@@ -458,8 +460,8 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     creg[m, rq_port[r]] |= 1 << rq_vc[r]
                 kind = (flit >> kind_off) & kind_mask
                 out = _with_field(flit, vc_off, vc_mask, ov)
-                e = out_ej[o]
-                if e >= 0:
+                if o == 0 or o >= P:  # an ejection port
+                    e = out_ej[o]
                     ejreg[m, e] = out
                     ejval[m, e] = True
                     hold = 0
@@ -510,57 +512,52 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         for j in range(IP):
             fire = inj_v[m, j] and inj_ready[j]
             acc[m, j] = fire
-            if fire:
-                _check_injected(S, C, m, j, inj_f[m, j])
-
-
-@njit(cache=True, inline="always")
-def _check_injected(S, C, m, j, flit):
-    """Injection port ``j``'s checker (:meth:`Router._check_injected
-    <tlm.link.router.Router._check_injected>`): write, commit or roll back."""
-    buf, qhead, qcnt, committed, counters = S.buf, S.qhead, S.qcnt, S.committed, S.counters
-    ck, DI, top, r = S.check, C.DI, C.top, C.inj_rq[j]
-    kind = (flit >> C.kind_off) & C.kind_mask
-    if starts_packet_jit(kind):
-        if ck[m, j, _OPEN]:  # the previous packet never had its tail: roll back
-            qcnt[m, r] = committed[m, j]
-            _bump(counters, m, C.bad_length, top)
-            ck[m, j, _OPEN] = 0
-        length = ((flit >> C.len_off) & C.len_mask) + 1
-        bad = field_node(flit, C.dst_off, C.cb, C.cmask, C.shape, C.stride) < 0
-        if ends_packet_jit(kind):  # a single
-            if bad:
-                _bump(counters, m, C.bad_dest, top)
-            elif length != 1:
-                _bump(counters, m, C.bad_length, top)
+            if not fire:
+                continue
+            # injection port j's checker (Router._check_injected): write, commit or roll back
+            r = inj_rq[j]
+            flit = inj_f[m, j]
+            kind = (flit >> kind_off) & kind_mask
+            if starts_packet_jit(kind):
+                if ck[m, j, _OPEN]:  # the previous packet never had its tail: roll back
+                    qcnt[m, r] = committed[m, j]
+                    _bump(counters, m, bad_length, top)
+                    ck[m, j, _OPEN] = 0
+                length = ((flit >> len_off) & len_mask) + 1
+                bad = field_node(flit, dst_off, cb, cmask, shape, stride) < 0
+                if ends_packet_jit(kind):  # a single
+                    if bad:
+                        _bump(counters, m, bad_dest, top)
+                    elif length != 1:
+                        _bump(counters, m, bad_length, top)
+                    else:
+                        _inject_append(buf, qhead, qcnt, m, r, flit, DI)
+                        committed[m, j] = qcnt[m, r]
+                    continue
+                ck[m, j, _OPEN], ck[m, j, _COUNT], ck[m, j, _LENGTH] = 1, 1, length
+                ck[m, j, _BAD_DEST], ck[m, j, _OVER] = bad, 0
+                if not bad:
+                    _inject_append(buf, qhead, qcnt, m, r, flit, DI)
+                continue
+            if not ck[m, j, _OPEN]:
+                _bump(counters, m, orphan, top)
+                continue
+            ck[m, j, _COUNT] += 1
+            if not ends_packet_jit(kind):  # a body
+                if ck[m, j, _COUNT] >= ck[m, j, _LENGTH]:
+                    ck[m, j, _OVER] = 1
+                elif not ck[m, j, _BAD_DEST]:
+                    _inject_append(buf, qhead, qcnt, m, r, flit, DI)
+                continue
+            ck[m, j, _OPEN] = 0  # tail
+            if ck[m, j, _BAD_DEST]:
+                _bump(counters, m, bad_dest, top)
+            elif ck[m, j, _OVER] or ck[m, j, _COUNT] != ck[m, j, _LENGTH]:
+                qcnt[m, r] = committed[m, j]
+                _bump(counters, m, bad_length, top)
             else:
                 _inject_append(buf, qhead, qcnt, m, r, flit, DI)
                 committed[m, j] = qcnt[m, r]
-            return
-        ck[m, j, _OPEN], ck[m, j, _COUNT], ck[m, j, _LENGTH] = 1, 1, length
-        ck[m, j, _BAD_DEST], ck[m, j, _OVER] = bad, 0
-        if not bad:
-            _inject_append(buf, qhead, qcnt, m, r, flit, DI)
-        return
-    if not ck[m, j, _OPEN]:
-        _bump(counters, m, C.orphan, top)
-        return
-    ck[m, j, _COUNT] += 1
-    if not ends_packet_jit(kind):  # a body
-        if ck[m, j, _COUNT] >= ck[m, j, _LENGTH]:
-            ck[m, j, _OVER] = 1
-        elif not ck[m, j, _BAD_DEST]:
-            _inject_append(buf, qhead, qcnt, m, r, flit, DI)
-        return
-    ck[m, j, _OPEN] = 0  # tail
-    if ck[m, j, _BAD_DEST]:
-        _bump(counters, m, C.bad_dest, top)
-    elif ck[m, j, _OVER] or ck[m, j, _COUNT] != ck[m, j, _LENGTH]:
-        qcnt[m, r] = committed[m, j]
-        _bump(counters, m, C.bad_length, top)
-    else:
-        _inject_append(buf, qhead, qcnt, m, r, flit, DI)
-        committed[m, j] = qcnt[m, r]
 
 
 @njit(cache=True)
