@@ -26,6 +26,13 @@ constants; the flits of a load study's packets from the encoder of
 :class:`~tlm.link.flit.FlitFormat`. Flits are held as ``int64`` bit patterns, so the
 flit width is at most 64 bits. Kernels are compiled on first use and cached on disk
 (``cache=True``): the first call in a fresh environment takes some seconds.
+
+Both options of the network models are here too: the links' flit ``interval`` and the
+injection and ejection ``ports`` (:mod:`tlm.link.ports`: tables of which requester is an
+injection buffer and which output an ejection port, from :class:`~tlm.link.ports.Ports`).
+Kernels that drive a network in their own loop (the flit engine's,
+:mod:`tlm.collectives.flit`) call :func:`network_cycle` on :class:`State` and :class:`Consts`
+and read flits with :func:`field_node`, :func:`starts_packet_jit` and :func:`ends_packet_jit`.
 """
 
 from __future__ import annotations
