@@ -17,8 +17,8 @@ full rate, 2 for the UltraServer's z links: :func:`tlm.link.config.port_interval
 * **Ports.** By default each router has an injection port per output link and an ejection
   port per input link (``ports="per_direction"``, :mod:`tlm.link.ports`): a node starts a
   packet on every link in the same cycle and takes one from every link in the same cycle, as
-  the flow engine's links do. ASSUMED: a Trainium2 chip's NeuronLink DMA engines feed each
-  link independently (the Neuron docs describe DMA rings per link, not one shared port);
+  the flow engine's links do. ASSUMED, not published: a Trainium2 chip's NeuronLink DMA
+  engines feed and drain each link independently, not through one port of one link's rate;
   ``ports="single"`` is the RTL router's one injection and one ejection port per node.
 * **Injection.** Each injection port has one queue: a step's packets join the queue of their
   route's first hop (dimension-order routing decides it) in plan order (the step's transfers
