@@ -441,14 +441,17 @@ class Network:
         return _Phase(names, A, K, tuple(float(c) for c in C), factor, False)
 
     def _switch(self, op: str, group: int) -> list:
-        """Ring, mesh and recursive halving/doubling on a non-blocking switch: each chip's own
-        port at ``switch_Bps`` each way, ``switch_step_s`` per step; chunks of ``1/group``."""
+        """Ring, mesh, mesh1 and recursive halving/doubling on a non-blocking switch: each
+        chip's own port at ``switch_Bps`` each way, ``switch_step_s`` per step (the analytic
+        engine's figures on a switched system, in closed form)."""
         g, b, a = group, self.switch_Bps, self.switch_step_s
         phases = 2 if op == "all_reduce" else 1
         rows = []
         if op != "all_to_all":
             rows.append(("ring", phases * (g - 1) * a, phases * (g - 1) / b, g))
         rows.append(("mesh", phases * a, phases * (g - 1) / b, g))
+        if op == "all_reduce":  # mesh1: the whole buffer to every other chip, one step
+            rows.append(("mesh1", a, (g - 1) / b, 1))
         if op != "all_to_all" and _power_of_two(g):
             rows.append(("rdh", phases * int(math.log2(g)) * a, phases * (g - 1) / b, g))
         return rows
