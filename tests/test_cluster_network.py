@@ -212,6 +212,11 @@ def test_sites_share_their_links():
         hw, sites=2, chips=4096, site_bandwidth_Bps=200e9, site_latency_s=1e-3
     )
     assert slow.collective_s("all_reduce", 64, 64, S) == pytest.approx(ring_two + 126e-3)
+    # pipeline sends: 8 stages 512 apart cross the boundary from 512 chips at once; 8 stages
+    # 64 apart stay in a site
+    M = 16 * MiB
+    assert two.p2p_s(M, 512, group=8) == pytest.approx(16e-6 + M / (200e9 / 512))
+    assert two.p2p_s(M, 64, group=8) == one.p2p_s(M, 64, group=8) == pytest.approx(16e-6 + M / 25e9)
 
 
 def test_pipeline_sends(trn2):

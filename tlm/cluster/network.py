@@ -378,15 +378,14 @@ class Network:
             )
         key = (op, group, stride, algorithm)
         if key not in self._schedules:
-            groups = self.groups_in_node(group, stride)
-            first = self.node.subset(groups[0])
+            subs = self._group_systems(group, stride)
+            first = subs[0]
             why = unfit(algorithm, op, first)
             if why is not None:
                 raise ValueError(f"algorithm {algorithm} does not fit {first.name}: it {why}")
             one = build(algorithm, op, first)
             chips, steps = [], [[] for _ in one.steps]
-            for k, members in enumerate(groups):
-                sub = first if k == 0 else self.node.subset(members)
+            for sub in subs:
                 if sub.torus != first.torus or sub.nodes != first.nodes:
                     continue  # not a translate of the first group: left out
                 base = len(chips)
@@ -410,6 +409,14 @@ class Network:
             self._schedules[key] = (together, self.node)
         return self._schedules[key]
 
+    def _group_systems(self, group: int, stride: int) -> list[System]:
+        """The sub-system of every group of ``(group, stride)`` in node 0 (kept)."""
+        key = ("groups", group, stride)
+        if key not in self._schedules:
+            groups = self.groups_in_node(group, stride)
+            self._schedules[key] = [self.node.subset(members) for members in groups]
+        return self._schedules[key]
+
     def _up_phase(self, op: str, group: int, stride: int, factor: float = 1.0) -> _Phase:
         """Per algorithm that fits, the closed form of ``op`` among ``group`` chips at
         ``stride`` inside one node (every group of the node at once)."""
@@ -419,7 +426,7 @@ class Network:
                 rows = self._switch(op, group)
             else:
                 rows = []
-                first = self.node.subset(self.groups_in_node(group, stride)[0])
+                first = self._group_systems(group, stride)[0]
                 for algorithm in ALGORITHMS:
                     if unfit(algorithm, op, first) is not None:
                         continue
@@ -521,23 +528,32 @@ class Network:
 
     # ---- plans -------------------------------------------------------------------------
 
+    def _layout(self, group: int, stride: int) -> tuple[int, int]:
+        """The group's tier (index of :data:`TIERS`, -1 for a group of one) and its members
+        per node ``m``: ``chips_per_node / stride`` when the stride divides a node and the
+        group fills its nodes evenly, else 1 (every member on its own NIC)."""
+        per = self.chips_per_node
+        if group == 1:
+            return -1, 1
+        if group * stride <= per:
+            return 0, group
+        m = per // stride if stride < per and per % stride == 0 else 1
+        if group % m:
+            m = 1
+        return (1 if m > 1 else 2), m
+
     def _plan(self, op: str, group: int, stride: int) -> _Plan:
         key = (op, group, stride)
         plan = self._plans.get(key)
         if plan is not None:
             return plan
-        per = self.chips_per_node
-        if group == 1:
+        tier, m = self._layout(group, stride)
+        if tier < 0:
             plan = _Plan(-1, (), False)
-        elif group * stride <= per:
+        elif tier == 0:
             plan = _Plan(0, (self._up_phase(op, group, stride),), False)
         else:
-            m = per // stride if stride < per and per % stride == 0 else 1
-            if group % m:
-                m = 1  # a group that does not fill its nodes evenly: every member on its NIC
-            n = group // m
-            hop = stride * m
-            out = self._out_phase(op, n, hop, m, group, stride)
+            out = self._out_phase(op, group // m, stride * m, m, group, stride)
             if m == 1:
                 plan = _Plan(2, (out,), False)
             elif op == "all_reduce":
@@ -697,12 +713,9 @@ class Network:
         """Where each group's collective runs: one of :data:`TIERS` (``-`` for a group of
         one)."""
         g, s, _ = self._rows(group, stride, 0.0, 1)
-        per = self.chips_per_node
-        within = g * s <= per
-        m = np.where((s < per) & (per % s == 0), per // np.minimum(s, per), 1)
-        m = np.where(g % m == 0, m, 1)
-        out = np.where(within, TIERS[0], np.where(m > 1, TIERS[1], TIERS[2]))
-        return np.where(g == 1, "-", out)
+        keys, inverse = _unique_pairs(g.ravel(), s.ravel())
+        names = np.array(["-", *TIERS])[[1 + self._layout(int(a), int(b))[0] for a, b in keys]]
+        return names[inverse].reshape(g.shape)
 
     # ---- pipeline sends ----------------------------------------------------------------
 
@@ -722,10 +735,12 @@ class Network:
                 schedule = Schedule("permute", "p2p", tuple(range(per)), 1, 1, (Step(moves, ()),))
                 cost = Analytic(schedule, self.node)
                 forms.append((cost.total_fixed_s, cost.total_per_unit_s_per_byte))
-        if stride >= per or (group is not None and group * stride > per):
+        # the chips from the first sender to the last receiver
+        reach = stride + 1 if group is None else max(stride + 1, (group - 1) * stride + 1)
+        if reach > per:
             # the sends that leave the node: the last ``stride`` chips of each node (of
-            # each leaf, of each site) send to the next one
-            site = self.sites > 1
+            # each leaf, of each site it crosses) send to the next one
+            site = self._crosses_site(reach)
             forms.append(
                 (
                     self._step_s(2 * stride, site),

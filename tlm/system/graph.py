@@ -428,7 +428,8 @@ class System:
         others = [v for v in range(len(self.vertices)) if v not in index]
         renumber = {**index, **{v: len(members) + j for j, v in enumerate(others)}}
         links = tuple(
-            dataclasses.replace(ln, src=renumber[ln.src], dst=renumber[ln.dst]) for ln in self.links
+            Link(renumber[ln.src], renumber[ln.dst], ln.bandwidth_Bps, ln.latency_s, ln.name)
+            for ln in self.links
         )
         vertices = tuple(f"chip {i}" for i in range(len(members))) + tuple(
             f"parent {self.vertices[v]}" for v in others
