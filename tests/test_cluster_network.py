@@ -3,6 +3,7 @@ across sites; cross-checked against the collectives' analytic and flow engines."
 
 import math
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -354,3 +355,22 @@ def test_fabric_figures_come_from_cost():
     assert Network.for_hardware(hw).leaf_chips == 32  # 400 Gb/s per GPU, 400 Gb/s ports
     wide = Network.for_hardware(hw, fabric=Fabric(port_Bps=100e9))
     assert wide.leaf_chips == 64
+
+
+def test_docs_sample_table_follows_the_model(trn2, a100):
+    """docs/cluster.md's sample figures are the model's (each cell: time and algorithm)."""
+    text = (Path(__file__).parents[1] / "docs" / "cluster.md").read_text()
+    section = text.split("Sample figures (bf16 all-reduce; `breakdown`):")[1].split("\n\n")[1]
+    nets = {"trn2": trn2, "a100": a100}
+    rows = [r for r in section.splitlines() if r.startswith("| trn2") or r.startswith("| a100")]
+    assert len(rows) == 9
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        net, group, stride = nets[cells[0]], int(cells[1]), int(cells[2])
+        assert str(net.tier(group, stride)) == cells[3].split(" (")[0]
+        for size, cell in zip((1 << 20, 64 << 20, 1 << 30), cells[4:], strict=True):
+            b = net.breakdown("all_reduce", group, stride, size)
+            value, unit, *algorithm = cell.split()
+            t = float(b.time_s) * (1e3 if unit == "ms" else 1e6)
+            assert f"{t:.3g}" == value, (row, size)
+            assert not algorithm or algorithm[0] == str(b.algorithm), (row, size)
