@@ -10,9 +10,10 @@ import pytest
 
 from tlm.cluster.cost import Network as Fabric
 from tlm.cluster.hardware import load_hardware
-from tlm.cluster.network import OPS, Network
+from tlm.cluster.network import OPS, Network, run_together
 from tlm.collectives import ALGORITHMS, Analytic, build, unfit
 from tlm.collectives.flow import Flow
+from tlm.system import load_system
 
 MiB = 1 << 20
 
@@ -374,3 +375,28 @@ def test_docs_sample_table_follows_the_model(trn2, a100):
             t = float(b.time_s) * (1e3 if unit == "ms" else 1e6)
             assert f"{t:.3g}" == value, (row, size)
             assert not algorithm or algorithm[0] == str(b.algorithm), (row, size)
+
+
+@pytest.mark.parametrize("over", [1.0, 2.0])
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_efa_ring_against_the_analytic_engine_on_nxsystem(nodes, over, tmp_path):
+    """DP across UltraServers, one chip each (stride 64): the collectives' ring on the
+    NxSYSTEM (its leaf is the node, 64 chips, as the model's leaf here), all 64 groups at once,
+    costs what the model's cross-node ring costs - oversubscription included (every chip of
+    the leaf leaves it: NIC / oversubscription)."""
+    net = Network.for_hardware(load_hardware("trn2"), oversubscription=over)
+    assert net.leaf_chips == 64
+    preset = Path(__file__).parents[1] / "tlm" / "system" / "trn2-ultraserver.toml"
+    text = preset.read_text()
+    old = "oversubscription = { value = 1.0,"
+    assert old in text
+    mine = tmp_path / "us.toml"  # the same fabric in the system: leaf uplinks thinned
+    mine.write_text(text.replace(old, f"oversubscription = {{ value = {over},"))
+    system = load_system(f"{nodes}x{mine}")
+    subs = [system.subset(range(c, 64 * nodes, 64)) for c in range(64)]
+    for op in ("all_reduce", "all_gather", "reduce_scatter"):
+        cost = Analytic(run_together(build("ring", op, subs[0]), subs), system)
+        ring = net._out_phase(op, nodes, 64, 1, nodes, 64)
+        assert ring.names[0] == "ring"
+        assert cost.total_fixed_s == pytest.approx(ring.A[0], rel=1e-12)
+        assert cost.total_per_unit_s_per_byte == pytest.approx(ring.K[0], rel=1e-12)

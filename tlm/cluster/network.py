@@ -83,7 +83,7 @@ from .cost import DEFAULT_NETWORK, clos_tiers
 from .cost import Network as Fabric
 from .hardware import Hardware
 
-__all__ = ["OPS", "TIERS", "Breakdown", "Network"]
+__all__ = ["OPS", "TIERS", "Breakdown", "Network", "run_together"]
 
 #: The collectives a parallel group runs (``nbytes`` as :mod:`tlm.collectives` defines it:
 #: the buffer per rank; a reduce-scatter's input and an all-gather's output, whole).
@@ -155,6 +155,41 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray):
     index of its pair (one 1-D unique: much faster than ``np.unique(axis=...)``)."""
     keys, inverse = np.unique((a << 31) | b, return_inverse=True)
     return np.stack([keys >> 31, keys & ((1 << 31) - 1)], axis=1), inverse.ravel()
+
+
+def run_together(schedule: Schedule, systems) -> Schedule:
+    """``schedule`` (built on one group's sub-system) run by every group at once: one
+    schedule on the parent system whose ranks are each group's ranks in turn and whose step
+    ``i`` holds every group's step ``i``.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        Built on a sub-system (:meth:`tlm.system.System.subset`) of the same shape as each of
+        ``systems``.
+    systems : list of System
+        Each group's sub-system, all of one parent; its chips are the parent's.
+    """
+    chips, steps = [], [[] for _ in schedule.steps]
+    for sub in systems:
+        base = len(chips)
+        chips += [sub.members[c] for c in schedule.chips]
+        for i, step in enumerate(schedule.steps):
+            steps[i] += [
+                Transfer(base + t.src, base + t.dst, t.first, t.stop, t.reduce, t.at)
+                for t in step.transfers
+            ]
+    return Schedule(
+        schedule.op,
+        schedule.algorithm,
+        tuple(chips),
+        schedule.blocks,
+        schedule.subs,
+        tuple(
+            Step(tuple(moves), s.after, s.label)
+            for moves, s in zip(steps, schedule.steps, strict=True)
+        ),
+    )
 
 
 def _power_of_two(n: int) -> bool:
@@ -384,28 +419,10 @@ class Network:
             if why is not None:
                 raise ValueError(f"algorithm {algorithm} does not fit {first.name}: it {why}")
             one = build(algorithm, op, first)
-            chips, steps = [], [[] for _ in one.steps]
-            for sub in subs:
-                if sub.torus != first.torus or sub.nodes != first.nodes:
-                    continue  # not a translate of the first group: left out
-                base = len(chips)
-                chips += [sub.members[c] for c in one.chips]
-                for i, step in enumerate(one.steps):
-                    steps[i] += [
-                        Transfer(base + t.src, base + t.dst, t.first, t.stop, t.reduce, t.at)
-                        for t in step.transfers
-                    ]
-            together = Schedule(
-                op,
-                algorithm,
-                tuple(chips),
-                one.blocks,
-                one.subs,
-                tuple(
-                    Step(tuple(moves), s.after, s.label)
-                    for moves, s in zip(steps, one.steps, strict=True)
-                ),
-            )
+            # groups that are not translates of the first (a group that does not tile the
+            # node) are left out
+            same = [sub for sub in subs if sub.torus == first.torus and sub.nodes == first.nodes]
+            together = run_together(one, same)
             self._schedules[key] = (together, self.node)
         return self._schedules[key]
 
