@@ -278,16 +278,16 @@ def test_vectorised_equals_scalar(trn2, a100):
         ),
         (
             lambda n: n.collective_s("all_reduce", 0, 1, 8),
-            "group must be an integer >= 1 \\(or an array of them\\), not 0",
+            "group must be an integer in 1..2147483647 \\(or an array of them\\), not 0",
         ),
         (
             lambda n: n.collective_s("all_reduce", [4, 2.5], 1, 8),
-            "group must be an integer >= 1 \\(or an array of them\\), not 2.5",
+            "group must be an integer in 1..2147483647 \\(or an array of them\\), not 2.5",
         ),
         (lambda n: n.collective_s("all_reduce", True, 1, 8), "group must be an integer"),
         (
             lambda n: n.collective_s("all_reduce", 4, -1, 8),
-            "stride must be an integer >= 1 \\(or an array of them\\), not -1",
+            "stride must be an integer in 1..2147483647 \\(or an array of them\\), not -1",
         ),
         (
             lambda n: n.collective_s("all_reduce", 4, 1, -8.0),
@@ -298,7 +298,18 @@ def test_vectorised_equals_scalar(trn2, a100):
             lambda n: n.collective_s("all_reduce", 4, 1, 8, dtype_bytes=0),
             "dtype_bytes must be an integer >= 1, not 0",
         ),
-        (lambda n: n.p2p_s(8, 0), "stride must be an integer >= 1 \\(or an array of them\\)"),
+        (
+            lambda n: n.p2p_s(8, 0),
+            "stride must be an integer in 1..2147483647 \\(or an array of them\\), not 0",
+        ),
+        (
+            lambda n: n.collective_s("all_gather", 2**31, 1, 8),
+            "group must be an integer in 1..2147483647 \\(or an array of them\\), not 2147483648",
+        ),
+        (
+            lambda n: n.collective_s("all_gather", "4", 1, 8),
+            "group must be an integer in 1..2147483647 \\(or an array of them\\), not '4'",
+        ),
         (lambda n: n.p2p_s(-1, 4), "nbytes must be a number >= 0"),
         (
             lambda n: n.schedule("all_reduce", 4, 1, "kangaring"),

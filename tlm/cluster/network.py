@@ -139,14 +139,21 @@ class _Plan:
     overlap: bool  # the phases run at once (the slower decides) rather than one after another
 
 
+#: Largest group or stride (rows are keyed by both packed in one 64-bit integer).
+_MAX = (1 << 31) - 1
+
+
 def _integers(name, value, low=1):
     a = np.asarray(value)
+    allowed = f"an integer in {low}..{_MAX} (or an array of them)"
     if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or a.dtype.kind == "f"):
-        raise ValueError(f"{name} must be an integer >= {low} (or an array of them), not {value!r}")
-    bad = ~(a >= low) | (a != np.floor(a)) if a.dtype.kind == "f" else ~(a >= low)
+        raise ValueError(f"{name} must be {allowed}, not {value!r}")
+    bad = ~((a >= low) & (a <= _MAX))
+    if a.dtype.kind == "f":
+        bad |= a != np.floor(a)
     if np.any(bad):
         first = a[bad].ravel()[0].item() if a.ndim else a.item()
-        raise ValueError(f"{name} must be an integer >= {low} (or an array of them), not {first!r}")
+        raise ValueError(f"{name} must be {allowed}, not {first!r}")
     return a.astype(np.int64)
 
 
@@ -160,7 +167,8 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray):
 def run_together(schedule: Schedule, systems) -> Schedule:
     """``schedule`` (built on one group's sub-system) run by every group at once: one
     schedule on the parent system whose ranks are each group's ranks in turn and whose step
-    ``i`` holds every group's step ``i``.
+    ``i`` holds every group's step ``i``. For the timing engines (analytic, flow): it
+    declares no reduction order, so the values engine does not run it.
 
     Parameters
     ----------
