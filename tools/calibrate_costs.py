@@ -4,7 +4,7 @@
     .venv/bin/python tools/calibrate_costs.py --preset trn2 --formats bf16 --out /tmp/x.json
 
 Runs the chip TLM's shipped GEMM kernel (timing only) over the grid of
-:data:`tlm.costs.calibrate.AXIS` in M, N and K, on all cores and on one, per format, and writes
+:data:`tlm.costs.calibrate.AXES` in M, N and K, on all cores and on one, per format, and writes
 ``tlm/costs/data/<preset>.json``, which :class:`tlm.costs.OpCosts` reads. Run it again when a
 change to the chip model makes ``tests/test_costs_cache.py`` fail, and commit the new file.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tlm.costs.calibrate import AXIS, FORMATS, calibrate, write_data  # noqa: E402
+from tlm.costs.calibrate import AXES, FORMATS, calibrate, write_data  # noqa: E402
 from tlm.presets import PRESETS  # noqa: E402
 
 
@@ -34,8 +34,9 @@ def main(argv=None) -> int:
     p.add_argument(
         "--max",
         type=int,
-        default=AXIS[-1],
-        help=f"largest grid value of M, N and K, a power of two (default {AXIS[-1]})",
+        help="largest grid value of M, N and K, a power of two (default: the full grid, "
+        + ", ".join(f"{d} {a[-1]}" for d, a in AXES.items())
+        + ")",
     )
     p.add_argument("--out", help="output file (default tlm/costs/data/<preset>.json)")
     args = p.parse_args(argv)
@@ -43,9 +44,10 @@ def main(argv=None) -> int:
     bad = sorted(set(formats) - set(FORMATS))
     if bad:
         p.error(f"--formats takes {', '.join(FORMATS)}, not {', '.join(bad)}")
-    axis = [a for a in AXIS if a <= args.max]
-    if args.max not in AXIS:
-        p.error(f"--max must be one of {', '.join(map(str, AXIS))}, not {args.max}")
+    if args.max is not None and args.max not in AXES["n"]:
+        p.error(f"--max must be one of {', '.join(map(str, AXES['n']))}, not {args.max}")
+    top = args.max or max(AXES["n"])
+    axes = {d: [a for a in values if a <= top] for d, values in AXES.items()}
     out = Path(args.out) if args.out else ROOT / "tlm" / "costs" / "data" / f"{args.preset}.json"
     start = time.perf_counter()
     last = [0.0]
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
             last[0] = now
             print(f"  {done}/{total} shapes, {now - start:.0f} s", flush=True)
 
-    data = calibrate(args.preset, axis, formats, progress)
+    data = calibrate(args.preset, axes, formats, progress)
     write_data(data, out)
     print(f"wrote {out} ({data['calibration_wall_s']} s)")
     return 0

@@ -3,8 +3,8 @@
 :func:`measure_gemm` times one GEMM ``[m, k] x [k, n]`` with :func:`tlm.kernels.build_gemm`
 in timing-only mode (``values=False``, ``bufs=4``, the kernel's defaults) on all the chip's
 cores or on one. :func:`calibrate` runs it over a log grid of shapes (powers of two, 1 to
-4096 in M, N and K) for each format the chip's tensor engine has a rate for, and returns the
-data file's contents; :func:`write_data` writes it. ``tools/calibrate_costs.py`` (``make
+4096 in M and K, to 8192 in N) for each format the chip's tensor engine has a rate for, and
+returns the data file's contents; :func:`write_data` writes it. ``tools/calibrate_costs.py`` (``make
 calibrate``) is the command that rebuilds ``tlm/costs/data/<preset>.json``.
 
 Examples
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
-    "AXIS",
+    "AXES",
     "CORES",
     "DATA_VERSION",
     "FORMATS",
@@ -40,9 +40,14 @@ __all__ = [
 #: Version of the data file's layout (bump when the keys change).
 DATA_VERSION = 1
 
-#: The grid of each of M, N and K: powers of two from 1 to 4096. Beyond 4096 the tiles run in
-#: steady state (see ``tlm/costs/data/README.md``), below 1 nothing is a shape.
-AXIS = tuple(2**i for i in range(13))
+#: The grid of M, N and K: powers of two from 1 to 4096 (8192 for N: a GEMM of few rows
+#: reaches the kernel's full 1024-column blocks on every core only from N = 8192). Beyond the
+#: grid the tiles run in steady state (see ``docs/costs.md``); below 1 nothing is a shape.
+AXES = {
+    "m": tuple(2**i for i in range(13)),
+    "n": tuple(2**i for i in range(14)),
+    "k": tuple(2**i for i in range(13)),
+}
 
 #: The tables of a data file: the format's key and the format the kernel is run in. FP16 runs
 #: at BF16's rate and FP8 E5M2 at E4M3's (same operand width and tensor-engine cost), so they
@@ -101,15 +106,16 @@ def _commit() -> str:
     return head + (" with uncommitted changes under tlm/" if dirty else "")
 
 
-def calibrate(preset: str = "trn2", axis=AXIS, formats=None, progress=None) -> dict:
+def calibrate(preset: str = "trn2", axes=None, formats=None, progress=None) -> dict:
     """Run the grid through the chip TLM and return the data file's contents.
 
     Parameters
     ----------
     preset : str
         Chip preset.
-    axis : sequence of int
-        Grid values of each of M, N and K (ascending).
+    axes : dict, optional
+        ``{"m": ..., "n": ..., "k": ...}``: the grid values of each (ascending; default
+        :data:`AXES`).
     formats : sequence of str, optional
         Keys of :data:`FORMATS` (default: all).
     progress : callable, optional
@@ -128,18 +134,18 @@ def calibrate(preset: str = "trn2", axis=AXIS, formats=None, progress=None) -> d
     for f in formats:
         if f not in FORMATS:
             raise ValueError(f"formats must be among {', '.join(FORMATS)}, not {f!r}")
-    axis = [int(a) for a in axis]
+    axes = {d: [int(a) for a in (axes or AXES)[d]] for d in "mnk"}
     start = time.perf_counter()
-    total = len(formats) * len(CORES) * len(axis) ** 3
+    total = len(formats) * len(CORES) * len(axes["m"]) * len(axes["n"]) * len(axes["k"])
     done = 0
     tables = {}
     for f in formats:
         tables[f] = {}
         for cores in CORES:
             times = []
-            for m in axis:
-                for n in axis:
-                    for k in axis:
+            for m in axes["m"]:
+                for n in axes["n"]:
+                    for k in axes["k"]:
                         times.append(measure_gemm(preset, m, n, k, FORMATS[f], cores))
                         done += 1
                         if progress is not None:
@@ -157,7 +163,7 @@ def calibrate(preset: str = "trn2", axis=AXIS, formats=None, progress=None) -> d
         "commit": _commit(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
         "calibration_wall_s": round(time.perf_counter() - start, 1),
-        "axes": {"m": axis, "n": axis, "k": axis},
+        "axes": axes,
         "formats": {f: FORMATS[f] for f in formats},
         "tables": tables,
     }
