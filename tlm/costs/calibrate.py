@@ -92,6 +92,17 @@ def measure_gemm(preset: str, m: int, n: int, k: int, fmt: str, cores: str = "al
     return float(kernel.run().time_s)
 
 
+#: The sources a GEMM's simulated time depends on: the commit recorded names their state.
+TIMED_BY = (
+    "tlm/chip",
+    "tlm/core",
+    "tlm/kernels",
+    "tlm/tensor",
+    "tlm/presets",
+    "tlm/formats.py",
+)
+
+
 def _commit() -> str:
     root = Path(__file__).resolve().parents[2]
     try:
@@ -99,11 +110,14 @@ def _commit() -> str:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "tlm"], cwd=root, capture_output=True, text=True
+            ["git", "status", "--porcelain", *TIMED_BY],
+            cwd=root,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
-    return head + (" with uncommitted changes under tlm/" if dirty else "")
+    return head + (" with uncommitted changes to the chip model" if dirty else "")
 
 
 def calibrate(preset: str = "trn2", axes=None, formats=None, progress=None) -> dict:
