@@ -2,6 +2,7 @@
 
     .venv/bin/python tools/calibrate_costs.py                 # trn2, bf16 and fp8 (minutes)
     .venv/bin/python tools/calibrate_costs.py --preset trn2 --formats bf16 --out /tmp/x.json
+    .venv/bin/python tools/calibrate_costs.py --check     # estimates against the TLM (~2 min)
 
 Runs the chip TLM's shipped GEMM kernel (timing only) over the grid of
 :data:`tlm.costs.calibrate.AXES` in M, N and K, on all cores and on one, per format, and writes
@@ -19,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tlm.costs.calibrate import AXES, FORMATS, calibrate, write_data  # noqa: E402
+from tlm.costs.calibrate import AXES, FORMATS, calibrate, check, write_data  # noqa: E402
 from tlm.presets import PRESETS  # noqa: E402
 
 
@@ -39,7 +40,26 @@ def main(argv=None) -> int:
         + ")",
     )
     p.add_argument("--out", help="output file (default tlm/costs/data/<preset>.json)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="do not calibrate: print the shipped calibration's estimates of "
+        "tlm.costs.calibrate.CHECK_SHAPES against the chip TLM (a Markdown table)",
+    )
     args = p.parse_args(argv)
+    if args.check:
+        print("| M x N x K | chip TLM | estimate | error | basis |")
+        print("|---|---|---|---|---|")
+        errors = []
+        for r in check(args.preset):
+            errors.append(abs(r["error"]))
+            print(
+                f"| {r['m']} x {r['n']} x {r['k']} | {r['tlm_s'] * 1e6:,.1f} us | "
+                f"{r['estimate_s'] * 1e6:,.1f} us | {r['error']:+.1%} | {r['basis']} |",
+                flush=True,
+            )
+        print(f"\nmean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}")
+        return 0
     formats = [f for f in args.formats.split(",") if f]
     bad = sorted(set(formats) - set(FORMATS))
     if bad:

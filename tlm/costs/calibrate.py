@@ -31,7 +31,11 @@ __all__ = [
     "DATA_VERSION",
     "FORMATS",
     "KERNEL",
+    "CHECK_MAX_ERROR",
+    "CHECK_MEAN_ERROR",
+    "CHECK_SHAPES",
     "calibrate",
+    "check",
     "data_path",
     "measure_gemm",
     "write_data",
@@ -181,6 +185,71 @@ def calibrate(preset: str = "trn2", axes=None, formats=None, progress=None) -> d
         "formats": {f: FORMATS[f] for f in formats},
         "tables": tables,
     }
+
+
+#: Shapes off the grid the estimates are checked on against the chip TLM (BF16, all cores):
+#: the GEMMs of Llama 3 70B's layer at tensor parallelism 8 (QKV, out, gate/up, down) and of
+#: Llama 3 8B's at 1, with 64 rows (a decode batch) and 2048 (a prefill or training piece);
+#: ragged shapes inside the grid; large ones beyond it. ``tools/calibrate_costs.py --check``
+#: prints the table docs/costs.md shows.
+CHECK_SHAPES = (
+    (64, 1280, 8192),
+    (64, 8192, 1024),
+    (64, 7168, 8192),
+    (64, 8192, 3584),
+    (64, 6144, 4096),
+    (64, 4096, 14336),
+    (2048, 1280, 8192),
+    (2048, 8192, 1024),
+    (2048, 7168, 8192),
+    (2048, 8192, 3584),
+    (2048, 6144, 4096),
+    (2048, 4096, 14336),
+    (3000, 1280, 1000),
+    (100, 1500, 3000),
+    (1000, 1000, 1000),
+    (1, 8192, 16384),
+    (8192, 512, 512),
+    (512, 512, 8192),
+    (4096, 4096, 16384),
+    (8192, 8192, 8192),
+)
+
+
+#: Bounds on the estimates' relative error over :data:`CHECK_SHAPES` (measured 2026-11-24:
+#: mean 5.4 %, max 25.7 %, docs/costs.md); tests fail if a change makes them worse.
+CHECK_MEAN_ERROR = 0.06
+CHECK_MAX_ERROR = 0.27
+
+
+def check(preset: str = "trn2", shapes=CHECK_SHAPES, fmt: str = "bf16") -> list[dict]:
+    """Each shape's estimate (:meth:`tlm.costs.OpCosts.gemm_s`) against the chip TLM.
+
+    Returns
+    -------
+    list of dict
+        ``{"m", "n", "k", "tlm_s", "estimate_s", "error", "basis"}`` per shape (``error`` the
+        estimate's relative error, ``basis`` a name of :data:`tlm.costs.BASIS`).
+    """
+    from .opcosts import BASIS, FORMAT_TABLE, OpCosts
+
+    costs = OpCosts.for_preset(preset)
+    rows = []
+    for m, n, k in shapes:
+        measured = measure_gemm(preset, m, n, k, FORMATS[FORMAT_TABLE[fmt]])
+        estimate = float(costs.gemm_s(m, n, k, fmt=fmt))
+        rows.append(
+            {
+                "m": m,
+                "n": n,
+                "k": k,
+                "tlm_s": measured,
+                "estimate_s": estimate,
+                "error": estimate / measured - 1,
+                "basis": BASIS[int(costs.gemm_basis(m, n, k, fmt=fmt))],
+            }
+        )
+    return rows
 
 
 def data_path(preset: str):
