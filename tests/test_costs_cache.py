@@ -74,3 +74,17 @@ def test_estimates_on_every_check_shape():
     errors = [abs(r["error"]) for r in check_rows(CHECK_SHAPES)]
     assert sum(errors) / len(errors) <= CHECK_MEAN_ERROR
     assert max(errors) <= CHECK_MAX_ERROR
+
+
+@pytest.mark.slow
+def test_extrapolation_on_a_big_gemm():
+    """One real big run beyond the grid in every dimension (8192 x 8192 x 16384, BF16:
+    131,072 matmuls, about a minute) against the steady-state extrapolation."""
+    (r,) = check_rows([(8192, 8192, 16384)])
+    assert abs(r["error"]) <= CHECK_MAX_ERROR
+
+
+@pytest.mark.parametrize(("shared", "table"), [("fp16", "bf16"), ("fp8_e5m2", "fp8_e4m3")])
+def test_formats_sharing_a_table_time_alike_on_the_tlm(shared, table):
+    """FP16 uses BF16's table and E5M2 E4M3's: the chip TLM times them identically."""
+    assert measure_gemm("trn2", 200, 700, 300, shared) == measure_gemm("trn2", 200, 700, 300, table)

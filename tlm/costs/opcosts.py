@@ -423,8 +423,8 @@ class OpCosts:
         On all cores the shape is first replaced by :func:`balanced_shape` (the busiest
         core's load spread over every core: a ragged last block or one block too many for
         the cores costs a whole round). Inside the grid: the interpolated efficiency. Beyond
-        its largest M, N or K: the
-        steady state - the edge's tiles repeated, ``t = t0 + (t(edge) - t0) x ratio``, with
+        its largest M, N or K: the steady state - the edge's tiles repeated,
+        ``t = t0 + (t(edge) - t0) x ratio``, with
         ``ratio`` the shape's work over the edge shape's (the product of ``x / top`` over the
         dimensions beyond) and ``t0`` the kernel's fixed time (the grid's ``1 x 1 x 1``: one
         load, one matmul, one copy, one store), paid once. A fraction ``m < 1`` of a row
@@ -501,7 +501,8 @@ class OpCosts:
         if key not in self._tables:
             return _out(np.full(m.shape, 2, dtype=np.int8))
         top = self._tables[key].top
-        beyond = (m > top[0]) | (n > top[1]) | (k > top[2])
+        rows, cols = balanced_shape(np.maximum(m, 1.0), n, self._cores)
+        beyond = (np.maximum(m, rows) > top[0]) | (np.maximum(n, cols) > top[1]) | (k > top[2])
         return _out(beyond.astype(np.int8))
 
     def memory_s(self, nbytes):
