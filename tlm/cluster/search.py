@@ -39,7 +39,7 @@ import numpy as np
 
 from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
-from .cost import run_cost
+from .cost import power, run_cost
 from .goodput import checkpoint_bytes, goodput
 from .hardware import Hardware
 from .memory import RECOMPUTE
@@ -53,6 +53,7 @@ __all__ = [
     "evaluate",
     "search",
     "pareto_front",
+    "run_power_w",
 ]
 
 #: The layout's axes, in the order the results report them.
@@ -258,8 +259,7 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
     )
     chips = configs["chips"]
     uniq, inverse = np.unique(chips, return_inverse=True)
-    g = goodput(chips=uniq, server_chips=hw.server_chips,
-                checkpoint_bytes=checkpoint_bytes(model))
+    g = _goodput(model, hw, uniq)
     good = g.goodput_fraction[inverse]
     gb = model.global_batch_sequences if opts.get("global_batch") is None else opts["global_batch"]
     s = model.seq_len if opts.get("seq_len") is None else opts["seq_len"]
@@ -280,6 +280,18 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
         "cost_usd": c.cloud_usd * nan,
         "power_w": c.power.total_w,
     }
+
+
+def _goodput(model: Model, hw: Hardware, chips):
+    return goodput(chips=chips, server_chips=hw.server_chips,
+                   checkpoint_bytes=checkpoint_bytes(model))
+
+
+def run_power_w(model: Model, hw: Hardware, chips) -> np.ndarray:
+    """Facility power of a run of ``model`` on ``chips`` chips of ``hw``, hot spares' hosts
+    included: what :func:`evaluate` reports as ``power_w`` and a power budget limits."""
+    g = _goodput(model, hw, chips)
+    return power(hw, chips, spare_servers=g.spare_servers).total_w
 
 
 def pareto_front(time_s: np.ndarray, cost: np.ndarray) -> np.ndarray:

@@ -91,9 +91,7 @@ class TrainInputs(ClusterInputs):
         gb = m.global_batch_sequences if self.global_batch is None else self.global_batch
         seq = m.seq_len if self.seq_len is None else self.seq_len
         resolved = self.model_copy(update={"dp": dp, "global_batch": gb, "seq_len": seq})
-        step = resolved.step()  # the configuration's own checks, each naming its input
-        if not bool(step.valid):
-            raise InputError("tp", self.tp, step.memory.reasons[int(step.memory.reason)])
+        resolved.step()  # the layout's own checks (the memory model's), each naming its input
         return resolved
 
     def network(self):
@@ -138,18 +136,24 @@ class TrainInputs(ClusterInputs):
                 hbm_bytes=self.device().hbm_bytes,
             )
         except ValueError as error:
-            text = str(error)
-            name = text.split(" ", 1)[0]
-            field = name if name in type(self).model_fields else "tp"
-            raise InputError(field, getattr(self, field), text) from None
+            raise _layout_error(self, str(error)) from None
+
+
+def _layout_error(inputs: TrainInputs, text: str) -> InputError:
+    """The memory model's message ``"NAME must be ALLOWED, not VALUE"`` as the input's error
+    (a rule over several inputs, ``dp x micro_batch ...``, is charged to the first named)."""
+    name = text.split(" ", 1)[0]
+    field = name if name in type(inputs).model_fields else "micro_batch"
+    allowed = text.removeprefix(f"{name} must be ").rpartition(", not ")[0] or text
+    return InputError(field, getattr(inputs, field), allowed)
 
 
 class PartRow(BaseModel):
     """One part of the step."""
 
     part: str
-    seconds: float
-    fraction: float
+    time_s: float
+    share_fraction: float
 
 
 class TrainResults(RunResults):
@@ -193,7 +197,7 @@ def train_study(inputs: TrainInputs) -> TrainResults:
     steps = max(1, round(m.tokens / (inputs.global_batch * inputs.seq_len)))
     figures, _causes = run_figures(inputs, r["step_s"], steps)
     parts = [
-        PartRow(part=p, seconds=r[p + "_s"], fraction=r[p + "_s"] / r["step_s"]) for p in PARTS
+        PartRow(part=p, time_s=r[p + "_s"], share_fraction=r[p + "_s"] / r["step_s"]) for p in PARTS
     ]
     mem = r["memory"]
     results = TrainResults(
@@ -233,10 +237,10 @@ def write_breakdown(inputs: TrainInputs, results: TrainResults) -> Path:
     fig, ax = plt.subplots(figsize=(9, 2.6))
     left = 0.0
     for row in results.series:
-        if row.seconds <= 0:
+        if row.time_s <= 0:
             continue
-        ax.barh([0], [row.seconds], left=[left], label=f"{row.part} {row.fraction:.0%}")
-        left += row.seconds
+        ax.barh([0], [row.time_s], left=[left], label=f"{row.part} {row.share_fraction:.0%}")
+        left += row.time_s
     ax.set_yticks([])
     ax.set_xlabel("seconds per step")
     ax.set_title(
@@ -246,7 +250,7 @@ def write_breakdown(inputs: TrainInputs, results: TrainResults) -> Path:
     ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
     fig.tight_layout()
     path = Path(inputs.plot)
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -44,6 +44,14 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 MAX_COUNTS = 32
 
 
+def _axis_field(what: str):
+    return Field(
+        "all",
+        description=f"{what} to try",
+        json_schema_extra={"allowed": "all, or a comma-separated list of values"},
+    )
+
+
 class SearchInputs(ClusterInputs):
     """Inputs of ``trnsim train-search`` (``--chips`` is a list here)."""
 
@@ -59,21 +67,17 @@ class SearchInputs(ClusterInputs):
         None, gt=0, description="memory per chip allowed", json_schema_extra={"unset": "the HBM"}
     )
     power_budget_w: float | None = Field(
-        None, gt=0, description="facility power allowed", json_schema_extra={"unset": "no limit"}
+        None,
+        gt=0,
+        description="facility power allowed",
+        json_schema_extra={"unset": "the power of the largest chip count (no limit)"},
     )
-    tp: int | None = Field(None, ge=1, description="pin tensor parallelism",
-                           json_schema_extra={"unset": "searched"})
-    pp: int | None = Field(None, ge=1, description="pin pipeline parallelism",
-                           json_schema_extra={"unset": "searched"})
-    cp: int | None = Field(None, ge=1, description="pin context parallelism",
-                           json_schema_extra={"unset": "searched"})
-    ep: int | None = Field(None, ge=1, description="pin expert parallelism",
-                           json_schema_extra={"unset": "searched"})
-    zero: int | None = Field(None, ge=0, le=3, description="pin the ZeRO stage",
-                             json_schema_extra={"unset": "searched"})
-    recompute: Literal[RECOMPUTE] | None = Field(
-        None, description="pin recomputation", json_schema_extra={"unset": "searched"}
-    )
+    tp: str = _axis_field("tensor-parallel sizes")
+    pp: str = _axis_field("pipeline-parallel sizes")
+    cp: str = _axis_field("context-parallel sizes")
+    ep: str = _axis_field("expert-parallel sizes")
+    zero: str = _axis_field("ZeRO stages")
+    recompute: str = _axis_field("recomputations (none, selective, full)")
     sites: int = Field(1, ge=1, description="data centres the chips are spread over")
     scheduler: str = Field(
         "local",
@@ -102,17 +106,35 @@ class SearchInputs(ClusterInputs):
         return counts
 
     def fixed(self) -> dict:
-        """The axes pinned to one value."""
-        names = ("tp", "pp", "cp", "ep", "zero", "recompute")
-        out = {k: getattr(self, k) for k in names if getattr(self, k) is not None}
-        if "recompute" in out:
-            out["recompute"] = RECOMPUTE.index(out["recompute"])
+        """The axes narrowed to the values listed."""
+        out = {}
+        for name in ("tp", "pp", "cp", "ep", "zero", "recompute"):
+            text = getattr(self, name).strip()
+            if text == "all":
+                continue
+            parts = [p.strip() for p in text.split(",") if p.strip()]
+            if name == "recompute":
+                bad = [p for p in parts if p not in RECOMPUTE]
+                values = [RECOMPUTE.index(p) for p in parts if p in RECOMPUTE]
+                allowed = "all, or a comma-separated list of " + ", ".join(RECOMPUTE)
+            else:
+                bad = [p for p in parts if not p.isdigit() or (int(p) < 1 and name != "zero")
+                       or (name == "zero" and int(p) > 3)]
+                values = [int(p) for p in parts if p not in bad]
+                allowed = ("all, or a comma-separated list of 0, 1, 2, 3" if name == "zero"
+                           else "all, or a comma-separated list of positive integers")
+            if bad or not values:
+                raise InputError(name, getattr(self, name), allowed)
+            out[name] = values
         return out
 
     def resolve(self) -> SearchInputs:
-        self.device()
-        self.workload()
-        self.counts()
+        from ..cluster.search import run_power_w
+
+        hw = self.device()
+        model = self.workload()
+        counts = self.counts()
+        self.fixed()
         if self.scheduler not in ("local", "inline") and "://" not in self.scheduler:
             raise InputError(
                 "scheduler", self.scheduler, "local, inline, or an address such as tcp://host:8786"
@@ -120,7 +142,12 @@ class SearchInputs(ClusterInputs):
         writable_path("plot", self.plot)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
-        return self
+        update = {}
+        if self.memory_budget_bytes is None:
+            update["memory_budget_bytes"] = hw.hbm_bytes
+        if self.power_budget_w is None:
+            update["power_budget_w"] = float(run_power_w(model, hw, max(counts)))
+        return self.model_copy(update=update)
 
 
 class FrontRow(BaseModel):

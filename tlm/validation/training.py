@@ -69,6 +69,7 @@ class TrainingRow:
     layout: str
     quantity: str
     published: float
+    shipped: float
     modelled: float
     role: str
     source: str
@@ -76,8 +77,13 @@ class TrainingRow:
 
     @property
     def error(self) -> float:
-        """``modelled / published - 1``."""
+        """``modelled / published - 1`` (calibrated)."""
         return self.modelled / self.published - 1
+
+    @property
+    def shipped_error(self) -> float:
+        """``shipped / published - 1``: the hardware's default efficiency, nothing fitted."""
+        return self.shipped / self.published - 1
 
 
 @dataclass(frozen=True)
@@ -134,10 +140,12 @@ def _hardware(name: str):
     return hw, Network.for_hardware(hw)
 
 
-def _model_value(m, run, hw_name: str, efficiency: float) -> float:
-    """The run's published quantity as the model gives it with ``efficiency``."""
+def _model_value(m, run, hw_name: str, efficiency: float | None) -> float:
+    """The run's published quantity as the model gives it with ``efficiency`` (None: the
+    default of :meth:`OpCosts.for_hardware`)."""
     hw, network = _hardware(hw_name)
-    costs = OpCosts.for_hardware(hw, efficiency=efficiency)
+    extra = {} if efficiency is None else {"efficiency": efficiency}
+    costs = OpCosts.for_hardware(hw, **extra)
     model = m if run.vocab is None else replace(m, vocab=run.vocab)
     step = training_step(model, costs, network, **_layout(run))
     if run.step_time_s is not None:
@@ -207,6 +215,7 @@ def validate_training() -> TrainingValidation:
                 layout=layout,
                 quantity=quantity,
                 published=published,
+                shipped=_model_value(m, run, hw_name, None),
                 modelled=_model_value(m, run, hw_name, efficiency[hw_name]),
                 role="fit" if (m.name, i) in FIT[hw_name] else "judge",
                 source=run.source,
