@@ -5,7 +5,11 @@
   micro-batch, sequence parallelism, recomputation, interleaving; invalid ones included, as a
   search's grid has them) for a dense model (Llama 3 405B) and a MoE (DeepSeek-V3); the
   strategy search's inner loop (the issue's search target: >= 20,000 configurations/s);
-* one configuration through the same function (scalars): the latency of a single estimate.
+* one configuration through the same function (scalars): the latency of a single estimate;
+* the communication model (:class:`tlm.cluster.network.Network`, trn2 UltraServers): rows per
+  second of one ``collective_s`` call over 1,000,000 random (group, stride, bytes) rows - inside
+  the UltraServer, hierarchical and over EFA - once its per-(group, stride) closed forms are
+  built (target >= 1,000,000 rows/s), the first call that builds them, and ``p2p_s``.
 
 Measured and printed, never asserted.
 """
@@ -16,7 +20,7 @@ import numpy as np
 
 from .common import best_time
 
-__all__ = ["bench_cluster", "random_configurations"]
+__all__ = ["bench_cluster", "bench_network", "random_configurations"]
 
 N = 1_000_000
 
@@ -92,4 +96,47 @@ def bench_cluster() -> list[dict]:
                 "naive": "",
             }
         )
-    return rows
+    return rows + bench_network()
+
+
+def bench_network() -> list[dict]:
+    import time
+
+    from tlm.cluster.hardware import load_hardware
+    from tlm.cluster.network import Network
+
+    rng = np.random.default_rng(0)
+    group = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256, 1024], N)
+    stride = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 512], N)
+    nbytes = rng.uniform(1e3, 1e10, N)
+    net = Network.for_hardware(load_hardware("trn2"))
+    start = time.perf_counter()
+    net.collective_s("all_reduce", group, stride, nbytes)
+    first = time.perf_counter() - start
+    pairs = len({(int(g), int(s)) for g, s in zip(group[:10000], stride[:10000], strict=True)})
+    steady = best_time(lambda: net.collective_s("all_reduce", group, stride, nbytes), repeat=3)
+    p2p = best_time(lambda: net.p2p_s(nbytes, stride), repeat=3)
+    return [
+        {
+            "figure": f"network: all_reduce times, {N:,} rows of {pairs} (group, stride) "
+            "pairs on trn2 UltraServers, one call",
+            "value": N / steady,
+            "unit": "rows/s",
+            "target": ">= 1,000,000",
+            "naive": "",
+        },
+        {
+            "figure": "network: the first such call (routes, schedules, closed forms built)",
+            "value": first,
+            "unit": "s",
+            "target": "",
+            "naive": "",
+        },
+        {
+            "figure": f"network: p2p_s, {N:,} rows, one call",
+            "value": N / p2p,
+            "unit": "rows/s",
+            "target": "",
+            "naive": "",
+        },
+    ]

@@ -52,6 +52,7 @@ MODULES = [
     "tlm.cluster.memory",
     "tlm.studies.model",
     "tlm.cluster.hardware",
+    "tlm.cluster.network",
     "tlm.cluster.goodput",
     "tlm.cluster.cost",
     "tlm.studies.cost",

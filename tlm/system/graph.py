@@ -126,6 +126,10 @@ class System:
         take the shortest detour over the links left.
     flit : FlitLinks or None
         The torus links in flits (``[flit]``), or None where the preset has no such table.
+    members : tuple of int or None
+        For a sub-system (:meth:`subset`): the chip of ``parent`` that each of its chips is.
+    parent : System or None
+        The system a sub-system was taken from (its links and routes are the parent's).
     """
 
     name: str
@@ -142,6 +146,8 @@ class System:
     _ports: dict = field(repr=False, compare=False)
     failed: tuple[tuple[int, int], ...] = ()
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    members: tuple[int, ...] | None = None
+    parent: System | None = field(default=None, repr=False, compare=False)
 
     @property
     def chips(self) -> int:
@@ -179,6 +185,9 @@ class System:
         cache = self._cache.setdefault("paths", {})
         if key in cache:
             return cache[key]
+        if self.parent is not None:  # the parent's route, over the same links
+            out = cache[key] = self.parent._path(self.members[src], self.members[dst])
+            return out
         ports, per = self._ports, self.chips_per_node
         na, nb = divmod(src, per), divmod(dst, per)
         if src == dst:
@@ -244,6 +253,8 @@ class System:
     def detoured(self, src: int, dst: int) -> bool:
         """Whether the route from chip ``src`` to ``dst`` goes round a failed link."""
         self.path(src, dst)
+        if self.parent is not None:
+            return self.parent.detoured(self.members[int(src)], self.members[int(dst)])
         return (int(src), int(dst)) in self._cache.get("detours", ())
 
     def without(self, pairs) -> System:
@@ -267,6 +278,12 @@ class System:
         SystemSpecError
             For a pair that is not two chips joined by a link.
         """
+        if self.parent is not None:  # fail the parent's links, then take the same chips
+            for pair in pairs:
+                for c in pair:
+                    self._check_chip(c)
+            moved = [(self.members[a], self.members[b]) for a, b in pairs]
+            return self.parent.without(moved).subset(self.members)
         wanted = []
         for pair in pairs:
             a, b = pair
@@ -324,6 +341,136 @@ class System:
             for a, y, z, k in zip(t.coord(c), t.coord(cf), t.coord(ct), t.shape, strict=True)
         )
         return node * per + t.node(moved)
+
+    def subset(self, chips) -> System:
+        """The sub-system of a group of this system's chips: the group's own chips, numbered
+        as a system of their own, whose transfers take this system's routes over all of its
+        links - through chips outside the group where the route goes that way.
+
+        What the algorithms see (:mod:`tlm.collectives`): ``nodes`` is the number of nodes the
+        group occupies and ``chips_per_node`` its chips in each (the same in every one);
+        where, on a torus, each node's chips form a grid - the same coordinates in every node,
+        every combination of them present (a row, a plane, every other chip of a ring) - the
+        sub-system's ``torus`` is that grid as a torus of its own (the dimensions with more
+        than one coordinate, in order, x first; a ring of 2 coordinates is a ring of 2), so
+        rings snake over it and recursive halving/doubling and KangaRing lay their ranks on
+        it; otherwise ``torus`` is None and the chips are in their own order. A logical
+        neighbour may be several links away (every other chip of a ring: two hops, through
+        the chip between). Chip ``i`` of the sub-system is chip ``members[i]`` of this one:
+        node by node, and in a node by grid position (x fastest), whatever order ``chips``
+        came in. The links, their order and their names are this system's (names count
+        this system's chips); the vertices are the group's chips, then every other vertex
+        of this system (``parent chip 5``, ``parent leaf 0``). A failed link of this system
+        stays failed (routes detour as here); ``failed`` lists those between two members.
+
+        Parameters
+        ----------
+        chips : iterable of int
+            Distinct chips of this system, at least one; the same number in every node
+            they occupy.
+
+        Examples
+        --------
+        >>> us = load_system("trn2-ultraserver")               # 4x4x4, chip = x + 4 y + 16 z
+        >>> row = us.subset(range(4))                          # one x ring
+        >>> row.chips, row.torus.shape, [row.links[i].name for i in row.path(3, 0)]
+        (4, (4,), ['chip 3 x+'])
+        >>> z = us.subset([0, 16, 32, 48])                     # a z ring, between servers
+        >>> z.torus.shape, z.members, [z.links[i].name for i in z.path(0, 1)]
+        ((4,), (0, 16, 32, 48), ['chip 0 z+'])
+        >>> half = us.subset([0, 2])                           # every other chip of x
+        >>> [half.links[i].name for i in half.path(0, 1)]      # through chip 1
+        ['chip 0 x+', 'chip 1 x+']
+        >>> us.subset(range(16)).torus.shape, us.subset(range(0, 64, 4)).torus.shape
+        ((4, 4), (4, 4))
+
+        Raises
+        ------
+        SystemSpecError
+            For chips that are not distinct chips of this system, or not the same number in
+            every node they occupy.
+        """
+        try:
+            given = list(chips)
+        except TypeError:
+            raise SystemSpecError(
+                f"chips must be an iterable of distinct chips of {self.name}, not {chips!r}"
+            ) from None
+        for c in given:
+            self._check_chip(c)
+        given = [int(c) for c in given]
+        if not given or len(set(given)) != len(given):
+            raise SystemSpecError(
+                f"chips must be one or more distinct chips of {self.name}, not {given!r}"
+            )
+        if self.parent is not None:  # a subset of a subset: of the parent's chips
+            return self.parent.subset(self.members[c] for c in given)
+        per = self.chips_per_node
+        by_node: dict[int, list[int]] = {}
+        for c in sorted(given):
+            by_node.setdefault(c // per, []).append(c % per)
+        counts = {n: len(v) for n, v in by_node.items()}
+        if len(set(counts.values())) != 1:
+            raise SystemSpecError(
+                f"chips must be the same number in every node they occupy, not {counts} "
+                f"(chips per node of {self.name})"
+            )
+        m = len(given) // len(by_node)
+        torus, order = None, {n: locals_ for n, locals_ in by_node.items()}
+        if self.torus is not None:
+            grids = [self._grid(locals_) for locals_ in by_node.values()]
+            if all(g is not None for g in grids) and len({g[0] for g in grids}) == 1:
+                shape = grids[0][0]
+                torus = Torus(shape) if shape else None
+                order = {n: g[1] for n, g in zip(by_node, grids, strict=True)}
+        members = tuple(n * per + local for n in sorted(by_node) for local in order[n])
+        index = {c: i for i, c in enumerate(members)}
+        others = [v for v in range(len(self.vertices)) if v not in index]
+        renumber = {**index, **{v: len(members) + j for j, v in enumerate(others)}}
+        links = tuple(
+            Link(renumber[ln.src], renumber[ln.dst], ln.bandwidth_Bps, ln.latency_s, ln.name)
+            for ln in self.links
+        )
+        vertices = tuple(f"chip {i}" for i in range(len(members))) + tuple(
+            f"parent {self.vertices[v]}" for v in others
+        )
+        failed = tuple(
+            sorted(
+                (min(index[a], index[b]), max(index[a], index[b]))
+                for a, b in self.failed
+                if a in index and b in index
+            )
+        )
+        return dataclasses.replace(
+            self,
+            name=f"{self.name} chips {_chips_text(members)}",
+            nodes=len(by_node),
+            chips_per_node=m,
+            torus=torus,
+            links=links,
+            vertices=vertices,
+            flit=None,  # the flit engine runs whole tori
+            _ports={},
+            failed=failed,
+            _cache={},
+            members=members,
+            parent=self,
+        )
+
+    def _grid(self, locals_):
+        """The grid a node's chips form on the torus: (shape, chips in grid order, x fastest),
+        or None when they are not every combination of their coordinates."""
+        t = self.torus
+        coords = [t.coord(c) for c in locals_]
+        values = [sorted({c[d] for c in coords}) for d in range(t.dims)]
+        if len(coords) != int(np.prod([len(v) for v in values])):
+            return None
+        dims = [d for d in range(t.dims) if len(values[d]) > 1]
+        shape = tuple(len(values[d]) for d in dims)
+        key = [[values[d].index(c[d]) for d in dims] for c in coords]
+        grid = Torus(shape) if shape else None
+        rank = [grid.node(tuple(k)) if grid else 0 for k in key]
+        return shape, [c for _, c in sorted(zip(rank, locals_, strict=True))]
 
     def hops(self, src: int, dst: int) -> int:
         return len(self.path(src, dst))
@@ -409,6 +556,15 @@ def _one_node(data: SystemFile, nodes: int, name: str) -> System:
         ),
         _ports=ports,
     )
+
+
+def _chips_text(chips) -> str:
+    """``0..48 step 16`` for an arithmetic run of chips, else the chips listed."""
+    if len(chips) > 2:
+        step = chips[1] - chips[0]
+        if all(b - a == step for a, b in zip(chips, chips[1:], strict=False)):
+            return f"{chips[0]}..{chips[-1]}" + (f" step {step}" if step != 1 else "")
+    return ",".join(map(str, chips))
 
 
 def _pairs_text(pairs) -> str:

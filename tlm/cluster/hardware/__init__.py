@@ -57,10 +57,12 @@ class ScaleUpSection(FigureSection):
     _integers = ("group_chips",)
     bandwidth_Bps: Figure = Field(description="per chip, both directions summed")
     group_chips: Figure
+    latency_s: Figure | None = Field(None, description="per step of a collective, in the group")
 
 
 class ScaleOutSection(FigureSection):
     nic_bandwidth_Bps: Figure = Field(description="per chip, each direction")
+    latency_s: Figure | None = Field(None, description="per message, chip to chip across nodes")
 
 
 class ServerSection(FigureSection):
@@ -156,6 +158,12 @@ class Hardware:
     instance_chips: int
     instance_usd_per_hour: float
     sources: dict
+    #: Per step of a collective inside the scale-up group, and per message across nodes
+    #: (files with their own [scale_up]/[scale_out]; a Trainium file's come from its system).
+    scale_up_latency_s: float | None = None
+    scale_out_latency_s: float | None = None
+    #: The system preset a Trainium file names (``trn2-ultraserver``); None for the others.
+    system: str | None = None
 
     def peak_flops(self, fmt: str = "bf16") -> float:
         """Dense peak FLOP/s of one chip in ``fmt`` (``bf16``, ``fp16`` as bf16, ``fp8``)."""
@@ -236,12 +244,17 @@ def load_hardware(name: str | Path) -> Hardware:
                 own("scale_out", out, "nic_bandwidth_Bps", "scale_out_bandwidth_Bps")
             ),
         )
+        for block, section in ((up, "scale_up"), (out, "scale_out")):
+            if block.latency_s is not None:
+                key = f"{section}_latency_s"
+                figures[key] = float(own(section, block, "latency_s", key))
     else:
         figures = _from_presets(data, where, sources)
     return Hardware(
         name=data.name,
         description=data.description,
         chip_preset=data.chip,
+        system=data.system,
         sources=sources,
         **figures,
         **common,

@@ -1,0 +1,817 @@
+"""How long a parallel group's collective takes on a cluster: the scale-up domain's real
+sub-topology, the scale-out fabric as a folded Clos, and sites joined by slower links.
+
+The training model places the parallel dimensions on chips in Megatron's order (tp innermost,
+then cp, ep, dp, pp outermost), so a dimension's group is ``group`` chips at chip-index
+``stride`` apart: chips ``o + stride x i`` (``i < group``), and every chip of the job is in one
+group of each dimension. Every group of a dimension runs its collective at the same time.
+:class:`Network` answers, vectorised over numpy arrays of ``(group, stride, nbytes)``:
+
+**Inside a node** (``group x stride <= chips_per_node``; a node is the scale-up domain: the
+trn2 UltraServer's 64 chips, an 8-GPU NVSwitch board). On a Trainium system the analytic
+engine (:class:`tlm.collectives.Analytic`) times every algorithm that fits the group's
+sub-system (:meth:`tlm.system.System.subset`: on the 4x4x4 torus tp=4 at stride 1 is a ring on
+one x row, tp=16 the 4x4 server plane, 64 the whole torus, stride 16 a z ring between the
+servers at the z rate) and the fastest is taken, size by size. The schedule timed is the
+group's schedule run by **every group of the dimension in the node at once** (the groups at
+the other offsets, translated), so groups whose routes cross the same links - every other chip
+of a ring, routed through the chip between, which belongs to the other group - share them as
+they would. On a switched node (trn3; NVSwitch, which has no system preset) the switch is
+non-blocking and each chip has its own port: ring, mesh and recursive halving/doubling in
+closed form at the per-direction port bandwidth (equal to the analytic engine on the trn3
+switch, a test).
+
+**Across nodes** (the EFA or InfiniBand NICs, one per chip). A group with ``m > 1`` members
+per node is **hierarchical**: a reduce-scatter among the node's ``m`` members (the scale-up
+tables above), then ``m`` lanes - one per member, each its own NIC - run the cross-node part on
+``1/m`` of the buffer over the ``n = group / m`` nodes, then an all-gather in the node; an
+all-to-all sends its in-node and cross-node blocks at the same time (the slower decides). A
+group with one member per node runs the cross-node part alone. The cross-node part is a ring
+or recursive halving/doubling (``rdh``, ``n`` a power of two) over the NICs, whichever is
+faster, or direct sends (all-to-all). The fabric is the folded Clos of
+:mod:`tlm.cluster.cost` (:class:`tlm.cluster.cost.Network`: radix, port bandwidth,
+oversubscription at the leaves; its :func:`~tlm.cluster.cost.clos_tiers` give the tiers a
+group spans, each tier above the leaf adding its switches' latency). A leaf holds
+``radix / 2`` ports' worth of chips and its uplinks carry ``1 / oversubscription`` of their
+NIC bandwidth; above the leaves the fabric is non-blocking. A transfer that leaves a leaf
+shares the leaf's uplinks with every chip of the leaf that leaves it at the same moment
+(every group runs at once): in a ring whose hops are ``D`` chips apart the last ``min(leaf,
+D)`` chips of each leaf do, in an exchange at distance ``d`` (``2 d > leaf``) all of them.
+Chips, nodes, leaves and sites are contiguous, aligned blocks of chips (powers of two).
+
+**Sites** (Project Rainier: several data centres). ``sites`` equal blocks of ``chips /
+sites`` chips, joined by ``site_bandwidth_Bps`` each way between neighbouring sites: a group
+spanning sites sends across a site boundary from the chips that cross it at once, as for a
+leaf, sharing the inter-site bandwidth, and each step that crosses pays ``site_latency_s``.
+
+Figures come from the hardware file (:mod:`tlm.cluster.hardware`) and, for Trainium, its system
+preset (:mod:`tlm.system`: the torus, the EFA NIC and latencies, the step cost); the Clos from
+:data:`tlm.cluster.cost.DEFAULT_NETWORK`; ASSUMED where they say so. Each ``(op, group,
+stride)`` is worked out once (routes, schedules, the analytic engine's two numbers ``A + K x
+chunk`` per algorithm) and kept; evaluating a million rows is then a few numpy operations.
+
+Examples
+--------
+>>> import numpy as np
+>>> from tlm.cluster.hardware import load_hardware
+>>> net = Network.for_hardware(load_hardware("trn2"))
+>>> net.chips_per_node
+64
+>>> t = net.collective_s("all_reduce", group=[4, 16, 64, 4], stride=[1, 1, 1, 16],
+...                      nbytes=64 << 20)
+>>> np.round(t * 1e3, 3).tolist()           # ms: x ring, 4x4 plane, 4x4x4 torus, z ring
+[0.397, 0.168, 0.794, 0.79]
+>>> net.algorithm("all_reduce", [4, 16, 64, 4], [1, 1, 1, 16], 64 << 20).tolist()
+['mesh', 'kangaring', 'mesh', 'mesh']
+>>> net.tier([8, 128, 2], [1, 1, 64]).tolist()
+['scale-up', 'hierarchical', 'scale-out']
+>>> round(float(net.p2p_s(16 << 20, 64)) * 1e3, 3)      # a pipeline send over EFA
+0.687
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..collectives import ALGORITHMS, Analytic, build, unfit
+from ..collectives.schedule import Schedule, Step, Transfer
+from ..system import System, load_system
+from .cost import DEFAULT_NETWORK, clos_tiers
+from .cost import Network as Fabric
+from .hardware import Hardware
+
+__all__ = ["OPS", "TIERS", "Breakdown", "Network", "run_together"]
+
+#: The collectives a parallel group runs (``nbytes`` as :mod:`tlm.collectives` defines it:
+#: the buffer per rank; a reduce-scatter's input and an all-gather's output, whole).
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+#: Where a group's collective runs: inside a node; hierarchical (several members in each of
+#: several nodes); across nodes only (one member per node).
+TIERS = ("scale-up", "hierarchical", "scale-out")
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """A collective's time and how it was got, per row.
+
+    Attributes
+    ----------
+    time_s : ndarray
+        The collective's time, seconds.
+    scale_up_s, scale_out_s : ndarray
+        The parts inside the nodes and across them, seconds (for an all-to-all they overlap
+        and ``time_s`` is the larger).
+    tier : ndarray of str
+        One of :data:`TIERS`.
+    algorithm : ndarray of str
+        The algorithm of each part, in order, joined by ``/``: ``rdh`` inside a node,
+        ``mesh/ring/mesh`` hierarchical (reduce-scatter in the node, the cross-node ring,
+        all-gather in the node), ``ring`` across nodes alone; ``-`` for a group of one.
+    """
+
+    time_s: np.ndarray
+    scale_up_s: np.ndarray
+    scale_out_s: np.ndarray
+    tier: np.ndarray
+    algorithm: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Phase:
+    """One part of a collective: per algorithm, time ``A + K x chunk`` with ``chunk`` the
+    bytes of ``ceil(count x factor / C)`` elements."""
+
+    names: tuple[str, ...]
+    A: tuple[float, ...]
+    K: tuple[float, ...]
+    C: tuple[float, ...]
+    factor: float
+    out: bool  # across nodes (else inside a node)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    tier: int
+    phases: tuple[_Phase, ...]
+    overlap: bool  # the phases run at once (the slower decides) rather than one after another
+
+
+#: Largest group or stride (rows are keyed by both packed in one 64-bit integer).
+_MAX = (1 << 31) - 1
+
+
+def _integers(name, value, low=1):
+    a = np.asarray(value)
+    allowed = f"an integer in {low}..{_MAX} (or an array of them)"
+    if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or a.dtype.kind == "f"):
+        raise ValueError(f"{name} must be {allowed}, not {value!r}")
+    bad = ~((a >= low) & (a <= _MAX))
+    if a.dtype.kind == "f":
+        bad |= a != np.floor(a)
+    if np.any(bad):
+        first = a[bad].ravel()[0].item() if a.ndim else a.item()
+        raise ValueError(f"{name} must be {allowed}, not {first!r}")
+    return a.astype(np.int64)
+
+
+def _unique_pairs(a: np.ndarray, b: np.ndarray):
+    """The distinct pairs ``(a, b)`` (non-negative integers below 2^31) and, per row, the
+    index of its pair (one 1-D unique: much faster than ``np.unique(axis=...)``)."""
+    keys, inverse = np.unique((a << 31) | b, return_inverse=True)
+    return np.stack([keys >> 31, keys & ((1 << 31) - 1)], axis=1), inverse.ravel()
+
+
+def run_together(schedule: Schedule, systems) -> Schedule:
+    """``schedule`` (built on one group's sub-system) run by every group at once: one
+    schedule on the parent system whose ranks are each group's ranks in turn and whose step
+    ``i`` holds every group's step ``i``. For the timing engines (analytic, flow): it
+    declares no reduction order, so the values engine does not run it.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        Built on a sub-system (:meth:`tlm.system.System.subset`) of the same shape as each of
+        ``systems``.
+    systems : list of System
+        Each group's sub-system, all of one parent; its chips are the parent's.
+    """
+    chips, steps = [], [[] for _ in schedule.steps]
+    for sub in systems:
+        base = len(chips)
+        chips += [sub.members[c] for c in schedule.chips]
+        for i, step in enumerate(schedule.steps):
+            steps[i] += [
+                Transfer(base + t.src, base + t.dst, t.first, t.stop, t.reduce, t.at)
+                for t in step.transfers
+            ]
+    return Schedule(
+        schedule.op,
+        schedule.algorithm,
+        tuple(chips),
+        schedule.blocks,
+        schedule.subs,
+        tuple(
+            Step(tuple(moves), s.after, s.label)
+            for moves, s in zip(steps, schedule.steps, strict=True)
+        ),
+    )
+
+
+def _power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+class Network:
+    """The communication model of a cluster of one kind of hardware (:meth:`for_hardware`).
+
+    Attributes
+    ----------
+    name : str
+    chips_per_node : int
+        Chips of one scale-up domain (a node): the trn2 UltraServer's 64, a DGX's 8.
+    node : System or None
+        One node as a system (Trainium), or None for a switched node given by its figures.
+    oversubscription : float
+        At the Clos leaves.
+    leaf_chips : int
+        Chips under one leaf switch.
+    sites, site_chips : int
+        Sites and chips in each (``site_chips`` 0 with one site).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        chips_per_node: int,
+        node: System | None,
+        switch_Bps: float | None,
+        switch_step_s: float | None,
+        nic_Bps: float,
+        out_step_s: float,
+        out_tier_s: float,
+        fabric: Fabric,
+        oversubscription: float,
+        sites: int,
+        site_chips: int,
+        site_bandwidth_Bps: float | None,
+        site_latency_s: float,
+        chips: int | None,
+    ):
+        self.name = name
+        self.chips_per_node = int(chips_per_node)
+        self.node = node
+        self.switch_Bps, self.switch_step_s = switch_Bps, switch_step_s
+        self.nic_Bps = float(nic_Bps)
+        self.out_step_s, self.out_tier_s = float(out_step_s), float(out_tier_s)
+        self.fabric = fabric
+        self.oversubscription = float(oversubscription)
+        self.lanes = self.nic_Bps / fabric.port_Bps  # leaf ports per chip
+        self.leaf_chips = max(1, int(fabric.radix // 2 / self.lanes))
+        self.sites, self.site_chips = int(sites), int(site_chips)
+        self.site_bandwidth_Bps = site_bandwidth_Bps
+        self.site_latency_s = float(site_latency_s)
+        self.chips = chips
+        self._plans: dict = {}
+        self._up: dict = {}
+        self._schedules: dict = {}
+
+    @classmethod
+    def for_hardware(
+        cls,
+        hw: Hardware,
+        *,
+        oversubscription=None,
+        sites: int = 1,
+        site_bandwidth_Bps=None,
+        site_latency_s: float = 0.0,
+        chips=None,
+        fabric: Fabric = DEFAULT_NETWORK,
+    ) -> Network:
+        """The network of a cluster of ``hw``.
+
+        Parameters
+        ----------
+        hw : Hardware
+            A Trainium file names its system preset (the node, the EFA NIC, the latencies);
+            a GPU file gives a switched scale-up group of ``scale_up_chips`` at
+            ``scale_up_bandwidth_Bps`` (both directions: half each way) and a NIC per chip.
+        oversubscription : float, optional
+            At the Clos leaves (>= 1); default the system preset's ``efa.oversubscription``
+            (Trainium) or ``fabric.oversubscription`` (both 1, ASSUMED).
+        sites : int
+            Data centres the job spans (>= 1); more than one needs ``chips`` and
+            ``site_bandwidth_Bps``.
+        site_bandwidth_Bps : float, optional
+            Between two neighbouring sites, each way (bytes/s).
+        site_latency_s : float
+            Added to every step that crosses a site boundary (0: the fibre's delay left out;
+            state it when it matters).
+        chips : int, optional
+            The job's chips (a multiple of ``sites`` x ``chips_per_node``); groups are checked
+            to fit in it.
+        fabric : tlm.cluster.cost.Network
+            The Clos's switches (radix, port bandwidth); its oversubscription is the default.
+
+        Raises
+        ------
+        ValueError
+            Naming the argument, its value and what is allowed.
+        """
+        if not isinstance(hw, Hardware):
+            raise ValueError(f"hw must be a tlm.cluster.hardware.Hardware, not {hw!r}")
+        if not isinstance(fabric, Fabric):
+            raise ValueError(f"fabric must be a tlm.cluster.cost.Network, not {fabric!r}")
+        if hw.system is not None:
+            node = load_system(hw.system, chip=hw.chip_preset)
+            efa = node.file.efa
+            per = node.chips_per_node
+            default_over = efa.oversubscription.value
+            figures = dict(
+                node=node,
+                switch_Bps=None,
+                switch_step_s=None,
+                nic_Bps=efa.nic_bandwidth_Bps.value,
+                # a message: the step's fixed cost and chip -> leaf -> chip; each tier above
+                # the leaf adds a switch up and one down (the preset's spine latency)
+                out_step_s=node.step_fixed_s + 2 * efa.nic_latency_s.value,
+                out_tier_s=2 * efa.spine_latency_s.value,
+            )
+        else:
+            missing = [
+                key
+                for key in ("scale_up_latency_s", "scale_out_latency_s")
+                if getattr(hw, key) is None
+            ]
+            if missing:
+                raise ValueError(
+                    f"hw must give {' and '.join(missing)} ([scale_up]/[scale_out] latency_s "
+                    f"in its file), and {hw.name} does not"
+                )
+            per = hw.scale_up_chips
+            default_over = fabric.oversubscription
+            figures = dict(
+                node=None,
+                switch_Bps=hw.scale_up_bandwidth_Bps / 2,
+                switch_step_s=hw.scale_up_latency_s,
+                nic_Bps=hw.scale_out_bandwidth_Bps,
+                out_step_s=hw.scale_out_latency_s,
+                out_tier_s=0.0,  # the file's latency covers the fabric
+            )
+        over = default_over if oversubscription is None else oversubscription
+        if isinstance(over, bool) or not isinstance(over, (int, float)) or not over >= 1:
+            raise ValueError(f"oversubscription must be a number >= 1, not {oversubscription!r}")
+        if isinstance(sites, bool) or not isinstance(sites, (int, np.integer)) or sites < 1:
+            raise ValueError(f"sites must be an integer >= 1, not {sites!r}")
+        if chips is not None and (
+            isinstance(chips, bool)
+            or not isinstance(chips, (int, np.integer))
+            or chips < 1
+            or chips % (per * sites)
+        ):
+            raise ValueError(
+                f"chips must be a positive multiple of sites x chips_per_node ({sites} x {per}), "
+                f"not {chips!r}"
+            )
+        site_chips = 0
+        if sites > 1:
+            if chips is None:
+                raise ValueError(f"chips must be given with sites > 1 (sites={sites}), not None")
+            ok = isinstance(site_bandwidth_Bps, (int, float)) and not isinstance(
+                site_bandwidth_Bps, bool
+            )
+            if not ok or not site_bandwidth_Bps > 0:
+                raise ValueError(
+                    f"site_bandwidth_Bps must be a positive number with sites > 1, not "
+                    f"{site_bandwidth_Bps!r}"
+                )
+            site_chips = int(chips) // sites
+        if (
+            isinstance(site_latency_s, bool)
+            or not isinstance(site_latency_s, (int, float))
+            or not site_latency_s >= 0
+        ):
+            raise ValueError(f"site_latency_s must be a number >= 0, not {site_latency_s!r}")
+        return cls(
+            name=hw.name,
+            chips_per_node=per,
+            fabric=fabric,
+            oversubscription=float(over),
+            sites=int(sites),
+            site_chips=site_chips,
+            site_bandwidth_Bps=None if sites == 1 else float(site_bandwidth_Bps),
+            site_latency_s=float(site_latency_s),
+            chips=None if chips is None else int(chips),
+            **figures,
+        )
+
+    # ---- inside a node -----------------------------------------------------------------
+
+    def groups_in_node(self, group: int, stride: int) -> list[list[int]]:
+        """The chips of every group of ``(group, stride)`` inside node 0 (each in rank order):
+        chips ``o + stride x i`` for the offsets ``o`` of the groups that lie wholly in it."""
+        per, span = self.chips_per_node, group * stride
+        out = []
+        for block in range(0, per - span + 1, span):
+            for o in range(stride):
+                out.append([block + o + stride * i for i in range(group)])
+        return out
+
+    def schedule(self, op: str, group: int, stride: int, algorithm: str):
+        """The schedule the model times for ``op`` by ``algorithm`` on a Trainium node: the
+        group's schedule on its sub-system, run by every group of the node at once; and the
+        node's system it runs on (for the flow engine, :class:`tlm.collectives.flow.Flow`).
+
+        Raises
+        ------
+        ValueError
+            On a switched node (no system), for a group that does not fit in a node, or an
+            algorithm that does not fit the group (saying why).
+        """
+        if self.node is None:
+            raise ValueError(f"schedule needs a node system; {self.name}'s node is a switch")
+        op = self._op(op)
+        if group * stride > self.chips_per_node or group < 2:
+            raise ValueError(
+                f"group x stride must be in 2..{self.chips_per_node} (one node), "
+                f"not {group} x {stride}"
+            )
+        key = (op, group, stride, algorithm)
+        if key not in self._schedules:
+            subs = self._group_systems(group, stride)
+            first = subs[0]
+            why = unfit(algorithm, op, first)
+            if why is not None:
+                raise ValueError(f"algorithm {algorithm} does not fit {first.name}: it {why}")
+            one = build(algorithm, op, first)
+            # groups that are not translates of the first (a group that does not tile the
+            # node) are left out
+            same = [sub for sub in subs if sub.torus == first.torus and sub.nodes == first.nodes]
+            together = run_together(one, same)
+            self._schedules[key] = (together, self.node)
+        return self._schedules[key]
+
+    def _group_systems(self, group: int, stride: int) -> list[System]:
+        """The sub-system of every group of ``(group, stride)`` in node 0 (kept)."""
+        key = ("groups", group, stride)
+        if key not in self._schedules:
+            groups = self.groups_in_node(group, stride)
+            self._schedules[key] = [self.node.subset(members) for members in groups]
+        return self._schedules[key]
+
+    def _up_phase(self, op: str, group: int, stride: int, factor: float = 1.0) -> _Phase:
+        """Per algorithm that fits, the closed form of ``op`` among ``group`` chips at
+        ``stride`` inside one node (every group of the node at once)."""
+        key = (op, group, stride)
+        if key not in self._up:
+            if self.node is None:
+                rows = self._switch(op, group)
+            else:
+                rows = []
+                first = self._group_systems(group, stride)[0]
+                for algorithm in ALGORITHMS:
+                    if unfit(algorithm, op, first) is not None:
+                        continue
+                    schedule, system = self.schedule(op, group, stride, algorithm)
+                    cost = Analytic(schedule, system)
+                    if not cost.chain:  # every shipped algorithm is a chain of steps
+                        raise NotImplementedError(f"{algorithm} {op}: steps that overlap")
+                    rows.append(
+                        (
+                            algorithm,
+                            cost.total_fixed_s,
+                            cost.total_per_unit_s_per_byte,
+                            schedule.chunks,
+                        )
+                    )
+            names, A, K, C = zip(*rows, strict=True)
+            self._up[key] = (names, A, K, C)
+        names, A, K, C = self._up[key]
+        return _Phase(names, A, K, tuple(float(c) for c in C), factor, False)
+
+    def _switch(self, op: str, group: int) -> list:
+        """Ring, mesh, mesh1 and recursive halving/doubling on a non-blocking switch: each
+        chip's own port at ``switch_Bps`` each way, ``switch_step_s`` per step (the analytic
+        engine's figures on a switched system, in closed form)."""
+        g, b, a = group, self.switch_Bps, self.switch_step_s
+        phases = 2 if op == "all_reduce" else 1
+        rows = []
+        if op != "all_to_all":
+            rows.append(("ring", phases * (g - 1) * a, phases * (g - 1) / b, g))
+        rows.append(("mesh", phases * a, phases * (g - 1) / b, g))
+        if op == "all_reduce":  # mesh1: the whole buffer to every other chip, one step
+            rows.append(("mesh1", a, (g - 1) / b, 1))
+        if op != "all_to_all" and _power_of_two(g):
+            rows.append(("rdh", phases * int(math.log2(g)) * a, phases * (g - 1) / b, g))
+        return rows
+
+    # ---- across nodes ------------------------------------------------------------------
+
+    def _share_Bps(self, distance: int, crosses: bool, block: int, up_Bps: float) -> float:
+        """Bandwidth of one flow leaving an aligned block of ``block`` chips (a leaf, a
+        site) whose way out carries ``up_Bps``, when every chip sends ``distance`` chips on:
+        the last ``min(block, distance)`` chips of the block leave it (none if it does not
+        ``crosses``)."""
+        if not crosses:
+            return math.inf
+        return up_Bps / min(block, distance)
+
+    def _flow_Bps(self, distance: int, crosses_leaf: bool, crosses_site: bool) -> float:
+        leaf_up = self.leaf_chips * self.nic_Bps / self.oversubscription
+        bw = min(self.nic_Bps, self._share_Bps(distance, crosses_leaf, self.leaf_chips, leaf_up))
+        if self.sites > 1:
+            site = self._share_Bps(distance, crosses_site, self.site_chips, self.site_bandwidth_Bps)
+            bw = min(bw, site)
+        return bw
+
+    def _step_s(self, span: int, crosses_site: bool) -> float:
+        """Fixed cost of one step across nodes: a message through the tiers ``span`` chips
+        need (each above the leaf adds its switches), and the sites' latency if it crosses."""
+        tiers = int(clos_tiers(max(span * self.lanes, 1.0), self.fabric.radix))
+        extra = self.site_latency_s if crosses_site else 0.0
+        return self.out_step_s + (tiers - 1) * self.out_tier_s + extra
+
+    def _crosses_site(self, span: int) -> bool:
+        return self.sites > 1 and span > self.site_chips
+
+    def _out_phase(self, op: str, n: int, hop: int, members: int, group: int, stride: int):
+        """The cross-node part among ``n`` nodes whose members (one per lane) are ``hop``
+        chips apart; ``members`` lanes at once, each on ``1/members`` of the buffer."""
+        span = n * hop
+        leaf, site = span > self.leaf_chips, self._crosses_site(span)
+        if op == "all_to_all":  # direct sends; the in-node blocks go on NeuronLink/NVLink
+            q_leaf = min(group, max(1, self.leaf_chips // stride))
+            k = (group - members) / self.nic_Bps
+            if span > self.leaf_chips:
+                k = max(k, (group - q_leaf) * self.oversubscription / self.nic_Bps)
+            if site:
+                q_site = min(group, max(1, self.site_chips // stride))
+                k = max(k, self.site_chips * (group - q_site) / self.site_bandwidth_Bps)
+            return _Phase(("mesh",), (self._step_s(span, site),), (k,), (group,), 1.0, True)
+        phases = 2 if op == "all_reduce" else 1
+        ring_bw = self._flow_Bps(hop, leaf, site)
+        names = ["ring"]
+        A = [phases * (n - 1) * self._step_s(span, site)]
+        K = [phases * (n - 1) / ring_bw]
+        if _power_of_two(n) and n > 1:  # halving: distances n/2, n/4, ... 1 nodes' hops
+            a = k = 0.0
+            for j in range(int(math.log2(n))):
+                units = n >> (j + 1)
+                d = units * hop
+                cross_site = self.sites > 1 and 2 * d > self.site_chips
+                a += self._step_s(2 * d, cross_site)
+                k += units / self._flow_Bps(d, 2 * d > self.leaf_chips, cross_site)
+            names.append("rdh")
+            A.append(phases * a)
+            K.append(phases * k)
+        return _Phase(
+            tuple(names), tuple(A), tuple(K), (float(n),) * len(names), 1.0 / members, True
+        )
+
+    # ---- plans -------------------------------------------------------------------------
+
+    def _layout(self, group: int, stride: int) -> tuple[int, int]:
+        """The group's tier (index of :data:`TIERS`, -1 for a group of one) and its members
+        per node ``m``: ``chips_per_node / stride`` when the stride divides a node and the
+        group fills its nodes evenly, else 1 (every member on its own NIC)."""
+        per = self.chips_per_node
+        if group == 1:
+            return -1, 1
+        if group * stride <= per:
+            return 0, group
+        m = per // stride if stride < per and per % stride == 0 else 1
+        if group % m:
+            m = 1
+        return (1 if m > 1 else 2), m
+
+    def _plan(self, op: str, group: int, stride: int) -> _Plan:
+        key = (op, group, stride)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        tier, m = self._layout(group, stride)
+        if tier < 0:
+            plan = _Plan(-1, (), False)
+        elif tier == 0:
+            plan = _Plan(0, (self._up_phase(op, group, stride),), False)
+        else:
+            out = self._out_phase(op, group // m, stride * m, m, group, stride)
+            if m == 1:
+                plan = _Plan(2, (out,), False)
+            elif op == "all_reduce":
+                rs = self._up_phase("reduce_scatter", m, stride)
+                ag = self._up_phase("all_gather", m, stride)
+                plan = _Plan(1, (rs, out, ag), False)
+            elif op == "reduce_scatter":
+                plan = _Plan(1, (self._up_phase(op, m, stride), out), False)
+            elif op == "all_gather":
+                plan = _Plan(1, (out, self._up_phase(op, m, stride)), False)
+            else:
+                inner = self._up_phase(op, m, stride, factor=m / group)
+                plan = _Plan(1, (inner, out), True)
+        self._plans[key] = plan
+        return plan
+
+    # ---- evaluation --------------------------------------------------------------------
+
+    def _op(self, op):
+        if op not in OPS:
+            raise ValueError(f"op must be one of {', '.join(OPS)}, not {op!r}")
+        return op
+
+    def _rows(self, group, stride, nbytes, dtype_bytes):
+        g = _integers("group", group)
+        s = _integers("stride", stride)
+        b = np.asarray(nbytes, dtype=float)
+        if np.any(~(b >= 0) | ~np.isfinite(b)):
+            bad = b[~(b >= 0) | ~np.isfinite(b)].ravel()[0].item()
+            raise ValueError(f"nbytes must be a number >= 0 (or an array of them), not {bad!r}")
+        if (
+            isinstance(dtype_bytes, bool)
+            or not isinstance(dtype_bytes, (int, np.integer))
+            or dtype_bytes < 1
+        ):
+            raise ValueError(f"dtype_bytes must be an integer >= 1, not {dtype_bytes!r}")
+        g, s, b = np.broadcast_arrays(g, s, b)
+        if self.chips is not None and np.any(g * s > self.chips):
+            i = np.flatnonzero((g * s > self.chips).ravel())[0]
+            raise ValueError(
+                f"group x stride must be at most chips ({self.chips}), not "
+                f"{g.ravel()[i]} x {s.ravel()[i]}"
+            )
+        return g, s, b
+
+    def _evaluate(self, op, group, stride, nbytes, dtype_bytes, explain=False):
+        op = self._op(op)
+        g, s, b = self._rows(group, stride, nbytes, dtype_bytes)
+        shape = g.shape
+        g, s, b = g.ravel(), s.ravel(), b.ravel()
+        # rows sorted by (group, stride): each pair's rows are one slice, its plan's few
+        # numbers applied to the slice as scalars (no per-row gathers of tables)
+        key = (g << 31) | s
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_key)) + 1, [len(key)]])
+        count = np.ceil(b[order] / dtype_bytes)
+        total = np.zeros(len(b))
+        up = np.zeros(len(b))
+        out = np.zeros(len(b))
+        tiers = np.empty(len(b), dtype=object)
+        labels = np.empty(len(b), dtype=object)
+        for lo, hi in zip(starts[:-1], starts[1:], strict=True):
+            kg, ks = int(sorted_key[lo] >> 31), int(sorted_key[lo] & ((1 << 31) - 1))
+            plan = self._plan(op, kg, ks)
+            c = count[lo:hi]
+            parts, picks = [], []
+            for ph in plan.phases:
+                units = np.ceil(c * ph.factor) if ph.factor != 1.0 else c
+                best, pick = None, None
+                for w, (a, k, chunks) in enumerate(zip(ph.A, ph.K, ph.C, strict=True)):
+                    t = a + k * (np.ceil(units / chunks) * dtype_bytes)
+                    if best is None:
+                        best = t
+                        pick = np.zeros(len(t), dtype=np.int64) if explain else None
+                    else:
+                        if explain:
+                            pick = np.where(t < best, w, pick)
+                        best = np.minimum(best, t)
+                parts.append(best)
+                picks.append(pick)
+                if explain:
+                    (out if ph.out else up)[lo:hi] += best
+            if parts:
+                combine = np.maximum if plan.overlap else np.add
+                acc = parts[0]
+                for part in parts[1:]:
+                    acc = combine(acc, part)
+                total[lo:hi] = acc
+            if explain:
+                tiers[lo:hi] = TIERS[plan.tier] if plan.tier >= 0 else "-"
+                if not parts:
+                    labels[lo:hi] = "-"
+                    continue
+                codes = np.stack(picks, axis=1)
+                combos, where = np.unique(codes, axis=0, return_inverse=True)
+                names = np.array(
+                    [
+                        "/".join(ph.names[w] for ph, w in zip(plan.phases, row, strict=True))
+                        for row in combos
+                    ],
+                    dtype=object,
+                )
+                labels[lo:hi] = names[where.ravel()]
+        result = np.empty(len(b))
+        result[order] = total
+        if not explain:
+            return result.reshape(shape)
+
+        def back(x, kind=float):
+            y = np.empty(len(b), dtype=kind)
+            y[order] = x
+            return y.reshape(shape)
+
+        return Breakdown(
+            time_s=result.reshape(shape),
+            scale_up_s=back(up),
+            scale_out_s=back(out),
+            tier=back(tiers, object).astype(str),
+            algorithm=back(labels, object).astype(str),
+        )
+
+    def collective_s(self, op: str, group, stride, nbytes, dtype_bytes: int = 2) -> np.ndarray:
+        """Time of one collective of every group of a dimension, seconds (numpy arrays in,
+        broadcast together, an array out).
+
+        Parameters
+        ----------
+        op : str
+            One of :data:`OPS`.
+        group : int or array
+            Chips in the group (1: no communication, 0 s).
+        stride : int or array
+            Chip-index distance between the group's members (1 for the innermost dimension).
+        nbytes : float or array
+            The buffer per rank, bytes: an all-reduce's buffer, a reduce-scatter's input, an
+            all-gather's output, an all-to-all's buffer (``group`` blocks).
+        dtype_bytes : int
+            Bytes per element (2: bf16); the buffer is cut in whole elements.
+
+        Raises
+        ------
+        ValueError
+            Naming the argument, the value and what is allowed.
+        """
+        return self._evaluate(op, group, stride, nbytes, dtype_bytes)
+
+    def breakdown(self, op: str, group, stride, nbytes, dtype_bytes: int = 2) -> Breakdown:
+        """:meth:`collective_s` with the tier, the algorithms and the parts (slower)."""
+        return self._evaluate(op, group, stride, nbytes, dtype_bytes, explain=True)
+
+    def algorithm(self, op: str, group, stride, nbytes, dtype_bytes: int = 2) -> np.ndarray:
+        """The algorithms each row used (:attr:`Breakdown.algorithm`)."""
+        return self.breakdown(op, group, stride, nbytes, dtype_bytes).algorithm
+
+    def tier(self, group, stride) -> np.ndarray:
+        """Where each group's collective runs: one of :data:`TIERS` (``-`` for a group of
+        one)."""
+        g, s, _ = self._rows(group, stride, 0.0, 1)
+        keys, inverse = _unique_pairs(g.ravel(), s.ravel())
+        names = np.array(["-", *TIERS])[[1 + self._layout(int(a), int(b))[0] for a, b in keys]]
+        return names[inverse].reshape(g.shape)
+
+    # ---- pipeline sends ----------------------------------------------------------------
+
+    def _p2p_form(self, stride: int, group: int | None) -> tuple[float, float]:
+        """``(A, K)``: a send of ``nbytes`` takes ``A + K x nbytes`` when every chip sends to
+        the chip ``stride`` on at once (a pipeline's stages)."""
+        key = ("p2p", stride, group)
+        if key in self._plans:
+            return self._plans[key]
+        per = self.chips_per_node
+        forms = []
+        if stride < per:
+            if self.node is None:
+                forms.append((self.switch_step_s, 1.0 / self.switch_Bps))
+            else:
+                moves = tuple(Transfer(c, c + stride, 0, 1, False) for c in range(per - stride))
+                schedule = Schedule("permute", "p2p", tuple(range(per)), 1, 1, (Step(moves, ()),))
+                cost = Analytic(schedule, self.node)
+                forms.append((cost.total_fixed_s, cost.total_per_unit_s_per_byte))
+        # the chips from the first sender to the last receiver
+        reach = stride + 1 if group is None else max(stride + 1, (group - 1) * stride + 1)
+        if reach > per:
+            # the sends that leave the node: the last ``stride`` chips of each node (of
+            # each leaf, of each site it crosses) send to the next one
+            site = self._crosses_site(reach)
+            forms.append(
+                (
+                    self._step_s(2 * stride, site),
+                    1.0 / self._flow_Bps(stride, True, site),
+                )
+            )
+        self._plans[key] = forms
+        return forms
+
+    def p2p_s(self, nbytes, stride, group=None) -> np.ndarray:
+        """Time of a pipeline send of ``nbytes`` from every chip to the chip ``stride`` on
+        (all at once, as a pipeline's stages send), seconds.
+
+        Parameters
+        ----------
+        nbytes : float or array
+            Bytes each chip sends.
+        stride : int or array
+            Chip-index distance (the pipeline dimension's stride).
+        group : int or array, optional
+            The pipeline's stages: when ``group x stride`` exceeds a node, the stage
+            boundaries that cross nodes go over the NICs and the slowest send decides.
+
+        Raises
+        ------
+        ValueError
+            Naming the argument, the value and what is allowed.
+        """
+        s = _integers("stride", stride)
+        b = np.asarray(nbytes, dtype=float)
+        if np.any(~(b >= 0) | ~np.isfinite(b)):
+            bad = b[~(b >= 0) | ~np.isfinite(b)].ravel()[0].item()
+            raise ValueError(f"nbytes must be a number >= 0 (or an array of them), not {bad!r}")
+        g = np.zeros_like(s) if group is None else _integers("group", group)
+        s, b, g = np.broadcast_arrays(s, b, g)
+        shape = s.shape
+        s, b, g = s.ravel(), b.ravel(), g.ravel()
+        if self.chips is not None and np.any(s >= self.chips):
+            bad = s[s >= self.chips][0]
+            raise ValueError(f"stride must be less than chips ({self.chips}), not {bad}")
+        keys, inverse = _unique_pairs(s, g)
+        A = np.zeros((len(keys), 2))
+        K = np.zeros((len(keys), 2))
+        for u, (ks, kg) in enumerate(keys):
+            forms = self._p2p_form(int(ks), int(kg) if kg else None)
+            for j, (a, k) in enumerate(forms):
+                A[u, j], K[u, j] = a, k
+        t = (A[inverse] + K[inverse] * b[:, None]).max(axis=1)
+        return t.reshape(shape)
