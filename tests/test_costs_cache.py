@@ -1,0 +1,76 @@
+"""The shipped calibration (tlm/costs/data/trn2.json) against the chip TLM it was made from.
+
+A change to the chip model, the GEMM kernel or the trn2 preset that changes a GEMM's time
+makes the cache stale: these tests re-run grid points and fail, saying how to rebuild it.
+"""
+
+import json
+
+import pytest
+
+from tlm.costs.calibrate import (
+    AXES,
+    CHECK_MAX_ERROR,
+    CHECK_MEAN_ERROR,
+    CHECK_SHAPES,
+    FORMATS,
+    check,
+    data_path,
+    grid_times,
+    measure_gemm,
+)
+
+REBUILD = (
+    "the chip TLM no longer gives the cached time: rebuild tlm/costs/data/trn2.json with "
+    "`make calibrate` (tools/calibrate_costs.py) and commit it"
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return json.loads(data_path("trn2").read_text())
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "fmt", "cores"),
+    [
+        (64, 512, 256, "bf16", "all"),
+        (4, 1024, 2048, "fp8", "all"),
+        (256, 128, 64, "bf16", "one"),
+    ],
+)
+def test_cache_matches_the_chip_tlm_exactly(data, m, n, k, fmt, cores):
+    at = AXES["m"].index(m), AXES["n"].index(n), AXES["k"].index(k)
+    stored = grid_times(data, fmt, cores)[at]
+    measured = measure_gemm("trn2", m, n, k, FORMATS[fmt], cores)
+    assert measured == stored, f"{m}x{n}x{k} {fmt} {cores}: {measured!r} != {stored!r}; {REBUILD}"
+
+
+def check_rows(shapes):
+    rows = check("trn2", shapes)
+    for r in rows:
+        print(
+            f"{r['m']}x{r['n']}x{r['k']}: TLM {r['tlm_s'] * 1e6:.2f} us, estimate "
+            f"{r['estimate_s'] * 1e6:.2f} us, error {r['error']:+.2%} ({r['basis']})"
+        )
+    return rows
+
+
+#: The cheap shapes of CHECK_SHAPES (each well under a second of simulation).
+QUICK = [s for s in CHECK_SHAPES if s[0] * s[1] * s[2] <= 2**32]
+
+
+def test_estimates_off_the_grid_against_the_tlm():
+    """Interpolation between grid points, the kernel's block balance and the steady-state
+    extrapolation, against the chip TLM run at each shape: within the documented bound."""
+    for r in check_rows(QUICK):
+        assert abs(r["error"]) <= CHECK_MAX_ERROR, r
+
+
+@pytest.mark.slow
+def test_estimates_on_every_check_shape():
+    """All of CHECK_SHAPES (up to 8192^3, about two minutes): the mean and max of
+    docs/costs.md's table."""
+    errors = [abs(r["error"]) for r in check_rows(CHECK_SHAPES)]
+    assert sum(errors) / len(errors) <= CHECK_MEAN_ERROR
+    assert max(errors) <= CHECK_MAX_ERROR

@@ -1,0 +1,619 @@
+"""What one operator costs on one chip: GEMMs, HBM traffic, Vector/Scalar engine work.
+
+One definition for training and inference. :meth:`OpCosts.for_preset` reads the chip TLM's
+calibration (``tlm/costs/data/<preset>.json``, made by ``tools/calibrate_costs.py``: the
+shipped GEMM kernel run over a log grid of M, N and K per format) and interpolates the GEMM
+efficiency between its points; :meth:`OpCosts.for_hardware` gives a chip with no TLM (an
+A100, an H100) the roofline ``max(flops / (peak x efficiency), bytes / HBM bandwidth)`` with a
+named, ASSUMED ``efficiency``. Every method takes numpy arrays (broadcast against each other)
+and returns an array of the broadcast shape - a numpy scalar for scalar inputs - so a strategy
+search costs a million shapes in a few numpy operations. ``source`` says where the figures
+come from, for the outputs to print; :meth:`OpCosts.gemm_basis` says it per shape.
+
+See ``docs/costs.md``.
+
+Examples
+--------
+>>> from tlm.costs import OpCosts
+>>> trn2 = OpCosts.for_preset("trn2")
+>>> t = trn2.gemm_s(4096, 4096, 4096)                   # seconds, one chip, BF16
+>>> bool(0.9 < 2 * 4096**3 / t / trn2.peak_flops("bf16") < 1)
+True
+>>> float(trn2.gemm_efficiency(4096, 4096, 4096)) == float(2 * 4096**3 / t / 667e12)
+True
+>>> trn2.gemm_s([1, 8192], 8192, 8192, fmt="fp8").shape    # arrays in, arrays out
+(2,)
+>>> trn2.source.split(",")[0]
+'chip TLM trn2'
+>>> from tlm.cluster.hardware import load_hardware
+>>> a100 = OpCosts.for_hardware(load_hardware("a100"))
+>>> a100.source.split(":")[0]
+'roofline'
+>>> round(float(a100.gemm_s(8192, 8192, 8192)) * 1e3, 3)   # 2 x 8192^3 / (312e12 x 0.8)
+4.405
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .calibrate import CORES, DATA_VERSION, FORMATS, data_path
+
+__all__ = [
+    "BASIS",
+    "DEFAULT_EFFICIENCY",
+    "FORMAT_TABLE",
+    "VECTOR_OPS",
+    "VECTOR_TILE_ELEMENTS",
+    "CostsError",
+    "OpCosts",
+]
+
+#: What :meth:`OpCosts.gemm_basis` codes mean: 0 the chip TLM's grid (interpolated), 1 beyond
+#: the grid's largest M, N or K (extrapolated: the edge's tiles repeated in steady state),
+#: 2 the roofline (no calibration for this chip or format).
+BASIS = ("calibrated", "extrapolated", "roofline")
+
+#: Fraction of the dense peak that large GEMMs reach on a chip with no TLM (the roofline's
+#: compute term): ASSUMED, about what cuBLAS reaches on large BF16 GEMMs on A100/H100 (80-90 %
+#: in vendors' and users' published measurements); a named parameter the training validation
+#: fits (``OpCosts.for_hardware(hw, efficiency=...)``).
+DEFAULT_EFFICIENCY = 0.8
+
+#: Format names accepted, and the calibration table and peak each uses. FP16 runs at BF16's
+#: rate with the same operand width, FP8 E5M2 (and E4M3FN) at E4M3's: they share the tables.
+FORMAT_TABLE = {
+    "bf16": "bf16",
+    "fp16": "bf16",
+    "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e4m3fn": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp32": "fp32",
+}
+_OPERAND_BYTES = {"bf16": 2, "fp8": 1, "fp32": 4}
+_KERNEL_FORMAT = {**FORMATS, "fp32": "fp32"}
+
+#: The Vector/Scalar engine work of each elementwise operator, per element: passes over the
+#: data on each engine (they run side by side, tile after tile), elements moved to and from
+#: HBM when the operator is not fused (``from_hbm``), and whether the widest operand is FP32.
+#: ``elementwise``: a binary op (residual add, gating multiply) on the Vector engine;
+#: ``activation``: GeLU/SiLU/exp on the Scalar engine; ``softmax``: as
+#: ``tlm/kernels/softmax.py`` does it (Vector row max, Scalar exp with the row sum, Vector
+#: divide; FP32 intermediates); ``norm``: RMSNorm/LayerNorm (Scalar square with the row sum,
+#: Vector scale by the reciprocal root and by the weight).
+VECTOR_OPS = {
+    "elementwise": {"vector": 1, "scalar": 0, "hbm_elements": 3, "fp32": False},
+    "activation": {"vector": 0, "scalar": 1, "hbm_elements": 2, "fp32": False},
+    "softmax": {"vector": 2, "scalar": 1, "hbm_elements": 2, "fp32": True},
+    "norm": {"vector": 2, "scalar": 1, "hbm_elements": 2, "fp32": False},
+}
+
+#: Free elements per partition in one Vector/Scalar instruction (a 128 x 2048 tile, 4 KiB per
+#: partition in BF16): ASSUMED, how a kernel tiles a large elementwise operator; it sets how
+#: often the instruction's fixed cost is paid.
+VECTOR_TILE_ELEMENTS = 2048
+
+
+class CostsError(ValueError):
+    """Bad arguments or a calibration file that does not validate."""
+
+
+def _fmt_key(fmt, allowed) -> str:
+    key = FORMAT_TABLE.get(fmt) if isinstance(fmt, str) else None
+    if key is None or key not in allowed:
+        names = ", ".join(f for f, k in FORMAT_TABLE.items() if k in allowed)
+        raise CostsError(f"fmt must be one of {names}, not {fmt!r}")
+    return key
+
+
+def _array(name, value, low, inclusive, what):
+    try:
+        a = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise CostsError(f"{name} must be {what}, not {value!r}") from None
+    bad = ~np.isfinite(a) | ((a < low) if inclusive else (a <= low))
+    if bad.any():
+        raise CostsError(f"{name} must be {what}, not {float(a[bad].flat[0])!r}")
+    return a
+
+
+def _out(a: np.ndarray):
+    return a[()] if a.ndim == 0 else a
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One format's calibration: the log2 axes and each table's efficiency on the grid."""
+
+    log_axes: tuple  # (log2 m, log2 n, log2 k) grid values
+    top: tuple  # the largest m, n, k of the grid
+    fixed_s: dict  # {"all"|"one": seconds of the grid's smallest shape}
+    log_efficiency: dict  # {"all"|"one": ln(efficiency) at the grid points, flat}
+    uniform: bool  # every axis is consecutive powers of two
+
+
+def _interpolate(table: _Table, cores: str, m, n, k):
+    """Efficiency, trilinear in (log2 m, log2 n, log2 k) on its logarithm, inside the grid
+    (the caller clamps the shape to it).
+
+    Log-efficiency is log-time plus a linear function of the log-shape (the FLOPs), so this
+    interpolates log-time linearly too: where the calibration's time grows along an axis,
+    so does the interpolated time (linear interpolation of the efficiency itself would dip
+    between points where fixed costs dominate).
+    """
+    idx, frac = [], []
+    for axis, x in zip(table.log_axes, (m, n, k), strict=True):
+        lx = np.log2(x)
+        if table.uniform:  # powers of two: the cell is the integer part (no search)
+            i = np.floor(lx - axis[0]).astype(np.intp)
+        else:
+            i = np.searchsorted(axis, lx, side="right") - 1
+        i = np.minimum(np.maximum(i, 0), len(axis) - 2)
+        f = (lx - axis[i]) / (axis[i + 1] - axis[i])
+        idx.append(i)
+        frac.append(np.minimum(np.maximum(f, 0.0), 1.0))
+    (i, j, q), (fi, fj, fq) = idx, frac
+    g = table.log_efficiency[cores]  # flat, (m, n, k) C order
+    nn, nk = len(table.log_axes[1]), len(table.log_axes[2])
+    base = (i * nn + j) * nk + q
+
+    def along_k(offset):
+        low = g.take(base + offset)
+        return low + fq * (g.take(base + offset + 1) - low)
+
+    c00, c01 = along_k(0), along_k(nk)
+    c10, c11 = along_k(nn * nk), along_k(nn * nk + nk)
+    c0 = c00 + fj * (c01 - c00)
+    c1 = c10 + fj * (c11 - c10)
+    return np.exp(c0 + fi * (c1 - c0))
+
+
+#: The shipped kernel's output blocks (:func:`tlm.kernels.gemm_blocks`): up to 512 x 1024,
+#: halved (N first, down to 512, then M down to 128) while there are fewer blocks than cores.
+#: Mirrored here, vectorised; a test holds :func:`kernel_blocks` to ``gemm_blocks``.
+BLOCK_M, BLOCK_N, MIN_BLOCK_M, MIN_BLOCK_N = 512, 1024, 128, 512
+
+
+def kernel_blocks(m, n, cores):
+    """The shipped kernel's blocking of an ``m x n`` output on ``cores`` cores, vectorised.
+
+    Returns
+    -------
+    (bm, bn, blocks) : arrays
+        Block rows and columns (before clipping to the shape) and the number of blocks.
+    """
+    # gemm_blocks' halving loop in closed form: N from 1024 to 512 first, then M from 512
+    # to 256 and 128, each only while there are fewer blocks than cores
+    rows = {b: np.ceil(m / b) for b in (BLOCK_M, BLOCK_M // 2, MIN_BLOCK_M)}
+    cols = {b: np.ceil(n / b) for b in (BLOCK_N, MIN_BLOCK_N)}
+    steps = [
+        (BLOCK_M, BLOCK_N),
+        (BLOCK_M, MIN_BLOCK_N),
+        (BLOCK_M // 2, MIN_BLOCK_N),
+        (MIN_BLOCK_M, MIN_BLOCK_N),
+    ]
+    bm, bn = float(MIN_BLOCK_M), float(MIN_BLOCK_N)
+    blocks = rows[MIN_BLOCK_M] * cols[MIN_BLOCK_N]
+    for r, c in reversed(steps[:-1]):  # the first step with enough blocks wins
+        enough = rows[r] * cols[c] >= cores
+        bm = np.where(enough, float(r), bm)
+        bn = np.where(enough, float(c), bn)
+        blocks = np.where(enough, rows[r] * cols[c], blocks)
+    return bm, bn, blocks
+
+
+def balanced_shape(m, n, cores):
+    """The ``(m', n')`` whose blocks load every used core as much as ``m x n`` loads its
+    busiest core: the kernel hands blocks round robin, so ``ceil(blocks / cores)`` full
+    blocks on the busiest core take as long as a shape with that many on every core. Equal
+    to ``(m, n)`` when the blocks divide evenly (every grid shape)."""
+    bm, bn, blocks = kernel_blocks(m, n, cores)
+    rows = np.minimum(bm, m)
+    cols = np.minimum(bn, n)
+    used = np.where(blocks <= cores, blocks, np.ceil(blocks / cores) * cores)
+    padded_m = np.ceil(m / bm) * rows
+    return padded_m, used * rows * cols / padded_m
+
+
+class OpCosts:
+    """Operator costs on one chip; build with :meth:`for_preset` or :meth:`for_hardware`.
+
+    Attributes
+    ----------
+    name : str
+        The chip (``trn2``, ``a100``).
+    source : str
+        Where the figures come from, for outputs to print.
+    sources : dict
+        The same per part: ``gemm``, ``memory``, ``vector``.
+    efficiency : float
+        The roofline's fraction of peak for formats without calibration.
+    hbm_bandwidth_Bps : float
+        The HBM roofline's bandwidth, bytes/s.
+    """
+
+    def __init__(
+        self,
+        *,
+        name,
+        peaks,
+        hbm_bandwidth_Bps,
+        efficiency,
+        sources,
+        tables=None,
+        cores=1,
+        spec=None,
+    ):
+        self.name = name
+        self._peaks = dict(peaks)
+        self.hbm_bandwidth_Bps = float(hbm_bandwidth_Bps)
+        self.efficiency = float(efficiency)
+        self._tables = dict(tables or {})
+        self._cores = int(cores)
+        self._spec = spec
+        self.sources = dict(sources)
+        self.source = "; ".join(self.sources.values())
+
+    def __repr__(self) -> str:
+        return f"OpCosts({self.name!r}: {self.source})"
+
+    # ---- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def for_preset(cls, preset: str = "trn2", *, data=None) -> OpCosts:
+        """A chip preset's costs: the chip TLM's calibration where the package has one.
+
+        Parameters
+        ----------
+        preset : str
+            One of :data:`tlm.presets.PRESETS`.
+        data : path, optional
+            A calibration file to use instead of ``tlm/costs/data/<preset>.json``.
+
+        Raises
+        ------
+        CostsError
+            An unknown preset, or a calibration file that does not validate (naming it).
+        """
+        from ..presets import PRESETS, load_preset
+
+        if preset not in PRESETS:
+            raise CostsError(f"preset must be one of {', '.join(PRESETS)}, not {preset!r}")
+        spec = load_preset(preset)
+        if data is None:
+            path = data_path(preset)
+            where = f"tlm/costs/data/{preset}.json"
+            text = path.read_text() if path.is_file() else None
+        else:
+            where = str(data)
+            try:
+                text = Path(data).read_text()
+            except OSError as error:
+                raise CostsError(f"{where}: cannot be read ({error.strerror})") from None
+        peaks = {key: spec.peak_flops(_KERNEL_FORMAT[key]) for key in _OPERAND_BYTES}
+        hbm = spec.chip.hbm_bandwidth_Bps
+        preset_file = f"tlm/presets/{preset}.toml"
+        sources = {
+            "memory": f"memory: HBM roofline at {hbm / 1e12:g} TB/s ({preset_file} "
+            f"chip.hbm_bandwidth_Bps)",
+            "vector": f"vector/scalar: engine rates of {preset_file} (vector "
+            f"{spec.vector.freq_hz / 1e9:g} GHz x {spec.vector.elements_per_cycle_2byte:g} "
+            f"elements/cycle, scalar {spec.scalar.freq_hz / 1e9:g} GHz x "
+            f"{spec.scalar.elements_per_cycle_2byte:g}, x {spec.chip.cores} cores), "
+            f"{VECTOR_TILE_ELEMENTS}-element tiles ASSUMED",
+        }
+        if text is None:
+            sources["gemm"] = (
+                f"roofline: peak x efficiency {DEFAULT_EFFICIENCY:g} ASSUMED, no chip TLM "
+                f"calibration for {preset} (tools/calibrate_costs.py --preset {preset})"
+            )
+            tables = {}
+        else:
+            raw = _parse(text, where, preset)
+            tables = {f: _table(raw, f, peaks[f], spec.chip.cores) for f in raw["tables"]}
+            top = raw["axes"]["m"][-1], raw["axes"]["n"][-1], raw["axes"]["k"][-1]
+            sources["gemm"] = (
+                f"chip TLM {preset}, cached {where} ({raw['date']}, commit "
+                f"{raw['commit'][:12]}): GEMM efficiency interpolated (log-log) in log2(M, N, K) "
+                f"on the grid M, N, K up to {top[0]}, {top[1]}, {top[2]} for "
+                f"{', '.join(raw['tables'])}; beyond it the edge's tiles repeated (steady "
+                f"state); other formats: roofline at peak"
+            )
+        sources = {"gemm": sources.pop("gemm"), **sources}
+        return cls(
+            name=preset,
+            peaks=peaks,
+            hbm_bandwidth_Bps=hbm,
+            efficiency=1.0 if tables else DEFAULT_EFFICIENCY,
+            sources=sources,
+            tables=tables,
+            cores=spec.chip.cores,
+            spec=spec,
+        )
+
+    @classmethod
+    def for_hardware(cls, hardware, efficiency: float | None = None) -> OpCosts:
+        """A cluster hardware file's chip (:func:`tlm.cluster.hardware.load_hardware`).
+
+        A Trainium file (it names a chip preset) gets :meth:`for_preset`'s calibrated costs
+        unless ``efficiency`` is given; any other chip the roofline
+        ``max(flops / (peak x efficiency), bytes / HBM bandwidth)``.
+
+        Parameters
+        ----------
+        hardware : Hardware
+        efficiency : float, optional
+            Fraction of the dense peak large GEMMs reach, in (0, 1]; default
+            :data:`DEFAULT_EFFICIENCY` (ASSUMED).
+
+        Raises
+        ------
+        CostsError
+            ``efficiency`` outside (0, 1], or ``hardware`` not a Hardware.
+        """
+        from ..cluster.hardware import Hardware
+
+        if not isinstance(hardware, Hardware):
+            raise CostsError(
+                f"hardware must be a Hardware (tlm.cluster.hardware.load_hardware), "
+                f"not {hardware!r}"
+            )
+        if efficiency is not None and (
+            isinstance(efficiency, bool)
+            or not isinstance(efficiency, int | float)
+            or not 0 < efficiency <= 1
+        ):
+            raise CostsError(f"efficiency must be a number in (0, 1], not {efficiency!r}")
+        if hardware.chip_preset is not None and efficiency is None:
+            return cls.for_preset(hardware.chip_preset)
+        eff = DEFAULT_EFFICIENCY if efficiency is None else float(efficiency)
+        told = "ASSUMED" if efficiency is None else "given"
+        peaks = {k: v for k, v in hardware.dense_flops.items() if k in _OPERAND_BYTES}
+        where = hardware.sources.get("hbm_bandwidth_Bps", hardware.name).split(":")[0]
+        listed = ", ".join(f"{k} {v / 1e12:g} TFLOP/s" for k, v in peaks.items())
+        sources = {
+            "gemm": f"roofline: peak x efficiency {eff:g} {told} (no chip TLM for "
+            f"{hardware.name}; peaks {listed})",
+            "memory": f"memory: HBM roofline at {hardware.hbm_bandwidth_Bps / 1e12:g} TB/s "
+            f"({where})",
+            "vector": "vector: HBM roofline of the operands only (no engine model for "
+            f"{hardware.name}; fused work costs 0)",
+        }
+        return cls(
+            name=hardware.name,
+            peaks=peaks,
+            hbm_bandwidth_Bps=hardware.hbm_bandwidth_Bps,
+            efficiency=eff,
+            sources=sources,
+        )
+
+    # ---- figures --------------------------------------------------------------------------
+
+    def peak_flops(self, fmt: str = "bf16") -> float:
+        """Dense peak FLOP/s of the chip in ``fmt`` (for a preset: the TLM's clock x array)."""
+        return float(self._peaks[_fmt_key(fmt, self._peaks)])
+
+    def _shape(self, m, n, k, batch, fmt):
+        key = _fmt_key(fmt, self._peaks)
+        m = _array("m", m, 0, False, "a positive number (rows; < 1 for a fraction of calls)")
+        n = _array("n", n, 1, True, "a number >= 1")
+        k = _array("k", k, 1, True, "a number >= 1")
+        batch = _array("batch", batch, 1, True, "an integer >= 1")
+        whole = batch == np.floor(batch)
+        if not whole.all():
+            raise CostsError(f"batch must be an integer >= 1, not {float(batch[~whole].flat[0])!r}")
+        return key, *np.broadcast_arrays(m, n, k, batch)
+
+    def _roofline(self, key, m, n, k, batch):
+        flop = 2.0 * batch * m * n * k
+        size = _OPERAND_BYTES[key]
+        out = 4 if key == "fp32" else 2
+        nbytes = batch * ((m * k + k * n) * size + m * n * out)
+        compute = flop / (self._peaks[key] * self.efficiency)
+        return np.maximum(compute, nbytes / self.hbm_bandwidth_Bps)
+
+    def _product_s(self, key, cores, m, n, k):
+        """Seconds of one product on ``cores`` (``all`` or ``one``) from the calibration.
+
+        On all cores the shape is first replaced by :func:`balanced_shape` (the busiest
+        core's load spread over every core: a ragged last block or one block too many for
+        the cores costs a whole round). Inside the grid: the interpolated efficiency. Beyond
+        its largest M, N or K: the
+        steady state - the edge's tiles repeated, ``t = t0 + (t(edge) - t0) x ratio``, with
+        ``ratio`` the shape's work over the edge shape's (the product of ``x / top`` over the
+        dimensions beyond) and ``t0`` the kernel's fixed time (the grid's ``1 x 1 x 1``: one
+        load, one matmul, one copy, one store), paid once. A fraction ``m < 1`` of a row
+        costs that fraction of a one-row product.
+        """
+        table = self._tables[key]
+        rows = np.maximum(m, 1.0)
+        if cores == "all":
+            rows, n = balanced_shape(rows, n, self._cores)
+        cm, cn, ck = (np.minimum(x, top) for x, top in zip((rows, n, k), table.top, strict=True))
+        eff = _interpolate(table, cores, cm, cn, ck)
+        peak = self._peaks[key] / (1 if cores == "all" else self._cores)
+        edge = 2.0 * cm * cn * ck / (peak * eff)
+        ratio = (rows / cm) * (n / cn) * (k / ck)
+        fixed = table.fixed_s[cores]
+        t = np.where(ratio > 1, fixed + (edge - fixed) * ratio, edge)
+        return t * np.minimum(m, 1.0)
+
+    def gemm_s(self, m, n, k, batch=1, fmt: str = "bf16"):
+        """Seconds for ``batch`` products ``[m, k] x [k, n]`` on one chip.
+
+        With a calibration: one product (``batch`` 1) takes the calibrated time of the shipped
+        kernel on all cores, interpolated; ``batch`` > 1 products take the faster of running
+        them one after another on all cores and side by side, one per core
+        (``ceil(batch / cores)`` rounds of the one-core time, at least the HBM roofline of all
+        their operands). Without: the roofline.
+
+        Parameters
+        ----------
+        m : array_like
+            Rows of A and C, > 0 (a MoE expert's average tokens may be fractional; below 1 it
+            is that fraction of a one-row product).
+        n, k : array_like
+            Columns of C and the contraction, >= 1.
+        batch : array_like
+            Independent products, an integer >= 1.
+        fmt : str
+            Operand format, a key of :data:`FORMAT_TABLE` the chip has a peak for.
+
+        Returns
+        -------
+        numpy.ndarray or numpy.float64
+            Seconds, of the broadcast shape of the arguments.
+
+        Raises
+        ------
+        CostsError
+            Naming the argument, its first bad value and what is allowed.
+        """
+        key, m, n, k, batch = self._shape(m, n, k, batch, fmt)
+        if key not in self._tables:
+            return _out(self._roofline(key, m, n, k, batch))
+        t = self._product_s(key, "all", m, n, k)
+        many = batch > 1
+        if many.any():  # the one-core table only where it can matter
+            b, mm, nn, kk = (x[many] for x in (batch, m, n, k))
+            side = np.ceil(b / self._cores) * self._product_s(key, "one", mm, nn, kk)
+            nbytes = b * ((mm * kk + kk * nn) * _OPERAND_BYTES[key] + mm * nn * 2)
+            side = np.maximum(side, nbytes / self.hbm_bandwidth_Bps)
+            t = np.array(t, dtype=float)  # writable, also for 0-d
+            t[many] = np.minimum(b * t[many], side)
+        return _out(t)
+
+    def gemm_efficiency(self, m, n, k, batch=1, fmt: str = "bf16"):
+        """Fraction of the dense peak :meth:`gemm_s`'s time achieves (same arguments)."""
+        key, m, n, k, batch = self._shape(m, n, k, batch, fmt)
+        seconds = np.asarray(self.gemm_s(m, n, k, batch, fmt))
+        return _out(2.0 * batch * m * n * k / (seconds * self._peaks[key]))
+
+    def gemm_basis(self, m, n, k, batch=1, fmt: str = "bf16"):
+        """Where each :meth:`gemm_s` figure comes from: codes into :data:`BASIS`
+        (0 calibrated, 1 extrapolated beyond the grid, 2 roofline), an int8 array."""
+        key, m, n, k, batch = self._shape(m, n, k, batch, fmt)
+        if key not in self._tables:
+            return _out(np.full(m.shape, 2, dtype=np.int8))
+        top = self._tables[key].top
+        beyond = (m > top[0]) | (n > top[1]) | (k > top[2])
+        return _out(beyond.astype(np.int8))
+
+    def memory_s(self, nbytes):
+        """Seconds to move ``nbytes`` (>= 0) to or from HBM at its full bandwidth."""
+        nbytes = _array("nbytes", nbytes, 0, True, "a number of bytes >= 0")
+        return _out(nbytes / self.hbm_bandwidth_Bps)
+
+    def vector_s(self, elements, op: str = "elementwise", fmt: str = "bf16", from_hbm=True):
+        """Seconds of an elementwise operator over ``elements`` on one chip's Vector and
+        Scalar engines (all cores, 128 partitions each).
+
+        Parameters
+        ----------
+        elements : array_like
+            Elements of the operator's output (>= 0); a norm or softmax over rows counts
+            every element of every row.
+        op : str
+            A key of :data:`VECTOR_OPS`: ``elementwise``, ``activation``, ``softmax``,
+            ``norm``.
+        fmt : str
+            Operand format (``bf16``, ``fp16``, ``fp8*``, ``fp32``): 2-byte operands stream
+            at the engines' 2-byte rate, others at the 4-byte rate.
+        from_hbm : bool
+            The operands come from HBM and the result goes back (an unfused operator): at
+            least the HBM roofline of those bytes. False when it is fused into a GEMM's
+            epilogue (data in SBUF/PSUM).
+
+        Returns
+        -------
+        numpy.ndarray or numpy.float64
+            Seconds, of the shape of ``elements``.
+        """
+        if op not in VECTOR_OPS:
+            raise CostsError(f"op must be one of {', '.join(VECTOR_OPS)}, not {op!r}")
+        key = _fmt_key(fmt, _OPERAND_BYTES)
+        elements = _array("elements", elements, 0, True, "a number of elements >= 0")
+        if not isinstance(from_hbm, bool):
+            raise CostsError(f"from_hbm must be True or False, not {from_hbm!r}")
+        spec = VECTOR_OPS[op]
+        nbytes = elements * spec["hbm_elements"] * _OPERAND_BYTES[key]
+        hbm = nbytes / self.hbm_bandwidth_Bps if from_hbm else np.zeros_like(elements)
+        if self._spec is None:
+            return _out(hbm)
+        wide = spec["fp32"] or _OPERAND_BYTES[key] > 2
+        per_partition = np.ceil(elements / (self._cores * self._spec.core.sbuf_partitions))
+        instructions = np.ceil(per_partition / VECTOR_TILE_ELEMENTS)
+        engine_s = np.zeros_like(elements)
+        for name in ("vector", "scalar"):
+            if not spec[name]:
+                continue
+            e = getattr(self._spec, name)
+            rate = e.elements_per_cycle_4byte if wide else e.elements_per_cycle_2byte
+            # isa.stream_cycles per instruction, summed over the instructions of one pass
+            cycles = instructions * e.fixed_cycles + np.ceil(
+                per_partition * self._spec.core.sbuf_partitions / rate
+            )
+            engine_s = np.maximum(engine_s, spec[name] * cycles / e.freq_hz)
+        return _out(np.maximum(engine_s, hbm))
+
+
+def _parse(text: str, where: str, preset: str) -> dict:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CostsError(f"{where}: not valid JSON: {error}") from None
+    if not isinstance(raw, dict) or raw.get("version") != DATA_VERSION:
+        got = raw.get("version") if isinstance(raw, dict) else None
+        raise CostsError(
+            f"{where}: version must be {DATA_VERSION}, not {got!r} (rebuild it with "
+            f"tools/calibrate_costs.py --preset {preset})"
+        )
+    if raw.get("preset") != preset:
+        raise CostsError(f"{where}: preset must be {preset!r}, not {raw.get('preset')!r}")
+    for name in ("m", "n", "k"):
+        axis = raw.get("axes", {}).get(name)
+        if (
+            not isinstance(axis, list)
+            or len(axis) < 2
+            or any(not isinstance(a, int) or a < 1 for a in axis)
+            or sorted(set(axis)) != axis
+        ):
+            raise CostsError(
+                f"{where}: axes.{name} must be at least two ascending positive integers, "
+                f"not {axis!r}"
+            )
+    size = len(raw["axes"]["m"]) * len(raw["axes"]["n"]) * len(raw["axes"]["k"])
+    for f, table in raw.get("tables", {}).items():
+        if f not in FORMATS:
+            raise CostsError(f"{where}: tables.{f} must be one of {', '.join(FORMATS)}")
+        for cores in CORES:
+            times = table.get(cores)
+            if not isinstance(times, list) or len(times) != size:
+                raise CostsError(
+                    f"{where}: tables.{f}.{cores} must be a list of {size} times, one per shape"
+                )
+            if not all(isinstance(t, int | float) and t > 0 for t in times):
+                raise CostsError(f"{where}: tables.{f}.{cores} must hold positive seconds")
+    return raw
+
+
+def _table(raw: dict, fmt: str, peak: float, cores: int) -> _Table:
+    axes = [np.asarray(raw["axes"][d], dtype=float) for d in ("m", "n", "k")]
+    flop = 2.0 * axes[0][:, None, None] * axes[1][None, :, None] * axes[2][None, None, :]
+    eff = {}
+    for c in CORES:
+        times = np.asarray(raw["tables"][fmt][c], dtype=float).reshape(flop.shape)
+        eff[c] = np.log(flop / (times * (peak if c == "all" else peak / cores))).ravel()
+    log_axes = tuple(np.log2(a) for a in axes)
+    return _Table(
+        log_axes=log_axes,
+        uniform=all((np.diff(a) == 1).all() for a in log_axes),
+        top=tuple(float(a[-1]) for a in axes),
+        log_efficiency=eff,
+        fixed_s={c: float(raw["tables"][fmt][c][0]) for c in CORES},
+    )
