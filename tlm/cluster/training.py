@@ -58,8 +58,17 @@ from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
 from .memory import MemoryBreakdown, memory_per_chip
 
-__all__ = ["TrainingStep", "training_step", "PARTS", "ZERO_OPS", "ADAM_BYTES_PER_PARAMETER"]
+__all__ = [
+    "TrainingStep",
+    "training_step",
+    "PARTS",
+    "ZERO_OPS",
+    "ATTENTION",
+    "ADAM_BYTES_PER_PARAMETER",
+]
 
+#: How attention's scores are computed: fused on chip, or through HBM.
+ATTENTION = ("flash", "materialised")
 #: The parts of a step's time, in the order they are reported; they add up to ``step_s``.
 PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble",
          "dp_comm", "optimizer")
@@ -124,6 +133,9 @@ class TrainingStep:
 
 def _classes(*arrays):
     """Unique rows of the given integer arrays and each configuration's row index."""
+    if all(np.size(a) == 1 for a in arrays):  # one configuration: no sorting to do
+        row = np.array([[np.ravel(a)[0] for a in arrays]])
+        return row, np.zeros(np.shape(arrays[0]), dtype=np.int64)
     stacked = np.stack([np.ravel(a) for a in arrays], axis=1)
     rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
     return rows, inverse.reshape(np.shape(arrays[0]))
@@ -135,7 +147,27 @@ def _backward_shapes(m, n, k):
     return (m, k, n), (k, n, m)
 
 
-def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt):
+#: Per-shape-class times already computed, by (model, costs, what, classes, sequence, format):
+#: a search meets the same few classes in every chunk, a single estimate in every call.
+_TIMES: dict = {}
+
+
+def _cached(what, model, costs, classes, *args):
+    key = (what, id(model), id(costs), classes.tobytes(), classes.shape, *args)
+    hit = _TIMES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is costs:
+        return hit[2]
+    make = _layer_times if what in ("dense", "moe") else _head_times
+    value = make(model, costs, what, classes, *args) if what != "head" else make(
+        model, costs, classes, *args
+    )
+    if len(_TIMES) > 4096:
+        _TIMES.clear()
+    _TIMES[key] = (model, costs, value)
+    return value
+
+
+def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, attention):
     """Per shape class (rows of tp, ep, micro_batch, cp): forward GEMM, attention-product,
     vector and recomputed-attention seconds of one layer, and the backward's."""
     names, batch, m, n, k, owner, is_attn = [], [], [], [], [], [], []
@@ -178,12 +210,24 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt):
         inter = tokens * (x.top_k * x.capacity_factor + x.shared_experts) * x.expert_ffn / tp
     gates = 2.0 if model.mlp == "swiglu" else 1.0
     norm = costs.vector_s(2 * tokens * h, op="norm", fmt=act_fmt)
-    soft = costs.vector_s(scores, op="softmax", fmt=act_fmt)
     elem = costs.vector_s(2 * tokens * h + gates * inter, op="elementwise", fmt=act_fmt)
+    if attention == "materialised":
+        # the scores go through HBM: softmax, and dropout of the probabilities (its mask and
+        # output) where the model has dropout
+        soft = costs.vector_s(scores, op="softmax", fmt=act_fmt)
+        if model.dropout:
+            soft = soft + costs.vector_s(scores, op="elementwise", fmt=act_fmt)
+        extra_bwd = 0.0
+    else:
+        # flash: the softmax on chip, the scores never in HBM; the backward pass recomputes
+        # the score product (one more product of the score's shape)
+        soft = costs.vector_s(scores, op="softmax", fmt=act_fmt, from_hbm=False)
+        score = np.array([name == "score" for name in names])
+        extra_bwd = per_class(fwd, score)
     vec_fwd = norm + soft + elem
     return {
         "fwd": gemm_fwd + attn_fwd + vec_fwd,
-        "bwd": gemm_bwd + attn_bwd + 2 * vec_fwd,
+        "bwd": gemm_bwd + attn_bwd + extra_bwd + 2 * vec_fwd,
         "attn_fwd": attn_fwd + soft,
     }
 
@@ -221,6 +265,7 @@ def training_step(
     global_batch=None,
     seq_len=None,
     fmt="bf16",
+    attention="flash",
     hbm_bytes=None,
     reserve_bytes=None,
 ) -> TrainingStep:
@@ -242,6 +287,10 @@ def training_step(
     fmt : str
         Format of the GEMMs' inputs (``bf16``, ``fp8_e4m3``, ...); activations, weights and
         gradients are kept in bf16.
+    attention : str
+        ``flash`` (the default: softmax fused with the products on chip, the score product
+        recomputed in the backward pass) or ``materialised`` (the scores, their softmax and
+        dropout written to and read from HBM, as Megatron-LM's fused softmax of 2021-22).
     hbm_bytes, reserve_bytes : optional
         Passed to the memory model (without ``hbm_bytes`` nothing fits).
 
@@ -251,6 +300,8 @@ def training_step(
         When every configuration input is a scalar and the configuration is not valid (the
         memory model's messages: the input, its value and what is allowed).
     """
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, not {attention!r}")
     gb = model.global_batch_sequences if global_batch is None else int(global_batch)
     s = model.seq_len if seq_len is None else int(seq_len)
     extra = {} if reserve_bytes is None else {"reserve_bytes": reserve_bytes}
@@ -278,7 +329,9 @@ def training_step(
     kinds = [("dense", model.dense_layers if model.moe else model.layers)]
     if model.moe:
         kinds.append(("moe", model.moe_layers))
-    per_kind = {kind: _layer_times(model, costs, kind, classes, s, fmt, act) for kind, _ in kinds}
+    per_kind = {
+        kind: _cached(kind, model, costs, classes, s, fmt, act, attention) for kind, _ in kinds
+    }
 
     # the slowest stage: the first stages take one more layer when pp does not divide
     L = model.layers
@@ -293,7 +346,7 @@ def training_step(
     bwd = sum(counts[k] * per_kind[k]["bwd"][which] for k, _ in kinds)
     attn_fwd = sum(counts[k] * per_kind[k]["attn_fwd"][which] for k, _ in kinds)
     head_classes, head_which = _classes(tpv, mbv, cpv)
-    head_f, head_b = _head_times(model, costs, head_classes, s, fmt, act)
+    head_f, head_b = _cached("head", model, costs, head_classes, s, fmt, act)
     # the head runs on the last stage, which has floor(L/pp) layers; the slower of the two
     last_share = np.where(ppf > 1, np.floor(L / ppf) / n_layers, 1.0)
     head_total = head_f[head_which] + head_b[head_which]

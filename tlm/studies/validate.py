@@ -104,7 +104,7 @@ def _training_rows() -> list[ValidationRow]:
     return [
         ValidationRow(
             suite="training",
-            section=f"{r.source} on {r.hardware}",
+            section=f"{r.source.split()[0]} on {r.hardware}",
             case=f"{r.model} {r.layout}",
             quantity=r.quantity,
             role=r.role,
