@@ -30,7 +30,7 @@ class PeakCosts:
     def gemm_s(self, m, n, k, batch=1, fmt="bf16"):
         return 2.0 * np.asarray(batch, float) * np.asarray(m, float) * n * k / self.peak
 
-    def vector_s(self, elements, op="elementwise", fmt="bf16"):
+    def vector_s(self, elements, op="elementwise", fmt="bf16", from_hbm=True):
         return np.zeros(np.shape(elements))
 
     def memory_s(self, nbytes):
@@ -74,7 +74,8 @@ def test_compute_is_the_flops_over_the_peak(name, recompute):
     ep = 8 if m.moe else 1
     tp = 1 if m.mla else 8
     step = training_step(m, PeakCosts(), FreeNetwork(), dp=8, tp=tp, pp=1, ep=ep, zero=1,
-                         sp=True, recompute=recompute, global_batch=64)
+                         sp=True, recompute=recompute, global_batch=64,
+                         attention="materialised")
     padded = replace(m, vocab=-(-m.vocab // tp) * tp)
     flops = 64 * m.seq_len * padded.training_flop_per_token(recompute=recompute)
     assert float(step.step_s) * 8 * tp * 1e15 == pytest.approx(flops, rel=1e-12)
@@ -82,9 +83,23 @@ def test_compute_is_the_flops_over_the_peak(name, recompute):
     assert parts == pytest.approx(float(step.step_s), rel=1e-12)
 
 
+def test_flash_attention_recomputes_the_score_product_in_the_backward_pass():
+    """Flash attention's backward pass adds one score product per layer: with products at
+    the peak and no vector cost, exactly half the attention's forward FLOPs per layer (the
+    score product is one of its two)."""
+    m = load_model("llama3-8b")
+    args = dict(dp=1, tp=8, pp=1, sp=True, recompute="none", global_batch=8)
+    flash = training_step(m, PeakCosts(), FreeNetwork(), attention="flash", **args)
+    plain = training_step(m, PeakCosts(), FreeNetwork(), attention="materialised", **args)
+    score = m.attention_flop_per_token() / 2 * 8 * m.seq_len / 8  # per chip of 8
+    assert float(flash.step_s - plain.step_s) * 1e15 == pytest.approx(score, rel=1e-9)
+    with pytest.raises(ValueError, match="attention must be one of flash, materialised"):
+        training_step(m, PeakCosts(), FreeNetwork(), attention="paged", **args)
+
+
 def test_selective_recompute_is_the_attention_products_forward():
     m = load_model("gpt3-175b")
-    args = dict(dp=1, tp=8, pp=1, sp=True, global_batch=8)
+    args = dict(dp=1, tp=8, pp=1, sp=True, global_batch=8, attention="materialised")
     none = training_step(m, PeakCosts(), FreeNetwork(), recompute="none", **args)
     sel = training_step(m, PeakCosts(), FreeNetwork(), recompute="selective", **args)
     tokens = 8 * m.seq_len

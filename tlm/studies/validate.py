@@ -186,22 +186,31 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
     if inputs.suite in ("all", "training"):
         v = validate_training()
         rows = []
-        for hw, eff in v.efficiency.items():
-            judged = np.array([abs(r.error) for r in v.rows if r.hardware == hw
-                               and r.role == "judge"])
+        for hw, params in v.parameters.items():
+            judged = np.array(
+                [abs(r.error) for r in v.rows if r.hardware == hw and r.role == "judge"]
+            )
             rows.append(
                 (
                     hw,
-                    f"{eff:.3f}",
+                    f"{params['efficiency']:.3f}",
+                    f"{params['call_s'] * 1e6:.1f}" if "call_s" in params else "(default 0)",
                     ", ".join(f"{m} #{i}" for m, i in FIT[hw]),
                     len(judged),
                     f"{judged.mean():.1%}",
                     f"{judged.max():.1%}",
                 )
             )
-        columns = ("hardware", "gemm efficiency", "fitted on", "judged rows",
-                   "judged mean |err|", "judged max |err|")
-        tables.append(("training: one parameter per accelerator", columns, rows))
+        columns = (
+            "hardware",
+            "GEMM efficiency",
+            "GEMM call (us)",
+            "fitted on",
+            "judged rows",
+            "judged mean |err|",
+            "judged max |err|",
+        )
+        tables.append(("training: fitted per accelerator", columns, rows))
     return tables
 
 
