@@ -357,10 +357,20 @@ def training_step(
     tokens = mbf * s / cpf
     hidden_bytes = tokens * model.hidden * ab
     ones = np.ones_like(tpf)
+    zeros = np.zeros_like(tpf)
+
+    def tp_collective(op, where):
+        """A tensor-parallel collective of the hidden state where ``where`` holds (only
+        those rows are priced: a single estimate pays for the ops it uses)."""
+        if not np.any(where):
+            return zeros
+        return network.collective_s(op, tpv, ones, hidden_bytes, dtype_bytes=int(ab))
+
     if np.any(tpf > 1):
-        ag = network.collective_s("all_gather", tpv, ones, hidden_bytes, dtype_bytes=int(ab))
-        rs = network.collective_s("reduce_scatter", tpv, ones, hidden_bytes, dtype_bytes=int(ab))
-        ar = network.collective_s("all_reduce", tpv, ones, hidden_bytes, dtype_bytes=int(ab))
+        with_sp = spv & (tpf > 1)
+        ag = tp_collective("all_gather", with_sp)
+        rs = tp_collective("reduce_scatter", with_sp)
+        ar = tp_collective("all_reduce", ~spv & (tpf > 1))
         one_way = np.where(spv, 2 * (ag + rs), 2 * ar)  # per layer, forward (or backward)
         one_way = np.where(tpf > 1, one_way, 0.0)
     else:
@@ -400,10 +410,8 @@ def training_step(
     # state, the receivers all-gather it over the scale-up links)
     if np.any(ppf > 1):
         p2p = network.p2p_s(hidden_bytes / tpf, tpv * cpv * dpv)
-        if np.any(tpf > 1):
-            regather = network.collective_s("all_gather", tpv, ones, hidden_bytes,
-                                            dtype_bytes=int(ab))
-            p2p = p2p + np.where(spv | (tpf == 1), 0.0, regather)
+        regather = tp_collective("all_gather", ~spv & (tpf > 1) & (ppf > 1))
+        p2p = p2p + np.where(spv | (tpf == 1), 0.0, regather)
         pp_t = np.where(ppf > 1, 2 * vf * p2p, 0.0)
     else:
         pp_t = np.zeros_like(tpf)
