@@ -385,9 +385,37 @@ def _key(model: Model, hw: Hardware, chips, settings, fixed) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _run_chunk(model, hw, configs, settings, path):
-    """One task: evaluate a chunk and, with ``path``, write it (atomically: a killed task
-    leaves no half file)."""
+def _every(model, chips, settings, fixed):
+    """Every layout of every chip count, concatenated, and what each rule cut per count;
+    a chip count with none is left out (its error kept for when none has any)."""
+    opts = dict(settings)
+    parts, cuts, errors = [], {}, []
+    for n in chips:
+        try:
+            configs, c = candidates(model, int(n), global_batch=opts.get("global_batch"),
+                                    seq_len=opts.get("seq_len"), fixed=fixed)
+        except NoValidLayout as error:
+            errors.append(str(error))
+            continue
+        parts.append(configs)
+        cuts[int(n)] = c
+    if not parts:
+        raise NoValidLayout("; ".join(errors))
+    return {k: np.concatenate([p[k] for p in parts]) for k in AXES}, cuts
+
+
+_EVERY: dict = {}
+
+
+def _run_chunk(model, hw, chips, settings, fixed, start, stop, path):
+    """One task: layouts ``start:stop`` of the search - enumerated again here (cheap, once
+    per worker: only these few numbers travel to it), evaluated and, with ``path``, written
+    (atomically: a killed task leaves no half file)."""
+    key = (id(model), tuple(chips), settings, repr(sorted((fixed or {}).items())))
+    if key not in _EVERY or _EVERY[key][0] is not model:
+        _EVERY.clear()
+        _EVERY[key] = (model, _every(model, chips, settings, fixed)[0])
+    configs = {k: v[start:stop] for k, v in _EVERY[key][1].items()}
     result = evaluate(model, hw, configs, settings)
     if path is not None:
         tmp = Path(str(path) + ".tmp.npz")
@@ -406,6 +434,7 @@ def search(
     scheduler: str = "local",
     out_dir=None,
     chunk: int = DEFAULT_CHUNK,
+    workers: int | None = None,
     progress=None,
 ) -> SearchResult:
     """Every layout of ``model`` on each chip count of ``chips``, evaluated in chunks.
@@ -418,6 +447,8 @@ def search(
     out_dir : path, optional
         Where each chunk's results are written; a rerun with the same inputs loads the
         chunks found there and evaluates only the others.
+    workers : int, optional
+        Worker processes of the local cluster (one per core by default).
     progress : callable, optional
         Called with (chunks done, chunks in all) as chunks finish.
 
@@ -426,24 +457,15 @@ def search(
     NoValidLayout
         When no chip count has a valid layout (naming the constraint that cut the last).
     """
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a positive integer, not {workers!r}")
     if chunk < 1:
         raise ValueError(f"chunk must be a positive integer, not {chunk!r}")
-    parts, cuts, errors = [], {}, []
-    for n in chips:
-        try:
-            configs, c = candidates(model, int(n), global_batch=dict(settings).get("global_batch"),
-                                    seq_len=dict(settings).get("seq_len"), fixed=fixed)
-        except NoValidLayout as error:
-            errors.append(str(error))
-            continue
-        parts.append(configs)
-        cuts[int(n)] = c
-    if not parts:
-        raise NoValidLayout("; ".join(errors))
-    every = {k: np.concatenate([p[k] for p in parts]) for k in AXES}
+    chips = [int(n) for n in chips]
+    every, cuts = _every(model, chips, settings, fixed)
     total = len(every["chips"])
     bounds = list(range(0, total, chunk)) + [total]
-    pieces = [{k: v[a:b] for k, v in every.items()} for a, b in zip(bounds, bounds[1:])]
+    pieces = list(zip(bounds, bounds[1:]))
     paths = [None] * len(pieces)
     results = [None] * len(pieces)
     resumed = 0
@@ -469,7 +491,7 @@ def search(
         progress(done, len(pieces))
     if scheduler == "inline":
         for i in todo:
-            results[i] = _run_chunk(model, hw, pieces[i], settings, paths[i])
+            results[i] = _run_chunk(model, hw, chips, settings, fixed, *pieces[i], paths[i])
             done += 1
             if progress:
                 progress(done, len(pieces))
@@ -478,15 +500,17 @@ def search(
 
         cluster = None
         if scheduler == "local":
-            cluster = LocalCluster(processes=True, threads_per_worker=1, dashboard_address=None)
+            cluster = LocalCluster(
+                n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=None
+            )
             client = Client(cluster)
         else:
             client = Client(scheduler)
         try:
             [m_f, hw_f] = client.scatter([model, hw], broadcast=True)
             futures = {
-                client.submit(_run_chunk, m_f, hw_f, pieces[i], settings, paths[i],
-                              pure=False, retries=2): i
+                client.submit(_run_chunk, m_f, hw_f, chips, settings, fixed, *pieces[i],
+                              paths[i], pure=False, retries=2): i
                 for i in todo
             }
             for fut in as_completed(futures):

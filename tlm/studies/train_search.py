@@ -85,6 +85,9 @@ class SearchInputs(ClusterInputs):
         "or a Dask scheduler's address",
         json_schema_extra={"allowed": "local, inline, or an address such as tcp://host:8786"},
     )
+    workers: int = Field(
+        0, ge=0, le=256, description="worker processes of the local cluster (0: one per core)"
+    )
     out_dir: str | None = Field(
         None,
         description="keep each chunk's results here; a rerun resumes from them",
@@ -226,6 +229,7 @@ def search_study(inputs: SearchInputs) -> SearchResults:
             scheduler=inputs.scheduler,
             out_dir=inputs.out_dir,
             chunk=inputs.chunk,
+            workers=inputs.workers or None,
             progress=lambda done, total: progress(done, total, "chunks of layouts"),
         )
         best = found.best(inputs.objective, **budget)
