@@ -133,3 +133,16 @@ def test_local_dask_cluster_gives_the_inline_results(small):
     assert dask.chunks == inline.chunks > 1
     for k in ("step_s", "memory_bytes", "cost_usd"):
         np.testing.assert_array_equal(dask.arrays[k], inline.arrays[k])
+
+
+def test_sites_give_each_chip_count_its_own_network(small):
+    """Across two sites the data-parallel traffic that crosses them is slower: never a
+    faster step than on one site, and slower where it is exposed."""
+    m, hw = small
+    one = search(m, hw, [1024, 2048], scheduler="inline", settings=(("overlap_dp", False),))
+    two = search(m, hw, [1024, 2048], scheduler="inline",
+                 settings=(("sites", 2), ("site_bandwidth_Bps", 1e9), ("overlap_dp", False)))
+    assert np.array_equal(one.chips, two.chips)
+    ok = np.isfinite(one.step_s)
+    assert np.all(two.step_s[ok] >= one.step_s[ok] * (1 - 1e-12))
+    assert np.any(two.step_s[ok] > one.step_s[ok] * 1.01)

@@ -553,6 +553,11 @@ BAD = [
         "--dp: 4 is not allowed; allowed: chips / (tp x pp x cp) = 16, or unset",
     ),
     (
+        ["train", "--sites", "3"],
+        "--sites: 3 chips must be a positive multiple of sites x chips_per_node (3 x 64), not "
+        "16384; allowed: a number of sites the chips split into whole, aligned blocks of nodes",
+    ),
+    (
         ["train", "--plot", "/tmp/x.gif"],
         "--plot: '/tmp/x.gif' is not allowed; allowed: a file ending in .png, .svg, .pdf",
     ),

@@ -54,6 +54,8 @@ __all__ = [
     "search",
     "pareto_front",
     "run_power_w",
+    "engines",
+    "NETWORK_SETTINGS",
 ]
 
 #: The layout's axes, in the order the results report them.
@@ -204,59 +206,98 @@ def _explain(model, chips, cuts) -> str:
 _ENGINES: dict = {}
 
 
-def _engines(hw: Hardware, settings: tuple):
+#: The settings that shape the network (the rest shape the step).
+NETWORK_SETTINGS = ("oversubscription", "sites", "site_bandwidth_Bps", "site_latency_s")
+
+
+def engines(hw: Hardware, settings: tuple = (), chips: int | None = None):
     """The hardware's operator costs and network (cached per worker process: a hardware
-    object is scattered to each worker once)."""
+    object is scattered to each worker once). With several sites the network depends on the
+    job's chips (the sites are equal blocks of them)."""
     from ..costs import OpCosts
     from .network import Network
 
-    key = (id(hw), settings)
+    opts = {k: v for k, v in settings if k in NETWORK_SETTINGS}
+    sites = opts.get("sites", 1)
+    key = (id(hw), tuple(sorted(opts.items())), chips if sites > 1 else None)
     if key in _ENGINES and _ENGINES[key][0] is hw:
         return _ENGINES[key][1:]
-    opts = dict(settings)
     costs = (
         OpCosts.for_preset(hw.chip_preset)
         if hw.chip_preset is not None
         else OpCosts.for_hardware(hw)
     )
+    extra = {}
+    if sites > 1:
+        extra = dict(chips=chips, site_bandwidth_Bps=opts.get("site_bandwidth_Bps"),
+                     site_latency_s=opts.get("site_latency_s", 0.0))
     network = Network.for_hardware(
-        hw, oversubscription=opts.get("oversubscription"), sites=opts.get("sites", 1)
+        hw, oversubscription=opts.get("oversubscription"), sites=sites, **extra
     )
-    if len(_ENGINES) > 8:
+    if len(_ENGINES) > 32:
         _ENGINES.clear()
     _ENGINES[key] = (hw, costs, network)
     return costs, network
 
 
+def _step(model, hw, configs, opts, settings):
+    """The training step of ``configs``; with several sites, one network per chip count."""
+    from .training import STEP_FIELDS, training_step
+
+    def run(rows, chips=None):
+        costs, network = engines(hw, settings, chips)
+        return training_step(
+            model,
+            costs,
+            network,
+            dp=rows["dp"],
+            tp=rows["tp"],
+            pp=rows["pp"],
+            cp=rows["cp"],
+            ep=rows["ep"],
+            zero=rows["zero"],
+            micro_batch=rows["micro_batch"],
+            interleave=rows["interleave"],
+            recompute=rows["recompute"],
+            sp=rows["tp"] > 1,
+            overlap_dp=opts.get("overlap_dp", True),
+            global_batch=opts.get("global_batch"),
+            seq_len=opts.get("seq_len"),
+            fmt=opts.get("fmt", "bf16"),
+            hbm_bytes=hw.hbm_bytes,
+        )
+
+    if opts.get("sites", 1) == 1:
+        return run(configs)
+    out = {}
+    for n in np.unique(configs["chips"]):
+        sel = configs["chips"] == n
+        part = run({k: v[sel] for k, v in configs.items()}, int(n))
+        for name in STEP_FIELDS:
+            if name not in out:
+                out[name] = np.full(len(sel), np.nan)
+            out[name][sel] = getattr(part, name)
+        fits = out.setdefault("fits", np.zeros(len(sel), bool))
+        fits[sel] = part.memory.fits
+        total = out.setdefault("total_bytes", np.full(len(sel), np.nan))
+        total[sel] = part.memory.total_bytes
+    return out
+
+
 def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) -> dict:
     """:data:`OUTPUTS` of each layout in ``configs`` (arrays of :data:`AXES`), one chip count
-    or several. ``settings``: (name, value) pairs - ``oversubscription``, ``sites``,
-    ``overlap_dp``, ``fmt`` (the GEMMs' format)."""
-    from .training import training_step
+    or several. ``settings``: (name, value) pairs - the network's (:data:`NETWORK_SETTINGS`),
+    ``overlap_dp``, ``fmt`` (the GEMMs' format), ``global_batch``, ``seq_len``."""
+    from .training import STEP_FIELDS
 
     opts = dict(settings)
-    costs, network = _engines(hw, tuple(sorted((k, v) for k, v in opts.items()
-                                               if k in ("oversubscription", "sites"))))
-    step = training_step(
-        model,
-        costs,
-        network,
-        dp=configs["dp"],
-        tp=configs["tp"],
-        pp=configs["pp"],
-        cp=configs["cp"],
-        ep=configs["ep"],
-        zero=configs["zero"],
-        micro_batch=configs["micro_batch"],
-        interleave=configs["interleave"],
-        recompute=configs["recompute"],
-        sp=configs["tp"] > 1,
-        overlap_dp=opts.get("overlap_dp", True),
-        global_batch=opts.get("global_batch"),
-        seq_len=opts.get("seq_len"),
-        fmt=opts.get("fmt", "bf16"),
-        hbm_bytes=hw.hbm_bytes,
-    )
+    step = _step(model, hw, configs, opts, settings)
+    if not isinstance(step, dict):
+        step = {
+            **{name: getattr(step, name) for name in STEP_FIELDS},
+            "fits": step.memory.fits,
+            "total_bytes": step.memory.total_bytes,
+        }
     chips = configs["chips"]
     uniq, inverse = np.unique(chips, return_inverse=True)
     g = _goodput(model, hw, uniq)
@@ -264,17 +305,17 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
     gb = model.global_batch_sequences if opts.get("global_batch") is None else opts["global_batch"]
     s = model.seq_len if opts.get("seq_len") is None else opts["seq_len"]
     steps = max(1, round(model.tokens / (gb * s)))
-    valid = np.isfinite(step.step_s)
-    safe_step = np.where(valid, step.step_s, 1.0)
+    valid = np.isfinite(step["step_s"])
+    safe_step = np.where(valid, step["step_s"], 1.0)
     c = run_cost(hw, chips, step_time_s=safe_step, steps=steps, goodput=good,
                  spare_servers=g.spare_servers[inverse])
     nan = np.where(valid, 1.0, np.nan)
     return {
-        "step_s": step.step_s,
-        "mfu": step.mfu,
-        "tokens_per_s": step.tokens_per_s,
-        "memory_bytes": step.memory.total_bytes,
-        "fits": step.memory.fits & valid,
+        "step_s": step["step_s"],
+        "mfu": step["mfu"],
+        "tokens_per_s": step["tokens_per_s"],
+        "memory_bytes": step["total_bytes"],
+        "fits": step["fits"] & valid,
         "goodput": good * nan,
         "train_s": c.run_wall_s * nan,
         "cost_usd": c.cloud_usd * nan,

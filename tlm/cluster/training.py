@@ -64,9 +64,12 @@ __all__ = [
     "PARTS",
     "ZERO_OPS",
     "ATTENTION",
+    "STEP_FIELDS",
     "ADAM_BYTES_PER_PARAMETER",
 ]
 
+#: The per-layout arrays of :class:`TrainingStep` (its memory aside).
+STEP_FIELDS = ("step_s", "mfu", "tokens_per_s")
 #: How attention's scores are computed: fused on chip, or through HBM.
 ATTENTION = ("flash", "materialised")
 #: The parts of a step's time, in the order they are reported; they add up to ``step_s``.
@@ -409,7 +412,8 @@ def training_step(
     # (Megatron's scatter-gather: each tensor-parallel chip sends its 1/tp of the hidden
     # state, the receivers all-gather it over the scale-up links)
     if np.any(ppf > 1):
-        p2p = network.p2p_s(hidden_bytes / tpf, tpv * cpv * dpv)
+        # (rows without a pipeline send to a stage that is not there: stride 1, masked below)
+        p2p = network.p2p_s(hidden_bytes / tpf, np.where(ppf > 1, tpv * cpv * dpv, 1))
         regather = tp_collective("all_gather", ~spv & (tpf > 1) & (ppf > 1))
         p2p = p2p + np.where(spv | (tpf == 1), 0.0, regather)
         pp_t = np.where(ppf > 1, 2 * vf * p2p, 0.0)

@@ -29,14 +29,48 @@ from ..cluster.training import PARTS, training_step
 from .cost import ClusterInputs, RunResults, run_figures
 from .protocol import InputError, Study, register, writable_path
 
-__all__ = ["TrainInputs", "TrainResults", "PartRow", "train_study", "GEMM_FORMATS"]
+__all__ = [
+    "FabricInputs",
+    "TrainInputs",
+    "TrainResults",
+    "PartRow",
+    "train_study",
+    "GEMM_FORMATS",
+    "DEFAULT_SITE_BANDWIDTH_BPS",
+]
 
 #: Formats the GEMMs may run in (the tensor engine's; activations stay bf16).
 GEMM_FORMATS = ("bf16", "fp8_e4m3")
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+#: Bandwidth between two neighbouring sites, each way: ASSUMED 12.5 TB/s (100 Tb/s, a few
+#: hundred 400G wavelengths); no figure is published for Project Rainier's sites.
+DEFAULT_SITE_BANDWIDTH_BPS = 12.5e12
 
 
-class TrainInputs(ClusterInputs):
+class FabricInputs(ClusterInputs):
+    """What the training studies add to the cluster inputs: the sites the chips span."""
+
+    sites: int = Field(1, ge=1, le=64, description="data centres the chips are spread over")
+    site_bandwidth_Bps: float = Field(
+        DEFAULT_SITE_BANDWIDTH_BPS,
+        gt=0,
+        description="between two neighbouring sites, each way (ASSUMED: none is published)",
+    )
+    site_latency_s: float = Field(
+        0.0, ge=0, description="added to each collective step that crosses a site"
+    )
+
+    def settings(self) -> tuple:
+        """The network's settings (:data:`tlm.cluster.search.NETWORK_SETTINGS`)."""
+        return (
+            ("oversubscription", self.oversubscription),
+            ("sites", self.sites),
+            ("site_bandwidth_Bps", self.site_bandwidth_Bps),
+            ("site_latency_s", self.site_latency_s),
+        )
+
+
+class TrainInputs(FabricInputs):
     """Inputs of ``trnsim train``."""
 
     dp: int | None = Field(
@@ -63,7 +97,6 @@ class TrainInputs(ClusterInputs):
     seq_len: int | None = Field(
         None, ge=1, description="tokens per sequence", json_schema_extra={"unset": "the model file's"}
     )
-    sites: int = Field(1, ge=1, description="data centres the chips are spread over")
     plot: str | None = Field(
         None,
         description="write the step-time breakdown as a figure",
@@ -94,31 +127,25 @@ class TrainInputs(ClusterInputs):
         resolved.step()  # the layout's own checks (the memory model's), each naming its input
         return resolved
 
-    def network(self):
-        """The cluster network of the hardware at these inputs' fabric figures."""
-        from ..cluster.network import Network
+    def engines(self):
+        """The chip's operator costs and the cluster's network at these inputs."""
+        from ..cluster.search import engines
 
-        return Network.for_hardware(
-            self.device(), oversubscription=self.oversubscription, sites=self.sites
-        )
-
-    def costs(self):
-        """The chip's operator costs."""
-        from ..costs import OpCosts
-
-        hw = self.device()
-        if hw.chip_preset is not None:
-            return OpCosts.for_preset(hw.chip_preset)
-        return OpCosts.for_hardware(hw)
+        try:
+            return engines(self.device(), self.settings(), self.chips)
+        except ValueError as error:
+            raise InputError("sites", self.sites, "a number of sites the chips split into "
+                             "whole, aligned blocks of nodes", str(error)) from None
 
     def step(self):
         """:func:`training_step` of these (resolved) inputs; a configuration that is not
         valid raises :class:`InputError` naming the input at fault."""
+        costs, network = self.engines()
         try:
             return training_step(
                 self.workload(),
-                self.costs(),
-                self.network(),
+                costs,
+                network,
                 dp=self.dp,
                 tp=self.tp,
                 pp=self.pp,

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from ..cluster.memory import RECOMPUTE
 from ..cluster.search import NoValidLayout, search
 from .collective import parse_sizes
-from .cost import ClusterInputs
+from .train import FabricInputs
 from .protocol import InputError, Results, Study, progress, register, writable_path
 
 __all__ = ["SearchInputs", "SearchResults", "FrontRow", "search_study"]
@@ -52,7 +52,7 @@ def _axis_field(what: str):
     )
 
 
-class SearchInputs(ClusterInputs):
+class SearchInputs(FabricInputs):
     """Inputs of ``trnsim train-search`` (``--chips`` is a list here)."""
 
     chips: str = Field(
@@ -78,7 +78,6 @@ class SearchInputs(ClusterInputs):
     ep: str = _axis_field("expert-parallel sizes")
     zero: str = _axis_field("ZeRO stages")
     recompute: str = _axis_field("recomputations (none, selective, full)")
-    sites: int = Field(1, ge=1, description="data centres the chips are spread over")
     scheduler: str = Field(
         "local",
         description="where chunks run: local (a local Dask cluster), inline (this process), "
@@ -145,6 +144,16 @@ class SearchInputs(ClusterInputs):
         writable_path("plot", self.plot)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        if self.sites > 1:
+            from ..cluster.search import engines
+
+            for n in counts:
+                try:
+                    engines(hw, self.settings(), n)
+                except ValueError as error:
+                    raise InputError("sites", self.sites, "a number of sites every chip count "
+                                     "splits into whole, aligned blocks of nodes",
+                                     str(error)) from None
         update = {}
         if self.memory_budget_bytes is None:
             update["memory_budget_bytes"] = hw.hbm_bytes
@@ -217,7 +226,7 @@ def search_study(inputs: SearchInputs) -> SearchResults:
     """Enumerate, evaluate in chunks, pick."""
     import numpy as np
 
-    settings = (("oversubscription", inputs.oversubscription), ("sites", inputs.sites))
+    settings = inputs.settings()
     budget = {"memory_bytes": inputs.memory_budget_bytes, "power_w": inputs.power_budget_w}
     try:
         found = search(
