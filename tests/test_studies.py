@@ -22,17 +22,26 @@ QUICK = {
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
     "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
     "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
+    "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
+    "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
 }
 
 #: Figures named by what they count carry no unit suffix.
 COUNTS = {"n", "nodes", "packets", "instructions", "cycles", "node", "direction", "links"}
 COUNTS |= {"ranks", "count", "type", "algorithm"}  # collective: nccom-test's columns
 COUNTS |= {"failed_links", "detoured_transfers"}
-COUNTS |= {"sections", "rows", "judged_rows", "section", "model_algorithm", "role", "source"}
+COUNTS |= {"rows", "judged_rows", "section", "role", "source"}
 COUNTS |= {"group", "values_bit_exact"}  # tp-step: the all-reduce's number, a yes or no
 COUNTS |= {"parameters", "active_parameters", "chips", "fits", "peak_stage"}  # model
 COUNTS |= {"part", "op", "kind", "batch", "m", "k", "weights"}  # model: operators
 COUNTS |= {"servers", "spare_servers", "clos_tiers", "switch_ports", "cause"}  # cost
+COUNTS |= {"dp", "micro_batches", "steps", "costs_source"}  # train
+COUNTS |= {"evaluated", "valid_layouts", "fitting_layouts", "chunks", "resumed_chunks"}
+COUNTS |= {"front_layouts", "tp", "pp", "cp", "ep", "zero", "micro_batch", "interleave"}
+COUNTS |= {"recompute"} | {f"best_{k}" for k in ("chips", "dp", "tp", "pp", "cp", "ep", "zero")}
+COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-search
+# validate: a row's published, shipped and calibrated figures are in its quantity's unit
+COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
 
 
 def test_every_study_has_quick_inputs():
@@ -63,7 +72,9 @@ def test_contract_and_rerun(name, capsys, tmp_path):
     fields = STUDIES[name].inputs.model_fields
     assert list(contract["inputs"]) == list(fields)  # every input, defaults resolved
     assert all(
-        v is not None for k, v in contract["inputs"].items() if k not in ("trace", "vcd", "plot")
+        v is not None
+        for k, v in contract["inputs"].items()
+        if k not in ("trace", "vcd", "plot", "out_dir")
     )
     _units_named(contract["results"])
     for row in contract["series"]:
@@ -357,8 +368,8 @@ BAD = [
         "fp8_e4m3fn, fp8_e5m2",
     ),
     (
-        ["validate", "--suite", "training"],
-        "--suite: 'training' is not allowed; allowed: one of collectives",
+        ["validate", "--suite", "inference"],
+        "--suite: 'inference' is not allowed; allowed: one of all, collectives, training",
     ),
     (
         ["validate", "--engine", "flit"],
@@ -527,6 +538,44 @@ BAD = [
         "--model: 'gpt5' is not allowed; allowed: one of "
         + ", ".join(__import__("tlm.workloads", fromlist=["model_names"]).model_names())
         + ", or a model file path ending in .toml",
+    ),
+    (
+        ["train", "--chips", "1000"],
+        "--chips: 1000 is not allowed; allowed: a multiple of tp x pp x cp = 128 (tp 16, pp 8, "
+        "cp 1)",
+    ),
+    (
+        ["train", "--model", "llama3-8b", "--chips", "96", "--tp", "3", "--pp", "1"],
+        "--tp: 3 is not allowed; allowed: a divisor of the 32 heads of llama3-8b",
+    ),
+    (
+        ["train", "--chips", "1024", "--tp", "8", "--pp", "8", "--dp", "4"],
+        "--dp: 4 is not allowed; allowed: chips / (tp x pp x cp) = 16, or unset",
+    ),
+    (
+        ["train", "--sites", "3"],
+        "--sites: 3 chips must be a positive multiple of sites x chips_per_node (3 x 64), not "
+        "16384; allowed: a number of sites the chips split into whole, aligned blocks of nodes",
+    ),
+    (
+        ["train", "--plot", "/tmp/x.gif"],
+        "--plot: '/tmp/x.gif' is not allowed; allowed: a file ending in .png, .svg, .pdf",
+    ),
+    (
+        ["train-search", "--chips", "7", "--model", "llama3-8b", "--tp", "8,16",
+         "--scheduler", "inline"],
+        "--chips: '7' no layout of llama3-8b on 7 chips: the constraint 'tp x cp x pp divides "
+        "the 7 chips' removed the last 320; allowed: chip counts with a valid, fitting layout",
+    ),
+    (
+        ["train-search", "--chips", "1k..2x"],
+        "--chips: '2x' is not allowed; allowed: " + __import__(
+            "tlm.studies.train_search", fromlist=["_CHIPS_ALLOWED"])._CHIPS_ALLOWED,
+    ),
+    (
+        ["train-search", "--scheduler", "dask"],
+        "--scheduler: 'dask' is not allowed; allowed: local, inline, or an address such as "
+        "tcp://host:8786",
     ),
     (
         ["noc", "--out", "/no/such/folder/x.json"],

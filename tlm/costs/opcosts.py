@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_EFFICIENCY",
     "FORMAT_TABLE",
     "VECTOR_OPS",
+    "DEFAULT_CALL_S",
     "VECTOR_TILE_ELEMENTS",
     "CostsError",
     "OpCosts",
@@ -63,6 +64,10 @@ BASIS = ("calibrated", "extrapolated", "roofline")
 #: in vendors' and users' published measurements); a named parameter the training validation
 #: fits (``OpCosts.for_hardware(hw, efficiency=...)``).
 DEFAULT_EFFICIENCY = 0.8
+#: Seconds a GEMM kernel costs beyond its roofline on a chip with no TLM (launch, prologue,
+#: the last wave's tail): ASSUMED 0 by default; a named parameter the training validation fits
+#: (``OpCosts.for_hardware(hw, call_s=...)``).
+DEFAULT_CALL_S = 0.0
 
 #: Format names accepted, and the calibration table and peak each uses. FP16 runs at BF16's
 #: rate with the same operand width, FP8 E5M2 (and E4M3FN) at E4M3's: they share the tables.
@@ -248,8 +253,10 @@ class OpCosts:
         tables=None,
         cores=1,
         spec=None,
+        call_s=0.0,
     ):
         self.name = name
+        self.call_s = float(call_s)
         self._peaks = dict(peaks)
         self.hbm_bandwidth_Bps = float(hbm_bandwidth_Bps)
         self.efficiency = float(efficiency)
@@ -337,7 +344,9 @@ class OpCosts:
         )
 
     @classmethod
-    def for_hardware(cls, hardware, efficiency: float | None = None) -> OpCosts:
+    def for_hardware(
+        cls, hardware, efficiency: float | None = None, call_s: float | None = None
+    ) -> OpCosts:
         """A cluster hardware file's chip (:func:`tlm.cluster.hardware.load_hardware`).
 
         A Trainium file (it names a chip preset) gets :meth:`for_preset`'s calibrated costs
@@ -350,6 +359,10 @@ class OpCosts:
         efficiency : float, optional
             Fraction of the dense peak large GEMMs reach, in (0, 1]; default
             :data:`DEFAULT_EFFICIENCY` (ASSUMED).
+        call_s : float, optional
+            Seconds each GEMM kernel costs beyond its roofline (launch, prologue, the last
+            wave's tail), >= 0; default :data:`DEFAULT_CALL_S` (ASSUMED). A batch of
+            products is one kernel.
 
         Raises
         ------
@@ -369,16 +382,21 @@ class OpCosts:
             or not 0 < efficiency <= 1
         ):
             raise CostsError(f"efficiency must be a number in (0, 1], not {efficiency!r}")
-        if hardware.chip_preset is not None and efficiency is None:
+        if call_s is not None and (
+            isinstance(call_s, bool) or not isinstance(call_s, int | float) or not call_s >= 0
+        ):
+            raise CostsError(f"call_s must be a number of seconds >= 0, not {call_s!r}")
+        if hardware.chip_preset is not None and efficiency is None and call_s is None:
             return cls.for_preset(hardware.chip_preset)
+        fixed = DEFAULT_CALL_S if call_s is None else float(call_s)
         eff = DEFAULT_EFFICIENCY if efficiency is None else float(efficiency)
         told = "ASSUMED" if efficiency is None else "given"
         peaks = {k: v for k, v in hardware.dense_flops.items() if k in _OPERAND_BYTES}
         where = hardware.sources.get("hbm_bandwidth_Bps", hardware.name).split(":")[0]
         listed = ", ".join(f"{k} {v / 1e12:g} TFLOP/s" for k, v in peaks.items())
         sources = {
-            "gemm": f"roofline: peak x efficiency {eff:g} {told} (no chip TLM for "
-            f"{hardware.name}; peaks {listed})",
+            "gemm": f"roofline: peak x efficiency {eff:g} {told}, {fixed * 1e6:g} us per "
+            f"kernel (no chip TLM for {hardware.name}; peaks {listed})",
             "memory": f"memory: HBM roofline at {hardware.hbm_bandwidth_Bps / 1e12:g} TB/s "
             f"({where})",
             "vector": "vector: HBM roofline of the operands only (no engine model for "
@@ -390,6 +408,7 @@ class OpCosts:
             hbm_bandwidth_Bps=hardware.hbm_bandwidth_Bps,
             efficiency=eff,
             sources=sources,
+            call_s=fixed,
         )
 
     # ---- figures --------------------------------------------------------------------------
@@ -415,7 +434,7 @@ class OpCosts:
         out = 4 if key == "fp32" else 2
         nbytes = batch * ((m * k + k * n) * size + m * n * out)
         compute = flop / (self._peaks[key] * self.efficiency)
-        return np.maximum(compute, nbytes / self.hbm_bandwidth_Bps)
+        return self.call_s + np.maximum(compute, nbytes / self.hbm_bandwidth_Bps)
 
     def _product_s(self, key, cores, m, n, k):
         """Seconds of one product on ``cores`` (``all`` or ``one``) from the calibration.

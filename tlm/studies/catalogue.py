@@ -4,6 +4,17 @@ A new study is a module of this package that defines its inputs, results and fun
 calls :func:`~tlm.studies.protocol.register`; it is added to the imports below.
 """
 
-from . import collective, cost, gemm, model, noc, tensor, tp_step, validate  # noqa: F401
+from . import (  # noqa: F401
+    collective,
+    cost,
+    gemm,
+    model,
+    noc,
+    tensor,
+    tp_step,
+    train,
+    train_search,
+    validate,
+)
 
 __all__: list[str] = []

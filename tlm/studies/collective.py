@@ -84,15 +84,11 @@ _SIZES_ALLOWED = (
 )
 
 
-def _size(text: str) -> int:
-    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    if not match or match[2].lower() not in _UNITS:
-        raise InputError("sizes", text, _SIZES_ALLOWED)
-    return int(match[1]) * _UNITS[match[2].lower()]
-
-
-def parse_sizes(text: str) -> list[int]:
-    """Byte sizes of a ``--sizes`` text.
+def parse_sizes(
+    text: str, field: str = "sizes", allowed: str = _SIZES_ALLOWED, units=None
+) -> list[int]:
+    """Byte sizes of a ``--sizes`` text (or any whole numbers of a range-or-list input
+    ``field``, with its own ``allowed`` text and ``units``: a dict of suffix to factor).
 
     Examples
     --------
@@ -102,8 +98,16 @@ def parse_sizes(text: str) -> list[int]:
     Raises
     ------
     InputError
-        On ``sizes``, for text that is not a range or a list of sizes.
+        On ``field``, for text that is not a range or a list of sizes.
     """
+    units = _UNITS if units is None else units
+
+    def _size(part: str) -> int:
+        match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", part)
+        if not match or match[2].lower() not in units:
+            raise InputError(field, part, allowed)
+        return int(match[1]) * units[match[2].lower()]
+
     if ".." in text:
         span, _, factor_text = text.partition(":")
         low_text, _, high_text = span.partition("..")
@@ -113,10 +117,10 @@ def parse_sizes(text: str) -> list[int]:
         elif factor_text.strip().isdigit():
             factor = int(factor_text)
         else:
-            raise InputError("sizes", text, _SIZES_ALLOWED)
+            raise InputError(field, text, allowed)
         if factor < 2 or low < 1 or high < low:
             raise InputError(
-                "sizes", text, _SIZES_ALLOWED + " (FROM >= 1, TO >= FROM, FACTOR >= 2)"
+                field, text, allowed + " (FROM >= 1, TO >= FROM, FACTOR >= 2)"
             )
         out = [low]
         while out[-1] * factor <= high and len(out) <= MAX_SIZES:
@@ -124,7 +128,7 @@ def parse_sizes(text: str) -> list[int]:
     else:
         out = [_size(part) for part in text.split(",") if part.strip()]
     if not out or len(out) > MAX_SIZES:
-        raise InputError("sizes", text, _SIZES_ALLOWED + f" (1..{MAX_SIZES} sizes)")
+        raise InputError(field, text, allowed + f" (1..{MAX_SIZES} sizes)")
     return out
 
 

@@ -38,13 +38,22 @@ from ..cluster.hardware import HARDWARE, HardwareError, load_hardware
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import Inputs, Results, Study, loaded, register
 
-__all__ = ["CostInputs", "CostResults", "CauseRow", "cost_study"]
+__all__ = [
+    "ClusterInputs",
+    "CostInputs",
+    "RunResults",
+    "CostResults",
+    "CauseRow",
+    "cost_study",
+    "run_figures",
+]
 
 _HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
 
 
-class CostInputs(Inputs):
-    """Inputs of ``trnsim cost``."""
+class ClusterInputs(Inputs):
+    """Inputs every cluster study shares: the hardware, the chips, the model, and what
+    goodput, power and cost depend on (``trnsim cost``, ``trnsim train``)."""
 
     hardware: str = Field(
         "trn2",
@@ -52,16 +61,9 @@ class CostInputs(Inputs):
         json_schema_extra={"allowed": _HW_ALLOWED},
     )
     chips: int = Field(16384, ge=1, le=10_000_000, description="chips the job trains on")
-    step_time_s: float = Field(10.0, gt=0, description="time of one training step")
-    steps: int | None = Field(
-        None,
-        ge=1,
-        description="steps of the run",
-        json_schema_extra={"unset": "the model file's tokens / (global batch x sequence)"},
-    )
     model: str = Field(
         "llama3-405b",
-        description="the model whose checkpoint is written (and whose tokens set --steps)",
+        description="the model trained: its checkpoint is written, its tokens set the steps",
         json_schema_extra={"allowed": MODEL_ALLOWED},
     )
     storage_Bps: float = Field(
@@ -93,6 +95,24 @@ class CostInputs(Inputs):
         """The model these inputs name."""
         return workload_input(self.model)
 
+    def economics(self):
+        """The cost model's network at these inputs' oversubscription."""
+        from ..cluster.cost import Network
+
+        return Network(oversubscription=self.oversubscription)
+
+
+class CostInputs(ClusterInputs):
+    """Inputs of ``trnsim cost``."""
+
+    step_time_s: float = Field(10.0, gt=0, description="time of one training step")
+    steps: int | None = Field(
+        None,
+        ge=1,
+        description="steps of the run",
+        json_schema_extra={"unset": "the model file's tokens / (global batch x sequence)"},
+    )
+
     def resolve(self) -> CostInputs:
         self.device()
         m = self.workload()
@@ -110,8 +130,8 @@ class CauseRow(BaseModel):
     share_fraction: float
 
 
-class CostResults(Results):
-    """Power, energy, cost, goodput; the series: interruptions per day by cause."""
+class RunResults(Results):
+    """Power, energy, cost and goodput of a run (what every cluster study reports)."""
 
     servers: int
     spare_servers: int
@@ -140,13 +160,23 @@ class CostResults(Results):
     energy_usd: float
     cloud_usd: float = Field(description="on-demand instance-hours")
     cloud_over_owned_fraction: float
+
+
+class CostResults(RunResults):
+    """Power, energy, cost, goodput; the series: interruptions per day by cause."""
+
     series: list[CauseRow] = Field(default_factory=list, exclude=True)
 
 
 def cost_study(inputs: CostInputs) -> CostResults:
     """Goodput first (it stretches the run), then power, energy and cost over the wall time."""
-    from ..cluster.cost import Network
+    figures, causes = run_figures(inputs, inputs.step_time_s, inputs.steps)
+    return CostResults(**figures, series=causes)
 
+
+def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
+    """Goodput, power, energy and cost of ``steps`` steps of ``step_time_s`` for the run the
+    inputs describe: :class:`RunResults`' fields, and the interruptions by cause."""
     hw = inputs.device()
     ckpt = checkpoint_bytes(inputs.workload())
     g = goodput(
@@ -161,10 +191,10 @@ def cost_study(inputs: CostInputs) -> CostResults:
     c = run_cost(
         hw,
         inputs.chips,
-        step_time_s=inputs.step_time_s,
-        steps=inputs.steps,
+        step_time_s=step_time_s,
+        steps=steps,
         goodput=g["goodput_fraction"],
-        network=Network(oversubscription=inputs.oversubscription),
+        network=inputs.economics(),
         pue=inputs.pue,
         usd_per_kwh=inputs.usd_per_kwh,
         amortisation_years=inputs.amortisation_years,
@@ -181,7 +211,7 @@ def cost_study(inputs: CostInputs) -> CostResults:
             ("software", "software_per_day"),
         )
     ]
-    return CostResults(
+    figures = dict(
         servers=int(p.servers),
         spare_servers=int(g["spare_servers"]),
         clos_tiers=int(p.tiers),
@@ -209,8 +239,8 @@ def cost_study(inputs: CostInputs) -> CostResults:
         energy_usd=float(c.energy_usd),
         cloud_usd=float(c.cloud_usd),
         cloud_over_owned_fraction=float(c.cloud_usd / c.owned_usd),
-        series=causes,
     )
+    return figures, causes
 
 
 STUDY = register(

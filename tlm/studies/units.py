@@ -48,6 +48,7 @@ def significant(value: float, digits: int = 3) -> str:
 #: Unit suffixes of figure names: (unit shown, scales to pick from, factor to the unit shown).
 UNITS = {
     "_flop_per_s": ("FLOP/s", _SI, 1.0),
+    "_tokens_per_s": ("tokens/s", _SI, 1.0),
     "_flop": ("FLOP", ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), *_SI), 1.0),
     "_flits_per_node_cycle": ("flits/node/cycle", _ONE, 1.0),
     "_flits_per_cycle": ("flits/cycle", _ONE, 1.0),
@@ -61,6 +62,7 @@ UNITS = {
     "_j": ("J", _SI, 1.0),
     "_usd": ("$", _SI, 1.0),
     "_per_day": ("/day", _ONE, 1.0),
+    "_days": ("days", _ONE, 1.0),
 }
 
 

@@ -1,15 +1,22 @@
-"""``trnsim validate``: the model against published measurements, every row's error.
+"""``trnsim validate``: the models against published measurements, every row's error.
 
-``--suite collectives`` runs every published nccom-test sweep of ``tlm/validation/
-collectives.toml`` on the collective model (:mod:`tlm.validation.collectives`): the error of
-each row with the presets as shipped, then with two named parameters per sweep
-(``op_fixed_s``, ``bandwidth_factor``) fitted on its smallest and largest rows and every other
-row judged. See docs/validation.md.
+Two suites (``--suite all`` runs both):
+
+- ``collectives``: every published nccom-test sweep of ``tlm/validation/collectives.toml`` on
+  the collective model (:mod:`tlm.validation.collectives`): the error of each row with the
+  presets as shipped, then with two named parameters per sweep (``op_fixed_s``,
+  ``bandwidth_factor``) fitted on its smallest and largest rows and every other row judged;
+- ``training``: the published training runs of the model files (Megatron-LM SC'21 Table 1,
+  Korthikanti et al. Table 5, Llama 3 405B) on the training model
+  (:mod:`tlm.validation.training`): each accelerator's ``gemm_efficiency`` fitted on its
+  ``fit`` rows, every other row judged.
+
+The series: one row per published measurement. See docs/validation.md.
 
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("validate").results
+>>> r = run_study("validate", suite="collectives").results
 >>> r.rows, r.judged_rows, round(r.judged_max_error_fraction, 2)
 (36, 32, 0.68)
 """
@@ -22,117 +29,195 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ..validation.collectives import ENGINES, validate
+from ..validation.training import FIT, validate_training
 from .protocol import Inputs, Results, Study, register
 
 __all__ = ["ValidateInputs", "ValidateResults", "ValidationRow", "validate_study"]
 
 #: Suites of published measurements.
-SUITES = ("collectives",)
+SUITES = ("all", "collectives", "training")
 
 
 class ValidateInputs(Inputs):
     """Inputs of ``trnsim validate``."""
 
-    suite: Literal[SUITES] = Field("collectives", description="which published measurements")
+    suite: Literal[SUITES] = Field("all", description="which published measurements")
     engine: Literal[ENGINES] = Field(
-        "analytic", description="the collective engine the model runs (analytic or flow)"
+        "analytic", description="the collective engine the collectives suite runs"
     )
 
 
 class ValidationRow(BaseModel):
     """One published measurement against the model."""
 
-    section: str = Field(description="the published sweep")
-    size_bytes: int
-    algorithm: str = Field(description="as published (empty: not printed)")
-    model_algorithm: str = Field(description="what the model runs for it")
-    role: str = Field(description="fit: calibrates the two parameters; judge: is judged")
-    measured_s: float
-    shipped_s: float = Field(description="the model with the presets as shipped")
-    calibrated_s: float = Field(description="the model with the section's fitted parameters")
-    shipped_error_fraction: float = Field(description="shipped / measured - 1")
-    calibrated_error_fraction: float = Field(description="calibrated / measured - 1")
+    suite: str
+    section: str = Field(description="the published table or sweep")
+    case: str = Field(description="the row: a size and algorithm, or a model and layout")
+    quantity: str = Field(description="what was published: time_s, step_time_s, flop_per_s_per_chip")
+    role: str = Field(description="fit: calibrates the suite's parameters; judge: is judged")
+    published: float
+    shipped: float = Field(description="the model as shipped, nothing fitted")
+    calibrated: float = Field(description="the model with the fitted parameters")
+    shipped_error_fraction: float = Field(description="shipped / published - 1")
+    calibrated_error_fraction: float = Field(description="calibrated / published - 1")
     source: str
 
 
 class ValidateResults(Results):
     """Mean and max absolute errors; one row per published measurement (``series``)."""
 
-    sections: int
     rows: int
     judged_rows: int
     judged_mean_error_fraction: float = Field(description="calibrated, over the judged rows")
     judged_max_error_fraction: float = Field(description="calibrated, over the judged rows")
     shipped_mean_error_fraction: float = Field(description="as shipped, over every row")
     shipped_max_error_fraction: float = Field(description="as shipped, over every row")
+    collectives_judged_mean_error_fraction: float | None = None
+    collectives_judged_max_error_fraction: float | None = None
+    training_judged_mean_error_fraction: float | None = None
+    training_judged_max_error_fraction: float | None = None
     series: list[ValidationRow] = Field(default_factory=list, exclude=True)
 
 
-def validate_study(inputs: ValidateInputs) -> ValidateResults:
-    sections = validate(inputs.engine)
-    rows = [
+def _collective_rows(engine: str) -> list[ValidationRow]:
+    return [
         ValidationRow(
+            suite="collectives",
             section=s.name.split(":")[0],
-            size_bytes=r.size_bytes,
-            algorithm=r.algorithm,
-            model_algorithm=r.model_algorithm,
+            case=f"{r.size_bytes} B, {r.algorithm or '-'} (model: {r.model_algorithm})",
+            quantity="time_s",
             role=r.role,
-            measured_s=r.measured_s,
-            shipped_s=r.shipped_s,
-            calibrated_s=r.calibrated_s,
+            published=r.measured_s,
+            shipped=r.shipped_s,
+            calibrated=r.calibrated_s,
             shipped_error_fraction=r.shipped_error,
             calibrated_error_fraction=r.calibrated_error,
             source=r.source,
         )
-        for s in sections
+        for s in validate(engine)
         for r in s.rows
     ]
-    judged = np.concatenate([s.errors("calibrated", "judge") for s in sections])
-    shipped = np.concatenate([s.errors("shipped") for s in sections])
+
+
+def _training_rows() -> list[ValidationRow]:
+    v = validate_training()
+    return [
+        ValidationRow(
+            suite="training",
+            section=f"{r.source.split()[0]} on {r.hardware}",
+            case=f"{r.model} {r.layout}",
+            quantity=r.quantity,
+            role=r.role,
+            published=r.published,
+            shipped=r.shipped,
+            calibrated=r.modelled,
+            shipped_error_fraction=r.shipped_error,
+            calibrated_error_fraction=r.error,
+            source=r.source,
+        )
+        for r in v.rows
+    ]
+
+
+def validate_study(inputs: ValidateInputs) -> ValidateResults:
+    rows = []
+    if inputs.suite in ("all", "collectives"):
+        rows += _collective_rows(inputs.engine)
+    if inputs.suite in ("all", "training"):
+        rows += _training_rows()
+
+    def errors(suite=None, role=None, shipped=False):
+        return np.array(
+            [
+                abs(r.shipped_error_fraction if shipped else r.calibrated_error_fraction)
+                for r in rows
+                if suite in (None, r.suite) and role in (None, r.role)
+            ]
+        )
+
+    judged = errors(role="judge")
+    shipped = errors(shipped=True)
+    per_suite = {}
+    for suite in ("collectives", "training"):
+        e = errors(suite, "judge")
+        per_suite[f"{suite}_judged_mean_error_fraction"] = float(e.mean()) if e.size else None
+        per_suite[f"{suite}_judged_max_error_fraction"] = float(e.max()) if e.size else None
     return ValidateResults(
-        sections=len(sections),
         rows=len(rows),
         judged_rows=len(judged),
         judged_mean_error_fraction=float(judged.mean()),
         judged_max_error_fraction=float(judged.max()),
         shipped_mean_error_fraction=float(shipped.mean()),
         shipped_max_error_fraction=float(shipped.max()),
+        **per_suite,
         series=rows,
     )
 
 
 def parameters(inputs: ValidateInputs, results: ValidateResults):
-    """Per published sweep: the fitted parameters and its judged errors."""
-    rows = []
-    for s in validate(inputs.engine):
-        judged = s.errors("calibrated", "judge")
-        rows.append(
-            (
-                s.name,
-                s.system,
-                s.ranks_per_chip,
-                f"{s.op_fixed_s * 1e6:.1f}",
-                f"{s.bandwidth_factor:.3f}",
-                f"{judged.mean():.1%}",
-                f"{judged.max():.1%}",
+    """The fitted parameters of each suite run, with its judged errors."""
+    tables = []
+    if inputs.suite in ("all", "collectives"):
+        rows = []
+        for s in validate(inputs.engine):
+            judged = s.errors("calibrated", "judge")
+            rows.append(
+                (
+                    s.name,
+                    s.system,
+                    s.ranks_per_chip,
+                    f"{s.op_fixed_s * 1e6:.1f}",
+                    f"{s.bandwidth_factor:.3f}",
+                    f"{judged.mean():.1%}",
+                    f"{judged.max():.1%}",
+                )
             )
+        columns = (
+            "published sweep",
+            "model system",
+            "ranks/chip",
+            "op_fixed (us)",
+            "bandwidth factor",
+            "judged mean |err|",
+            "judged max |err|",
         )
-    columns = (
-        "published sweep",
-        "model system",
-        "ranks/chip",
-        "op_fixed (us)",
-        "bandwidth factor",
-        "judged mean |err|",
-        "judged max |err|",
-    )
-    return [("fitted on each sweep's smallest and largest rows", columns, rows)]
+        tables.append(("collectives: fitted on each sweep's smallest and largest rows", columns,
+                       rows))
+    if inputs.suite in ("all", "training"):
+        v = validate_training()
+        rows = []
+        for hw, params in v.parameters.items():
+            judged = np.array(
+                [abs(r.error) for r in v.rows if r.hardware == hw and r.role == "judge"]
+            )
+            rows.append(
+                (
+                    hw,
+                    f"{params['efficiency']:.3f}",
+                    f"{params['call_s'] * 1e6:.1f}" if "call_s" in params else "(default 0)",
+                    ", ".join(f"{m} #{i}" for m, i in FIT[hw]),
+                    len(judged),
+                    f"{judged.mean():.1%}",
+                    f"{judged.max():.1%}",
+                )
+            )
+        columns = (
+            "hardware",
+            "GEMM efficiency",
+            "GEMM call (us)",
+            "fitted on",
+            "judged rows",
+            "judged mean |err|",
+            "judged max |err|",
+        )
+        tables.append(("training: fitted per accelerator", columns, rows))
+    return tables
 
 
 STUDY = register(
     Study(
         "validate",
-        "the model against published measurements: the error of every row, mean and max",
+        "the models against published measurements: the error of every row, mean and max",
         ValidateInputs,
         validate_study,
         tables=parameters,

@@ -1,0 +1,192 @@
+"""The training step model (tlm/cluster/training.py): its accounting, against exact FLOP counts,
+and its wiring to the operator costs and the network."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from tlm.cluster.training import PARTS, training_step
+from tlm.workloads import load_model
+
+SEED = int(os.environ.get("SEED", "20261124"))
+
+
+class PeakCosts:
+    """A chip that runs every product at exactly ``peak`` FLOP/s and everything else for free:
+    the step's compute must then be its FLOPs over the peak."""
+
+    source = "test: exact peak"
+
+    def __init__(self, peak=1e15):
+        self.peak = peak
+
+    def peak_flops(self, fmt="bf16"):
+        return self.peak
+
+    def gemm_s(self, m, n, k, batch=1, fmt="bf16"):
+        return 2.0 * np.asarray(batch, float) * np.asarray(m, float) * n * k / self.peak
+
+    def vector_s(self, elements, op="elementwise", fmt="bf16", from_hbm=True):
+        return np.zeros(np.shape(elements))
+
+    def memory_s(self, nbytes):
+        return np.zeros(np.shape(nbytes))
+
+
+class FreeNetwork:
+    """Collectives and sends that cost nothing."""
+
+    chips_per_node = 64
+
+    def collective_s(self, op, group, stride, nbytes, dtype_bytes=2):
+        return np.zeros(np.broadcast_shapes(np.shape(group), np.shape(nbytes)))
+
+    def p2p_s(self, nbytes, stride):
+        return np.zeros(np.broadcast_shapes(np.shape(nbytes), np.shape(stride)))
+
+
+class RingNetwork(FreeNetwork):
+    """Alpha-beta rings at one bandwidth: collectives cost, so the parts they feed show."""
+
+    def collective_s(self, op, group, stride, nbytes, dtype_bytes=2):
+        g = np.asarray(group, float)
+        f = 2.0 if op == "all_reduce" else 1.0
+        return np.where(g > 1, f * (g - 1) * (1e-6 + np.asarray(nbytes) / g / 100e9), 0.0)
+
+    def p2p_s(self, nbytes, stride):
+        return 1e-6 + np.asarray(nbytes, float) / 25e9 + 0 * np.asarray(stride)
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "gpt3-175b", "deepseek-v3"])
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_compute_is_the_flops_over_the_peak(name, recompute):
+    """With products at exactly the peak and nothing else costing, a one-stage step is its
+    hardware FLOPs over the peak, to rounding: the model file's count (the full attention
+    square; full recomputation adds the layers' forward) with the vocabulary padded to a
+    multiple of tp, as the output projection is split. (DeepSeek-V3 at tp 1: tensor
+    parallelism replicates MLA's down-projections and the router, hardware FLOPs the model
+    count leaves out.)"""
+    m = load_model(name)
+    ep = 8 if m.moe else 1
+    tp = 1 if m.mla else 8
+    step = training_step(m, PeakCosts(), FreeNetwork(), dp=8, tp=tp, pp=1, ep=ep, zero=1,
+                         sp=True, recompute=recompute, global_batch=64,
+                         attention="materialised")
+    padded = replace(m, vocab=-(-m.vocab // tp) * tp)
+    flops = 64 * m.seq_len * padded.training_flop_per_token(recompute=recompute)
+    assert float(step.step_s) * 8 * tp * 1e15 == pytest.approx(flops, rel=1e-12)
+    parts = sum(float(getattr(step, p + "_s")) for p in PARTS)
+    assert parts == pytest.approx(float(step.step_s), rel=1e-12)
+
+
+def test_flash_attention_recomputes_the_score_product_in_the_backward_pass():
+    """Flash attention's backward pass adds one score product per layer: with products at
+    the peak and no vector cost, exactly half the attention's forward FLOPs per layer (the
+    score product is one of its two)."""
+    m = load_model("llama3-8b")
+    args = dict(dp=1, tp=8, pp=1, sp=True, recompute="none", global_batch=8)
+    flash = training_step(m, PeakCosts(), FreeNetwork(), attention="flash", **args)
+    plain = training_step(m, PeakCosts(), FreeNetwork(), attention="materialised", **args)
+    score = m.attention_flop_per_token() / 2 * 8 * m.seq_len / 8  # per chip of 8
+    assert float(flash.step_s - plain.step_s) * 1e15 == pytest.approx(score, rel=1e-9)
+    with pytest.raises(ValueError, match="attention must be one of flash, materialised"):
+        training_step(m, PeakCosts(), FreeNetwork(), attention="paged", **args)
+
+
+def test_selective_recompute_is_the_attention_products_forward():
+    m = load_model("gpt3-175b")
+    args = dict(dp=1, tp=8, pp=1, sp=True, global_batch=8, attention="materialised")
+    none = training_step(m, PeakCosts(), FreeNetwork(), recompute="none", **args)
+    sel = training_step(m, PeakCosts(), FreeNetwork(), recompute="selective", **args)
+    tokens = 8 * m.seq_len
+    attention = m.attention_flop_per_token() * tokens / 8  # forward, per chip of 8
+    assert float(sel.recompute_s) == pytest.approx(attention / 1e15, rel=1e-9)
+    assert float(sel.compute_s) == pytest.approx(float(none.compute_s), rel=1e-12)
+
+
+def test_pipeline_bubble_and_interleave():
+    """The bubble is (pp - 1) / v micro-batch times; interleaving divides it."""
+    m = load_model("llama3-70b")
+    args = dict(dp=4, tp=8, pp=8, zero=1, sp=True, recompute="selective", global_batch=256)
+    plain = training_step(m, PeakCosts(), RingNetwork(), interleave=1, **args)
+    inter = training_step(m, PeakCosts(), RingNetwork(), interleave=2, **args)
+    for s, v in ((plain, 1), (inter, 2)):
+        assert float(s.bubble_s) == pytest.approx(7 / v * float(s.micro_batch_s), rel=1e-12)
+        assert float(s.micro_batches) == 256 / 4
+    assert float(inter.bubble_s) < float(plain.bubble_s)
+    assert float(inter.pp_comm_s) == pytest.approx(2 * float(plain.pp_comm_s), rel=1e-12)
+    one = training_step(m, PeakCosts(), RingNetwork(), dp=32, tp=8, pp=1, global_batch=256)
+    assert float(one.bubble_s) == 0 and float(one.pp_comm_s) == 0
+
+
+def test_communication_parts_follow_the_groups():
+    m = load_model("llama3-70b")
+    base = dict(zero=1, sp=True, recompute="selective", global_batch=256)
+    solo = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=1, pp=1, **base)
+    assert all(float(getattr(solo, p)) == 0 for p in ("tp_comm_s", "dp_comm_s", "pp_comm_s",
+                                                       "cp_comm_s", "ep_comm_s"))
+    tp = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=8, pp=1, **base)
+    assert float(tp.tp_comm_s) > 0 and float(tp.dp_comm_s) == 0
+    dp = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False,
+                       **base)
+    assert float(dp.dp_comm_s) > 0 and float(dp.tp_comm_s) == 0
+    hidden = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=True,
+                           **base)
+    assert float(hidden.dp_comm_s) < float(dp.dp_comm_s)
+    z3 = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False,
+                       **{**base, "zero": 3})
+    assert float(z3.dp_comm_s) > float(dp.dp_comm_s)  # weights gathered per micro-batch
+    cp = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=8, cp=2, pp=1, **base)
+    assert float(cp.cp_comm_s) >= 0
+    moe = load_model("deepseek-v3")
+    ep = training_step(moe, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, ep=8, **base)
+    assert float(ep.ep_comm_s) > 0
+
+
+def test_vectorised_equals_scalar():
+    """Random valid layouts evaluated together give each one's own figures."""
+    rng = np.random.default_rng(SEED)
+    print(f"SEED={SEED}")
+    m = load_model("llama3-70b")
+    n = 40
+    cfg = dict(
+        dp=rng.choice([1, 2, 4, 8], n),
+        tp=rng.choice([1, 2, 4, 8], n),
+        pp=rng.choice([1, 2, 4, 5], n),
+        cp=rng.choice([1, 2], n),
+        zero=rng.integers(0, 4, n),
+        micro_batch=rng.choice([1, 2], n),
+        recompute=rng.integers(0, 3, n),
+        sp=rng.random(n) < 0.5,
+        overlap_dp=rng.random(n) < 0.5,
+    )
+    many = training_step(m, PeakCosts(), RingNetwork(), global_batch=64, hbm_bytes=96 * 2**30,
+                         **cfg)
+    for i in range(n):
+        one = training_step(m, PeakCosts(), RingNetwork(), global_batch=64,
+                            hbm_bytes=96 * 2**30, **{k: v[i].item() for k, v in cfg.items()})
+        for p in (*PARTS, "step"):
+            assert float(getattr(many, p + "_s")[i]) == pytest.approx(
+                float(getattr(one, p + "_s")), rel=1e-12, abs=1e-15
+            ), (i, p)
+        assert bool(many.memory.fits[i]) == bool(one.memory.fits)
+
+
+def test_invalid_rows_are_nan_and_scalars_raise():
+    m = load_model("llama3-8b")
+    many = training_step(m, PeakCosts(), FreeNetwork(), tp=np.array([8, 3]), global_batch=8)
+    assert np.isfinite(many.step_s[0]) and np.isnan(many.step_s[1])
+    assert not bool(many.valid[1])
+    with pytest.raises(ValueError, match="tp must be a divisor of the 32 heads"):
+        training_step(m, PeakCosts(), FreeNetwork(), tp=3)
+
+
+def test_more_data_parallel_chips_shorten_the_step():
+    m = load_model("llama3-8b")
+    steps = training_step(m, PeakCosts(), RingNetwork(), dp=np.array([1, 2, 4, 8]), tp=8,
+                          global_batch=64)
+    assert np.all(np.diff(steps.step_s) < 0)

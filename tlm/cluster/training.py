@@ -1,0 +1,496 @@
+"""The training step: time per step and where it goes, vectorised over parallel configurations.
+
+For a model (:mod:`tlm.workloads`), a chip's operator costs (:class:`tlm.costs.OpCosts`: the
+chip TLM's calibrated GEMM efficiency, or a roofline where there is none) and a network
+(:class:`tlm.cluster.network.Network`: each parallel group's collectives on its real
+sub-topology), :func:`training_step` gives, for arrays of configurations - data (``dp``, with
+ZeRO 0-3), tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 1F1B with
+``interleave`` virtual stages), context (``cp``) and expert (``ep``) parallelism, micro-batch
+and recomputation - the step time and its breakdown, MFU and HFU, tokens/s, and each chip's
+memory (:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares).
+
+The model of a step (the derivation and its assumptions are in docs/cluster.md):
+
+- **Placement**: Megatron's order, ``tp`` innermost, then ``cp``, then ``dp`` (the
+  expert-parallel group carved from ``dp x cp``), ``pp`` outermost; a group of ``g`` chips at
+  stride ``k`` is what :meth:`Network.collective_s` prices.
+- **One micro-batch on the slowest stage** (``t_mb``): its layers' forward and backward GEMMs
+  and attention products on the operator costs (backward = the two products of each forward
+  one, dgrad and wgrad, each priced at its own shape), the vector work (norms, softmax,
+  activations, residuals; backward twice forward), recomputation (full: the layers' forward
+  again; selective: the attention products and softmax), the tensor-parallel collectives (two
+  all-reduces per layer each way, or with sequence parallelism two all-gathers and two
+  reduce-scatters), context-parallel K/V exchange (hidden behind attention where it can be),
+  the expert-parallel all-to-alls (dispatch and combine, each way) - all on the critical path
+  (ASSUMED: no TP/EP overlap, as Megatron-LM of the validation papers) - and the pipeline's
+  sends of one micro-batch's activation and gradient per virtual stage.
+- **The pipeline**: ``(m + (pp - 1) / v) t_mb`` for ``m`` micro-batches and ``v`` virtual
+  stages; the ``(pp - 1) / v`` term is the bubble.
+- **Data parallelism**: the gradients' reduce-scatter and the weights' all-gather (ZeRO 1-2
+  with the distributed optimizer, or an all-reduce at ZeRO 0: the same bytes), over
+  ``dp x cp``; ZeRO-3 adds the weights' all-gather before each micro-batch's forward and
+  backward. With ``overlap_dp`` the gradient reduction hides behind the last micro-batch's
+  backward pass as far as it is long.
+- **Optimizer**: Adam reads and writes each local shard's weights, gradients, master copy and
+  moments from HBM (memory-bound, on :meth:`OpCosts.memory_s`).
+
+Examples
+--------
+>>> from tlm.workloads import load_model
+>>> from tlm.costs import OpCosts
+>>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.cluster.network import Network
+>>> trn2 = load_hardware("trn2")
+>>> step = training_step(load_model("llama3-70b"), OpCosts.for_preset("trn2"),
+...                      Network.for_hardware(trn2), dp=8, tp=16, pp=4, zero=1, sp=True,
+...                      recompute="selective", hbm_bytes=trn2.hbm_bytes)
+>>> 0.2 < float(step.mfu) < 0.7, bool(step.memory.fits)
+(True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..workloads.model import Model, element_bytes
+from ..workloads.operators import head_ops, layer_ops
+from .memory import MemoryBreakdown, memory_per_chip
+
+__all__ = [
+    "TrainingStep",
+    "training_step",
+    "PARTS",
+    "ZERO_OPS",
+    "ATTENTION",
+    "STEP_FIELDS",
+    "ADAM_BYTES_PER_PARAMETER",
+]
+
+#: The per-layout arrays of :class:`TrainingStep` (its memory aside).
+STEP_FIELDS = ("step_s", "mfu", "tokens_per_s")
+#: How attention's scores are computed: fused on chip, or through HBM.
+ATTENTION = ("flash", "materialised")
+#: The parts of a step's time, in the order they are reported; they add up to ``step_s``.
+PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble",
+         "dp_comm", "optimizer")
+#: Bytes of HBM traffic per parameter of Adam's update on a local shard: read the weights and
+#: gradients (bf16, 2 + 2), the master copy and both moments (fp32, 3 x 4), write all but the
+#: gradients (2 + 3 x 4).
+ADAM_BYTES_PER_PARAMETER = 30
+#: What ZeRO stage ``z`` communicates over the data-parallel group per step (for the docs).
+ZERO_OPS = {
+    0: "all-reduce of the gradients",
+    1: "reduce-scatter of the gradients, all-gather of the updated weights",
+    2: "reduce-scatter of the gradients, all-gather of the updated weights",
+    3: "reduce-scatter of the gradients and an all-gather of the weights before each "
+    "micro-batch's forward and backward",
+}
+
+
+@dataclass(frozen=True)
+class TrainingStep:
+    """One training step per configuration (arrays of one shape; NaN where a configuration
+    is not valid, its reason in ``memory.reason``). Times in seconds per step; the parts in
+    :data:`PARTS` add up to ``step_s``."""
+
+    step_s: np.ndarray
+    compute_s: np.ndarray
+    recompute_s: np.ndarray
+    tp_comm_s: np.ndarray
+    cp_comm_s: np.ndarray
+    ep_comm_s: np.ndarray
+    pp_comm_s: np.ndarray
+    bubble_s: np.ndarray
+    dp_comm_s: np.ndarray
+    optimizer_s: np.ndarray
+    micro_batch_s: np.ndarray
+    micro_batches: np.ndarray
+    chips: np.ndarray
+    tokens_per_step: np.ndarray
+    tokens_per_s: np.ndarray
+    model_flop_per_step: np.ndarray
+    hardware_flop_per_step: np.ndarray
+    mfu: np.ndarray
+    hfu: np.ndarray
+    memory: MemoryBreakdown
+    costs_source: str
+
+    @property
+    def valid(self) -> np.ndarray:
+        """Configurations that are valid (whether or not they fit in memory)."""
+        return self.memory.reason == 0
+
+    def row(self, i=0) -> dict:
+        """Configuration ``i``'s figures as plain numbers (the memory under ``memory``)."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                out[f.name] = np.ravel(value)[i].item()
+        out["memory"] = self.memory.row(i)
+        out["costs_source"] = self.costs_source
+        return out
+
+
+def _classes(*arrays):
+    """Unique rows of the given integer arrays and each configuration's row index."""
+    if all(np.size(a) == 1 for a in arrays):  # one configuration: no sorting to do
+        row = np.array([[np.ravel(a)[0] for a in arrays]])
+        return row, np.zeros(np.shape(arrays[0]), dtype=np.int64)
+    stacked = np.stack([np.ravel(a) for a in arrays], axis=1)
+    rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return rows, inverse.reshape(np.shape(arrays[0]))
+
+
+def _backward_shapes(m, n, k):
+    """The two products of a forward ``[m,k] x [k,n]`` product's backward pass: the input's
+    gradient ``[m,n] x [n,k]`` and the weight's ``[k,m] x [m,n]``, as (m, n, k) triples."""
+    return (m, k, n), (k, n, m)
+
+
+#: Per-shape-class times already computed, by (model, costs, what, classes, sequence, format):
+#: a search meets the same few classes in every chunk, a single estimate in every call.
+_TIMES: dict = {}
+
+
+def _cached(what, model, costs, classes, *args):
+    key = (what, id(model), id(costs), classes.tobytes(), classes.shape, *args)
+    hit = _TIMES.get(key)
+    if hit is not None and hit[0] is model and hit[1] is costs:
+        return hit[2]
+    make = _layer_times if what in ("dense", "moe") else _head_times
+    value = make(model, costs, what, classes, *args) if what != "head" else make(
+        model, costs, classes, *args
+    )
+    if len(_TIMES) > 4096:
+        _TIMES.clear()
+    _TIMES[key] = (model, costs, value)
+    return value
+
+
+def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, attention):
+    """Per shape class (rows of tp, ep, micro_batch, cp): forward GEMM, attention-product,
+    vector and recomputed-attention seconds of one layer, and the backward's."""
+    names, batch, m, n, k, owner, is_attn = [], [], [], [], [], [], []
+    for c, (tp, ep, mb, cp) in enumerate(classes):
+        ops = layer_ops(model, kind, sequences=int(mb), queries=seq_len // int(cp),
+                        keys=seq_len, tp=int(tp), ep=int(ep))
+        for op in ops:
+            names.append(op.name)
+            batch.append(op.batch)
+            m.append(op.m)
+            n.append(op.n)
+            k.append(op.k)
+            owner.append(c)
+            is_attn.append(op.kind == "attention")
+    batch, m, n, k = (np.asarray(x, dtype=float) for x in (batch, m, n, k))
+    owner, is_attn = np.asarray(owner), np.asarray(is_attn)
+    fwd = costs.gemm_s(m, n, k, batch, fmt=fmt)
+    bwd = sum(costs.gemm_s(*shape, batch, fmt=fmt) for shape in _backward_shapes(m, n, k))
+    count = len(classes)
+
+    def per_class(values, mask=None):
+        w = values if mask is None else np.where(mask, values, 0.0)
+        return np.bincount(owner, weights=w, minlength=count)
+
+    gemm_fwd = per_class(fwd, ~is_attn)
+    attn_fwd = per_class(fwd, is_attn)
+    gemm_bwd = per_class(bwd, ~is_attn)
+    attn_bwd = per_class(bwd, is_attn)
+    # vector work per layer: two norms and two residual adds over the hidden state, softmax
+    # over the scores, the activation over the FFN's intermediates (routed copies in MoE)
+    tp, ep, mb, cp = (classes[:, i].astype(float) for i in range(4))
+    tokens = mb * seq_len / cp
+    h = model.hidden
+    a_l = model.heads / tp
+    scores = mb * a_l * (seq_len / cp) * seq_len
+    if kind == "dense":
+        inter = tokens * model.ffn / tp
+    else:
+        x = model.moe
+        inter = tokens * (x.top_k * x.capacity_factor + x.shared_experts) * x.expert_ffn / tp
+    gates = 2.0 if model.mlp == "swiglu" else 1.0
+    norm = costs.vector_s(2 * tokens * h, op="norm", fmt=act_fmt)
+    elem = costs.vector_s(2 * tokens * h + gates * inter, op="elementwise", fmt=act_fmt)
+    if attention == "materialised":
+        # the scores go through HBM: softmax, and dropout of the probabilities (its mask and
+        # output) where the model has dropout
+        soft = costs.vector_s(scores, op="softmax", fmt=act_fmt)
+        if model.dropout:
+            soft = soft + costs.vector_s(scores, op="elementwise", fmt=act_fmt)
+        extra_bwd = 0.0
+    else:
+        # flash: the softmax on chip, the scores never in HBM; the backward pass recomputes
+        # the score product (one more product of the score's shape)
+        soft = costs.vector_s(scores, op="softmax", fmt=act_fmt, from_hbm=False)
+        score = np.array([name == "score" for name in names])
+        extra_bwd = per_class(fwd, score)
+    vec_fwd = norm + soft + elem
+    return {
+        "fwd": gemm_fwd + attn_fwd + vec_fwd,
+        "bwd": gemm_bwd + attn_bwd + extra_bwd + 2 * vec_fwd,
+        "attn_fwd": attn_fwd + soft,
+    }
+
+
+def _head_times(model: Model, costs, classes, seq_len, fmt, act_fmt):
+    """Per class (tp, micro_batch, cp): the output projection's forward and backward seconds
+    (with the cross-entropy's vector work over the local vocabulary)."""
+    out_f, out_b = [], []
+    for tp, mb, cp in classes:
+        (op,) = head_ops(model, sequences=int(mb), queries=seq_len // int(cp), tp=int(tp))
+        f = costs.gemm_s(op.m, op.n, op.k, op.batch, fmt=fmt)
+        b = sum(costs.gemm_s(*s, op.batch, fmt=fmt) for s in _backward_shapes(op.m, op.n, op.k))
+        ce = costs.vector_s(op.m * op.n, op="softmax", fmt="fp32")  # fp32 logits
+        out_f.append(float(np.asarray(f)) + float(np.asarray(ce)))
+        out_b.append(float(np.asarray(b)) + float(np.asarray(ce)))
+    return np.array(out_f), np.array(out_b)
+
+
+def training_step(
+    model: Model,
+    costs,
+    network,
+    *,
+    dp=1,
+    tp=1,
+    pp=1,
+    cp=1,
+    ep=1,
+    zero=1,
+    micro_batch=1,
+    sp=True,
+    recompute="selective",
+    interleave=1,
+    overlap_dp=True,
+    global_batch=None,
+    seq_len=None,
+    fmt="bf16",
+    attention="flash",
+    hbm_bytes=None,
+    reserve_bytes=None,
+) -> TrainingStep:
+    """Step time, its breakdown, MFU and memory per chip for configurations of ``model``.
+
+    Parameters
+    ----------
+    model : tlm.workloads.Model
+    costs : tlm.costs.OpCosts
+        One chip's operator costs.
+    network : tlm.cluster.network.Network
+        Collective and point-to-point times of a group at a stride.
+    dp, tp, pp, cp, ep, zero, micro_batch, sp, recompute, interleave : scalar or array
+        As :func:`tlm.cluster.memory.memory_per_chip` (they broadcast together).
+    overlap_dp : bool or array
+        Hide the gradients' reduction behind the last micro-batch's backward pass.
+    global_batch, seq_len : int, optional
+        Sequences per step and tokens per sequence (the model file's by default).
+    fmt : str
+        Format of the GEMMs' inputs (``bf16``, ``fp8_e4m3``, ...); activations, weights and
+        gradients are kept in bf16.
+    attention : str
+        ``flash`` (the default: softmax fused with the products on chip, the score product
+        recomputed in the backward pass) or ``materialised`` (the scores, their softmax and
+        dropout written to and read from HBM, as Megatron-LM's fused softmax of 2021-22).
+    hbm_bytes, reserve_bytes : optional
+        Passed to the memory model (without ``hbm_bytes`` nothing fits).
+
+    Raises
+    ------
+    ValueError
+        When every configuration input is a scalar and the configuration is not valid (the
+        memory model's messages: the input, its value and what is allowed).
+    """
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, not {attention!r}")
+    gb = model.global_batch_sequences if global_batch is None else int(global_batch)
+    s = model.seq_len if seq_len is None else int(seq_len)
+    extra = {} if reserve_bytes is None else {"reserve_bytes": reserve_bytes}
+    mem = memory_per_chip(
+        model, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch, sp=sp,
+        recompute=recompute, interleave=interleave, global_batch=gb, seq_len=s,
+        hbm_bytes=hbm_bytes, **extra,
+    )
+    c = mem.config
+    ok = mem.reason == 0
+    safe = {k: np.where(ok, v, 1) for k, v in c.items() if k not in ("sp", "recompute", "zero")}
+    dpv, tpv, ppv, cpv, epv, mbv, vv = (
+        safe[k] for k in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "interleave")
+    )
+    zero_v, rc, spv = c["zero"], c["recompute"], c["sp"]
+    overlap = np.broadcast_to(np.asarray(overlap_dp, dtype=bool), ok.shape)
+    act = "bf16"
+    ab = element_bytes(act)
+    wb = element_bytes("bf16")
+    f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    dpf, tpf, ppf, cpf, epf, mbf, vf = (f(x) for x in (dpv, tpv, ppv, cpv, epv, mbv, vv))
+
+    # --- one layer of each kind, per shape class ------------------------------------------
+    classes, which = _classes(tpv, epv, mbv, cpv)
+    kinds = [("dense", model.dense_layers if model.moe else model.layers)]
+    if model.moe:
+        kinds.append(("moe", model.moe_layers))
+    per_kind = {
+        kind: _cached(kind, model, costs, classes, s, fmt, act, attention) for kind, _ in kinds
+    }
+
+    # the slowest stage: the first stages take one more layer when pp does not divide
+    L = model.layers
+    n_layers = np.ceil(L / ppf)
+    # MoE layers on that stage (the dense ones come first in the model)
+    n_dense_layers = model.dense_layers if model.moe else L
+    n_dense = np.minimum(n_dense_layers, n_layers)
+    n_moe = n_layers - n_dense
+    counts = {"dense": n_dense, "moe": n_moe}
+
+    fwd = sum(counts[k] * per_kind[k]["fwd"][which] for k, _ in kinds)
+    bwd = sum(counts[k] * per_kind[k]["bwd"][which] for k, _ in kinds)
+    attn_fwd = sum(counts[k] * per_kind[k]["attn_fwd"][which] for k, _ in kinds)
+    head_classes, head_which = _classes(tpv, mbv, cpv)
+    head_f, head_b = _cached("head", model, costs, head_classes, s, fmt, act)
+    # the head runs on the last stage, which has floor(L/pp) layers; the slower of the two
+    last_share = np.where(ppf > 1, np.floor(L / ppf) / n_layers, 1.0)
+    head_total = head_f[head_which] + head_b[head_which]
+    stage_compute = np.maximum(fwd + bwd, (fwd + bwd) * last_share + head_total)
+    recompute_t = np.where(rc == 2, fwd, np.where(rc == 1, attn_fwd, 0.0))
+
+    # --- tensor-parallel collectives per micro-batch ----------------------------------------
+    tokens = mbf * s / cpf
+    hidden_bytes = tokens * model.hidden * ab
+    ones = np.ones_like(tpf)
+    zeros = np.zeros_like(tpf)
+
+    def tp_collective(op, where):
+        """A tensor-parallel collective of the hidden state where ``where`` holds (only
+        those rows are priced: a single estimate pays for the ops it uses)."""
+        if not np.any(where):
+            return zeros
+        return network.collective_s(op, tpv, ones, hidden_bytes, dtype_bytes=int(ab))
+
+    if np.any(tpf > 1):
+        with_sp = spv & (tpf > 1)
+        ag = tp_collective("all_gather", with_sp)
+        rs = tp_collective("reduce_scatter", with_sp)
+        ar = tp_collective("all_reduce", ~spv & (tpf > 1))
+        one_way = np.where(spv, 2 * (ag + rs), 2 * ar)  # per layer, forward (or backward)
+        one_way = np.where(tpf > 1, one_way, 0.0)
+    else:
+        one_way = np.zeros_like(tpf)
+    tp_t = n_layers * one_way * np.where(rc == 2, 3.0, 2.0)
+
+    # --- context parallelism: each chip's K and V gathered, their gradients scattered -------
+    if np.any(cpf > 1) and not model.mla:
+        kv_l = np.maximum(model.kv_heads / tpf, 1)
+        kv_bytes = mbf * s * kv_l * (model.head_dim + model.v_head_dim) * ab
+        kv_ag = network.collective_s("all_gather", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
+        kv_rs = network.collective_s("reduce_scatter", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
+        per_layer_attn = attn_fwd / np.maximum(n_layers, 1)
+        hidden = np.maximum(kv_ag - per_layer_attn, 0) + np.maximum(kv_rs - 2 * per_layer_attn, 0)
+        cp_t = np.where(cpf > 1, n_layers * hidden * np.where(rc == 2, 1.5, 1.0), 0.0)
+    elif np.any(cpf > 1):  # MLA: the latent and the RoPE key are what is exchanged
+        x = model.mla
+        kv_bytes = mbf * s * (x.kv_lora_rank + x.qk_rope_head_dim) * ab
+        kv_ag = network.collective_s("all_gather", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
+        kv_rs = network.collective_s("reduce_scatter", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
+        cp_t = np.where(cpf > 1, n_layers * (kv_ag + kv_rs), 0.0)
+    else:
+        cp_t = np.zeros_like(tpf)
+
+    # --- expert parallelism: dispatch and combine all-to-alls of the routed copies ----------
+    if model.moe and np.any(epf > 1):
+        x = model.moe
+        routed = tokens * x.top_k * x.capacity_factor * model.hidden * ab
+        a2a = network.collective_s("all_to_all", epv, tpv * cpv, routed, dtype_bytes=int(ab))
+        per_layer = np.where(epf > 1, 2 * a2a, 0.0)
+        ep_t = n_moe * per_layer * np.where(rc == 2, 3.0, 2.0)
+    else:
+        ep_t = np.zeros_like(tpf)
+
+    # --- pipeline sends: one activation forward and one gradient back per virtual stage ----
+    # (Megatron's scatter-gather: each tensor-parallel chip sends its 1/tp of the hidden
+    # state, the receivers all-gather it over the scale-up links)
+    if np.any(ppf > 1):
+        # (rows without a pipeline send to a stage that is not there: stride 1, masked below)
+        p2p = network.p2p_s(hidden_bytes / tpf, np.where(ppf > 1, tpv * cpv * dpv, 1))
+        regather = tp_collective("all_gather", ~spv & (tpf > 1) & (ppf > 1))
+        p2p = p2p + np.where(spv | (tpf == 1), 0.0, regather)
+        pp_t = np.where(ppf > 1, 2 * vf * p2p, 0.0)
+    else:
+        pp_t = np.zeros_like(tpf)
+
+    t_mb = stage_compute + recompute_t + tp_t + cp_t + ep_t + pp_t
+    n_micro = gb / (dpf * mbf)
+    bubble = (ppf - 1) / vf * t_mb
+
+    # --- data parallelism: gradients (and weights) over dp x cp ----------------------------
+    params = _stage_params(model, mem)
+    grad_bytes = params * element_bytes("bf16")
+    group = dpv * cpv
+    stride = tpv
+    gf = f(group)
+    if np.any(gf > 1):
+        rs = network.collective_s("reduce_scatter", group, stride, grad_bytes, dtype_bytes=2)
+        ag = network.collective_s("all_gather", group, stride, params * wb, dtype_bytes=2)
+        dp_sync = np.where(gf > 1, rs + ag, 0.0)
+        # ZeRO-3 gathers the stage's weights before each micro-batch's forward and backward;
+        # with overlap the next layer's gather hides behind this layer's compute
+        gathers = np.where(overlap, np.maximum(2 * ag - (fwd + bwd), 0.0), 2 * ag)
+        zero3 = np.where((zero_v >= 3) & (gf > 1), gathers * n_micro, 0.0)
+        dp_sync = np.where(zero_v >= 3, rs, dp_sync)
+    else:
+        dp_sync = np.zeros_like(tpf)
+        zero3 = np.zeros_like(tpf)
+    window = np.where(overlap, bwd, 0.0)
+    dp_t = np.maximum(dp_sync - window, 0.0) + zero3
+
+    # --- optimizer: Adam over the local shard, memory-bound --------------------------------
+    shard = params / np.where(zero_v >= 1, gf, 1.0)
+    opt_t = costs.memory_s(shard * ADAM_BYTES_PER_PARAMETER)
+
+    n_mb = n_micro
+    parts = {
+        "compute": n_mb * stage_compute,
+        "recompute": n_mb * recompute_t,
+        "tp_comm": n_mb * tp_t,
+        "cp_comm": n_mb * cp_t,
+        "ep_comm": n_mb * ep_t,
+        "pp_comm": n_mb * pp_t,
+        "bubble": bubble,
+        "dp_comm": dp_t,
+        "optimizer": np.broadcast_to(opt_t, ok.shape),
+    }
+    step = sum(parts.values())
+    chips = dpf * tpf * ppf * cpf
+    tokens_step = float(gb * s)
+    model_flop = tokens_step * model.training_flop_per_token(s, "none")
+    rc_names = np.array(["none", "selective", "full"])
+    hw_flop = np.array([tokens_step * model.training_flop_per_token(s, r) for r in rc_names])[rc]
+    peak = costs.peak_flops(fmt)
+    nan = np.where(ok, 1.0, np.nan)
+    out = {f"{k}_s": np.asarray(v * nan, dtype=float) for k, v in parts.items()}
+    step = np.asarray(step * nan, dtype=float)
+    return TrainingStep(
+        step_s=step,
+        **out,
+        micro_batch_s=np.asarray(t_mb * nan),
+        micro_batches=np.asarray(n_micro * nan),
+        chips=np.asarray(chips * nan),
+        tokens_per_step=np.full(ok.shape, tokens_step),
+        tokens_per_s=np.asarray(tokens_step / step),
+        model_flop_per_step=np.full(ok.shape, model_flop),
+        hardware_flop_per_step=np.asarray(hw_flop * nan),
+        mfu=np.asarray(model_flop / (step * chips * peak)),
+        hfu=np.asarray(hw_flop / (step * chips * peak)),
+        memory=mem,
+        costs_source=costs.source,
+    )
+
+
+def _stage_params(model: Model, mem: MemoryBreakdown) -> np.ndarray:
+    """Parameters one chip of the peak stage holds (before ZeRO sharding): its weights'
+    bytes over ZeRO-3's sharding undone."""
+    c = mem.config
+    shard = np.where(c["zero"] >= 3, c["dp"] * c["cp"], 1)
+    return np.nan_to_num(mem.weights_bytes) / element_bytes("bf16") * shard

@@ -1,0 +1,292 @@
+"""``trnsim train``: a model trained on ``--chips`` chips of a ``--hardware`` with one parallel
+layout - the step time and where it goes, MFU and HFU, tokens/s, memory per chip, and the run:
+time to train with goodput under failures, power, energy, owned and cloud cost.
+
+The step is :func:`tlm.cluster.training.training_step` on the hardware's operator costs
+(:class:`tlm.costs.OpCosts`: the chip TLM's calibrated GEMMs for a Trainium preset, a stated
+roofline for a GPU) and its network (:class:`tlm.cluster.network.Network`: each group's
+collectives on its real sub-topology); goodput, power and cost are ``trnsim cost``'s
+(:func:`tlm.studies.cost.run_figures`). ``--dp`` unset is ``chips / (tp x pp x cp)``. The series:
+the step's parts (they add up to the step). See docs/cluster.md.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> r = run_study("train", model="llama3-70b", chips=1024, tp=16, pp=4).results
+>>> r.dp, r.fits, 0.2 < r.mfu_fraction < 0.7
+(16, True, True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..cluster.memory import RECOMPUTE
+from ..cluster.training import PARTS, training_step
+from .cost import ClusterInputs, RunResults, run_figures
+from .protocol import InputError, Study, register, writable_path
+
+__all__ = [
+    "FabricInputs",
+    "TrainInputs",
+    "TrainResults",
+    "PartRow",
+    "train_study",
+    "GEMM_FORMATS",
+    "DEFAULT_SITE_BANDWIDTH_BPS",
+]
+
+#: Formats the GEMMs may run in (the tensor engine's; activations stay bf16).
+GEMM_FORMATS = ("bf16", "fp8_e4m3")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+#: Bandwidth between two neighbouring sites, each way: ASSUMED 12.5 TB/s (100 Tb/s, a few
+#: hundred 400G wavelengths); no figure is published for Project Rainier's sites.
+DEFAULT_SITE_BANDWIDTH_BPS = 12.5e12
+
+
+class FabricInputs(ClusterInputs):
+    """What the training studies add to the cluster inputs: the sites the chips span."""
+
+    sites: int = Field(1, ge=1, le=64, description="data centres the chips are spread over")
+    site_bandwidth_Bps: float = Field(
+        DEFAULT_SITE_BANDWIDTH_BPS,
+        gt=0,
+        description="between two neighbouring sites, each way (ASSUMED: none is published)",
+    )
+    site_latency_s: float = Field(
+        0.0, ge=0, description="added to each collective step that crosses a site"
+    )
+
+    def settings(self) -> tuple:
+        """The network's settings (:data:`tlm.cluster.search.NETWORK_SETTINGS`)."""
+        return (
+            ("oversubscription", self.oversubscription),
+            ("sites", self.sites),
+            ("site_bandwidth_Bps", self.site_bandwidth_Bps),
+            ("site_latency_s", self.site_latency_s),
+        )
+
+
+class TrainInputs(FabricInputs):
+    """Inputs of ``trnsim train``."""
+
+    dp: int | None = Field(
+        None, ge=1, description="data-parallel size", json_schema_extra={"unset": "chips / (tp x pp x cp)"}
+    )
+    tp: int = Field(16, ge=1, description="tensor-parallel size (sequence parallel with --sp on)")
+    pp: int = Field(8, ge=1, description="pipeline-parallel size (1F1B)")
+    cp: int = Field(1, ge=1, description="context-parallel size (splits the sequence)")
+    ep: int = Field(1, ge=1, description="expert-parallel size (within dp x cp)")
+    zero: int = Field(
+        1, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 + gradients, 3 (FSDP) + weights"
+    )
+    micro_batch: int = Field(1, ge=1, description="sequences per micro-batch")
+    interleave: int = Field(1, ge=1, description="virtual pipeline stages per chip")
+    sp: Literal["on", "off"] = Field("on", description="sequence parallelism")
+    recompute: Literal[RECOMPUTE] = Field("selective", description="activation recomputation")
+    overlap_dp: Literal["on", "off"] = Field(
+        "on", description="hide the gradients' reduction behind the last backward pass"
+    )
+    gemm_format: Literal[GEMM_FORMATS] = Field("bf16", description="format the GEMMs run in")
+    global_batch: int | None = Field(
+        None, ge=1, description="sequences per step", json_schema_extra={"unset": "the model file's"}
+    )
+    seq_len: int | None = Field(
+        None, ge=1, description="tokens per sequence", json_schema_extra={"unset": "the model file's"}
+    )
+    plot: str | None = Field(
+        None,
+        description="write the step-time breakdown as a figure",
+        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+    )
+
+    def resolve(self) -> TrainInputs:
+        self.device()
+        m = self.workload()
+        inner = self.tp * self.pp * self.cp
+        if self.chips % inner:
+            raise InputError(
+                "chips",
+                self.chips,
+                f"a multiple of tp x pp x cp = {inner} (tp {self.tp}, pp {self.pp}, cp {self.cp})",
+            )
+        dp = self.chips // inner if self.dp is None else self.dp
+        if dp * inner != self.chips:
+            raise InputError(
+                "dp", dp, f"chips / (tp x pp x cp) = {self.chips // inner}, or unset"
+            )
+        writable_path("plot", self.plot)
+        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        gb = m.global_batch_sequences if self.global_batch is None else self.global_batch
+        seq = m.seq_len if self.seq_len is None else self.seq_len
+        resolved = self.model_copy(update={"dp": dp, "global_batch": gb, "seq_len": seq})
+        resolved.step()  # the layout's own checks (the memory model's), each naming its input
+        return resolved
+
+    def engines(self):
+        """The chip's operator costs and the cluster's network at these inputs."""
+        from ..cluster.search import engines
+
+        try:
+            return engines(self.device(), self.settings(), self.chips)
+        except ValueError as error:
+            raise InputError("sites", self.sites, "a number of sites the chips split into "
+                             "whole, aligned blocks of nodes", str(error)) from None
+
+    def step(self):
+        """:func:`training_step` of these (resolved) inputs; a configuration that is not
+        valid raises :class:`InputError` naming the input at fault."""
+        costs, network = self.engines()
+        try:
+            return training_step(
+                self.workload(),
+                costs,
+                network,
+                dp=self.dp,
+                tp=self.tp,
+                pp=self.pp,
+                cp=self.cp,
+                ep=self.ep,
+                zero=self.zero,
+                micro_batch=self.micro_batch,
+                sp=self.sp == "on",
+                recompute=self.recompute,
+                interleave=self.interleave,
+                overlap_dp=self.overlap_dp == "on",
+                global_batch=self.global_batch,
+                seq_len=self.seq_len,
+                fmt=self.gemm_format,
+                hbm_bytes=self.device().hbm_bytes,
+            )
+        except ValueError as error:
+            raise _layout_error(self, str(error)) from None
+
+
+def _layout_error(inputs: TrainInputs, text: str) -> InputError:
+    """The memory model's message ``"NAME must be ALLOWED, not VALUE"`` as the input's error
+    (a rule over several inputs, ``dp x micro_batch ...``, is charged to the first named)."""
+    name = text.split(" ", 1)[0]
+    field = name if name in type(inputs).model_fields else "micro_batch"
+    allowed = text.removeprefix(f"{name} must be ").rpartition(", not ")[0] or text
+    return InputError(field, getattr(inputs, field), allowed)
+
+
+class PartRow(BaseModel):
+    """One part of the step."""
+
+    part: str
+    time_s: float
+    share_fraction: float
+
+
+class TrainResults(RunResults):
+    """The step, its breakdown, the memory per chip and the run's goodput, power and cost;
+    the series: the step's parts."""
+
+    dp: int
+    step_s: float
+    compute_s: float
+    recompute_s: float
+    tp_comm_s: float = Field(description="exposed tensor-parallel collectives")
+    cp_comm_s: float = Field(description="context-parallel K/V exchange not hidden")
+    ep_comm_s: float = Field(description="expert-parallel all-to-alls")
+    pp_comm_s: float = Field(description="pipeline sends on the critical path")
+    bubble_s: float = Field(description="pipeline fill and drain")
+    dp_comm_s: float = Field(description="exposed data-parallel gradient/weight traffic")
+    optimizer_s: float
+    micro_batches: int
+    tokens_per_s: float
+    mfu_fraction: float = Field(description="model FLOPs / (step x chips x dense peak)")
+    hfu_fraction: float = Field(description="with recomputation's FLOPs")
+    steps: int = Field(description="the model file's tokens / tokens per step")
+    train_days: float = Field(description="wall time of the run with goodput, days")
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    buffers_bytes: float
+    total_bytes: float = Field(description="memory per chip, the peak stage")
+    hbm_bytes: float
+    fits: bool
+    costs_source: str = Field(description="where the operator costs come from")
+    series: list[PartRow] = Field(default_factory=list, exclude=True)
+
+
+def train_study(inputs: TrainInputs) -> TrainResults:
+    """The step, then the run over it."""
+    step = inputs.step()
+    r = step.row()
+    m = inputs.workload()
+    steps = max(1, round(m.tokens / (inputs.global_batch * inputs.seq_len)))
+    figures, _causes = run_figures(inputs, r["step_s"], steps)
+    parts = [
+        PartRow(part=p, time_s=r[p + "_s"], share_fraction=r[p + "_s"] / r["step_s"]) for p in PARTS
+    ]
+    mem = r["memory"]
+    results = TrainResults(
+        **figures,
+        dp=inputs.dp,
+        **{p + "_s": r[p + "_s"] for p in PARTS},
+        step_s=r["step_s"],
+        micro_batches=round(r["micro_batches"]),
+        tokens_per_s=r["tokens_per_s"],
+        mfu_fraction=r["mfu"],
+        hfu_fraction=r["hfu"],
+        steps=steps,
+        train_days=figures["run_wall_s"] / 86400,
+        weights_bytes=mem["weights_bytes"],
+        gradients_bytes=mem["gradients_bytes"],
+        optimizer_bytes=mem["optimizer_bytes"],
+        activations_bytes=mem["activations_bytes"],
+        buffers_bytes=mem["buffers_bytes"],
+        total_bytes=mem["total_bytes"],
+        hbm_bytes=mem["hbm_bytes"],
+        fits=bool(mem["fits"]),
+        costs_source=r["costs_source"],
+        series=parts,
+    )
+    if inputs.plot is not None:
+        write_breakdown(inputs, results)
+    return results
+
+
+def write_breakdown(inputs: TrainInputs, results: TrainResults) -> Path:
+    """The step's parts as one stacked bar (matplotlib; the format by suffix)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 2.6))
+    left = 0.0
+    for row in results.series:
+        if row.time_s <= 0:
+            continue
+        ax.barh([0], [row.time_s], left=[left], label=f"{row.part} {row.share_fraction:.0%}")
+        left += row.time_s
+    ax.set_yticks([])
+    ax.set_xlabel("seconds per step")
+    ax.set_title(
+        f"{inputs.model} on {inputs.chips} {inputs.hardware}: dp {inputs.dp} tp {inputs.tp} "
+        f"pp {inputs.pp} cp {inputs.cp} ep {inputs.ep}, MFU {results.mfu_fraction:.1%}"
+    )
+    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    fig.tight_layout()
+    path = Path(inputs.plot)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+STUDY = register(
+    Study(
+        "train",
+        "step time, MFU, memory, time and cost to train a model with one parallel layout",
+        TrainInputs,
+        train_study,
+    )
+)

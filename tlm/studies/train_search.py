@@ -1,0 +1,306 @@
+"""``trnsim train-search``: every valid parallel layout of a model on each of ``--chips`` chip
+counts, evaluated on Dask - the best layout by time or cost under a memory and power budget,
+and the Pareto front of time to train against cost.
+
+The layouts are :func:`tlm.cluster.search.candidates`' (tensor, context, pipeline, data and
+expert parallelism, ZeRO 0-3, micro-batch, interleave, recomputation); each is priced by
+``trnsim train``'s model (:func:`tlm.cluster.search.evaluate`). ``--scheduler local`` (the
+default) starts a local Dask cluster, ``inline`` evaluates in this process, an address
+(``tcp://host:8786``) spreads the chunks over an existing cluster; ``--out-dir`` keeps each
+chunk's results so an interrupted search resumes. Pinning axes (``--tp 8``) narrows it. The
+series: the Pareto front. See docs/cluster.md.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> r = run_study("train-search", model="llama3-8b", chips="64,128", scheduler="inline").results
+>>> r.evaluated > 1000, r.best_chips in (64, 128), r.front_layouts >= 1
+(True, True, True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..cluster.memory import RECOMPUTE
+from ..cluster.search import NoValidLayout, search
+from .collective import parse_sizes
+from .train import FabricInputs
+from .protocol import InputError, Results, Study, progress, register, writable_path
+
+__all__ = ["SearchInputs", "SearchResults", "FrontRow", "search_study"]
+
+_CHIPS_ALLOWED = (
+    "chip counts: FROM..TO[:FACTOR] (each FACTOR times the last, 2 unless given) or a "
+    "comma-separated list, e.g. 1024..1048576:4 or 4096,16384; k and M for thousands and "
+    "millions (decimal)"
+)
+_COUNT_UNITS = {"": 1, "k": 1000, "m": 1_000_000}
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+#: Most chip counts one search may take.
+MAX_COUNTS = 32
+
+
+def _axis_field(what: str):
+    return Field(
+        "all",
+        description=f"{what} to try",
+        json_schema_extra={"allowed": "all, or a comma-separated list of values"},
+    )
+
+
+class SearchInputs(FabricInputs):
+    """Inputs of ``trnsim train-search`` (``--chips`` is a list here)."""
+
+    chips: str = Field(
+        "1024,4096,16384",
+        description="chip counts to search",
+        json_schema_extra={"allowed": _CHIPS_ALLOWED},
+    )
+    objective: Literal["time", "cost"] = Field(
+        "time", description="what the best layout minimises: time to train or cloud cost"
+    )
+    memory_budget_bytes: float | None = Field(
+        None, gt=0, description="memory per chip allowed", json_schema_extra={"unset": "the HBM"}
+    )
+    power_budget_w: float | None = Field(
+        None,
+        gt=0,
+        description="facility power allowed",
+        json_schema_extra={"unset": "the power of the largest chip count (no limit)"},
+    )
+    tp: str = _axis_field("tensor-parallel sizes")
+    pp: str = _axis_field("pipeline-parallel sizes")
+    cp: str = _axis_field("context-parallel sizes")
+    ep: str = _axis_field("expert-parallel sizes")
+    zero: str = _axis_field("ZeRO stages")
+    recompute: str = _axis_field("recomputations (none, selective, full)")
+    scheduler: str = Field(
+        "local",
+        description="where chunks run: local (a local Dask cluster), inline (this process), "
+        "or a Dask scheduler's address",
+        json_schema_extra={"allowed": "local, inline, or an address such as tcp://host:8786"},
+    )
+    workers: int = Field(
+        0, ge=0, le=256, description="worker processes of the local cluster (0: one per core)"
+    )
+    out_dir: str | None = Field(
+        None,
+        description="keep each chunk's results here; a rerun resumes from them",
+        json_schema_extra={"unset": "kept in memory only"},
+    )
+    chunk: int = Field(200_000, ge=1000, le=10_000_000, description="layouts per Dask task")
+    plot: str | None = Field(
+        None,
+        description="write the Pareto front as a figure",
+        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+    )
+
+    def counts(self) -> list[int]:
+        """The chip counts ``--chips`` names."""
+        counts = parse_sizes(self.chips, "chips", _CHIPS_ALLOWED, _COUNT_UNITS)
+        if len(counts) > MAX_COUNTS or max(counts) > 10_000_000:
+            raise InputError("chips", self.chips, _CHIPS_ALLOWED + f" (1..{MAX_COUNTS} counts, "
+                             "each at most 10,000,000)")
+        return counts
+
+    def fixed(self) -> dict:
+        """The axes narrowed to the values listed."""
+        out = {}
+        for name in ("tp", "pp", "cp", "ep", "zero", "recompute"):
+            text = getattr(self, name).strip()
+            if text == "all":
+                continue
+            parts = [p.strip() for p in text.split(",") if p.strip()]
+            if name == "recompute":
+                bad = [p for p in parts if p not in RECOMPUTE]
+                values = [RECOMPUTE.index(p) for p in parts if p in RECOMPUTE]
+                allowed = "all, or a comma-separated list of " + ", ".join(RECOMPUTE)
+            else:
+                bad = [p for p in parts if not p.isdigit() or (int(p) < 1 and name != "zero")
+                       or (name == "zero" and int(p) > 3)]
+                values = [int(p) for p in parts if p not in bad]
+                allowed = ("all, or a comma-separated list of 0, 1, 2, 3" if name == "zero"
+                           else "all, or a comma-separated list of positive integers")
+            if bad or not values:
+                raise InputError(name, getattr(self, name), allowed)
+            out[name] = values
+        return out
+
+    def resolve(self) -> SearchInputs:
+        from ..cluster.search import run_power_w
+
+        hw = self.device()
+        model = self.workload()
+        counts = self.counts()
+        self.fixed()
+        if self.scheduler not in ("local", "inline") and "://" not in self.scheduler:
+            raise InputError(
+                "scheduler", self.scheduler, "local, inline, or an address such as tcp://host:8786"
+            )
+        writable_path("plot", self.plot)
+        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        if self.sites > 1:
+            from ..cluster.search import engines
+
+            for n in counts:
+                try:
+                    engines(hw, self.settings(), n)
+                except ValueError as error:
+                    raise InputError("sites", self.sites, "a number of sites every chip count "
+                                     "splits into whole, aligned blocks of nodes",
+                                     str(error)) from None
+        update = {}
+        if self.memory_budget_bytes is None:
+            update["memory_budget_bytes"] = hw.hbm_bytes
+        if self.power_budget_w is None:
+            update["power_budget_w"] = float(run_power_w(model, hw, max(counts)))
+        return self.model_copy(update=update)
+
+
+class FrontRow(BaseModel):
+    """One layout of the Pareto front (time to train against cloud cost)."""
+
+    chips: int
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    zero: int
+    micro_batch: int
+    interleave: int
+    recompute: str
+    step_s: float
+    mfu_fraction: float
+    memory_bytes: float
+    goodput_fraction: float
+    train_days: float
+    cost_usd: float
+    power_w: float
+
+
+class SearchResults(Results):
+    """The best layout and the search's counts; the series: the Pareto front."""
+
+    evaluated: int = Field(description="layouts evaluated")
+    valid_layouts: int = Field(description="passing every rule of the model and the chips")
+    fitting_layouts: int = Field(description="within the memory and power budgets")
+    chunks: int
+    resumed_chunks: int = Field(description="loaded from --out-dir instead of evaluated")
+    best_chips: int
+    best_dp: int
+    best_tp: int
+    best_pp: int
+    best_cp: int
+    best_ep: int
+    best_zero: int
+    best_micro_batch: int
+    best_interleave: int
+    best_recompute: str
+    best_step_s: float
+    best_mfu_fraction: float
+    best_train_days: float
+    best_cost_usd: float
+    best_power_w: float
+    front_layouts: int
+    series: list[FrontRow] = Field(default_factory=list, exclude=True)
+
+
+def _front_row(row: dict) -> FrontRow:
+    return FrontRow(
+        **{k: row[k] for k in ("chips", "dp", "tp", "pp", "cp", "ep", "zero", "micro_batch",
+                               "interleave", "recompute", "step_s", "memory_bytes",
+                               "cost_usd", "power_w")},
+        mfu_fraction=row["mfu"],
+        goodput_fraction=row["goodput"],
+        train_days=row["train_s"] / 86400,
+    )
+
+
+def search_study(inputs: SearchInputs) -> SearchResults:
+    """Enumerate, evaluate in chunks, pick."""
+    import numpy as np
+
+    settings = inputs.settings()
+    budget = {"memory_bytes": inputs.memory_budget_bytes, "power_w": inputs.power_budget_w}
+    try:
+        found = search(
+            inputs.workload(),
+            inputs.device(),
+            inputs.counts(),
+            settings=settings,
+            fixed=inputs.fixed(),
+            scheduler=inputs.scheduler,
+            out_dir=inputs.out_dir,
+            chunk=inputs.chunk,
+            workers=inputs.workers or None,
+            progress=lambda done, total: progress(done, total, "chunks of layouts"),
+        )
+        best = found.best(inputs.objective, **budget)
+    except NoValidLayout as error:
+        raise InputError(
+            "chips", inputs.chips, "chip counts with a valid, fitting layout", str(error)
+        ) from None
+    front = [_front_row(found.row(int(i))) for i in found.front(**budget)]
+    results = SearchResults(
+        evaluated=found.evaluated,
+        valid_layouts=int(np.isfinite(found.step_s).sum()),
+        fitting_layouts=int(found.feasible(**budget).sum()),
+        chunks=found.chunks,
+        resumed_chunks=found.resumed_chunks,
+        **{f"best_{k}": best[k] for k in ("chips", "dp", "tp", "pp", "cp", "ep", "zero",
+                                          "micro_batch", "interleave", "recompute", "step_s",
+                                          "cost_usd", "power_w")},
+        best_mfu_fraction=best["mfu"],
+        best_train_days=best["train_s"] / 86400,
+        front_layouts=len(front),
+        series=front,
+    )
+    if inputs.plot is not None:
+        write_front(inputs, found, results)
+    return results
+
+
+def write_front(inputs: SearchInputs, found, results: SearchResults) -> Path:
+    """Every feasible layout as a dot of time to train against cost, the front as a line."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    budget = {"memory_bytes": inputs.memory_budget_bytes, "power_w": inputs.power_budget_w}
+    ok = found.feasible(**budget)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for n in np.unique(found.chips[ok]):
+        sel = ok & (found.chips == n)
+        ax.scatter(found.train_s[sel] / 86400, found.cost_usd[sel] / 1e6, s=3, alpha=0.3,
+                   label=f"{n} chips")
+    ax.plot([r.train_days for r in results.series], [r.cost_usd / 1e6 for r in results.series],
+            "k.-", label="Pareto front")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("days to train (with goodput)")
+    ax.set_ylabel("cloud cost (M$)")
+    ax.set_title(f"{inputs.model} on {inputs.hardware}: {int(ok.sum())} feasible layouts")
+    ax.legend(fontsize=8, markerscale=4)
+    fig.tight_layout()
+    path = Path(inputs.plot)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+STUDY = register(
+    Study(
+        "train-search",
+        "every parallel layout on N chips (Dask): the best by time or cost, the Pareto front",
+        SearchInputs,
+        search_study,
+    )
+)
