@@ -115,33 +115,56 @@ def bench_training() -> list[dict]:
     costs, net = OpCosts.for_preset("trn2"), Network.for_hardware(hw)
     rows = []
     # one estimate at 1,048,576 chips, a different layout each call (no cache of a result)
-    layouts = [dict(dp=1024, tp=16, pp=16, cp=4), dict(dp=512, tp=32, pp=16, cp=4),
-               dict(dp=2048, tp=16, pp=8, cp=4), dict(dp=1024, tp=8, pp=32, cp=4)]
+    layouts = [
+        dict(dp=1024, tp=16, pp=16, cp=4),
+        dict(dp=512, tp=32, pp=16, cp=4),
+        dict(dp=2048, tp=16, pp=8, cp=4),
+        dict(dp=1024, tp=8, pp=32, cp=4),
+    ]
     for lay in layouts:  # the first call of each builds the network's tables
-        training_step(m, costs, net, zero=1, sp=True, recompute="selective",
-                      hbm_bytes=hw.hbm_bytes, **lay)
+        training_step(
+            m, costs, net, zero=1, sp=True, recompute="selective", hbm_bytes=hw.hbm_bytes, **lay
+        )
     start = time.perf_counter()
     for i in range(40):
-        training_step(m, costs, net, zero=1, sp=True, recompute="selective",
-                      hbm_bytes=hw.hbm_bytes, micro_batch=1 + i % 2, **layouts[i % 4])
+        training_step(
+            m,
+            costs,
+            net,
+            zero=1,
+            sp=True,
+            recompute="selective",
+            hbm_bytes=hw.hbm_bytes,
+            micro_batch=1 + i % 2,
+            **layouts[i % 4],
+        )
     single = (time.perf_counter() - start) / 40
-    rows.append({
-        "figure": "training step, one estimate of Llama 3 405B at 1,048,576 trn2 chips "
-        "(scalars, one call)",
-        "value": single * 1e3, "unit": "ms", "target": "<= 1", "naive": "Calculon 13.6 ms",
-    })
+    rows.append(
+        {
+            "figure": "training step, one estimate of Llama 3 405B at 1,048,576 trn2 chips "
+            "(scalars, one call)",
+            "value": single * 1e3,
+            "unit": "ms",
+            "target": "<= 1",
+            "naive": "Calculon 13.6 ms",
+        }
+    )
     # the same model over many layouts in one call: the search's per-estimate cost
     counts = [1024, 4096, 16384, 65536, 262144, 1048576]
     parts = [candidates(m, n)[0] for n in counts]
     every = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
     n_layouts = len(every["chips"])
     seconds = best_time(lambda: evaluate(m, hw, every), repeat=2)
-    rows.append({
-        "figure": f"training step + memory + goodput + cost, {n_layouts:,} layouts of Llama 3 "
-        "405B on 1k-1M trn2 chips, one call",
-        "value": n_layouts / seconds, "unit": "layouts/s", "target": ">= 20,000",
-        "naive": "Calculon ~155/s",
-    })
+    rows.append(
+        {
+            "figure": f"training step + memory + goodput + cost, {n_layouts:,} layouts of Llama 3 "
+            "405B on 1k-1M trn2 chips, one call",
+            "value": n_layouts / seconds,
+            "unit": "layouts/s",
+            "target": ">= 20,000",
+            "naive": "Calculon ~155/s",
+        }
+    )
     # the search end to end (enumerate, chunk, evaluate, gather, pick) over >= 1,000,000
     # layouts: DeepSeek-V3 (expert parallelism multiplies the layouts) on 1k-1M chips
     moe = load_model("deepseek-v3")
@@ -151,20 +174,33 @@ def bench_training() -> list[dict]:
         found = search(moe, hw, big, scheduler=scheduler, chunk=200_000, workers=workers)
         took = time.perf_counter() - start
         found.best("time")
-        rows.append({
-            "figure": f"train-search, DeepSeek-V3, {found.evaluated:,} layouts (11 chip counts "
-            f"1k-1M), scheduler {scheduler}"
-            + (f" (a local Dask cluster of {workers} worker{'s' if workers > 1 else ''}, its "
-               "start-up included)" if scheduler == "local" else " (this process)"),
-            "value": found.evaluated / took, "unit": "layouts/s", "target": ">= 20,000",
-            "naive": "Calculon ~155/s",
-        })
+        rows.append(
+            {
+                "figure": f"train-search, DeepSeek-V3, {found.evaluated:,} layouts (11 chip counts "
+                f"1k-1M), scheduler {scheduler}"
+                + (
+                    f" (a local Dask cluster of {workers} worker{'s' if workers > 1 else ''}, its "
+                    "start-up included)"
+                    if scheduler == "local"
+                    else " (this process)"
+                ),
+                "value": found.evaluated / took,
+                "unit": "layouts/s",
+                "target": ">= 20,000",
+                "naive": "Calculon ~155/s",
+            }
+        )
     start = time.perf_counter()
     validate_training()
-    rows.append({
-        "figure": "trnsim validate --suite training (21 published runs, the fits included)",
-        "value": time.perf_counter() - start, "unit": "s", "target": "<= 10", "naive": "",
-    })
+    rows.append(
+        {
+            "figure": "trnsim validate --suite training (21 published runs, the fits included)",
+            "value": time.perf_counter() - start,
+            "unit": "s",
+            "target": "<= 10",
+            "naive": "",
+        }
+    )
     return rows
 
 

@@ -29,13 +29,15 @@ def _brute(model, chips, gb, seq):
     """Every layout by nested loops: the rules written out one by one."""
     experts = model.moe.experts if model.moe else 1
     out = set()
-    for tp, cp, pp in itertools.product([1, 2, 4, 8, 16, 32, 64, 128], [1, 2, 4, 8, 16],
-                                        range(1, model.layers + 1)):
+    for tp, cp, pp in itertools.product(
+        [1, 2, 4, 8, 16, 32, 64, 128], [1, 2, 4, 8, 16], range(1, model.layers + 1)
+    ):
         if tp_allowed(model, tp) or seq % cp or chips % (tp * cp * pp):
             continue
         dp = chips // (tp * cp * pp)
-        for ep, zero, mb, v, rc in itertools.product(range(1, experts + 1), range(4),
-                                                     [1, 2, 4, 8], INTERLEAVES, range(3)):
+        for ep, zero, mb, v, rc in itertools.product(
+            range(1, experts + 1), range(4), [1, 2, 4, 8], INTERLEAVES, range(3)
+        ):
             if experts % ep or (dp * cp) % ep or gb % (dp * mb):
                 continue
             n_micro = gb // (dp * mb)
@@ -97,9 +99,7 @@ def test_best_layouts_and_budgets(small):
     found = search(m, hw, [64, 256], scheduler="inline")
     best = found.best("time")
     assert best["chips"] == 256 and best["fits"]
-    assert found.best("time", power_w=float(found.power_w[found.chips == 64].max()))[
-        "chips"
-    ] == 64
+    assert found.best("time", power_w=float(found.power_w[found.chips == 64].max()))["chips"] == 64
     with pytest.raises(NoValidLayout, match="power budget"):
         found.best("cost", power_w=1.0)
     with pytest.raises(NoValidLayout, match="memory budget"):
@@ -140,8 +140,13 @@ def test_sites_give_each_chip_count_its_own_network(small):
     faster step than on one site, and slower where it is exposed."""
     m, hw = small
     one = search(m, hw, [1024, 2048], scheduler="inline", settings=(("overlap_dp", False),))
-    two = search(m, hw, [1024, 2048], scheduler="inline",
-                 settings=(("sites", 2), ("site_bandwidth_Bps", 1e9), ("overlap_dp", False)))
+    two = search(
+        m,
+        hw,
+        [1024, 2048],
+        scheduler="inline",
+        settings=(("sites", 2), ("site_bandwidth_Bps", 1e9), ("overlap_dp", False)),
+    )
     assert np.array_equal(one.chips, two.chips)
     ok = np.isfinite(one.step_s)
     assert np.all(two.step_s[ok] >= one.step_s[ok] * (1 - 1e-12))

@@ -73,9 +73,20 @@ def test_compute_is_the_flops_over_the_peak(name, recompute):
     m = load_model(name)
     ep = 8 if m.moe else 1
     tp = 1 if m.mla else 8
-    step = training_step(m, PeakCosts(), FreeNetwork(), dp=8, tp=tp, pp=1, ep=ep, zero=1,
-                         sp=True, recompute=recompute, global_batch=64,
-                         attention="materialised")
+    step = training_step(
+        m,
+        PeakCosts(),
+        FreeNetwork(),
+        dp=8,
+        tp=tp,
+        pp=1,
+        ep=ep,
+        zero=1,
+        sp=True,
+        recompute=recompute,
+        global_batch=64,
+        attention="materialised",
+    )
     padded = replace(m, vocab=-(-m.vocab // tp) * tp)
     flops = 64 * m.seq_len * padded.training_flop_per_token(recompute=recompute)
     assert float(step.step_s) * 8 * tp * 1e15 == pytest.approx(flops, rel=1e-12)
@@ -127,18 +138,19 @@ def test_communication_parts_follow_the_groups():
     m = load_model("llama3-70b")
     base = dict(zero=1, sp=True, recompute="selective", global_batch=256)
     solo = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=1, pp=1, **base)
-    assert all(float(getattr(solo, p)) == 0 for p in ("tp_comm_s", "dp_comm_s", "pp_comm_s",
-                                                       "cp_comm_s", "ep_comm_s"))
+    assert all(
+        float(getattr(solo, p)) == 0
+        for p in ("tp_comm_s", "dp_comm_s", "pp_comm_s", "cp_comm_s", "ep_comm_s")
+    )
     tp = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=8, pp=1, **base)
     assert float(tp.tp_comm_s) > 0 and float(tp.dp_comm_s) == 0
-    dp = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False,
-                       **base)
+    dp = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False, **base)
     assert float(dp.dp_comm_s) > 0 and float(dp.tp_comm_s) == 0
-    hidden = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=True,
-                           **base)
+    hidden = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=True, **base)
     assert float(hidden.dp_comm_s) < float(dp.dp_comm_s)
-    z3 = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False,
-                       **{**base, "zero": 3})
+    z3 = training_step(
+        m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False, **{**base, "zero": 3}
+    )
     assert float(z3.dp_comm_s) > float(dp.dp_comm_s)  # weights gathered per micro-batch
     cp = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=8, cp=2, pp=1, **base)
     assert float(cp.cp_comm_s) >= 0
@@ -164,11 +176,18 @@ def test_vectorised_equals_scalar():
         sp=rng.random(n) < 0.5,
         overlap_dp=rng.random(n) < 0.5,
     )
-    many = training_step(m, PeakCosts(), RingNetwork(), global_batch=64, hbm_bytes=96 * 2**30,
-                         **cfg)
+    many = training_step(
+        m, PeakCosts(), RingNetwork(), global_batch=64, hbm_bytes=96 * 2**30, **cfg
+    )
     for i in range(n):
-        one = training_step(m, PeakCosts(), RingNetwork(), global_batch=64,
-                            hbm_bytes=96 * 2**30, **{k: v[i].item() for k, v in cfg.items()})
+        one = training_step(
+            m,
+            PeakCosts(),
+            RingNetwork(),
+            global_batch=64,
+            hbm_bytes=96 * 2**30,
+            **{k: v[i].item() for k, v in cfg.items()},
+        )
         for p in (*PARTS, "step"):
             assert float(getattr(many, p + "_s")[i]) == pytest.approx(
                 float(getattr(one, p + "_s")), rel=1e-12, abs=1e-15
@@ -187,6 +206,7 @@ def test_invalid_rows_are_nan_and_scalars_raise():
 
 def test_more_data_parallel_chips_shorten_the_step():
     m = load_model("llama3-8b")
-    steps = training_step(m, PeakCosts(), RingNetwork(), dp=np.array([1, 2, 4, 8]), tp=8,
-                          global_batch=64)
+    steps = training_step(
+        m, PeakCosts(), RingNetwork(), dp=np.array([1, 2, 4, 8]), tp=8, global_batch=64
+    )
     assert np.all(np.diff(steps.step_s) < 0)

@@ -562,15 +562,24 @@ BAD = [
         "--plot: '/tmp/x.gif' is not allowed; allowed: a file ending in .png, .svg, .pdf",
     ),
     (
-        ["train-search", "--chips", "7", "--model", "llama3-8b", "--tp", "8,16",
-         "--scheduler", "inline"],
+        [
+            "train-search",
+            "--chips",
+            "7",
+            "--model",
+            "llama3-8b",
+            "--tp",
+            "8,16",
+            "--scheduler",
+            "inline",
+        ],
         "--chips: '7' no layout of llama3-8b on 7 chips: the constraint 'tp x cp x pp divides "
         "the 7 chips' removed the last 320; allowed: chip counts with a valid, fitting layout",
     ),
     (
         ["train-search", "--chips", "1k..2x"],
-        "--chips: '2x' is not allowed; allowed: " + __import__(
-            "tlm.studies.train_search", fromlist=["_CHIPS_ALLOWED"])._CHIPS_ALLOWED,
+        "--chips: '2x' is not allowed; allowed: "
+        + __import__("tlm.studies.train_search", fromlist=["_CHIPS_ALLOWED"])._CHIPS_ALLOWED,
     ),
     (
         ["train-search", "--scheduler", "dask"],

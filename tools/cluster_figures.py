@@ -74,12 +74,22 @@ def main() -> int:
     docs = ROOT / "docs"
     scaling("llama3-405b", "trn2", docs / "cluster_scaling.png")
     run_study(
-        "train", model="llama3-405b", hardware="trn2", chips=16384, tp=16, pp=8, interleave=2,
+        "train",
+        model="llama3-405b",
+        hardware="trn2",
+        chips=16384,
+        tp=16,
+        pp=8,
+        interleave=2,
         plot=str(docs / "cluster_breakdown.png"),
     )
     run_study(
-        "train-search", model="llama3-70b", hardware="trn2", chips="1024..16384:2",
-        scheduler="inline", plot=str(docs / "cluster_pareto.png"),
+        "train-search",
+        model="llama3-70b",
+        hardware="trn2",
+        chips="1024..16384:2",
+        scheduler="inline",
+        plot=str(docs / "cluster_pareto.png"),
     )
     return 0
 

@@ -174,8 +174,10 @@ def candidates(
         out = {k: v[mask] for k, v in out.items()}
         cuts.append((label, int(mask.sum())))
 
-    keep_where(gb % (out["dp"] * out["micro_batch"]) == 0,
-               f"dp x micro_batch divides the global batch of {gb}")
+    keep_where(
+        gb % (out["dp"] * out["micro_batch"]) == 0,
+        f"dp x micro_batch divides the global batch of {gb}",
+    )
     n_micro = gb // (out["dp"] * out["micro_batch"])
     v = out["interleave"]
     keep_where(
@@ -229,8 +231,11 @@ def engines(hw: Hardware, settings: tuple = (), chips: int | None = None):
     )
     extra = {}
     if sites > 1:
-        extra = dict(chips=chips, site_bandwidth_Bps=opts.get("site_bandwidth_Bps"),
-                     site_latency_s=opts.get("site_latency_s", 0.0))
+        extra = dict(
+            chips=chips,
+            site_bandwidth_Bps=opts.get("site_bandwidth_Bps"),
+            site_latency_s=opts.get("site_latency_s", 0.0),
+        )
     network = Network.for_hardware(
         hw, oversubscription=opts.get("oversubscription"), sites=sites, **extra
     )
@@ -307,8 +312,14 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
     steps = max(1, round(model.tokens / (gb * s)))
     valid = np.isfinite(step["step_s"])
     safe_step = np.where(valid, step["step_s"], 1.0)
-    c = run_cost(hw, chips, step_time_s=safe_step, steps=steps, goodput=good,
-                 spare_servers=g.spare_servers[inverse])
+    c = run_cost(
+        hw,
+        chips,
+        step_time_s=safe_step,
+        steps=steps,
+        goodput=good,
+        spare_servers=g.spare_servers[inverse],
+    )
     nan = np.where(valid, 1.0, np.nan)
     return {
         "step_s": step["step_s"],
@@ -324,8 +335,9 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
 
 
 def _goodput(model: Model, hw: Hardware, chips):
-    return goodput(chips=chips, server_chips=hw.server_chips,
-                   checkpoint_bytes=checkpoint_bytes(model))
+    return goodput(
+        chips=chips, server_chips=hw.server_chips, checkpoint_bytes=checkpoint_bytes(model)
+    )
 
 
 def run_power_w(model: Model, hw: Hardware, chips) -> np.ndarray:
@@ -406,9 +418,10 @@ class SearchResult:
             fits = self.arrays["fits"].astype(bool)
             if not fits.any():
                 why = f"none of the {int(valid.sum())} valid layouts fits in the chip's memory"
-            elif budget.get("memory_bytes") is not None and not self.feasible(
-                memory_bytes=budget["memory_bytes"]
-            ).any():
+            elif (
+                budget.get("memory_bytes") is not None
+                and not self.feasible(memory_bytes=budget["memory_bytes"]).any()
+            ):
                 why = f"none fits the memory budget of {budget['memory_bytes']:.4g} bytes"
             else:
                 why = f"none stays within the power budget of {budget.get('power_w'):.4g} W"
@@ -419,8 +432,14 @@ class SearchResult:
 
 def _key(model: Model, hw: Hardware, chips, settings, fixed) -> str:
     text = json.dumps(
-        [model.name, model.tokens, hw.name, list(map(int, chips)), list(settings),
-         sorted((k, np.asarray(v).tolist()) for k, v in (fixed or {}).items())],
+        [
+            model.name,
+            model.tokens,
+            hw.name,
+            list(map(int, chips)),
+            list(settings),
+            sorted((k, np.asarray(v).tolist()) for k, v in (fixed or {}).items()),
+        ],
         default=str,
     )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -433,8 +452,13 @@ def _every(model, chips, settings, fixed):
     parts, cuts, errors = [], {}, []
     for n in chips:
         try:
-            configs, c = candidates(model, int(n), global_batch=opts.get("global_batch"),
-                                    seq_len=opts.get("seq_len"), fixed=fixed)
+            configs, c = candidates(
+                model,
+                int(n),
+                global_batch=opts.get("global_batch"),
+                seq_len=opts.get("seq_len"),
+                fixed=fixed,
+            )
         except NoValidLayout as error:
             errors.append(str(error))
             continue
@@ -506,7 +530,7 @@ def search(
     every, cuts = _every(model, chips, settings, fixed)
     total = len(every["chips"])
     bounds = list(range(0, total, chunk)) + [total]
-    pieces = list(zip(bounds, bounds[1:]))
+    pieces = list(zip(bounds[:-1], bounds[1:], strict=True))
     paths = [None] * len(pieces)
     results = [None] * len(pieces)
     resumed = 0
@@ -550,8 +574,18 @@ def search(
         try:
             [m_f, hw_f] = client.scatter([model, hw], broadcast=True)
             futures = {
-                client.submit(_run_chunk, m_f, hw_f, chips, settings, fixed, *pieces[i],
-                              paths[i], pure=False, retries=2): i
+                client.submit(
+                    _run_chunk,
+                    m_f,
+                    hw_f,
+                    chips,
+                    settings,
+                    fixed,
+                    *pieces[i],
+                    paths[i],
+                    pure=False,
+                    retries=2,
+                ): i
                 for i in todo
             }
             for fut in as_completed(futures):

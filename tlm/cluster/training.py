@@ -73,8 +73,17 @@ STEP_FIELDS = ("step_s", "mfu", "tokens_per_s")
 #: How attention's scores are computed: fused on chip, or through HBM.
 ATTENTION = ("flash", "materialised")
 #: The parts of a step's time, in the order they are reported; they add up to ``step_s``.
-PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble",
-         "dp_comm", "optimizer")
+PARTS = (
+    "compute",
+    "recompute",
+    "tp_comm",
+    "cp_comm",
+    "ep_comm",
+    "pp_comm",
+    "bubble",
+    "dp_comm",
+    "optimizer",
+)
 #: Bytes of HBM traffic per parameter of Adam's update on a local shard: read the weights and
 #: gradients (bf16, 2 + 2), the master copy and both moments (fp32, 3 x 4), write all but the
 #: gradients (2 + 3 x 4).
@@ -161,8 +170,10 @@ def _cached(what, model, costs, classes, *args):
     if hit is not None and hit[0] is model and hit[1] is costs:
         return hit[2]
     make = _layer_times if what in ("dense", "moe") else _head_times
-    value = make(model, costs, what, classes, *args) if what != "head" else make(
-        model, costs, classes, *args
+    value = (
+        make(model, costs, what, classes, *args)
+        if what != "head"
+        else make(model, costs, classes, *args)
     )
     if len(_TIMES) > 4096:
         _TIMES.clear()
@@ -175,8 +186,15 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     vector and recomputed-attention seconds of one layer, and the backward's."""
     names, batch, m, n, k, owner, is_attn = [], [], [], [], [], [], []
     for c, (tp, ep, mb, cp) in enumerate(classes):
-        ops = layer_ops(model, kind, sequences=int(mb), queries=seq_len // int(cp),
-                        keys=seq_len, tp=int(tp), ep=int(ep))
+        ops = layer_ops(
+            model,
+            kind,
+            sequences=int(mb),
+            queries=seq_len // int(cp),
+            keys=seq_len,
+            tp=int(tp),
+            ep=int(ep),
+        )
         for op in ops:
             names.append(op.name)
             batch.append(op.batch)
@@ -309,9 +327,21 @@ def training_step(
     s = model.seq_len if seq_len is None else int(seq_len)
     extra = {} if reserve_bytes is None else {"reserve_bytes": reserve_bytes}
     mem = memory_per_chip(
-        model, dp=dp, tp=tp, pp=pp, cp=cp, ep=ep, zero=zero, micro_batch=micro_batch, sp=sp,
-        recompute=recompute, interleave=interleave, global_batch=gb, seq_len=s,
-        hbm_bytes=hbm_bytes, **extra,
+        model,
+        dp=dp,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        zero=zero,
+        micro_batch=micro_batch,
+        sp=sp,
+        recompute=recompute,
+        interleave=interleave,
+        global_batch=gb,
+        seq_len=s,
+        hbm_bytes=hbm_bytes,
+        **extra,
     )
     c = mem.config
     ok = mem.reason == 0

@@ -6,8 +6,9 @@ preset), a function, and a results type; the command line is generated from the 
 ``docs/studies.md``.
 
 >>> from tlm.studies import STUDIES, run_study
->>> sorted(STUDIES)
-['collective', 'cost', 'gemm', 'model', 'noc', 'tensor', 'tp-step', 'train', 'train-search', 'validate']
+>>> sorted(STUDIES)  # doctest: +NORMALIZE_WHITESPACE
+['collective', 'cost', 'gemm', 'model', 'noc', 'tensor', 'tp-step', 'train', 'train-search',
+ 'validate']
 """
 
 from . import catalogue  # noqa: F401 - registers every study

@@ -119,9 +119,7 @@ def parse_sizes(
         else:
             raise InputError(field, text, allowed)
         if factor < 2 or low < 1 or high < low:
-            raise InputError(
-                field, text, allowed + " (FROM >= 1, TO >= FROM, FACTOR >= 2)"
-            )
+            raise InputError(field, text, allowed + " (FROM >= 1, TO >= FROM, FACTOR >= 2)")
         out = [low]
         while out[-1] * factor <= high and len(out) <= MAX_SIZES:
             out.append(out[-1] * factor)

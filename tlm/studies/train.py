@@ -74,7 +74,10 @@ class TrainInputs(FabricInputs):
     """Inputs of ``trnsim train``."""
 
     dp: int | None = Field(
-        None, ge=1, description="data-parallel size", json_schema_extra={"unset": "chips / (tp x pp x cp)"}
+        None,
+        ge=1,
+        description="data-parallel size",
+        json_schema_extra={"unset": "chips / (tp x pp x cp)"},
     )
     tp: int = Field(16, ge=1, description="tensor-parallel size (sequence parallel with --sp on)")
     pp: int = Field(8, ge=1, description="pipeline-parallel size (1F1B)")
@@ -92,10 +95,16 @@ class TrainInputs(FabricInputs):
     )
     gemm_format: Literal[GEMM_FORMATS] = Field("bf16", description="format the GEMMs run in")
     global_batch: int | None = Field(
-        None, ge=1, description="sequences per step", json_schema_extra={"unset": "the model file's"}
+        None,
+        ge=1,
+        description="sequences per step",
+        json_schema_extra={"unset": "the model file's"},
     )
     seq_len: int | None = Field(
-        None, ge=1, description="tokens per sequence", json_schema_extra={"unset": "the model file's"}
+        None,
+        ge=1,
+        description="tokens per sequence",
+        json_schema_extra={"unset": "the model file's"},
     )
     plot: str | None = Field(
         None,
@@ -115,9 +124,7 @@ class TrainInputs(FabricInputs):
             )
         dp = self.chips // inner if self.dp is None else self.dp
         if dp * inner != self.chips:
-            raise InputError(
-                "dp", dp, f"chips / (tp x pp x cp) = {self.chips // inner}, or unset"
-            )
+            raise InputError("dp", dp, f"chips / (tp x pp x cp) = {self.chips // inner}, or unset")
         writable_path("plot", self.plot)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
@@ -134,8 +141,12 @@ class TrainInputs(FabricInputs):
         try:
             return engines(self.device(), self.settings(), self.chips)
         except ValueError as error:
-            raise InputError("sites", self.sites, "a number of sites the chips split into "
-                             "whole, aligned blocks of nodes", str(error)) from None
+            raise InputError(
+                "sites",
+                self.sites,
+                "a number of sites the chips split into whole, aligned blocks of nodes",
+                str(error),
+            ) from None
 
     def step(self):
         """:func:`training_step` of these (resolved) inputs; a configuration that is not

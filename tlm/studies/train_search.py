@@ -28,8 +28,8 @@ from pydantic import BaseModel, Field
 from ..cluster.memory import RECOMPUTE
 from ..cluster.search import NoValidLayout, search
 from .collective import parse_sizes
-from .train import FabricInputs
 from .protocol import InputError, Results, Study, progress, register, writable_path
+from .train import FabricInputs
 
 __all__ = ["SearchInputs", "SearchResults", "FrontRow", "search_study"]
 
@@ -103,8 +103,11 @@ class SearchInputs(FabricInputs):
         """The chip counts ``--chips`` names."""
         counts = parse_sizes(self.chips, "chips", _CHIPS_ALLOWED, _COUNT_UNITS)
         if len(counts) > MAX_COUNTS or max(counts) > 10_000_000:
-            raise InputError("chips", self.chips, _CHIPS_ALLOWED + f" (1..{MAX_COUNTS} counts, "
-                             "each at most 10,000,000)")
+            raise InputError(
+                "chips",
+                self.chips,
+                _CHIPS_ALLOWED + f" (1..{MAX_COUNTS} counts, each at most 10,000,000)",
+            )
         return counts
 
     def fixed(self) -> dict:
@@ -120,11 +123,19 @@ class SearchInputs(FabricInputs):
                 values = [RECOMPUTE.index(p) for p in parts if p in RECOMPUTE]
                 allowed = "all, or a comma-separated list of " + ", ".join(RECOMPUTE)
             else:
-                bad = [p for p in parts if not p.isdigit() or (int(p) < 1 and name != "zero")
-                       or (name == "zero" and int(p) > 3)]
+                bad = [
+                    p
+                    for p in parts
+                    if not p.isdigit()
+                    or (int(p) < 1 and name != "zero")
+                    or (name == "zero" and int(p) > 3)
+                ]
                 values = [int(p) for p in parts if p not in bad]
-                allowed = ("all, or a comma-separated list of 0, 1, 2, 3" if name == "zero"
-                           else "all, or a comma-separated list of positive integers")
+                allowed = (
+                    "all, or a comma-separated list of 0, 1, 2, 3"
+                    if name == "zero"
+                    else "all, or a comma-separated list of positive integers"
+                )
             if bad or not values:
                 raise InputError(name, getattr(self, name), allowed)
             out[name] = values
@@ -151,9 +162,13 @@ class SearchInputs(FabricInputs):
                 try:
                     engines(hw, self.settings(), n)
                 except ValueError as error:
-                    raise InputError("sites", self.sites, "a number of sites every chip count "
-                                     "splits into whole, aligned blocks of nodes",
-                                     str(error)) from None
+                    raise InputError(
+                        "sites",
+                        self.sites,
+                        "a number of sites every chip count "
+                        "splits into whole, aligned blocks of nodes",
+                        str(error),
+                    ) from None
         update = {}
         if self.memory_budget_bytes is None:
             update["memory_budget_bytes"] = hw.hbm_bytes
@@ -213,9 +228,25 @@ class SearchResults(Results):
 
 def _front_row(row: dict) -> FrontRow:
     return FrontRow(
-        **{k: row[k] for k in ("chips", "dp", "tp", "pp", "cp", "ep", "zero", "micro_batch",
-                               "interleave", "recompute", "step_s", "memory_bytes",
-                               "cost_usd", "power_w")},
+        **{
+            k: row[k]
+            for k in (
+                "chips",
+                "dp",
+                "tp",
+                "pp",
+                "cp",
+                "ep",
+                "zero",
+                "micro_batch",
+                "interleave",
+                "recompute",
+                "step_s",
+                "memory_bytes",
+                "cost_usd",
+                "power_w",
+            )
+        },
         mfu_fraction=row["mfu"],
         goodput_fraction=row["goodput"],
         train_days=row["train_s"] / 86400,
@@ -253,9 +284,24 @@ def search_study(inputs: SearchInputs) -> SearchResults:
         fitting_layouts=int(found.feasible(**budget).sum()),
         chunks=found.chunks,
         resumed_chunks=found.resumed_chunks,
-        **{f"best_{k}": best[k] for k in ("chips", "dp", "tp", "pp", "cp", "ep", "zero",
-                                          "micro_batch", "interleave", "recompute", "step_s",
-                                          "cost_usd", "power_w")},
+        **{
+            f"best_{k}": best[k]
+            for k in (
+                "chips",
+                "dp",
+                "tp",
+                "pp",
+                "cp",
+                "ep",
+                "zero",
+                "micro_batch",
+                "interleave",
+                "recompute",
+                "step_s",
+                "cost_usd",
+                "power_w",
+            )
+        },
         best_mfu_fraction=best["mfu"],
         best_train_days=best["train_s"] / 86400,
         front_layouts=len(front),
@@ -279,10 +325,19 @@ def write_front(inputs: SearchInputs, found, results: SearchResults) -> Path:
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for n in np.unique(found.chips[ok]):
         sel = ok & (found.chips == n)
-        ax.scatter(found.train_s[sel] / 86400, found.cost_usd[sel] / 1e6, s=3, alpha=0.3,
-                   label=f"{n} chips")
-    ax.plot([r.train_days for r in results.series], [r.cost_usd / 1e6 for r in results.series],
-            "k.-", label="Pareto front")
+        ax.scatter(
+            found.train_s[sel] / 86400,
+            found.cost_usd[sel] / 1e6,
+            s=3,
+            alpha=0.3,
+            label=f"{n} chips",
+        )
+    ax.plot(
+        [r.train_days for r in results.series],
+        [r.cost_usd / 1e6 for r in results.series],
+        "k.-",
+        label="Pareto front",
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("days to train (with goodput)")

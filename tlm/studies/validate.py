@@ -53,7 +53,9 @@ class ValidationRow(BaseModel):
     suite: str
     section: str = Field(description="the published table or sweep")
     case: str = Field(description="the row: a size and algorithm, or a model and layout")
-    quantity: str = Field(description="what was published: time_s, step_time_s, flop_per_s_per_chip")
+    quantity: str = Field(
+        description="what was published: time_s, step_time_s, flop_per_s_per_chip"
+    )
     role: str = Field(description="fit: calibrates the suite's parameters; judge: is judged")
     published: float
     shipped: float = Field(description="the model as shipped, nothing fitted")
@@ -181,8 +183,9 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
             "judged mean |err|",
             "judged max |err|",
         )
-        tables.append(("collectives: fitted on each sweep's smallest and largest rows", columns,
-                       rows))
+        tables.append(
+            ("collectives: fitted on each sweep's smallest and largest rows", columns, rows)
+        )
     if inputs.suite in ("all", "training"):
         v = validate_training()
         rows = []

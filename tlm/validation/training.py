@@ -80,12 +80,27 @@ ATTENTION = {"MEGATRON": "materialised", "KORTHIKANTI": "materialised", "LLAMA3"
 #: interleaved pipeline schedule whose depth the paper does not give - 4 virtual stages per
 #: chip (two layers each) is ASSUMED, and the H100 rows are sensitive to it (docs/validation.md).
 ASSUMED_LAYOUT = {
-    "MEGATRON": {"micro_batch": 1, "interleave": 1, "sequence_parallel": False, "zero": 1,
-                 "overlap_dp": False},
-    "KORTHIKANTI": {"micro_batch": 1, "interleave": 1, "sequence_parallel": False, "zero": 1,
-                    "overlap_dp": False},
-    "LLAMA3": {"micro_batch": 1, "interleave": 4, "sequence_parallel": True, "zero": 2,
-               "overlap_dp": True},
+    "MEGATRON": {
+        "micro_batch": 1,
+        "interleave": 1,
+        "sequence_parallel": False,
+        "zero": 1,
+        "overlap_dp": False,
+    },
+    "KORTHIKANTI": {
+        "micro_batch": 1,
+        "interleave": 1,
+        "sequence_parallel": False,
+        "zero": 1,
+        "overlap_dp": False,
+    },
+    "LLAMA3": {
+        "micro_batch": 1,
+        "interleave": 4,
+        "sequence_parallel": True,
+        "zero": 2,
+        "overlap_dp": True,
+    },
 }
 
 
@@ -236,9 +251,10 @@ def _fit(hw_name: str, rows) -> dict:
         point["efficiency"] = float(np.clip(1 / p[0], 0.05, 1.0))
         if "call_s" in names:
             point["call_s"] = float(max(p[1], 0.0))
-    return {"efficiency": round(point["efficiency"], 4), **(
-        {"call_s": round(point["call_s"], 8)} if "call_s" in names else {}
-    )}
+    return {
+        "efficiency": round(point["efficiency"], 4),
+        **({"call_s": round(point["call_s"], 8)} if "call_s" in names else {}),
+    }
 
 
 def validate_training() -> TrainingValidation:
