@@ -151,3 +151,31 @@ def test_sites_give_each_chip_count_its_own_network(small):
     ok = np.isfinite(one.step_s)
     assert np.all(two.step_s[ok] >= one.step_s[ok] * (1 - 1e-12))
     assert np.any(two.step_s[ok] > one.step_s[ok] * 1.01)
+
+
+def test_trnsim_train_search_picks_the_searched_layout(small):
+    """``trnsim train --search time`` trains the layout the search finds fastest, and its
+    contract (search still on) reruns to the same layout."""
+    from tlm.studies import run_study
+
+    m, hw = small
+    best = search(m, hw, [64], scheduler="inline").best("time")
+    report = run_study("train", model="llama3-8b", hardware="trn2", chips=64, search="time")
+    inputs = report.inputs
+    for k in ("dp", "tp", "pp", "cp", "zero", "micro_batch", "interleave"):
+        assert getattr(inputs, k) == best[k], k
+    assert inputs.recompute == best["recompute"] and inputs.search == "time"
+    assert report.results.step_s == pytest.approx(best["step_s"], rel=1e-12)
+    again = run_study("train", **report.to_dict()["inputs"])
+    assert again.results.step_s == report.results.step_s
+
+
+def test_trnsim_train_refuses_a_layout_that_does_not_fit():
+    from tlm.studies import InputError, run_study
+
+    with pytest.raises(
+        InputError,
+        match=r"does not fit .* 347 GiB too much .* the largest: "
+        "optimizer",
+    ):
+        run_study("train", model="llama3-405b", chips=128, tp=8, pp=2, zero=0)

@@ -6,8 +6,11 @@ The step is :func:`tlm.cluster.training.training_step` on the hardware's operato
 (:class:`tlm.costs.OpCosts`: the chip TLM's calibrated GEMMs for a Trainium preset, a stated
 roofline for a GPU) and its network (:class:`tlm.cluster.network.Network`: each group's
 collectives on its real sub-topology); goodput, power and cost are ``trnsim cost``'s
-(:func:`tlm.studies.cost.run_figures`). ``--dp`` unset is ``chips / (tp x pp x cp)``. The series:
-the step's parts (they add up to the step). See docs/cluster.md.
+(:func:`tlm.studies.cost.run_figures`). ``--dp`` unset is ``chips / (tp x pp x cp)``;
+``--search time`` (or ``cost``) takes the layout the strategy search finds on ``--chips``
+instead of the one given. A layout that does not fit the chip's HBM is an error naming the
+shortfall and the largest part. The series: the step's parts (they add up to the step). See
+docs/cluster.md.
 
 Examples
 --------
@@ -24,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..cluster.memory import RECOMPUTE
+from ..cluster.memory import RECOMPUTE, DoesNotFit
 from ..cluster.training import PARTS, training_step
 from .cost import ClusterInputs, RunResults, run_figures
 from .protocol import InputError, Study, register, writable_path
@@ -106,6 +109,11 @@ class TrainInputs(FabricInputs):
         description="tokens per sequence",
         json_schema_extra={"unset": "the model file's"},
     )
+    search: Literal["off", "time", "cost"] = Field(
+        "off",
+        description="pick the layout by searching every layout on --chips: the fastest or "
+        "cheapest that fits (the layout inputs become the one found)",
+    )
     plot: str | None = Field(
         None,
         description="write the step-time breakdown as a figure",
@@ -114,6 +122,10 @@ class TrainInputs(FabricInputs):
 
     def resolve(self) -> TrainInputs:
         self.device()
+        self.workload()
+        return (self._searched() if self.search != "off" else self)._resolve_layout()
+
+    def _resolve_layout(self) -> TrainInputs:
         m = self.workload()
         inner = self.tp * self.pp * self.cp
         if self.chips % inner:
@@ -131,8 +143,59 @@ class TrainInputs(FabricInputs):
         gb = m.global_batch_sequences if self.global_batch is None else self.global_batch
         seq = m.seq_len if self.seq_len is None else self.seq_len
         resolved = self.model_copy(update={"dp": dp, "global_batch": gb, "seq_len": seq})
-        resolved.step()  # the layout's own checks (the memory model's), each naming its input
+        step = resolved.step()  # the layout's own checks (the memory model's), by input
+        try:
+            step.memory.check()
+        except DoesNotFit as error:
+            raise InputError(
+                "tp",
+                self.tp,
+                "a layout that fits the chip's HBM (more tp, pp or cp, a higher --zero, a "
+                "smaller --micro-batch, more --recompute; or --search time)",
+                str(error),
+            ) from None
         return resolved
+
+    def _searched(self) -> TrainInputs:
+        """These inputs with the layout the search picks (``search`` stays on, so the
+        contract reruns the same search)."""
+        from ..cluster.search import NoValidLayout
+        from ..cluster.search import search as run_search
+
+        m = self.workload()
+        options = [
+            ("overlap_dp", self.overlap_dp == "on"),
+            ("fmt", self.gemm_format),
+            *self.settings(),
+        ]
+        if self.global_batch is not None:
+            options.append(("global_batch", self.global_batch))
+        if self.seq_len is not None:
+            options.append(("seq_len", self.seq_len))
+        try:
+            best = run_search(
+                m, self.device(), [self.chips], settings=tuple(options), scheduler="inline"
+            ).best(self.search)
+        except NoValidLayout as error:
+            raise InputError(
+                "chips", self.chips, "a chip count with a layout that fits", str(error)
+            ) from None
+        layout = {
+            k: best[k]
+            for k in (
+                "dp",
+                "tp",
+                "pp",
+                "cp",
+                "ep",
+                "zero",
+                "micro_batch",
+                "interleave",
+                "recompute",
+            )
+        }
+        layout["sp"] = "on" if best["tp"] > 1 else "off"
+        return self.model_copy(update=layout)
 
     def engines(self):
         """The chip's operator costs and the cluster's network at these inputs."""
