@@ -159,7 +159,7 @@ class TrainInputs(FabricInputs):
     def _searched(self) -> TrainInputs:
         """These inputs with the layout the search picks (``search`` stays on, so the
         contract reruns the same search)."""
-        from ..cluster.search import NoValidLayout
+        from ..cluster.search import AXES, NoValidLayout
         from ..cluster.search import search as run_search
 
         m = self.workload()
@@ -180,20 +180,7 @@ class TrainInputs(FabricInputs):
             raise InputError(
                 "chips", self.chips, "a chip count with a layout that fits", str(error)
             ) from None
-        layout = {
-            k: best[k]
-            for k in (
-                "dp",
-                "tp",
-                "pp",
-                "cp",
-                "ep",
-                "zero",
-                "micro_batch",
-                "interleave",
-                "recompute",
-            )
-        }
+        layout = {k: best[k] for k in AXES[1:]}  # the layout, chips aside
         layout["sp"] = "on" if best["tp"] > 1 else "off"
         return self.model_copy(update=layout)
 

@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..cluster.memory import RECOMPUTE
-from ..cluster.search import NoValidLayout, search
+from ..cluster.search import AXES, NoValidLayout, search
 from .collective import parse_sizes
 from .protocol import InputError, Results, Study, progress, register, writable_path
 from .train import FabricInputs
@@ -228,25 +228,7 @@ class SearchResults(Results):
 
 def _front_row(row: dict) -> FrontRow:
     return FrontRow(
-        **{
-            k: row[k]
-            for k in (
-                "chips",
-                "dp",
-                "tp",
-                "pp",
-                "cp",
-                "ep",
-                "zero",
-                "micro_batch",
-                "interleave",
-                "recompute",
-                "step_s",
-                "memory_bytes",
-                "cost_usd",
-                "power_w",
-            )
-        },
+        **{k: row[k] for k in (*AXES, "step_s", "memory_bytes", "cost_usd", "power_w")},
         mfu_fraction=row["mfu"],
         goodput_fraction=row["goodput"],
         train_days=row["train_s"] / 86400,
@@ -284,24 +266,7 @@ def search_study(inputs: SearchInputs) -> SearchResults:
         fitting_layouts=int(found.feasible(**budget).sum()),
         chunks=found.chunks,
         resumed_chunks=found.resumed_chunks,
-        **{
-            f"best_{k}": best[k]
-            for k in (
-                "chips",
-                "dp",
-                "tp",
-                "pp",
-                "cp",
-                "ep",
-                "zero",
-                "micro_batch",
-                "interleave",
-                "recompute",
-                "step_s",
-                "cost_usd",
-                "power_w",
-            )
-        },
+        **{f"best_{k}": best[k] for k in (*AXES, "step_s", "cost_usd", "power_w")},
         best_mfu_fraction=best["mfu"],
         best_train_days=best["train_s"] / 86400,
         front_layouts=len(front),
