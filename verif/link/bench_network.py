@@ -28,7 +28,6 @@ import numpy as np
 from cocotb.clock import Clock
 
 from tlm.link.config import MALFORMED, DropKind
-
 from verif.link.drivers import NodeTraffic
 from verif.link.lockstep import Lockstep
 from verif.link.ports import config_from_env
@@ -58,7 +57,7 @@ async def run_traffic(lockstep, seed, pattern, inject, eject, packets, malformed
     seconds = time.perf_counter() - start
     cycle = lockstep.cycle
     board.check_done()
-    counted = sum(sum(c) for c in lockstep.counters())
+    counted = sum(sum(c) for c in await lockstep.counters())
     dropped = sum(p.bad is not None for mine in stim for p in mine)
     assert counted == dropped, f"{counted} drops counted, {dropped} malformed packets sent"
     log.info(
@@ -120,7 +119,7 @@ async def last_cycle_drop(dut):
         step = await lockstep.step(*traffic.offers())
         for i in step.accepted:
             traffic.accepted(i)
-    counters = lockstep.counters()
+    counters = await lockstep.counters()
     for node, mine in enumerate(stim):
         want = [sum(p.bad == kind for p in mine) for kind in DropKind]
         assert counters[node] == want, f"node {node} counted {counters[node]}, sent {want}"
