@@ -232,6 +232,43 @@ def test_credit_not_owed_is_ignored_and_counted():
     assert s.cred[node, port].tolist() == [cfg.depth, cfg.depth]
 
 
+@pytest.mark.parametrize("engine", [Network, CompiledNetwork])
+def test_drop_is_counted_by_the_step_that_accepts_its_last_flit(engine):
+    """Node 42's malformed packets of the 4x4x4 bench run with seed 1946910119: a head whose
+    length says 1 then a body and a tail, and a length-2 head then three bodies and a tail.
+    Each is dropped once, as BAD_LENGTH, by the step that accepts its tail: the counter
+    register shows it from the next cycle on, never before (the RTL bench once read the RTL's
+    counters a cycle early and so missed a drop in the run's last cycle)."""
+    cfg = LinkConfig((4, 4, 4))
+    fmt, here, node = cfg.fmt, (2, 2, 2), 42
+    assert cfg.torus.node(here) == node
+    packets = [
+        [fmt.head((1, 0, 3), here, 1, 0, single=False), fmt.body(1), fmt.body(2, tail=True)],
+        [fmt.head((0, 3, 1), here, 2, 1), *[fmt.body(i) for i in (1, 2, 3)]]
+        + [fmt.body(4, tail=True)],
+    ]
+    net = engine(cfg)
+
+    def counters():
+        if engine is Network:
+            return list(net.routers[node].counters)
+        return net.counters(node)
+
+    counted = [0] * len(DropKind)
+    for flits in packets:
+        for i, flit in enumerate(flits):
+            assert counters() == counted
+            net.step()  # a cycle between flits, as a source that idles
+            assert list(net.step({node: flit}).accepted) == [node]
+            if i == len(flits) - 1:
+                counted[DropKind.BAD_LENGTH] += 1
+            assert counters() == counted, (flits, i)
+    for _ in range(5):  # the injection buffer was rolled back: nothing is left to send
+        net.step()
+        assert counters() == counted
+    assert net.idle
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError) as error:
         CompiledNetwork(LinkConfig((4, 4), width=96))

@@ -103,6 +103,22 @@ def test_wormhole_holds_output_vc():
         ),
         (lambda: [FMT.head((1, 0), (0, 0), 2, 0, single=True)], DropKind.BAD_LENGTH),
         (lambda: [FMT.head((1, 0), (0, 0), 2, 0), FMT.body(1)], DropKind.BAD_LENGTH),
+        # a head (not a single) whose length says 1, then a body and a tail
+        (
+            lambda: (
+                [FMT.head((1, 0), (0, 0), 1, 0, single=False), FMT.body(1)]
+                + [FMT.body(2, tail=True)]
+            ),
+            DropKind.BAD_LENGTH,
+        ),
+        # bodies past the length, the overrun ones never written
+        (
+            lambda: (
+                [FMT.head((1, 0), (0, 0), 2, 0), *[FMT.body(i) for i in (1, 2, 3)]]
+                + [FMT.body(4, tail=True)]
+            ),
+            DropKind.BAD_LENGTH,
+        ),
     ],
 )
 def test_malformed_injection_is_dropped_counted_and_does_not_block(flits, kind):

@@ -58,7 +58,7 @@ async def run_collective(lockstep, schedule, fmt, count, seed, inject, eject, lo
         traffic.observe(step, lockstep.net)
     seconds = time.perf_counter() - start
     traffic.check()
-    counters = lockstep.counters()
+    counters = await lockstep.counters()
     assert not any(map(any, counters)), f"drop counters moved: {counters}"
     log.info(
         "%s all_gather, %s x %d, %s:%s: %d steps, %d packets (%d flits, %d bytes) delivered, "

@@ -12,6 +12,9 @@ hold flits.
 Configured by environment: ``LINK_SHAPE``, ``LINK_VCS``, ``LINK_DEPTH``, ``LINK_PACKETS``
 (per node), ``LINK_TRAFFIC`` (pattern), ``LINK_PATTERNS`` (``inject:eject`` pairs,
 comma-separated), ``LINK_MALFORMED`` (share of broken packets), ``SEED``, ``LINK_PERF_JSON``.
+
+A second test, ``last_cycle_drop``, sends only malformed packets, so that the run ends in the
+cycle the last one is dropped: the drop counters read after the run must hold that drop too.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 
+from tlm.link.config import MALFORMED, DropKind
 from verif.link.drivers import NodeTraffic
 from verif.link.lockstep import Lockstep
 from verif.link.ports import config_from_env
 from verif.link.scoreboard import PacketBoard, Watchdog
-from verif.link.stimulus import random_packets
+from verif.link.stimulus import malformed_packet, random_packets
 
 
 async def run_traffic(lockstep, seed, pattern, inject, eject, packets, malformed, log):
@@ -53,7 +57,7 @@ async def run_traffic(lockstep, seed, pattern, inject, eject, packets, malformed
     seconds = time.perf_counter() - start
     cycle = lockstep.cycle
     board.check_done()
-    counted = sum(sum(c) for c in lockstep.counters())
+    counted = sum(sum(c) for c in await lockstep.counters())
     dropped = sum(p.bad is not None for mine in stim for p in mine)
     assert counted == dropped, f"{counted} drops counted, {dropped} malformed packets sent"
     log.info(
@@ -92,3 +96,31 @@ async def traffic(dut):
     if os.environ.get("LINK_PERF_JSON"):
         with open(os.environ["LINK_PERF_JSON"], "w") as f:
             json.dump({"cycles": totals[0], "seconds": totals[1], "flits": totals[2]}, f)
+
+
+@cocotb.test()
+async def last_cycle_drop(dut):
+    """Every node sends one malformed packet of each kind (in a random order) back to back and
+    nothing else: no packet is outstanding, so the run ends in the cycle the last flit is
+    accepted and its packet dropped. Each node's counters must hold each of its drops, by kind
+    (a counter read in the cycle a drop happens does not show it yet: it is a register)."""
+    cfg, seed = config_from_env()
+    dut._log.info("torus %s, seed %d (rerun with SEED=%d)", cfg.shape, seed, seed)
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    lockstep = Lockstep(dut, cfg, seed)
+    await lockstep.reset(seed)
+    rng = np.random.default_rng(seed)
+    stim = [
+        [malformed_packet(cfg, rng, src, MALFORMED[i]) for i in rng.permutation(len(MALFORMED))]
+        for src in range(cfg.torus.nodes)
+    ]
+    traffic = NodeTraffic(stim, PacketBoard(cfg), "always", "always", rng)
+    while traffic.pending:
+        step = await lockstep.step(*traffic.offers())
+        for i in step.accepted:
+            traffic.accepted(i)
+    counters = await lockstep.counters()
+    for node, mine in enumerate(stim):
+        want = [sum(p.bad == kind for p in mine) for kind in DropKind]
+        assert counters[node] == want, f"node {node} counted {counters[node]}, sent {want}"
+    dut._log.info("%d malformed packets dropped in %d cycles", 3 * len(stim), lockstep.cycle)

@@ -2,10 +2,16 @@
 cycle, under cocotb: what every torus bench that checks timing shares.
 
 Each cycle :meth:`Lockstep.step` drives every node's injection port and ejection ``ready``,
-then checks every node's ``inject.ready`` and ejection register against the model - so each
-flit is accepted and leaves the network at the cycle the model predicts - and steps the model.
+then checks every node's ``inject.ready``, ejection register and drop counters against the
+model - so each flit is accepted and leaves the network at the cycle the model predicts, and
+each drop is counted in the cycle the model counts it - and steps the model.
 The benches keep their own traffic and scoreboards and feed them the model's
 :class:`~tlm.link.network.NetStep`, which the comparison has shown to be the RTL's.
+
+The RTL's outputs during a cycle are registers: they show what the model held *before* it
+stepped that cycle. A drop in the last cycle a bench steps is in the model's counters at once
+but reaches the RTL's ``drops`` register only at the end of that cycle, so
+:meth:`Lockstep.counters` runs one more cycle, with every injection idle, before it reads them.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ class Lockstep:
         self.ports = NodePorts(dut, cfg.torus.nodes)
         self.net = Network(cfg)
         self.cycle = 0
+        self._ready = [False] * cfg.torus.nodes  # the ejection ready driven last
 
     async def reset(self, seed: int | None = None):
         """Idle every port, hold reset for two cycles, and start a fresh model (its mismatches
@@ -48,7 +55,8 @@ class Lockstep:
             self.seed = seed
         await RisingEdge(self.dut.clk)
         self.ports.idle()
-        self.ports.set_ready([False] * self.cfg.torus.nodes)
+        self._ready = [False] * self.cfg.torus.nodes
+        self.ports.set_ready(self._ready)
         self.dut.rst.value = 1
         for _ in range(2):
             await RisingEdge(self.dut.clk)
@@ -63,12 +71,14 @@ class Lockstep:
         Raises
         ------
         AssertionError
-            If a node's ``inject.ready`` or ejection register differs from the model's.
+            If a node's ``inject.ready``, ejection register or drop counters differ from the
+            model's.
         """
         ports, cycle, seed = self.ports, self.cycle, self.seed
         await RisingEdge(self.dut.clk)
         ports.offer(offers)
         ports.set_ready(ready)
+        self._ready = [ready[i] for i in range(self.cfg.torus.nodes)]  # a list or a dict
         await ReadOnly()
         inj_r, ej_v, ej_p = ports.inj_r, ports.ej_v, ports.ej_p
         for i, router in enumerate(self.net.routers):
@@ -85,8 +95,29 @@ class Lockstep:
                     f"{got if got is None else hex(got)}, the model says "
                     f"{want if want is None else hex(want)}"
                 )
+        self._check_counters(f"cycle {cycle} (seed {seed})")
         self.cycle += 1
         return self.net.step(offers, ready)
+
+    def _check_counters(self, when: str):
+        """The RTL's ``drops`` port (every node's counters, node 0 in the low bits) against the
+        model's counters now, before the model steps this cycle."""
+        bits = self.cfg.counter_bits
+        per_node = len(DropKind) * bits
+        raw = self.dut.drops.value.to_unsigned()
+        want = 0
+        for i, router in enumerate(self.net.routers):
+            for k, n in enumerate(router.counters):
+                want |= n << (i * per_node + k * bits)
+        if raw == want:
+            return
+        for i, router in enumerate(self.net.routers):
+            word = raw >> (i * per_node)
+            got = [word >> (k * bits) & ((1 << bits) - 1) for k in range(len(DropKind))]
+            if got != router.counters:
+                raise AssertionError(
+                    f"{when}: node {i} drop counters {got}, the model says {router.counters}"
+                )
 
     def moved(self, step: NetStep) -> bool:
         """Whether a flit moved in the cycle ``step`` came from (for a watchdog)."""
@@ -96,23 +127,16 @@ class Lockstep:
         """Where the model's routers hold flits (a watchdog's report)."""
         return describe_buffers(self.cfg, self.net.routers)
 
-    def counters(self) -> list[list[int]]:
-        """Every node's drop counters as the RTL's ``drops`` port holds them, checked equal to
-        the model's.
+    async def counters(self) -> list[list[int]]:
+        """Every node's drop counters, after one more cycle with every injection idle (and
+        ejection ``ready`` as last driven), so that the drops of the last cycle stepped have
+        reached the RTL's registers; checked equal to the model's in that cycle.
 
         Raises
         ------
         AssertionError
-            If a node's counters differ from the model's.
+            If a node's counters (or another output) differ from the model's.
         """
-        raw = self.dut.drops.value.to_unsigned()
-        bits = self.cfg.counter_bits
-        per_node = len(DropKind) * bits
-        out = []
-        for i, router in enumerate(self.net.routers):
-            word = raw >> (i * per_node)
-            got = [word >> (k * bits) & ((1 << bits) - 1) for k in range(len(DropKind))]
-            if got != router.counters:
-                raise AssertionError(f"node {i} drop counters {got} != {router.counters}")
-            out.append(got)
-        return out
+        counters = [list(router.counters) for router in self.net.routers]
+        await self.step({}, self._ready)
+        return counters
