@@ -172,8 +172,12 @@ class RouterEnv:
 
     @property
     def idle(self) -> bool:
+        """Nothing left to send and no credit owed to the router: while a credit is owed the
+        router may still hold a flit waiting for it (a bench that stopped counting idle
+        cycles before would end with that flit inside, seed 2034447530)."""
         busy = self.local or self.offer is not None
         busy = busy or any(q for port in self.link_q for q in port)
+        busy = busy or any(any(vcs) for vcs in self.owed)
         return not busy
 
     def drive(self) -> RouterInputs:
