@@ -164,17 +164,15 @@ def _backward_shapes(m, n, k):
 _TIMES: dict = {}
 
 
-def _cached(what, model, costs, classes, *args):
-    key = (what, id(model), id(costs), classes.tobytes(), classes.shape, *args)
+def _cached(make, model, costs, *args):
+    """``make(model, costs, *args)``, kept by the arguments (an array by its bytes)."""
+    key = (make, id(model), id(costs)) + tuple(
+        (a.tobytes(), a.shape) if isinstance(a, np.ndarray) else a for a in args
+    )
     hit = _TIMES.get(key)
     if hit is not None and hit[0] is model and hit[1] is costs:
         return hit[2]
-    make = _layer_times if what in ("dense", "moe") else _head_times
-    value = (
-        make(model, costs, what, classes, *args)
-        if what != "head"
-        else make(model, costs, classes, *args)
-    )
+    value = make(model, costs, *args)
     if len(_TIMES) > 4096:
         _TIMES.clear()
     _TIMES[key] = (model, costs, value)
@@ -363,7 +361,8 @@ def training_step(
     if model.moe:
         kinds.append(("moe", model.moe_layers))
     per_kind = {
-        kind: _cached(kind, model, costs, classes, s, fmt, act, attention) for kind, _ in kinds
+        kind: _cached(_layer_times, model, costs, kind, classes, s, fmt, act, attention)
+        for kind, _ in kinds
     }
 
     # the slowest stage: the first stages take one more layer when pp does not divide
@@ -379,7 +378,7 @@ def training_step(
     bwd = sum(counts[k] * per_kind[k]["bwd"][which] for k, _ in kinds)
     attn_fwd = sum(counts[k] * per_kind[k]["attn_fwd"][which] for k, _ in kinds)
     head_classes, head_which = _classes(tpv, mbv, cpv)
-    head_f, head_b = _cached("head", model, costs, head_classes, s, fmt, act)
+    head_f, head_b = _cached(_head_times, model, costs, head_classes, s, fmt, act)
     # the head runs on the last stage, which has floor(L/pp) layers; the slower of the two
     last_share = np.where(ppf > 1, np.floor(L / ppf) / n_layers, 1.0)
     head_total = head_f[head_which] + head_b[head_which]

@@ -30,7 +30,14 @@ from ..formats import FLOAT_FORMATS
 from ..workloads import WorkloadError, load_model, model_names, model_ops
 from .protocol import InputError, PresetInputs, Results, Study, format_field, loaded, register
 
-__all__ = ["ModelInputs", "ModelResults", "OperatorRow", "model_study"]
+__all__ = [
+    "ModelInputs",
+    "ModelResults",
+    "MemoryResults",
+    "OperatorRow",
+    "model_study",
+    "memory_figures",
+]
 
 MODEL_ALLOWED = "one of " + ", ".join(model_names()) + ", or a model file path ending in .toml"
 
@@ -149,7 +156,26 @@ class OperatorRow(BaseModel):
     forward_flop: float
 
 
-class ModelResults(Results):
+class MemoryResults(Results):
+    """One chip's memory as a study reports it (``trnsim model``, ``trnsim train``)."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    buffers_bytes: float = Field(description="gathered weights, pipeline buffers, reserve")
+    total_bytes: float = Field(description="memory per chip, the peak stage")
+    hbm_bytes: float = Field(description="the chip's HBM")
+    fits: bool
+
+
+def memory_figures(row: dict) -> dict:
+    """:class:`MemoryResults`' fields from a :meth:`MemoryBreakdown.row`."""
+    own = set(MemoryResults.model_fields) - set(Results.model_fields)
+    return {k: bool(row[k]) if k == "fits" else row[k] for k in own}
+
+
+class ModelResults(MemoryResults):
     """The model's facts and one chip's memory; the series: one chip's operators."""
 
     parameters: int
@@ -160,15 +186,7 @@ class ModelResults(Results):
     training_run_flop: float = Field(description="training_per_token x the file's tokens")
     kv_cache_per_token_bytes: float = Field(description="all layers, in --kv-format")
     chips: int = Field(description="dp x tp x pp x cp")
-    weights_bytes: float
-    gradients_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
-    buffers_bytes: float = Field(description="gathered weights, pipeline buffers, reserve")
-    total_bytes: float
-    hbm_bytes: float = Field(description="the chip's HBM (the preset's)")
     headroom_bytes: float = Field(description="HBM left; negative: missing")
-    fits: bool
     peak_stage: str = Field(description="the pipeline stage with the most memory")
     series: list[OperatorRow] = Field(default_factory=list, exclude=True)
 
@@ -212,15 +230,8 @@ def model_study(inputs: ModelInputs) -> ModelResults:
         training_run_flop=training * m.tokens,
         kv_cache_per_token_bytes=float(m.kv_cache_per_token_bytes(inputs.kv_format)),
         chips=inputs.dp * inputs.tp * inputs.pp * inputs.cp,
-        weights_bytes=row["weights_bytes"],
-        gradients_bytes=row["gradients_bytes"],
-        optimizer_bytes=row["optimizer_bytes"],
-        activations_bytes=row["activations_bytes"],
-        buffers_bytes=row["buffers_bytes"],
-        total_bytes=row["total_bytes"],
-        hbm_bytes=row["hbm_bytes"],
+        **memory_figures(row),
         headroom_bytes=row["hbm_bytes"] - row["total_bytes"],
-        fits=row["fits"],
         peak_stage="last" if row["stage"] else "first",
         series=rows,
     )

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from ..cluster.memory import RECOMPUTE, DoesNotFit
 from ..cluster.training import PARTS, training_step
 from .cost import ClusterInputs, RunResults, run_figures
+from .model import MemoryResults, memory_figures
 from .protocol import InputError, Study, register, writable_path
 
 __all__ = [
@@ -244,7 +245,7 @@ class PartRow(BaseModel):
     share_fraction: float
 
 
-class TrainResults(RunResults):
+class TrainResults(RunResults, MemoryResults):
     """The step, its breakdown, the memory per chip and the run's goodput, power and cost;
     the series: the step's parts."""
 
@@ -265,14 +266,6 @@ class TrainResults(RunResults):
     hfu_fraction: float = Field(description="with recomputation's FLOPs")
     steps: int = Field(description="the model file's tokens / tokens per step")
     train_days: float = Field(description="wall time of the run with goodput, days")
-    weights_bytes: float
-    gradients_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
-    buffers_bytes: float
-    total_bytes: float = Field(description="memory per chip, the peak stage")
-    hbm_bytes: float
-    fits: bool
     costs_source: str = Field(description="where the operator costs come from")
     series: list[PartRow] = Field(default_factory=list, exclude=True)
 
@@ -299,14 +292,7 @@ def train_study(inputs: TrainInputs) -> TrainResults:
         hfu_fraction=r["hfu"],
         steps=steps,
         train_days=figures["run_wall_s"] / 86400,
-        weights_bytes=mem["weights_bytes"],
-        gradients_bytes=mem["gradients_bytes"],
-        optimizer_bytes=mem["optimizer_bytes"],
-        activations_bytes=mem["activations_bytes"],
-        buffers_bytes=mem["buffers_bytes"],
-        total_bytes=mem["total_bytes"],
-        hbm_bytes=mem["hbm_bytes"],
-        fits=bool(mem["fits"]),
+        **memory_figures(mem),
         costs_source=r["costs_source"],
         series=parts,
     )
