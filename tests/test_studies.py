@@ -21,7 +21,7 @@ QUICK = {
     "validate": [],
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
     "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
-    "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
+    "cost": ["--preset", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
 }
@@ -526,8 +526,8 @@ BAD = [
         "--interleave: 2 is not allowed; allowed: 1 without pipeline parallelism (pp 1)",
     ),
     (
-        ["cost", "--hardware", "b200"],
-        "--hardware: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
+        ["cost", "--preset", "b200"],
+        "--preset: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
         "hardware file path ending in .toml",
     ),
     (["cost", "--chips", "0"], "--chips: 0 is not allowed; allowed: an integer in 1..10000000"),

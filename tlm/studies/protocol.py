@@ -175,15 +175,18 @@ def allowed_text(field) -> str:
     return noun.get(ann, getattr(ann, "__name__", str(ann))) + _bounds(field)
 
 
-def loaded(field: str, value: str, load, error: type[Exception], allowed: str):
+def loaded(
+    field: str, value: str, load, error: type[Exception], allowed: str, noun: str | None = None
+):
     """``load(value)`` for the input ``field``: a data file named by an input (a model, a
     hardware file), its loader's ``error`` turned into an :class:`InputError` naming the input
-    (an unknown name: what is allowed; a file that does not validate: why)."""
+    (an unknown name: what is allowed; a file that does not validate: why). ``noun`` is what
+    the loader calls its argument when that is not ``field``."""
     try:
         return load(value)
     except error as problem:
         text = str(problem)
-        if text.startswith(f"{field} must be"):
+        if text.startswith(f"{noun or field} must be"):
             raise InputError(field, value, allowed) from None
         raise InputError(field, value, allowed, f"fails: {text}") from None
 
