@@ -60,6 +60,8 @@ MODULES = [
     "tlm.costs",
     "tlm.costs.opcosts",
     "tlm.costs.calibrate",
+    "tlm.sweep",
+    "tlm.cluster.search",
 ]
 
 

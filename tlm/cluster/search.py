@@ -30,13 +30,11 @@ Examples
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from ..sweep import digest, run_chunks
 from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
 from .cost import power, run_cost
@@ -430,21 +428,6 @@ class SearchResult:
         return self.row(int(np.argmin(score)))
 
 
-def _key(model: Model, hw: Hardware, chips, settings, fixed) -> str:
-    text = json.dumps(
-        [
-            model.name,
-            model.tokens,
-            hw.name,
-            list(map(int, chips)),
-            list(settings),
-            sorted((k, np.asarray(v).tolist()) for k, v in (fixed or {}).items()),
-        ],
-        default=str,
-    )
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def _every(model, chips, settings, fixed):
     """Every layout of every chip count, concatenated, and what each rule cut per count;
     a chip count with none is left out (its error kept for when none has any)."""
@@ -472,21 +455,15 @@ def _every(model, chips, settings, fixed):
 _EVERY: dict = {}
 
 
-def _run_chunk(model, hw, chips, settings, fixed, start, stop, path):
+def _run_chunk(model, hw, chips, settings, fixed, start, stop):
     """One task: layouts ``start:stop`` of the search - enumerated again here (cheap, once
-    per worker: only these few numbers travel to it), evaluated and, with ``path``, written
-    (atomically: a killed task leaves no half file)."""
+    per worker: only these few numbers travel to it) - with their results."""
     key = (id(model), tuple(chips), settings, repr(sorted((fixed or {}).items())))
     if key not in _EVERY or _EVERY[key][0] is not model:
         _EVERY.clear()
         _EVERY[key] = (model, _every(model, chips, settings, fixed)[0])
     configs = {k: v[start:stop] for k, v in _EVERY[key][1].items()}
-    result = evaluate(model, hw, configs, settings)
-    if path is not None:
-        tmp = Path(str(path) + ".tmp.npz")
-        np.savez(tmp, **configs, **result)
-        tmp.replace(path)
-    return result
+    return {**configs, **evaluate(model, hw, configs, settings)}
 
 
 def search(
@@ -522,87 +499,34 @@ def search(
     NoValidLayout
         When no chip count has a valid layout (naming the constraint that cut the last).
     """
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be a positive integer, not {workers!r}")
-    if chunk < 1:
-        raise ValueError(f"chunk must be a positive integer, not {chunk!r}")
     chips = [int(n) for n in chips]
     every, cuts = _every(model, chips, settings, fixed)
-    total = len(every["chips"])
-    bounds = list(range(0, total, chunk)) + [total]
-    pieces = list(zip(bounds[:-1], bounds[1:], strict=True))
-    paths = [None] * len(pieces)
-    results = [None] * len(pieces)
-    resumed = 0
-    if out_dir is not None:
-        folder = Path(out_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        key = _key(model, hw, chips, settings, fixed)
-        stamp = folder / "search.json"
-        if stamp.exists() and json.loads(stamp.read_text()).get("key") != key:
-            raise ValueError(
-                f"out_dir {folder} holds another search's chunks; use an empty directory"
-            )
-        stamp.write_text(json.dumps({"key": key, "chunk": chunk, "chunks": len(pieces)}))
-        for i in range(len(pieces)):
-            paths[i] = folder / f"chunk-{i:05d}-of-{len(pieces):05d}-{chunk}.npz"
-            if paths[i].exists():
-                with np.load(paths[i]) as data:
-                    results[i] = {k: data[k] for k in OUTPUTS}
-                resumed += 1
-    todo = [i for i, r in enumerate(results) if r is None]
-    done = len(pieces) - len(todo)
-    if progress:
-        progress(done, len(pieces))
-    if scheduler == "inline":
-        for i in todo:
-            results[i] = _run_chunk(model, hw, chips, settings, fixed, *pieces[i], paths[i])
-            done += 1
-            if progress:
-                progress(done, len(pieces))
-    elif todo:
-        from dask.distributed import Client, LocalCluster, as_completed
-
-        cluster = None
-        if scheduler == "local":
-            cluster = LocalCluster(
-                n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=None
-            )
-            client = Client(cluster)
-        else:
-            client = Client(scheduler)
-        try:
-            [m_f, hw_f] = client.scatter([model, hw], broadcast=True)
-            futures = {
-                client.submit(
-                    _run_chunk,
-                    m_f,
-                    hw_f,
-                    chips,
-                    settings,
-                    fixed,
-                    *pieces[i],
-                    paths[i],
-                    pure=False,
-                    retries=2,
-                ): i
-                for i in todo
-            }
-            for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()
-                done += 1
-                if progress:
-                    progress(done, len(pieces))
-        finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+    key = digest(
+        model.name,
+        model.tokens,
+        hw.name,
+        chips,
+        list(settings),
+        sorted((k, np.asarray(v).tolist()) for k, v in (fixed or {}).items()),
+    )
+    results, resumed = run_chunks(
+        _run_chunk,
+        (model, hw, chips, settings, fixed),
+        total=len(every["chips"]),
+        chunk=chunk,
+        outputs=OUTPUTS,
+        scheduler=scheduler,
+        workers=workers,
+        out_dir=out_dir,
+        key=key,
+        progress=progress,
+    )
     outputs = {k: np.concatenate([r[k] for r in results]) for k in OUTPUTS}
     return SearchResult(
         model=model.name,
         hardware=hw.name,
         arrays={**every, **outputs},
         cuts=cuts,
-        chunks=len(pieces),
+        chunks=len(results),
         resumed_chunks=resumed,
     )
