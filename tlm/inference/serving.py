@@ -75,9 +75,11 @@ are kept as aggregates (their count, the sum of their KV lengths, how many cross
 boundary at each step, a heap of the step each one finishes at), so an iteration in which no
 sequence joins, leaves or is preempted costs a few scalar operations, one
 ``engine.iteration_s`` call and one SimPy event. SimPy (the chip model's engine) meets the
-target: 100,000 requests (outputs 100-500 tokens, max_batch 128, ~20 ms iterations, 4 replicas,
-about 280,000 iterations) simulate in about 10 s on this machine (``python -m bench --only
-serve``; the engine's own cost per call comes on top).
+target with room: 100,000 requests (prompts of 1,000 tokens on average, outputs 100-500,
+max_batch 128, iterations of 10-85 ms) simulate in 6.9 s on four colocated replicas (420,000
+iterations, 61,000 a second) and in 12 s on two prefill and four decode replicas (770,000
+iterations) on this machine (``python -m bench --only serve``); SimPy's own share of the time
+is about a quarter. The engine's own time per call comes on top (iterations x its cost).
 
 Examples
 --------
@@ -626,10 +628,14 @@ class _Replica:
                 self._wake = None
                 continue
             args, decodes, chunked, admitted, used = plan
-            dt = self.cost(*args)
-            if not (isinstance(dt, numbers.Real) and 0 < dt < math.inf):
+            returned = self.cost(*args)
+            try:
+                dt = float(returned)
+            except (TypeError, ValueError):
+                dt = math.nan
+            if not 0 < dt < math.inf:
                 raise ValueError(
-                    f"engine.iteration_s{args} must return finite seconds > 0, not {dt!r}"
+                    f"engine.iteration_s{args} must return finite seconds > 0, not {returned!r}"
                 )
             start = env.now
             yield env.timeout(dt)
