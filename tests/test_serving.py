@@ -6,12 +6,15 @@ import doctest
 import json
 import math
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tlm.inference import serving
 from tlm.inference.serving import SloUnreachable, TraceError, max_rate, read_trace, simulate
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Linear:
@@ -42,6 +45,12 @@ def write_trace(tmp_path, rows, name="trace.csv"):
 
 def test_module_examples():
     result = doctest.testmod(serving)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_docs_examples():
+    """docs/serving.md's worked example runs and prints what it says."""
+    result = doctest.testfile(str(ROOT / "docs" / "serving.md"), module_relative=False)
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -383,7 +392,6 @@ def test_fast_scheduler_equals_the_reference(seed, cache):
     budget = max_batch + int(rng.integers(0, 150))
     print(f"capacity {capacity} block {block} max_batch {max_batch} budget {budget}")
     import tempfile
-    from pathlib import Path
 
     path = Path(tempfile.mkdtemp()) / "t.jsonl"
     path.write_text(

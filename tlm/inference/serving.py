@@ -1175,9 +1175,11 @@ def max_rate(
     the ``100 * target`` percentile of TTFT and of TPOT (p90 for 0.9) are within their SLOs.
     Every simulation runs ``requests`` requests with the same seed, so a higher rate sees the
     same requests sooner. The bracket: the fleet's capacity ``c`` measured by one saturated
-    run (every request at once, the rate ``requests / makespan``); ``c / 1000`` must meet the
-    rule (else :class:`SloUnreachable`), the upper end starts at ``2 c`` and doubles until the
-    rule fails; then bisection until the bracket is within ``rel_tol`` of its lower end.
+    run (every request at once, the rate ``requests / makespan``); if ``c`` meets the rule the
+    rate doubles until it fails, else it halves until it holds (below ``c / 1000``:
+    :class:`SloUnreachable`) - low rates are the slow runs (each request alone, an iteration a
+    token), so the search starts high. Then bisection (geometric while the bracket spans more
+    than 4x) until the bracket is within ``rel_tol`` of its lower end.
 
     Parameters
     ----------
@@ -1204,7 +1206,7 @@ def max_rate(
     Raises
     ------
     SloUnreachable
-        When the SLO fails at ``c / 1000``, with the figures of that run.
+        When the SLO fails below ``c / 1000``, with the figures of that run.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {', '.join(RULES)}, not {rule!r}")
@@ -1240,20 +1242,28 @@ def max_rate(
     # capacity: every request at (almost) once
     saturated, _ = run_at(1e9)
     capacity = saturated.throughput_rps
-    lo = capacity / 1000
-    lo_run, ok = run_at(lo)
-    if not ok:
-        raise SloUnreachable(
-            f"no rate meets the SLO (rule {rule!r}, target {target}): at {lo:.4g} requests/s "
-            f"(a thousandth of capacity) TTFT p90 {lo_run.ttft_s.p90:.4g} s (SLO {slo_ttft_s}), "
-            f"TPOT p90 {lo_run.tpot_s.p90:.4g} s (SLO {slo_tpot_s}), attainment "
-            f"{lo_run.slo_attainment:.3f}"
-        )
-    hi = 2 * capacity
-    hi_run, ok = run_at(hi)
-    while ok:  # a short run can beat the saturated capacity: widen until the rule fails
-        lo, lo_run, hi = hi, hi_run, 2 * hi
+    hi_run, ok = run_at(capacity)
+    if ok:  # a short run can beat the saturated capacity: widen until the rule fails
+        lo, lo_run, hi = capacity, hi_run, 2 * capacity
         hi_run, ok = run_at(hi)
+        while ok:
+            lo, lo_run, hi = hi, hi_run, 2 * hi
+            hi_run, ok = run_at(hi)
+    else:  # halve until the rule holds; the low rates are the slow runs (requests alone)
+        hi, lo = capacity, capacity / 2
+        while True:
+            lo_run, ok = run_at(lo)
+            if ok:
+                break
+            if lo < capacity / 1000:
+                raise SloUnreachable(
+                    f"no rate meets the SLO (rule {rule!r}, target {target}): at "
+                    f"{lo:.4g} requests/s (under a thousandth of the capacity, "
+                    f"{capacity:.4g}/s) TTFT p90 {lo_run.ttft_s.p90:.4g} s (SLO {slo_ttft_s}), "
+                    f"TPOT p90 {lo_run.tpot_s.p90:.4g} s (SLO {slo_tpot_s}), attainment "
+                    f"{lo_run.slo_attainment:.3f}"
+                )
+            hi, lo = lo, lo / 2
     while hi - lo > rel_tol * lo:
         mid = (lo * hi) ** 0.5 if hi > 4 * lo else (lo + hi) / 2
         result, ok = run_at(mid)
