@@ -218,6 +218,7 @@ def test_disaggregation_adds_the_transfer(tmp_path):
     assert split.ttft_s.mean == pytest.approx(alone.ttft_s.mean + transfer, rel=1e-12)
     assert split.e2e_s.mean == pytest.approx(alone.e2e_s.mean + transfer, rel=1e-12)
     assert split.iterations == alone.iterations and split.chips == 2
+    assert split.throughput_rps_per_chip == pytest.approx(split.throughput_rps / 2)
     # the same transfer as a link: 320 kB per token over 32 GB/s after 2 ms
     linked = simulate(
         e,
@@ -229,6 +230,49 @@ def test_disaggregation_adds_the_transfer(tmp_path):
         link_latency_s=0.002,
     )
     assert linked.ttft_s.mean == pytest.approx(split.ttft_s.mean, rel=1e-12)
+
+
+def test_prefill_blocks_held_until_the_transfer_ends(tmp_path):
+    """A prefill replica with room for one prompt (4 blocks of 4): the second prompt's prefill
+    starts only when the first one's KV has left (1 s later), on a decode replica with a
+    larger cache (its own engine)."""
+    prefill = Linear(a=0.01, b=0.001, capacity=16, block=4)
+    decode = Linear(a=0.01, b=0.001, capacity=64, block=4, chips=2)
+    run = simulate(
+        prefill,
+        trace=write_trace(tmp_path, [(0, 16, 2), (0, 16, 2)]),
+        prefill_replicas=1,
+        decode_replicas=1,
+        decode_engine=decode,
+        kv_transfer_s=lambda tokens: 1.0,
+    )
+    t1 = 0.01 + 0.001 * 16
+    np.testing.assert_allclose(run.per_request["ttft_s"], [t1 + 1, 2 * t1 + 2], rtol=1e-12)
+    # each decodes alone, as it arrives: 0.011 s
+    np.testing.assert_allclose(run.per_request["tpot_s"], [0.011, 0.011], rtol=1e-9)
+    assert prefill.calls == [(16, 1, 16, 136)] * 2 and run.chips == 3
+
+
+def test_disaggregated_rejections_name_the_pool(tmp_path):
+    prefill = Linear(capacity=32, block=4)
+    decode = Linear(capacity=64, block=4)
+    run = simulate(
+        prefill,
+        trace=write_trace(tmp_path, [(0, 40, 2), (0, 30, 40), (0, 30, 5)]),
+        prefill_replicas=1,
+        decode_replicas=1,
+        decode_engine=decode,
+        kv_transfer_s=lambda tokens: 0.0,
+    )
+    assert run.rejected_reasons == {"prefill_kv_capacity": 1, "decode_kv_capacity": 1}
+    assert run.per_request["rejected"].tolist() == [True, True, False]
+
+
+def test_everyone_rejected(tmp_path):
+    run = simulate(Linear(capacity=16), trace=write_trace(tmp_path, [(1.0, 20, 2)]))
+    assert run.rejected == 1 and run.completed == 0 and run.iterations == 0
+    assert math.isnan(run.ttft_s.p99) and run.throughput_rps == 0.0
+    json.dumps(run.figures())
 
 
 def test_disaggregated_pools_serve_everyone(seed):

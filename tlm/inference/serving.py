@@ -181,7 +181,7 @@ class ServingResult:
         Time to first token, time per output token after the first, end-to-end latency.
     throughput_rps, output_tokens_per_s : float
         Completed requests and their output tokens per second.
-    output_tokens_per_s_per_chip : float
+    throughput_rps_per_chip, output_tokens_per_s_per_chip : float
         The same per chip of the fleet (``chips``).
     mean_batch : float
         Sequences per iteration, weighted by iteration time (busy time only).
@@ -216,6 +216,7 @@ class ServingResult:
     e2e_s: Summary
     throughput_rps: float
     output_tokens_per_s: float
+    throughput_rps_per_chip: float
     output_tokens_per_s_per_chip: float
     mean_batch: float
     kv_occupancy: float
@@ -1085,6 +1086,7 @@ def _result(sim, seed, engines, slo_ttft_s, slo_tpot_s) -> ServingResult:
         e2e_s=Summary.of(e2e),
         throughput_rps=sim.completed / simulated if simulated > 0 else math.nan,
         output_tokens_per_s=out_tokens / simulated if simulated > 0 else math.nan,
+        throughput_rps_per_chip=sim.completed / simulated / chips if simulated > 0 else math.nan,
         output_tokens_per_s_per_chip=out_tokens / simulated / chips if simulated > 0 else math.nan,
         mean_batch=sum(r.batch_area for r in reps) / busy if busy > 0 else 0.0,
         kv_occupancy=float(kv_occupancy),
