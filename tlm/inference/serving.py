@@ -48,8 +48,9 @@ iterations: an engine with pipeline stages reports the time of one whole iterati
 
 Outputs (:class:`ServingResult`): per request TTFT (arrival to first token), TPOT (mean
 inter-token time after the first: ``(finish - first) / (output - 1)``) and end-to-end latency;
-their means and p50/p90/p99 over completed requests; throughput over the simulated time (first
-arrival at 0 to the last finish, so a run that cannot keep up measures what the fleet serves);
+their means and p50/p90/p99 over completed requests; throughput over the simulated time (from
+0, where the arrivals start, to the last finish, so a run that cannot keep up measures what the
+fleet serves);
 time averages of the batch (over busy iterations) and of KV occupancy; the mean number in the
 system over the arrival window; preemptions, rejections, iterations; SLO attainment.
 
