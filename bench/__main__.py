@@ -8,7 +8,7 @@ printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
     python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll, cluster,
-                                    # costs
+                                    # costs, serve
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from .common import OUT, ROOT, best_time, build_in_child, generate
 
-PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster", "costs")
+PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster", "costs", "serve")
 
 
 def _children_peak_mib() -> float:
@@ -302,6 +302,10 @@ def main(argv=None) -> int:
         from .costs import bench_costs
 
         by_part["costs"] = bench_costs()
+    if "serve" in parts:
+        from .serving import bench_serving
+
+        by_part["serve"] = bench_serving()
     head = {
         "machine": platform.platform(),
         "python": platform.python_version(),

@@ -1,0 +1,705 @@
+"""tlm.inference.serving: hand-computed cases, a reference scheduler written plainly (one
+sequence at a time, no aggregates) against the fast one on random workloads, Little's law,
+seeds, traces, the SLO bisection and every bad input."""
+
+import doctest
+import json
+import math
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tlm.inference import serving
+from tlm.inference.serving import SloUnreachable, TraceError, max_rate, read_trace, simulate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Linear:
+    """The test double of an engine: ``a + b tokens + c kv_tokens + d pairs`` seconds, and the
+    calls it received (for checking the scheduler's arguments)."""
+
+    def __init__(self, a=0.010, b=0.001, c=0.0, d=0.0, capacity=1 << 20, block=16, chips=1):
+        self.a, self.b, self.c, self.d = a, b, c, d
+        self.chips = chips
+        self.kv_capacity_tokens = capacity
+        self.block_tokens = block
+        self.calls = []
+
+    def iteration_s(self, tokens, sequences, kv_tokens, pairs):
+        self.calls.append((tokens, sequences, kv_tokens, pairs))
+        return self.a + self.b * tokens + self.c * kv_tokens + self.d * pairs
+
+
+def write_trace(tmp_path, rows, name="trace.csv"):
+    path = tmp_path / name
+    if name.endswith(".csv"):
+        lines = ["arrival_s,prompt,output"] + [f"{t},{p},{o}" for t, p, o in rows]
+    else:
+        lines = [json.dumps({"arrival_s": t, "prompt": p, "output": o}) for t, p, o in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_module_examples():
+    result = doctest.testmod(serving)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_docs_examples():
+    """docs/serving.md's worked example runs and prints what it says."""
+    result = doctest.testfile(str(ROOT / "docs" / "serving.md"), module_relative=False)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# ------------------------------------------------------------------ hand-computed cases
+
+
+def test_one_request_alone(tmp_path):
+    """TTFT is the prefill iteration; every decode iteration reads the KV so far plus itself."""
+    e = Linear(a=0.01, b=0.001, c=1e-5, d=1e-7)
+    p, o = 100, 6
+    run = simulate(e, trace=write_trace(tmp_path, [(0.5, p, o)]), token_budget=256)
+    prefill = 0.01 + 0.001 * p + 1e-5 * p + 1e-7 * p * (p + 1) / 2
+    decodes = [0.01 + 0.001 + (1e-5 + 1e-7) * (p + j) for j in range(1, o)]
+    assert e.calls == [(p, 1, p, p * (p + 1) // 2)] + [(1, 1, p + j, p + j) for j in range(1, o)]
+    assert run.ttft_s.mean == pytest.approx(prefill, rel=1e-12)
+    assert run.tpot_s.mean == pytest.approx(sum(decodes) / (o - 1), rel=1e-12)
+    assert run.e2e_s.mean == pytest.approx(prefill + sum(decodes), rel=1e-12)
+    assert run.iterations == o and run.completed == 1 and run.preemptions == 0
+    assert run.simulated_s == pytest.approx(0.5 + prefill + sum(decodes), rel=1e-12)
+    assert run.seed is None  # a trace draws nothing
+
+
+def test_one_token_output_has_no_tpot(tmp_path):
+    run = simulate(Linear(), trace=write_trace(tmp_path, [(0.0, 10, 1)]))
+    assert run.ttft_s.mean == pytest.approx(0.02) and run.e2e_s.mean == pytest.approx(0.02)
+    assert math.isnan(run.tpot_s.mean) and run.iterations == 1
+
+
+def test_two_requests_batch_together(tmp_path):
+    """Two prompts at once share the prefill iteration, then decode side by side; the shorter
+    output leaves and the other decodes alone."""
+    e = Linear(a=0.01, b=0.001)
+    run = simulate(e, trace=write_trace(tmp_path, [(0, 30, 3), (0, 50, 5)]), token_budget=128)
+    assert e.calls == [
+        (80, 2, 80, 30 * 31 // 2 + 50 * 51 // 2),
+        (2, 2, 31 + 51, 31 + 51),
+        (2, 2, 32 + 52, 32 + 52),
+        (1, 1, 53, 53),
+        (1, 1, 54, 54),
+    ]
+    t = np.cumsum([0.01 + 0.001 * c[0] for c in e.calls])
+    np.testing.assert_allclose(run.per_request["ttft_s"], [t[0], t[0]], rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["e2e_s"], [t[2], t[4]], rtol=1e-12)
+    np.testing.assert_allclose(
+        run.per_request["tpot_s"], [(t[2] - t[0]) / 2, (t[4] - t[0]) / 4], rtol=1e-12
+    )
+    assert run.mean_batch == pytest.approx(
+        sum(c[1] * (0.01 + 0.001 * c[0]) for c in e.calls) / t[-1], rel=1e-12
+    )
+
+
+def test_arrival_joins_the_running_batch(tmp_path):
+    """A request arriving while another decodes is prefilled in the next iteration beside the
+    decode (decode first, then the chunk), and then both decode."""
+    e = Linear(a=0.01, b=0.001)
+    run = simulate(e, trace=write_trace(tmp_path, [(0, 20, 4), (0.025, 10, 2)]))
+    # iteration 1 ends at 0.030 (prefill of 20); the second request waits for it
+    assert e.calls[:3] == [(20, 1, 20, 210), (11, 2, 21 + 10, 21 + 55), (2, 2, 22 + 11, 22 + 11)]
+    ends = np.cumsum([0.01 + 0.001 * c[0] for c in e.calls])
+    assert run.per_request["ttft_s"][1] == pytest.approx(ends[1] - 0.025, rel=1e-12)
+    assert run.per_request["e2e_s"][1] == pytest.approx(ends[2] - 0.025, rel=1e-12)
+
+
+def test_chunked_prefill_splits_the_prompt_by_the_budget(tmp_path):
+    """A prompt of 250 under a budget of 100: chunks of 100, 100, 50, each attending to the
+    keys cached before it and its own (causally)."""
+    e = Linear(a=0.01, b=0.001)
+    run = simulate(
+        e, trace=write_trace(tmp_path, [(0, 250, 3)]), max_batch=4, token_budget=100, timeline=True
+    )
+    assert e.calls == [
+        (100, 1, 100, 100 * 101 // 2),
+        (100, 1, 200, 100 * 100 + 100 * 101 // 2),
+        (50, 1, 250, 50 * 200 + 50 * 51 // 2),
+        (1, 1, 251, 251),
+        (1, 1, 252, 252),
+    ]
+    assert run.ttft_s.mean == pytest.approx(3 * 0.01 + 0.250, rel=1e-12)
+    assert run.timeline["tokens"].tolist() == [100, 100, 50, 1, 1]
+    assert run.timeline["duration_s"].sum() == pytest.approx(run.e2e_s.mean, rel=1e-12)
+
+
+def test_a_long_prompt_does_not_stall_decodes(tmp_path):
+    """Stall-free batching: while a long prompt is chunked, the running decode still takes its
+    token in every iteration, before the chunk."""
+    e = Linear()
+    simulate(e, trace=write_trace(tmp_path, [(0, 8, 6), (0.015, 300, 2)]), token_budget=128)
+    assert [c[:2] for c in e.calls[:5]] == [(8, 1), (128, 2), (128, 2), (47, 2), (2, 2)]
+    # chunks 127, 127, 46 of the prompt beside one decode each
+    assert e.calls[3][2] == 11 + 300
+
+
+def test_preemption_when_the_cache_runs_out(tmp_path):
+    """4 blocks of 4 tokens, two requests of prompt 4 and output 8 (11 tokens of KV, 3 blocks
+    each): at the 6th iteration both decodes need a 3rd block; the later request is preempted
+    (it had generated 5 tokens), re-prefills 9 tokens after the first finishes, and finishes.
+
+    iteration:  1   2  3  4  5  6  7  8  9  10 11 12
+    request 0:  P4  d  d  d  d  d  d  d(done, frees 3 blocks)
+    request 1:  P4  d  d  d  d  preempted... P8 P1 d  d(done)
+    """
+    e = Linear(a=0.01, b=0.001, capacity=16, block=4)
+    run = simulate(
+        e,
+        trace=write_trace(tmp_path, [(0, 4, 8), (0, 4, 8)]),
+        max_batch=2,
+        token_budget=8,
+        timeline=True,
+    )
+    assert run.timeline["tokens"].tolist() == [8, 2, 2, 2, 2, 1, 1, 1, 8, 1, 1, 1]
+    assert run.preemptions == 1 and run.per_request["preemptions"].tolist() == [0, 1]
+    assert run.completed == 2 and run.rejected == 0
+    # the re-prefill of prompt + 5 generated tokens: 8 then 1 (KV 8 -> 9: a third block)
+    assert e.calls[8] == (8, 1, 8, 36) and e.calls[9] == (1, 1, 9, 9)
+    assert run.timeline["kv_blocks"].tolist() == [2, 4, 4, 4, 4, 3, 3, 3, 2, 3, 3, 3]
+    ends = np.cumsum(run.timeline["duration_s"])
+    np.testing.assert_allclose(run.per_request["ttft_s"], [ends[0], ends[0]], rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["e2e_s"], [ends[7], ends[11]], rtol=1e-12)
+
+
+def test_tight_cache_everyone_finishes(seed):
+    """Many requests through a cache that holds two or three at a time: preemptions happen,
+    every request finishes, none is rejected."""
+    e = Linear(a=0.01, b=1e-4, capacity=256, block=8)
+    run = simulate(
+        e,
+        rate=50.0,
+        requests=300,
+        prompt="uniform:10:100",
+        output="uniform:20:120",
+        max_batch=16,
+        token_budget=64,
+        seed=seed,
+    )
+    assert run.preemptions > 0
+    assert run.completed == 300 and run.rejected == 0
+    assert not np.isnan(run.per_request["e2e_s"]).any()
+
+
+def test_rejection_of_a_request_that_can_never_fit(tmp_path):
+    """16 tokens of cache: prompt 10 + output 7 needs 16 tokens of KV (the last token is never
+    fed back) and fits; output 8 needs 17 and is rejected, with its reason, and the others
+    are served."""
+    e = Linear(capacity=16, block=4)
+    run = simulate(e, trace=write_trace(tmp_path, [(0, 10, 7), (0.1, 10, 8), (0.2, 3, 3)]))
+    assert run.rejected == 1 and run.rejected_reasons == {"kv_capacity": 1}
+    assert run.per_request["rejected"].tolist() == [False, True, False]
+    assert run.completed == 2 and np.isnan(run.per_request["e2e_s"][1])
+
+
+def test_disaggregation_adds_the_transfer(tmp_path):
+    """Prefill on one replica, the KV moved, decode on another: TTFT and end-to-end latency
+    are the colocated ones plus the transfer; the decodes cost the same."""
+    e = Linear(a=0.01, b=0.001, c=1e-5)
+    trace = write_trace(tmp_path, [(0, 200, 5)])
+    alone = simulate(e, trace=trace)
+    split = simulate(
+        e,
+        trace=trace,
+        prefill_replicas=1,
+        decode_replicas=1,
+        kv_transfer_s=lambda tokens: 0.002 + tokens * 1e-5,
+    )
+    transfer = 0.002 + 200 * 1e-5
+    assert split.ttft_s.mean == pytest.approx(alone.ttft_s.mean + transfer, rel=1e-12)
+    assert split.e2e_s.mean == pytest.approx(alone.e2e_s.mean + transfer, rel=1e-12)
+    assert split.iterations == alone.iterations and split.chips == 2
+    assert split.throughput_rps_per_chip == pytest.approx(split.throughput_rps / 2)
+    # the same transfer as a link: 320 kB per token over 32 GB/s after 2 ms
+    linked = simulate(
+        e,
+        trace=trace,
+        prefill_replicas=1,
+        decode_replicas=1,
+        kv_bytes_per_token=320e3,
+        link_bandwidth_Bps=32e9,
+        link_latency_s=0.002,
+    )
+    assert linked.ttft_s.mean == pytest.approx(split.ttft_s.mean, rel=1e-12)
+
+
+def test_prefill_blocks_held_until_the_transfer_ends(tmp_path):
+    """A prefill replica with room for one prompt (4 blocks of 4): the second prompt's prefill
+    starts only when the first one's KV has left (1 s later), on a decode replica with a
+    larger cache (its own engine)."""
+    prefill = Linear(a=0.01, b=0.001, capacity=16, block=4)
+    decode = Linear(a=0.01, b=0.001, capacity=64, block=4, chips=2)
+    run = simulate(
+        prefill,
+        trace=write_trace(tmp_path, [(0, 16, 2), (0, 16, 2)]),
+        prefill_replicas=1,
+        decode_replicas=1,
+        decode_engine=decode,
+        kv_transfer_s=lambda tokens: 1.0,
+    )
+    t1 = 0.01 + 0.001 * 16
+    np.testing.assert_allclose(run.per_request["ttft_s"], [t1 + 1, 2 * t1 + 2], rtol=1e-12)
+    # each decodes alone, as it arrives: 0.011 s
+    np.testing.assert_allclose(run.per_request["tpot_s"], [0.011, 0.011], rtol=1e-9)
+    assert prefill.calls == [(16, 1, 16, 136)] * 2 and run.chips == 3
+
+
+def test_disaggregated_rejections_name_the_pool(tmp_path):
+    prefill = Linear(capacity=32, block=4)
+    decode = Linear(capacity=64, block=4)
+    run = simulate(
+        prefill,
+        trace=write_trace(tmp_path, [(0, 40, 2), (0, 30, 40), (0, 30, 5)]),
+        prefill_replicas=1,
+        decode_replicas=1,
+        decode_engine=decode,
+        kv_transfer_s=lambda tokens: 0.0,
+    )
+    assert run.rejected_reasons == {"prefill_kv_capacity": 1, "decode_kv_capacity": 1}
+    assert run.per_request["rejected"].tolist() == [True, True, False]
+
+
+def test_everyone_rejected(tmp_path):
+    run = simulate(Linear(capacity=16), trace=write_trace(tmp_path, [(1.0, 20, 2)]))
+    assert run.rejected == 1 and run.completed == 0 and run.iterations == 0
+    assert math.isnan(run.ttft_s.p99) and run.throughput_rps == 0.0
+    json.dumps(run.figures())
+
+
+def test_disaggregated_pools_serve_everyone(seed):
+    """Two prefill and three decode replicas under load with a small decode cache: every
+    request finishes, decode replicas preempt and recompute, and no TTFT beats its prefill
+    plus transfer."""
+    e = Linear(a=0.005, b=1e-4, capacity=2048, block=16)
+    run = simulate(
+        e,
+        rate=40.0,
+        requests=400,
+        prompt="uniform:50:400",
+        output="uniform:10:200",
+        prefill_replicas=2,
+        decode_replicas=3,
+        kv_transfer_s=lambda tokens: 0.01,
+        max_batch=32,
+        token_budget=512,
+        seed=seed,
+    )
+    assert run.completed == 400 and run.chips == 5 and run.preemptions > 0
+    prompt = run.per_request["prompt"]
+    floor = 0.005 + 1e-4 * prompt + 0.01
+    assert (run.per_request["ttft_s"] >= floor * (1 - 1e-12)).all()
+    assert set(run.per_request["replica"].tolist()) == {0, 1}
+
+
+def test_routers(tmp_path):
+    """Round robin takes replicas in turn; least loaded the emptiest, ties to the lowest."""
+    trace = write_trace(tmp_path, [(0, 10, 50), (0, 10, 50), (0, 10, 50), (10, 10, 2)])
+    rr = simulate(Linear(), trace=trace, replicas=2, router="round_robin")
+    assert rr.per_request["replica"].tolist() == [0, 1, 0, 1]
+    ll = simulate(Linear(), trace=trace, replicas=2)
+    assert ll.per_request["replica"].tolist() == [0, 1, 0, 0]  # all idle again at t = 10
+    assert ll.chips == 2
+
+
+def test_slo_attainment(tmp_path):
+    trace = write_trace(tmp_path, [(0, 10, 2), (0, 10, 2), (5, 1000, 2)])
+    run = simulate(Linear(a=0.01, b=0.001), trace=trace, token_budget=2048, slo_ttft_s=0.5)
+    # two prefills of 10 at once: 0.03 s; the prompt of 1000 alone: 1.01 s > 0.5
+    assert run.slo_attainment == pytest.approx(2 / 3)
+    run = simulate(Linear(a=0.01, b=0.001), trace=trace, slo_tpot_s=0.0115)
+    assert run.slo_attainment == pytest.approx(1 / 3)  # decodes of two: 0.012; of one: 0.011
+    assert math.isnan(simulate(Linear(), trace=trace).slo_attainment)
+
+
+# ------------------------------------------------------------------ a plain reference
+
+
+def reference(arrival, prompt, output, engine, max_batch, budget):
+    """The scheduling policy of the module's docstring, one sequence at a time: explicit KV
+    lengths, blocks counted from them, no aggregates, no SimPy. One replica."""
+    B = engine.block_tokens
+    total = engine.kv_capacity_tokens // B
+
+    def blocks(c):
+        return -(-c // B)
+
+    n = len(arrival)
+    seqs = [
+        dict(rid=i, P=int(prompt[i]), O=int(output[i]), gen=0, ctx=0, target=int(prompt[i]))
+        for i in range(n)
+    ]
+    for s in seqs:
+        s["dec"] = False
+    first, finish = np.full(n, np.nan), np.full(n, np.nan)
+    pre = np.zeros(n, int)
+    waiting, running = deque(), []
+    t, nxt, done, calls = 0.0, 0, 0, []
+    rejected = 0
+    while done + rejected < n:
+        while nxt < n and arrival[nxt] <= t:
+            s = seqs[nxt]
+            if blocks(s["P"] + s["O"] - 1) > total:
+                rejected += 1
+            else:
+                waiting.append(s)
+            nxt += 1
+
+        def used():
+            return sum(blocks(s["ctx"]) for s in running)
+
+        def preempt():
+            v = max(running, key=lambda r: r["rid"])
+            running.remove(v)
+            v.update(ctx=0, target=v["P"] + v["gen"], dec=False)
+            waiting.appendleft(v)
+            pre[v["rid"]] += 1
+
+        while True:
+            while True:
+                dec = [s for s in running if s["dec"]]
+                need = sum(blocks(s["ctx"] + 1) - blocks(s["ctx"]) for s in dec)
+                if need <= total - used():
+                    break
+                preempt()
+            free = total - used() - need
+            work = [(s, 1) for s in dec]
+            left = budget - len(dec)
+            for s in sorted((s for s in running if not s["dec"]), key=lambda s: s["rid"]):
+                room = blocks(s["ctx"]) * B - s["ctx"] + free * B
+                c = min(s["target"] - s["ctx"], left, room)
+                if left == 0 or c <= 0:
+                    continue
+                free -= blocks(s["ctx"] + c) - blocks(s["ctx"])
+                left -= c
+                work.append((s, c))
+            while waiting and left > 0 and len(running) < max_batch:
+                s = waiting[0]
+                c = min(s["target"], left)
+                if blocks(c) > free:
+                    break
+                waiting.popleft()
+                running.append(s)
+                free -= blocks(c)
+                left -= c
+                work.append((s, c))
+            if work or not running:
+                break
+            preempt()
+        if not work:
+            t = arrival[nxt]
+            continue
+        args = (
+            sum(c for _, c in work),
+            len(work),
+            sum(s["ctx"] + c for s, c in work),
+            sum(c * s["ctx"] + c * (c + 1) // 2 for s, c in work),
+        )
+        calls.append(args)
+        t = t + engine.iteration_s(*args)
+        for s, c in work:
+            s["ctx"] += c
+            if s["dec"]:
+                s["gen"] += 1
+            elif s["ctx"] == s["target"]:
+                s["gen"] += 1
+                s["dec"] = True
+                if s["gen"] == 1:
+                    first[s["rid"]] = t
+            if s["gen"] == s["O"]:
+                running.remove(s)
+                finish[s["rid"]] = t
+                done += 1
+    return first - arrival, finish - arrival, pre, calls
+
+
+@pytest.mark.parametrize("cache", ["roomy", "tight"])
+def test_fast_scheduler_equals_the_reference(seed, cache):
+    """Random workloads, with a cache that never runs out and one that preempts often: every
+    iteration's arguments and every request's TTFT and end-to-end latency are the reference's."""
+    rng = np.random.default_rng(seed)
+    n = 150
+    arrival = np.cumsum(rng.exponential(0.02, n))
+    prompt = rng.integers(1, 200, n)
+    output = rng.integers(1, 60, n)
+    capacity = 1 << 20 if cache == "roomy" else int(rng.integers(260, 600))
+    block = int(rng.choice([1, 4, 16]))
+    max_batch = int(rng.integers(1 if cache == "roomy" else 4, 12))
+    budget = max_batch + int(rng.integers(0, 150))
+    print(f"capacity {capacity} block {block} max_batch {max_batch} budget {budget}")
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "t.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"arrival_s": float(a), "prompt": int(p), "output": int(o)}) + "\n"
+            for a, p, o in zip(arrival, prompt, output, strict=True)
+        )
+    )
+    e_fast = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
+    e_ref = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
+    run = simulate(e_fast, trace=path, max_batch=max_batch, token_budget=budget)
+    ttft, e2e, pre, calls = reference(arrival, prompt, output, e_ref, max_batch, budget)
+    assert e_fast.calls == calls
+    np.testing.assert_allclose(run.per_request["ttft_s"], ttft, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(run.per_request["e2e_s"], e2e, rtol=1e-9, atol=1e-12)
+    assert run.per_request["preemptions"].tolist() == pre.tolist()
+    if cache == "tight":
+        assert run.rejected > 0 or run.preemptions > 0
+
+
+# ------------------------------------------------------------------ laws and seeds
+
+
+def test_littles_law(seed):
+    """A long run below saturation: the time-average number of requests in the system equals
+    the arrival rate times the mean latency within 3 % (the sample's arrival rate differs from
+    the nominal one by about 1/sqrt(20000) = 0.7 %, and the window's edges by less)."""
+    e = Linear(a=0.01, b=2e-5, c=5e-8, capacity=200_000)
+    rate = 25.0
+    run = simulate(
+        e,
+        rate=rate,
+        requests=20_000,
+        prompt="lognormal:300:0.6",
+        output="uniform:20:200",
+        replicas=2,
+        max_batch=64,
+        token_budget=512,
+        seed=seed,
+    )
+    assert run.completed == 20_000
+    assert run.mean_in_system == pytest.approx(rate * run.e2e_s.mean, rel=0.03)
+    # below saturation the fleet serves what arrives
+    assert run.throughput_rps == pytest.approx(rate, rel=0.03)
+
+
+def test_seed_reproduces_the_run(seed):
+    kw = dict(rate=20.0, requests=200, prompt="lognormal:200:1.0", output="uniform:1:50")
+    a = simulate(Linear(), seed=seed, **kw)
+    b = simulate(Linear(), seed=seed, **kw)
+    assert a.seed == seed
+    assert json.dumps(a.figures()) == json.dumps(b.figures())  # NaN as NaN
+    for key, value in a.per_request.items():
+        np.testing.assert_array_equal(value, b.per_request[key])
+    c = simulate(Linear(), seed=seed + 1, **kw)
+    assert not np.array_equal(a.per_request["arrival_s"], c.per_request["arrival_s"])
+
+
+def test_same_seed_same_requests_at_any_rate():
+    """Common random numbers: the arrivals scale with 1 / rate, the lengths do not change."""
+    a = simulate(Linear(), rate=10.0, requests=50, prompt="uniform:1:99", seed=7)
+    b = simulate(Linear(), rate=20.0, requests=50, prompt="uniform:1:99", seed=7)
+    np.testing.assert_allclose(a.per_request["arrival_s"], 2 * b.per_request["arrival_s"])
+    np.testing.assert_array_equal(a.per_request["prompt"], b.per_request["prompt"])
+
+
+def test_length_distributions(seed):
+    rng_kw = dict(rate=100.0, requests=20_000, seed=seed)
+    run = simulate(Linear(), prompt="lognormal:400:0.5", output=("uniform", 3, 9), **rng_kw)
+    prompt, output = run.per_request["prompt"], run.per_request["output"]
+    assert prompt.mean() == pytest.approx(400, rel=0.02)  # sigma 0.5: sd ~ 212, se ~ 1.5
+    assert output.min() == 3 and output.max() == 9
+    run = simulate(Linear(), prompt=64, output="uniform:5:5", **rng_kw)
+    assert set(run.per_request["prompt"].tolist()) == {64}
+    assert set(run.per_request["output"].tolist()) == {5}
+
+
+def test_duration_bounds_the_arrivals(seed):
+    run = simulate(Linear(), rate=50.0, duration_s=40.0, seed=seed)
+    arrival = run.per_request["arrival_s"]
+    assert arrival.max() < 40.0 and np.all(np.diff(arrival) >= 0)
+    assert run.requests == pytest.approx(2000, abs=5 * math.sqrt(2000))
+
+
+# ------------------------------------------------------------------ traces
+
+
+def test_trace_csv_and_jsonl(tmp_path):
+    rows = [(0.0, 10, 2), (0.5, 20, 3), (0.25, 30, 4)]
+    for name in ("t.csv", "t.jsonl"):
+        arrival, prompt, output = read_trace(write_trace(tmp_path, rows, name))
+        assert arrival.tolist() == [0.0, 0.25, 0.5]
+        assert prompt.tolist() == [10, 30, 20] and output.tolist() == [2, 4, 3]
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("t.csv", "arrival_s,prompt\n0,1\n", "t.csv:1: the header must name arrival_s, prompt"),
+        ("t.csv", "arrival_s,prompt,output\n0,1,1\n1,x,2\n", "t.csv:3: field 'prompt' must be"),
+        ("t.csv", "arrival_s,prompt,output\n-1,1,1\n", "t.csv:2: field 'arrival_s' must be"),
+        ("t.csv", "arrival_s,prompt,output\n0,1,0\n", "t.csv:2: field 'output' must be an"),
+        ("t.csv", "arrival_s,prompt,output\n0,1.5,2\n", "t.csv:2: field 'prompt' must be an"),
+        ("t.csv", "arrival_s,prompt,output\n0,1,\n", "t.csv:2: field 'output' is missing"),
+        ("t.csv", "arrival_s,prompt,output\n", "t.csv: no requests"),
+        ("t.jsonl", '{"arrival_s": 0, "prompt": 1, "output": 1}\n{oops\n', "t.jsonl:2: not JSON"),
+        ("t.jsonl", "[1, 2, 3]\n", "t.jsonl:1: expected an object"),
+        ("t.jsonl", '{"arrival_s": 0, "prompt": 3}\n', "t.jsonl:1: field 'output' is missing"),
+        ("t.jsonl", '{"arrival_s": "nan", "prompt": 3, "output": 1}\n', "field 'arrival_s'"),
+        ("t.txt", "", "the name must end in .csv or .jsonl"),
+    ],
+)
+def test_trace_errors(tmp_path, name, text, message):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(TraceError) as info:
+        read_trace(path)
+    assert message in str(info.value)
+    with pytest.raises(TraceError):  # the simulation passes it on
+        simulate(Linear(), trace=path)
+
+
+def test_trace_missing_file(tmp_path):
+    with pytest.raises(TraceError, match="cannot read it"):
+        read_trace(tmp_path / "absent.csv")
+
+
+# ------------------------------------------------------------------ the rate under an SLO
+
+
+def test_max_rate_bisection():
+    """The returned rate meets the rule, the bracket's upper end does not; a looser SLO never
+    gives a lower rate; the percentile rule at 0.9 is the p90 of both latencies."""
+    e = Linear(a=0.01, b=1e-4, c=1e-7)
+    kw = dict(prompt="uniform:50:300", output="uniform:20:100", max_batch=32, token_budget=512)
+    kw |= dict(requests=600, seed=3)
+    tight = max_rate(e, slo_ttft_s=0.3, slo_tpot_s=0.05, rel_tol=0.05, **kw)
+    assert tight.run.slo_attainment >= 0.9
+    assert tight.run.meets("attainment", 0.9)
+    failed = [r for r, ok, _ in tight.runs if not ok]
+    above = min(r for r in failed if r > tight.rate)
+    assert above <= tight.rate * 1.05 * (1 + 1e-9)
+    loose = max_rate(e, slo_ttft_s=1.0, slo_tpot_s=0.05, rel_tol=0.05, **kw)
+    assert loose.rate >= tight.rate
+    p90 = max_rate(e, slo_ttft_s=0.3, slo_tpot_s=0.05, rule="percentile", rel_tol=0.05, **kw)
+    assert p90.run.ttft_s.p90 <= 0.3 * (1 + 1e-9) and p90.run.tpot_s.p90 <= 0.05
+    # what the bisection relies on: with the same requests sooner, attainment only falls
+    attainment = [
+        simulate(e, rate=f * tight.rate, slo_ttft_s=0.3, slo_tpot_s=0.05, **kw).slo_attainment
+        for f in (0.25, 0.5, 1.0, 1.5, 3.0)
+    ]
+    assert attainment == sorted(attainment, reverse=True) and attainment[-1] < 0.9
+
+
+def test_max_rate_unreachable():
+    with pytest.raises(SloUnreachable, match="no rate meets the SLO"):
+        max_rate(Linear(a=0.5), slo_ttft_s=0.1, requests=50, prompt=10, output=5)
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(rate=0), "rate must be a finite number > 0, not 0"),
+        (dict(rate=-1.0), "rate must be a finite number > 0, not -1.0"),
+        (dict(rate=float("inf")), "rate must be a finite number > 0, not inf"),
+        (dict(rate=None), "rate (requests per second, > 0) is required"),
+        (dict(requests=None), "give exactly one of duration_s and requests"),
+        (dict(duration_s=5.0), "give exactly one of duration_s and requests"),
+        (dict(requests=0), "requests must be an integer >= 1, not 0"),
+        (dict(requests=None, duration_s=-1), "duration_s must be a finite number > 0, not -1"),
+        (dict(max_batch=0), "max_batch must be an integer >= 1, not 0"),
+        (dict(max_batch=2.5), "max_batch must be an integer >= 1, not 2.5"),
+        (dict(token_budget=0), "token_budget must be an integer >= 1, not 0"),
+        (dict(max_batch=64, token_budget=32), "token_budget must be >= max_batch=64"),
+        (dict(replicas=0), "replicas must be an integer >= 1, not 0"),
+        (dict(router="random"), "router must be one of least_loaded, round_robin, not 'random'"),
+        (dict(seed=-1), "seed must be an integer >= 0, not -1"),
+        (dict(prompt=0), "prompt must be an integer >= 1, 'uniform:lo:hi'"),
+        (dict(prompt="normal:3:4"), "prompt must be an integer >= 1"),
+        (dict(output="uniform:9:3"), "output: uniform needs integers 1 <= lo <= hi"),
+        (dict(output="lognormal:100:-1"), "output: lognormal needs mean >= 1 and sigma >= 0"),
+        (dict(output=("uniform", "a", 3)), "output must be an integer >= 1"),
+        (dict(slo_ttft_s=0), "slo_ttft_s must be a finite number > 0, not 0"),
+        (dict(prefill_replicas=1), "give both prefill_replicas and decode_replicas"),
+        (dict(prefill_replicas=1, decode_replicas=1), "a disaggregated fleet needs kv_transfer_s"),
+        (dict(prefill_replicas=0, decode_replicas=1), "prefill_replicas must be an integer >= 1"),
+        (dict(replicas=2, prefill_replicas=1, decode_replicas=1), "replicas=2 is for a colocated"),
+        (dict(kv_transfer_s=lambda t: 0.0), "kv_transfer_s is for a disaggregated fleet"),
+        (
+            dict(prefill_replicas=1, decode_replicas=1, kv_transfer_s=3.0),
+            "kv_transfer_s must be a callable",
+        ),
+        (
+            dict(
+                prefill_replicas=1,
+                decode_replicas=1,
+                kv_bytes_per_token=1e3,
+                link_bandwidth_Bps=0,
+            ),
+            "link_bandwidth_Bps must be a finite number > 0, not 0",
+        ),
+        (
+            dict(
+                prefill_replicas=1,
+                decode_replicas=1,
+                kv_bytes_per_token=1e3,
+                link_bandwidth_Bps=1e9,
+                link_latency_s=-1,
+            ),
+            "link_latency_s must be a finite number >= 0, not -1",
+        ),
+    ],
+)
+def test_bad_arguments(kwargs, message):
+    args = dict(rate=1.0, requests=3) | kwargs
+    with pytest.raises(ValueError) as info:
+        simulate(Linear(), **args)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "attr, value, message",
+    [
+        ("chips", 0, "engine.chips must be an integer >= 1, not 0"),
+        ("block_tokens", 0, "engine.block_tokens must be an integer >= 1, not 0"),
+        ("kv_capacity_tokens", 8, "must hold at least one block of engine.block_tokens=16"),
+        ("iteration_s", 5, "engine.iteration_s must be callable"),
+    ],
+)
+def test_bad_engine(attr, value, message):
+    e = Linear()
+    setattr(e, attr, value)
+    with pytest.raises(ValueError) as info:
+        simulate(e, rate=1.0, requests=1)
+    assert message in str(info.value)
+
+
+def test_engine_missing_a_member():
+    with pytest.raises(ValueError, match="has no 'chips'"):
+        simulate(object(), rate=1.0, requests=1)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_engine_bad_iteration_time(bad):
+    e = Linear(a=bad, b=0)
+    with pytest.raises(ValueError, match="must return finite seconds > 0"):
+        simulate(e, rate=1.0, requests=1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(rule="p99"), "rule must be one of attainment, percentile, not 'p99'"),
+        (dict(target=1.5), "target must be a fraction in (0, 1], not 1.5"),
+        (dict(slo_ttft_s=None), "max_rate needs slo_ttft_s or slo_tpot_s"),
+        (dict(rate=3.0), "max_rate chooses the rate itself; do not pass rate"),
+        (dict(rel_tol=0), "rel_tol must be a finite number > 0, not 0"),
+    ],
+)
+def test_max_rate_bad_arguments(kwargs, message):
+    args = dict(slo_ttft_s=1.0) | kwargs
+    with pytest.raises(ValueError) as info:
+        max_rate(Linear(), **args)
+    assert message in str(info.value)

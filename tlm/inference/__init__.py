@@ -1,0 +1,1 @@
+"""LLM inference on Trainium: the serving simulation (:mod:`tlm.inference.serving`)."""
