@@ -229,7 +229,7 @@ def test_kv_cache_bytes():
         (
             lambda: load_model("llama9"),
             "model must be one of deepseek-v3, gpt3-175b, llama3-405b, llama3-70b, "
-            "llama3-8b, megatron-1.7b, megatron-145b",
+            "llama3-8b, llama3.1-405b, llama3.3-70b, megatron-1.7b",
         ),
         (
             lambda: layer_ops(load_model("llama3-8b"), tp=3),
