@@ -24,6 +24,7 @@ QUICK = {
     "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
+    "infer": ["--model", "llama3.3-70b", "--tp", "16", "--prompt", "512", "--output", "16"],
 }
 
 #: Figures named by what they count carry no unit suffix.
@@ -42,6 +43,8 @@ COUNTS |= {"recompute"} | {f"best_{k}" for k in ("chips", "dp", "tp", "pp", "cp"
 COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-search
 # validate: a row's published, shipped and calibrated figures are in its quantity's unit
 COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
+COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
+COUNTS |= {"fixed_costs_source"}
 
 
 def test_every_study_has_quick_inputs():

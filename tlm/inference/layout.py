@@ -222,4 +222,5 @@ def fixed_costs(hardware_name: str) -> FixedCosts:
         if figure["source"] not in data["sources"] or not figure["value"] >= 0:
             raise ValueError(f"fixed_costs.toml [{section}] {key}: bad source or value")
         values[key] = float(figure["value"])
-    return FixedCosts(**values, source=f"tlm/inference/data/fixed_costs.toml [{section}] (ASSUMED)")
+    where = f"tlm/inference/data/fixed_costs.toml, section {section} (ASSUMED)"
+    return FixedCosts(**values, source=where)

@@ -129,16 +129,18 @@ class InferenceMemory:
         """:meth:`parts`, or :class:`InferenceDoesNotFit` naming the first part that does not
         fit (weights, then activations, then the KV cache) and by how much."""
         p = self.parts(batch, context, tokens)
-        used = p["weights_bytes"] + p["reserve_bytes"]
+        used = p["weights_bytes"] + p["reserve_bytes"]  # the reserve is checked with them
         keys = ("weights_bytes", "activations_bytes", "kv_cache_bytes")
         for part, key in zip(PARTS, keys, strict=True):
             if part != "weights":
                 used += p[key]
             if used > self.hbm_bytes:
                 short = used - self.hbm_bytes
+                before = "" if part == "weights" else " with the weights"
                 raise InferenceDoesNotFit(
                     f"{self.model} does not fit{self.layout}: the {part} "
-                    f"({_gib(p[key])}) exceed the chip's HBM ({_gib(self.hbm_bytes)}) by "
+                    f"({_gib(p[key])}){before} and the reserve exceed the chip's HBM "
+                    f"({_gib(self.hbm_bytes)}) by "
                     f"{_gib(short)} (weights {_gib(p['weights_bytes'])}, activations "
                     f"{_gib(p['activations_bytes'])} for {tokens} tokens, KV cache "
                     f"{_gib(p['kv_cache_bytes'])} for {batch} x {context} tokens, reserve "

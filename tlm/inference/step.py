@@ -21,10 +21,10 @@ Per operator on one chip (shapes from :func:`tlm.workloads.layer_ops` and
 - **Attention** (per layer): the score and context products regrouped by KV head (the query
   heads sharing a KV head stacked as rows, as flash-decoding kernels do): FLOPs
   ``2 a_l (d_qk + d_v) pairs`` at the calibrated efficiency of a product of
-  :data:`ATTENTION_KEY_BLOCK` keys against ``R = group x tokens / sequences`` query rows
-  (``K = d_qk``), against the KV bytes read (``kv_tokens``), written (``tokens``) and Q/O,
-  against the softmax on the Vector/Scalar engines; a flash kernel overlaps the three, so
-  the slowest sets the time.
+  :data:`ATTENTION_KEY_BLOCK` keys (the steady state) against ``R = group x tokens /
+  sequences`` query rows (``K = d_qk``), against the KV bytes read (``kv_tokens``) and
+  written (``tokens``) and Q/O, against the softmax on the Vector/Scalar engines; a flash
+  kernel overlaps the three, so the slowest sets the time.
 - **Vector/Scalar work** (:meth:`OpCosts.vector_s`, unfused, from HBM): two RMS/LayerNorms,
   two residual adds, RoPE on Q and K, the activation and the gating multiply over the FFN's
   (or routed experts') intermediates, the router's softmax; the final norm and the sampling
@@ -91,10 +91,12 @@ __all__ = [
 
 #: The parts of an iteration's time; they add up to ``time_s``.
 CATEGORIES = ("compute", "memory", "communication", "fixed")
-#: Keys per block of a flash-attention kernel's products, the M of the calibrated GEMM whose
-#: efficiency prices the attention products: ASSUMED (a kernel streams the cached keys in
-#: long blocks against the stationary query rows).
-ATTENTION_KEY_BLOCK = 4096
+#: Keys of the product whose calibrated efficiency prices the attention products (its M): a
+#: flash kernel runs a layer's products as one kernel, streaming the cached keys against the
+#: stationary query rows, so the kernel's fixed cost is amortised - the calibration's steady
+#: state (beyond its grid: the edge's tiles repeated). ASSUMED; the shipped GEMM kernel is
+#: the only tensor-engine kernel calibrated, not a flash-attention one (docs/inference.md).
+ATTENTION_KEY_BLOCK = 2**20
 #: Query rows per KV head beyond which the attention products' efficiency is taken as
 #: constant (the table's length).
 ATTENTION_ROWS_MAX = 2048
@@ -258,7 +260,10 @@ class Engine:
         ):
             if value is not None and (isinstance(value, bool) or not value >= 0):
                 raise InferenceInputError(f"{name} must be a number of seconds >= 0, not {value!r}")
-        given = step_fixed_s is not None or collective_fixed_s is not None
+        given = (step_fixed_s, collective_fixed_s) != (None, None) and (
+            step_fixed_s,
+            collective_fixed_s,
+        ) != (fixed.step_fixed_s, fixed.collective_fixed_s)
         key = (id(m), id(hw), system, tp, pp, ep, fmt, kv_fmt, block_tokens, step_fixed_s)
         key += (collective_fixed_s, reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes)
         hit = _ENGINES.get(key)
@@ -285,7 +290,7 @@ class Engine:
             ),
             reserve_bytes=reserve_bytes,
             max_tokens=max_tokens,
-            fixed_source=fixed.source + (" with given values" if given else ""),
+            fixed_source=fixed.source + (" replaced by given values" if given else ""),
             extra_weights_bytes=extra_weights_bytes,
             extra_kv_per_token_bytes=extra_kv_per_token_bytes,
         )
