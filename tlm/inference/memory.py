@@ -24,8 +24,8 @@ Examples
 >>> from tlm.inference import Engine
 >>> e = Engine.build("llama3.3-70b", "trn2", "server", tp=16)
 >>> mem = e.memory
->>> round(mem.weights_bytes / 2**30, 1)                  # 70.6B x 2 B / 16, KV heads replicated
-8.3
+>>> round(mem.weights_bytes / 2**30, 1)      # 70.6B x 2 B / 16 + a KV head per chip (8 < 16)
+8.4
 >>> mem.max_batch(context=4096) > 64
 True
 """

@@ -150,7 +150,7 @@ class Engine:
     >>> bool(0.005 < decode < 0.05)
     True
     >>> it = e.step(64, 64, 64 * 2048, 64 * 2048)
-    >>> float(it.time_s) == decode
+    >>> abs(float(it.time_s) / decode - 1) < 1e-12      # the same parts, added in another order
     True
     """
 
@@ -423,14 +423,15 @@ class Engine:
         x = self.model.moe
         return self.local_experts * (1.0 - (1.0 - x.top_k / x.experts) ** tokens)
 
-    def _token_part(self, tokens: np.ndarray) -> dict:
-        """The parts that depend on the tokens only (1-D float array): every layer's GEMMs,
-        vector work and collectives, the embedding, the pipeline's sends; seconds on the
-        replica per category, and HBM bytes summed over its chips."""
-        m, c, tp = self.model, self.costs, self.tp
-        T = tokens
-        ms, ns, ks, mult, wts, layers = [], [], [], [], [], []
-        for count, _name, per_token, n, k, w, expert in self.gemm_rows:
+    def gemm_times(self, tokens) -> dict:
+        """Every layer GEMM of one chip at ``tokens`` tokens (array): ``names`` and
+        ``layers`` (how many layers have it) per operator, and arrays of shape
+        ``(operators, len(tokens))`` of one layer's ``seconds`` (``max(OpCosts.gemm_s, HBM
+        bytes / bandwidth)``, routed experts: times the active experts), ``gemm_s`` (the
+        calibrated product alone), ``flop``, ``hbm_bytes`` and ``memory_bound``."""
+        T = np.asarray(tokens, dtype=float)
+        ms, ns, ks, mult, wts = [], [], [], [], []
+        for _count, _name, per_token, n, k, w, expert in self.gemm_rows:
             if expert:
                 active = self._active_experts(T)
                 ms.append(T * self._routed_share(T) / active)
@@ -441,21 +442,36 @@ class Engine:
             ns.append(n)
             ks.append(k)
             wts.append(w)
-            layers.append(count)
         M = np.stack(ms)
         N = np.asarray(ns, dtype=float)[:, None]
         K = np.asarray(ks, dtype=float)[:, None]
         mult = np.stack(mult)
         W = np.asarray(wts, dtype=float)[:, None]
-        L = np.asarray(layers, dtype=float)[:, None]
-        gemm = c.gemm_s(M, N, K, fmt=self.gemm_fmt)
+        gemm = np.asarray(self.costs.gemm_s(M, N, K, fmt=self.gemm_fmt))
         nbytes = W * self.wb + (M * K + M * N) * self.ab
         flop = 2.0 * M * N * K
-        t = mult * np.maximum(gemm, nbytes / self.bw)
-        memory_bound = flop < self.ridge * nbytes
+        return {
+            "names": [r[1] for r in self.gemm_rows],
+            "layers": [r[0] for r in self.gemm_rows],
+            "gemm_s": gemm,
+            "seconds": mult * np.maximum(gemm, nbytes / self.bw),
+            "flop": mult * flop,
+            "hbm_bytes": mult * nbytes,
+            "memory_bound": flop < self.ridge * nbytes,
+        }
+
+    def _token_part(self, tokens: np.ndarray) -> dict:
+        """The parts that depend on the tokens only (1-D float array): every layer's GEMMs,
+        vector work and collectives, the embedding, the pipeline's sends; seconds on the
+        replica per category, and HBM bytes summed over its chips."""
+        m, c, tp = self.model, self.costs, self.tp
+        T = tokens
+        g = self.gemm_times(T)
+        L = np.asarray(g["layers"], dtype=float)[:, None]
+        t, memory_bound = g["seconds"], g["memory_bound"]
         compute = (L * np.where(memory_bound, 0.0, t)).sum(axis=0)
         memory = (L * np.where(memory_bound, t, 0.0)).sum(axis=0)
-        hbm = (L * mult * nbytes).sum(axis=0)
+        hbm = (L * g["hbm_bytes"]).sum(axis=0)
         # vector work per layer kind
         h = m.hidden
         for kind, count in self.kinds:
