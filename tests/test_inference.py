@@ -162,6 +162,8 @@ def test_fast_path_equals_the_full_path():
             assert fast == pytest.approx(full, rel=1e-12, abs=0), (seed, t, s, kv, pairs)
         arrays = e.iteration_s(np.array([1, 64]), np.array([1, 64]), 1e4, 1e4)
         assert arrays.shape == (2,)
+        numpy_scalars = e.iteration_s(np.int64(64), np.int64(64), np.float64(1e4), 1e4)
+        assert numpy_scalars == pytest.approx(float(arrays[1]), rel=1e-12)
 
 
 def test_fast_path_is_fast():
@@ -401,3 +403,42 @@ def test_bad_input_names_the_argument(call, message):
     with pytest.raises(InferenceInputError) as error:
         call()
     assert str(error.value) == message
+
+
+# ---- the study ---------------------------------------------------------------------------
+
+
+def test_study_names_the_part_that_does_not_fit():
+    from tlm.studies import InputError, run_study
+
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="llama3.1-405b", tp=8)
+    assert error.value.field == "tp"
+    assert "does not fit: llama3.1-405b does not fit on trn2" in str(error.value)
+    assert "the weights (94.5 GiB)" in str(error.value)
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="llama3.3-70b", tp=16, batch=512, prompt=64, output=8192)
+    assert error.value.field == "batch" and "the KV cache" in str(error.value)
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="mixtral-8x7b", tp=8, ep=3)
+    assert str(error.value) == (
+        "ep: 3 is not allowed; allowed: a divisor of both the 8 experts and tp (8)"
+    )
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="llama3-8b", tp=1, draft_model="llama9")
+    assert error.value.field == "draft_model"
+
+
+def test_study_spec_decoding_and_plot(tmp_path):
+    from tlm.studies import run_study
+
+    plot = tmp_path / "breakdown.png"
+    r = run_study(
+        "infer", model="llama3.1-405b", tp=16, prompt=1024, output=64,
+        draft_model="llama3-8b", draft_tokens=4, acceptance=0.8, plot=str(plot),
+    ).results  # fmt: skip
+    assert r.tokens_per_verify == pytest.approx(tokens_per_verify(4, 0.8))
+    assert plot.stat().st_size > 1000
+    rows = {row.phase: row for row in r.series}
+    assert rows["prefill"].time_s == pytest.approx(r.ttft_s)
+    assert rows["decode"].time_s == pytest.approx(r.tpot_s * 63)

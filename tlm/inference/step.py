@@ -103,6 +103,9 @@ ATTENTION_ROWS_MAX = 2048
 #: Score elements of the reference softmax that sets its per-element rate (the Vector/Scalar
 #: engines' instruction fixed costs amortised over a layer's scores).
 _SOFTMAX_REFERENCE = float(2**24)
+#: Scalar types the fast path takes (numpy's too: a simulation's counters often are).
+_INTEGERS = frozenset({int, np.int64, np.int32})
+_NUMBERS = _INTEGERS | {float, np.float64, np.float32}
 #: Engines already built, by their arguments (the model and hardware by identity, kept with
 #: them): a search or a serving simulation builds the same replica many times.
 _ENGINES: dict = {}
@@ -393,7 +396,7 @@ class Engine:
         widths = [0.0]
         for _count, name, mm, n, _k, _w, expert in self.gemm_rows:
             if name in ("gate_up", "up", "expert_gate_up", "shared_gate_up"):
-                share = self._routed_share(1.0) if expert else 1.0
+                share = self._routed_share() if expert else 1.0
                 widths.append(1.5 * n * mm * share)
         acts = (2 * h + qkv + self.a_l * self.dv + max(widths)) * self.ab
         logits = 4.0 * (self.vocab_local + m.vocab)
@@ -412,7 +415,7 @@ class Engine:
 
     # ---- the parts ------------------------------------------------------------------------
 
-    def _routed_share(self, tokens):
+    def _routed_share(self):
         """Expected routed copies a chip's experts get per token of the iteration: its
         ``E/ep`` experts' share of ``k x cf`` copies."""
         x = self.model.moe
@@ -434,7 +437,7 @@ class Engine:
         for _count, _name, per_token, n, k, w, expert in self.gemm_rows:
             if expert:
                 active = self._active_experts(T)
-                ms.append(T * self._routed_share(T) / active)
+                ms.append(T * self._routed_share() / active)
                 mult.append(active)
             else:
                 ms.append(T * per_token)
@@ -485,7 +488,7 @@ class Engine:
             for _c, name, per_token, _n, k_in, _w, expert in ffn_rows:
                 if (kind == "dense") != (name == "down"):
                     continue
-                share = self._routed_share(T) if expert else per_token
+                share = self._routed_share() if expert else per_token
                 inter = inter + T * share * k_in
             work.append(("activation", inter))
             if m.mlp == "swiglu":
@@ -665,13 +668,15 @@ class Engine:
     def iteration_s(self, tokens, sequences, kv_tokens, pairs):
         """Seconds of iterations (:meth:`step`'s ``time_s``); integer scalars take the fast
         path (tables of the same parts, a few microseconds), arrays the full one."""
-        if type(tokens) is int and type(sequences) is int and 1 <= sequences <= tokens:
-            if (
-                isinstance(kv_tokens, int | float)
-                and isinstance(pairs, int | float)
-                and kv_tokens >= 0
-                and pairs >= 0
-            ):
+        if (
+            type(tokens) in _INTEGERS
+            and type(sequences) in _INTEGERS
+            and 1 <= sequences <= tokens
+            and type(kv_tokens) in _NUMBERS
+            and type(pairs) in _NUMBERS
+        ):
+            if kv_tokens >= 0 and pairs >= 0 and math.isfinite(kv_tokens + pairs):
+                tokens, sequences = int(tokens), int(sequences)
                 if tokens > len(self._tok_table) or sequences > len(self._seq_table):
                     self._grow(tokens, sequences)
                 rows = self.group * tokens / sequences
