@@ -463,6 +463,28 @@ class Engine:
             "memory_bound": flop < self.ridge * nbytes,
         }
 
+    def _vector(self, work, like):
+        """Vector/Scalar operators ``(op, elements, fmt)`` (elements: arrays shaped as
+        ``like``): their seconds as compute and as memory (an operator whose time is its HBM
+        roofline is memory), and their HBM bytes - one :meth:`OpCosts.vector_s` call per
+        kind of operator."""
+        compute = np.zeros_like(like)
+        memory = np.zeros_like(like)
+        hbm = np.zeros_like(like)
+        groups: dict = {}
+        for op, elements, fmt in work:
+            el = np.broadcast_to(np.asarray(elements, dtype=float), like.shape)
+            groups.setdefault((op, fmt), []).append(el)
+        for (op, fmt), items in groups.items():
+            el = np.stack(items)
+            total = self.costs.vector_s(el, op=op, fmt=fmt)
+            nbytes = el * VECTOR_OPS[op]["hbm_elements"] * element_bytes(fmt)
+            on_hbm = self.costs.memory_s(nbytes) >= total
+            compute = compute + np.where(on_hbm, 0.0, total).sum(axis=0)
+            memory = memory + np.where(on_hbm, total, 0.0).sum(axis=0)
+            hbm = hbm + nbytes.sum(axis=0)
+        return compute, memory, hbm
+
     def _token_part(self, tokens: np.ndarray) -> dict:
         """The parts that depend on the tokens only (1-D float array): every layer's GEMMs,
         vector work and collectives, the embedding, the pipeline's sends; seconds on the
@@ -495,14 +517,8 @@ class Engine:
                 work.append(("elementwise", inter))
             if kind == "moe":
                 work.append(("softmax", T * m.moe.experts))
-            for op, elements in work:
-                el = np.broadcast_to(np.asarray(elements, dtype=float), T.shape)
-                total = c.vector_s(el, op=op, fmt=ACTIVATION_FORMAT)
-                engine = c.vector_s(el, op=op, fmt=ACTIVATION_FORMAT, from_hbm=False)
-                on_hbm = total > engine
-                compute = compute + count * np.where(on_hbm, 0.0, total)
-                memory = memory + count * np.where(on_hbm, total, 0.0)
-                hbm = hbm + count * el * VECTOR_OPS[op]["hbm_elements"] * self.ab
+            vc, vm, vb = self._vector([(op, el, ACTIVATION_FORMAT) for op, el in work], T)
+            compute, memory, hbm = compute + count * vc, memory + count * vm, hbm + count * vb
         # embedding: a row per token
         emb = T * h * self.ab
         memory = memory + c.memory_s(emb)
@@ -539,16 +555,11 @@ class Engine:
         compute = np.where(memory_bound, 0.0, t)
         memory = np.where(memory_bound, t, 0.0)
         hbm = nbytes
-        for op_name, elements, fmt in (
-            ("norm", S * m.hidden, ACTIVATION_FORMAT),
-            ("softmax", S * self.vocab_local, "fp32"),
-        ):
-            total = c.vector_s(elements, op=op_name, fmt=fmt)
-            engine = c.vector_s(elements, op=op_name, fmt=fmt, from_hbm=False)
-            on_hbm = total > engine
-            compute = compute + np.where(on_hbm, 0.0, total)
-            memory = memory + np.where(on_hbm, total, 0.0)
-            hbm = hbm + elements * VECTOR_OPS[op_name]["hbm_elements"] * element_bytes(fmt)
+        vc, vm, vb = self._vector(
+            [("norm", S * m.hidden, ACTIVATION_FORMAT), ("softmax", S * self.vocab_local, "fp32")],
+            S,
+        )
+        compute, memory, hbm = compute + vc, memory + vm, hbm + vb
         comm = np.zeros_like(S)
         if tp > 1:
             ones = np.ones_like(S, dtype=np.int64)
