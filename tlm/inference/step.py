@@ -394,10 +394,10 @@ class Engine:
         h = m.hidden
         qkv = (self.a_l + 2 * self.kv_l) * self.dqk
         widths = [0.0]
-        for _count, name, mm, n, _k, _w, expert in self.gemm_rows:
+        for _count, name, per_token, n, _k, _w, expert in self.gemm_rows:
             if name in ("gate_up", "up", "expert_gate_up", "shared_gate_up"):
-                share = self._routed_share() if expert else 1.0
-                widths.append(1.5 * n * mm * share)
+                rows = self._routed_share() if expert else per_token  # rows per token
+                widths.append(1.5 * n * rows)
         acts = (2 * h + qkv + self.a_l * self.dv + max(widths)) * self.ab
         logits = 4.0 * (self.vocab_local + m.vocab)
         return InferenceMemory(
