@@ -24,6 +24,7 @@ QUICK = {
     "cost": ["--preset", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
+    "infer": ["--model", "llama3.3-70b", "--tp", "16", "--prompt", "512", "--output", "16"],
 }
 
 #: Figures named by what they count carry no unit suffix.
@@ -42,6 +43,8 @@ COUNTS |= {"recompute"} | {f"best_{k}" for k in ("chips", "dp", "tp", "pp", "cp"
 COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-search
 # validate: a row's published, shipped and calibrated figures are in its quantity's unit
 COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
+COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
+COUNTS |= {"fixed_costs_source"}
 
 
 def test_every_study_has_quick_inputs():
@@ -483,9 +486,10 @@ BAD = [
     (
         ["model", "--model", "gpt5"],
         "--model: 'gpt5' is not allowed; allowed: one of deepseek-v3, gpt3-175b, llama3-405b, "
-        "llama3-70b, llama3-8b, megatron-1.7b, megatron-145b, megatron-18b, megatron-1t, "
-        "megatron-22b, megatron-3.6b, megatron-310b, megatron-39b, megatron-530b, "
-        "megatron-7.5b, megatron-76b, moe-2t, or a model file path ending in .toml",
+        "llama3-70b, llama3-8b, llama3.1-405b, llama3.3-70b, megatron-1.7b, megatron-145b, "
+        "megatron-18b, megatron-1t, megatron-22b, megatron-3.6b, megatron-310b, megatron-39b, "
+        "megatron-530b, megatron-7.5b, megatron-76b, mixtral-8x7b, moe-2t, or a model file path "
+        "ending in .toml",
     ),
     (
         ["model", "--model", "llama3-405b", "--tp", "6"],

@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     collective,
     cost,
     gemm,
+    infer,
     model,
     noc,
     tensor,

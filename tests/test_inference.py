@@ -1,0 +1,444 @@
+"""The inference model: FLOPs and weights against the model's own counts, decode memory-bound
+and prefill compute-bound, tensor parallelism, the fast path against the full one,
+speculative decoding's algebra, memory errors, every bad input, and the per-op costs and
+collectives against OpCosts and Network for the same shapes."""
+
+import doctest
+import importlib
+import math
+import random
+
+import numpy as np
+import pytest
+
+from tlm.cluster.hardware import load_hardware
+from tlm.inference import (
+    Engine,
+    InferenceDoesNotFit,
+    InferenceInputError,
+    estimate,
+)
+from tlm.inference.estimate import request_times, tokens_per_verify
+from tlm.inference.layout import network_for
+from tlm.workloads import layer_ops, load_model
+
+FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "tlm.inference",
+        "tlm.inference.memory",
+        "tlm.inference.step",
+        "tlm.inference.estimate",
+        "tlm.studies.infer",
+    ],
+)
+def test_doctests(module):
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
+
+
+# ---- FLOPs and weights -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "mixtral-8x7b"])
+def test_flop_is_two_per_parameter_per_token_plus_attention(name):
+    """Model FLOPs of an iteration = 2 x the matrices a token goes through x tokens (the LM
+    head only for the sampled rows) + the attention products over the pairs - counted here
+    from the parameter count, not from the engine's op list."""
+    m = load_model(name)
+    e = Engine.build(m, "trn2", "server", tp=1)
+    T, S, P = 4096.0, 2.0, 2 * 2048 * 2049 / 2
+    h, V = m.hidden, m.vocab
+    norms = (2 * m.layers + 1) * m.norm_parameters()
+    routed_unused = 0
+    if m.moe:  # a token's matrices: its top-k experts and the router, not all experts
+        x = m.moe
+        routed_unused = m.moe_layers * (x.experts - x.top_k) * m.ffn_parameters(x.expert_ffn)
+    body = m.parameters - 2 * V * h - norms - routed_unused  # without embedding and head
+    attention = 2 * m.layers * m.heads * 2 * m.head_dim * P  # score and context products
+    expected = 2 * body * T + 2 * V * h * S + attention
+    assert float(e.step(T, S, 4096, P).flop) == pytest.approx(expected, rel=1e-12)
+    # decode (a token per sequence, short context): 2 x active parameters per token
+    decode = float(e.step(64, 64, 64, 64).flop)
+    assert decode == pytest.approx(2 * m.active_parameters * 64, rel=0.01)
+
+
+def test_weights_are_the_parameter_count():
+    """One chip holds every parameter at tp 1 (bf16: 2 B, fp8: 1 B); at tp 8 each chip holds
+    1/8 of the split matrices and the replicated norms (and router) whole."""
+    m = load_model("llama3-8b")
+    for fmt, size in (("bf16", 2), ("fp8", 1)):
+        e = Engine.build(m, "trn2", "server", tp=1, fmt=fmt)
+        assert e.memory.weights_bytes == size * m.parameters
+    for name in ("llama3-70b", "mixtral-8x7b"):
+        m = load_model(name)
+        replicated = m.layers * (2 * m.norm_parameters() + m.router_parameters())
+        replicated += m.norm_parameters()  # the final norm
+        for ep in (1, 8) if m.moe else (1,):
+            e = Engine.build(m, "trn2", "server", tp=8, ep=ep)
+            whole = (e.memory.weights_bytes * 8 - 2 * 7 * replicated) / 2
+            assert whole == m.parameters, (name, ep)
+
+
+def test_moe_reads_only_the_active_experts():
+    """With few tokens not every expert is active: E(1 - (1 - k/E)^T) of them, and only
+    their weights are read."""
+    m = load_model("mixtral-8x7b")
+    e = Engine.build(m, "trn2", "server", tp=8, ep=8)  # one expert per chip
+    g1, g64 = e.gemm_times([1.0]), e.gemm_times([64.0])
+    i = g1["names"].index("expert_gate_up")
+    per_expert = m.ffn_parameters(m.moe.expert_ffn) * 2 / 3 * 2  # gate+up of one, bf16
+    active_1 = 1 - (1 - 2 / 8) ** 1
+    # (the rest of the bytes: the rows' activations, 16 rows of 4096 in and 28672 out at 64)
+    assert g1["hbm_bytes"][i, 0] == pytest.approx(active_1 * per_expert, rel=1e-3)
+    active_64 = 1 - (1 - 2 / 8) ** 64
+    activations = 64 * 2 / 8 * (4096 + 2 * 14336) * 2
+    assert g64["hbm_bytes"][i, 0] == pytest.approx(active_64 * per_expert + activations)
+
+
+# ---- where the time goes -----------------------------------------------------------------
+
+
+def test_decode_is_memory_bound_at_the_weight_streaming_efficiency():
+    """A batch-1 decode step streams the weights: its time is mostly memory, and its
+    HBM-bandwidth utilisation is the calibrated GEMMs' weight-streaming efficiency (weights'
+    roofline / calibrated time) - less only by what else the step does."""
+    m = load_model("llama3.3-70b")
+    e = Engine.build(m, "trn2", "server", tp=16, **FREE)
+    it = e.step(1, 1, 2048, 2048)
+    assert float(it.memory_s) > 0.7 * float(it.time_s)
+    g = e.gemm_times([1.0])
+    layers = np.asarray(g["layers"])[:, None]
+    efficiency = (layers * g["hbm_bytes"]).sum() / e.costs.hbm_bandwidth_Bps
+    efficiency /= (layers * g["seconds"]).sum()
+    utilisation = float(it.hbm_bytes) / (float(it.time_s) * 16 * e.costs.hbm_bandwidth_Bps)
+    assert 0.75 * efficiency < utilisation <= efficiency, (utilisation, efficiency)
+
+
+def test_prefill_is_compute_bound():
+    e = Engine.build("llama3-70b", "trn2", "server", tp=8, **FREE)
+    it = e.step(8192, 1, 8192, 8192 * 8193 / 2)
+    assert float(it.compute_s) > 3 * float(it.memory_s)
+    mfu = float(it.flop) / (float(it.time_s) * 8 * e.costs.peak_flops("bf16"))
+    assert 0.3 < mfu < 0.9
+
+
+def test_tensor_parallelism_divides_each_chips_compute():
+    m = load_model("llama3-70b")
+    compute = {}
+    for tp in (4, 8, 16):
+        e = Engine.build(m, "trn2", "server", tp=tp, **FREE)
+        compute[tp] = float(e.step(8192, 1, 8192, 8192 * 8193 / 2).compute_s)
+    assert compute[8] < 0.6 * compute[4] and compute[16] < 0.6 * compute[8]
+
+
+def test_fp8_weights_halve_the_decode_stream():
+    m = load_model("llama3.3-70b")
+    bf = Engine.build(m, "trn2", "server", tp=16, **FREE).gemm_times([1.0])
+    f8 = Engine.build(m, "trn2", "server", tp=16, fmt="fp8", **FREE).gemm_times([1.0])
+    weights = lambda g: sum(n * b[0] for n, b in zip(g["layers"], g["hbm_bytes"], strict=True))  # noqa: E731
+    assert weights(f8) == pytest.approx(weights(bf) / 2, rel=0.01)
+
+
+# ---- the fast path -----------------------------------------------------------------------
+
+
+def test_fast_path_equals_the_full_path():
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    for name, kw in (("llama3.3-70b", dict(tp=16)), ("mixtral-8x7b", dict(tp=8, ep=4))):
+        e = Engine.build(name, "trn2", "server", **kw)
+        for _ in range(60):
+            s = rng.randint(1, 256)
+            t = s + rng.choice([0, 0, rng.randint(0, 4096)])
+            kv = float(rng.randint(s, 200_000))
+            pairs = float(rng.randint(int(kv), int(kv) * 4))
+            fast = e.iteration_s(t, s, kv, pairs)
+            full = float(e.step(t, s, kv, pairs).time_s)
+            assert fast == pytest.approx(full, rel=1e-12, abs=0), (seed, t, s, kv, pairs)
+        arrays = e.iteration_s(np.array([1, 64]), np.array([1, 64]), 1e4, 1e4)
+        assert arrays.shape == (2,)
+        numpy_scalars = e.iteration_s(np.int64(64), np.int64(64), np.float64(1e4), 1e4)
+        assert numpy_scalars == pytest.approx(float(arrays[1]), rel=1e-12)
+
+
+def test_fast_path_is_fast():
+    e = Engine.build("llama3.3-70b", "trn2", "server", tp=16)
+    e.iteration_s(256, 64, 1e5, 1e5)
+    import time
+
+    start = time.perf_counter()
+    for i in range(2000):
+        e.iteration_s(64 + i % 100, 64, 1e5 + i, 1e5 + i)
+    per_call = (time.perf_counter() - start) / 2000
+    assert per_call < 20e-6, per_call
+
+
+# ---- a request ---------------------------------------------------------------------------
+
+
+def test_decode_steps_are_each_evaluated():
+    """TPOT is the mean of every decode step (keys from prompt + 1 to prompt + output - 1),
+    not one midpoint."""
+    e = Engine.build("llama3-8b", "trn2", "server", tp=4)
+    r = request_times(e, 8, 1000, 101)
+    keys = 8 * (1000 + np.arange(1, 101))
+    steps = e.step(8, 8, keys, keys)
+    assert r["decode"]["time_s"][0] == pytest.approx(float(np.sum(steps.time_s)), rel=1e-12)
+    assert r["decode_steps"][0] == 100
+    est = estimate("llama3-8b", "trn2", "server", tp=4, batch=8, prompt=1000, output=101)
+    assert est.tpot_s == pytest.approx(float(np.mean(steps.time_s)), rel=1e-12)
+    assert est.ttft_s == pytest.approx(float(e.step(8000, 8, 8000, 8 * 1000 * 1001 / 2).time_s))
+
+
+def test_speculative_decoding_algebra():
+    for k in (1, 3, 8):
+        for a in (0.0, 0.3, 0.9, 1.0):
+            assert tokens_per_verify(k, a) == pytest.approx(sum(a**i for i in range(k + 1)))
+    e = Engine.build("llama3.1-405b", "trn2", "server", tp=16)
+    d = Engine.build("llama3-8b", "trn2", "server", tp=16)
+    for a, k in ((1.0, 4), (0.0, 4), (0.8, 3)):
+        r = request_times(e, 1, 2048, 257, d, k, a)
+        steps = math.ceil(256 / tokens_per_verify(k, a))
+        assert r["decode_steps"][0] == steps
+        # one verify step: the target on k + 1 queries per sequence, the draft k times
+        first = 2048 + 1
+        verify = e.step(k + 1, 1, first + k, (k + 1) * first + k * (k + 1) / 2)
+        drafts = sum(float(d.step(1, 1, first + i, first + i).time_s) for i in range(k))
+        one = float(verify.time_s) + drafts
+        assert r["decode"]["time_s"][0] == pytest.approx(one * steps, rel=0.02)
+    plain = estimate("llama3.1-405b", "trn2", "server", tp=16, prompt=2048, output=257)
+    sure = estimate(
+        "llama3.1-405b", "trn2", "server", tp=16, prompt=2048, output=257,
+        draft_model="llama3-8b", draft_tokens=4, acceptance=1.0,
+    )  # fmt: skip
+    never = estimate(
+        "llama3.1-405b", "trn2", "server", tp=16, prompt=2048, output=257,
+        draft_model="llama3-8b", draft_tokens=4, acceptance=0.0,
+    )  # fmt: skip
+    assert sure.tpot_s < plain.tpot_s < never.tpot_s
+    assert sure.memory["weights_bytes"] > plain.memory["weights_bytes"]  # the draft's too
+
+
+# ---- memory ------------------------------------------------------------------------------
+
+
+def test_memory_errors_name_the_part_and_the_shortfall():
+    with pytest.raises(InferenceDoesNotFit) as weights:
+        estimate("llama3.1-405b", "trn2", "server", tp=8)
+    assert weights.value.part == "weights"
+    assert str(weights.value).startswith(
+        "llama3.1-405b does not fit on trn2 with tp=8, pp=1, ep=1, fmt=bf16, kv_fmt=bf16: "
+        "the weights (94.5 GiB) and the reserve exceed the chip's HBM (96 GiB) by 0.502 GiB"
+    )
+    with pytest.raises(InferenceDoesNotFit) as kv:
+        estimate("llama3.3-70b", "trn2", "server", tp=16, batch=512, prompt=64, output=8192)
+    assert kv.value.part == "KV cache" and kv.value.shortfall_bytes > 0
+    assert "the KV cache (" in str(kv.value) and "for 512 x 8256 tokens" in str(kv.value)
+    with pytest.raises(InferenceDoesNotFit) as acts:
+        estimate("llama3.3-70b", "trn2", "server", tp=16, batch=64, prompt=65536, output=1)
+    assert acts.value.part == "activations"
+
+
+def test_memory_capacity_figures():
+    e = Engine.build("llama3.3-70b", "trn2", "server", tp=16, max_tokens=4096)
+    mem = e.memory
+    assert e.block_tokens == mem.block_tokens == 16
+    assert e.kv_capacity_tokens % 16 == 0
+    used = mem.weights_bytes + mem.reserve_bytes + float(mem.activations_bytes(4096, 4096))
+    assert used + e.kv_capacity_tokens * mem.kv_per_token_bytes <= mem.hbm_bytes
+    assert used + (e.kv_capacity_tokens + 16) * mem.kv_per_token_bytes > mem.hbm_bytes
+    b = mem.max_batch(context=8192, prompt=1024)
+    mem.check(b, 8192, b * 1024)
+    with pytest.raises(InferenceDoesNotFit):
+        mem.check(b + 1, 8192, (b + 1) * 1024)
+    c = mem.max_context(batch=32)
+    mem.check(32, c, 32 * 16)
+    with pytest.raises(InferenceDoesNotFit):
+        mem.check(32, c + 16, 32 * 16)
+    # fp8 KV holds twice the tokens per byte
+    f8 = Engine.build("llama3.3-70b", "trn2", "server", tp=16, kv_fmt="fp8")
+    assert f8.memory.kv_per_token_bytes == mem.kv_per_token_bytes / 2
+
+
+# ---- cross-checks against the layers below -----------------------------------------------
+
+
+def test_layer_gemms_are_opcosts_for_the_same_shapes():
+    m = load_model("llama3-70b")
+    e = Engine.build(m, "trn2", "server", tp=8)
+    T = 4096
+    g = e.gemm_times([float(T)])
+    ops = [o for o in layer_ops(m, sequences=1, queries=T, tp=8) if o.kind == "gemm"]
+    assert g["names"] == [o.name for o in ops]
+    for i, o in enumerate(ops):
+        assert g["gemm_s"][i, 0] == float(e.costs.gemm_s(o.m, o.n, o.k))
+        roof = (o.weights * 2 + (o.m * o.k + o.m * o.n) * 2) / e.costs.hbm_bandwidth_Bps
+        assert g["seconds"][i, 0] == max(float(e.costs.gemm_s(o.m, o.n, o.k)), roof)
+
+
+def test_collectives_are_the_networks():
+    m = load_model("llama3-70b")
+    hw = load_hardware("trn2")
+    for system, tp, pp in (("server", 16, 1), ("ultraserver", 16, 4), ("2xserver", 8, 4)):
+        e = Engine.build(m, hw, system, tp=tp, pp=pp, **FREE)
+        net = network_for(hw, system)
+        T, S = 512, 4
+        hidden = T * m.hidden * 2
+        ar = float(net.collective_s("all_reduce", tp, 1, hidden, dtype_bytes=2))
+        ag = float(net.collective_s("all_gather", tp, 1, hidden, dtype_bytes=2))
+        logits = float(net.collective_s("all_gather", tp, 1, S * m.vocab * 4, dtype_bytes=4))
+        send = float(net.p2p_s(hidden / tp, tp, pp))
+        expected = (2 * m.layers + 1) * ar + logits + (pp - 1) * (send + ag)
+        got = float(e.step(T, S, T, T).communication_s)
+        assert got == pytest.approx(expected, rel=1e-12), system
+    # the server system is the trn2 server's own 4x4 torus; the UltraServer a 64-chip node
+    assert network_for(hw, "server").chips_per_node == 16
+    assert network_for(hw, "ultraserver").chips_per_node == 64
+    # the fixed cost of each collective call is added
+    with_fixed = Engine.build(m, hw, "server", tp=16, step_fixed_s=0.0, collective_fixed_s=1e-5)
+    free = Engine.build(m, hw, "server", tp=16, **FREE)
+    diff = float(with_fixed.step(T, S, T, T).time_s - free.step(T, S, T, T).time_s)
+    assert diff == pytest.approx(1e-5 * (2 * m.layers + 2))
+
+
+# ---- bad input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: Engine.build("llama3-70b", "trn2", tp=6),
+            "tp must be a divisor of the 64 heads of llama3-70b, not 6",
+        ),
+        (
+            lambda: Engine.build("llama3-70b", "trn2", "server", tp=32),
+            "tp must be such that tp x pp divides the system's 16 chips (pp 1), not 32",
+        ),
+        (
+            lambda: Engine.build("llama3-70b", "trn2", "server", tp=4, pp=3),
+            "pp must be a divisor of the 80 layers, not 3",
+        ),
+        (
+            lambda: Engine.build("llama3-70b", "trn2", "server", tp=4, pp=0),
+            "pp must be a positive integer, not 0",
+        ),
+        (
+            lambda: Engine.build("llama3-70b", "trn2", "server", tp=4, ep=2),
+            "ep must be 1 for llama3-70b (a dense model), not 2",
+        ),
+        (
+            lambda: Engine.build("mixtral-8x7b", "trn2", "server", tp=8, ep=3),
+            "ep must be a divisor of both the 8 experts and tp (8), not 3",
+        ),
+        (
+            lambda: Engine.build("mixtral-8x7b", "trn2", "server", tp=4, ep=8),
+            "ep must be a divisor of both the 8 experts and tp (4), not 8",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "trn2", "server", fmt="fp4"),
+            "fmt must be one of bf16, fp8, not 'fp4'",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "trn2", "server", kv_fmt="int8"),
+            "kv_fmt must be one of bf16, fp8, not 'int8'",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "trn2", "megaserver"),
+            "system must be server, ultraserver, Nxserver or Nxultraserver, not 'megaserver'",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "h100", "ultraserver"),
+            "system must be server or Nxserver for h100 (its scale-up domain is the server of "
+            "8 chips), not 'ultraserver'",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "tpu"),
+            "hardware must be one of trn1, trn2, trn3, a100, h100 or a hardware file, not 'tpu'",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "trn2", step_fixed_s=-1.0),
+            "step_fixed_s must be a number of seconds >= 0, not -1.0",
+        ),
+        (
+            lambda: estimate("llama3-8b", "trn2", batch=0),
+            "batch must be an integer >= 1, not 0",
+        ),
+        (
+            lambda: estimate("llama3-8b", "trn2", prompt=0),
+            "prompt must be an integer >= 1, not 0",
+        ),
+        (
+            lambda: estimate("llama3-8b", "trn2", output=-3),
+            "output must be an integer >= 1, not -3",
+        ),
+        (
+            lambda: estimate("llama3-8b", "trn2", draft_model="llama3-8b", draft_tokens=0),
+            "draft_tokens must be an integer >= 1, not 0",
+        ),
+        (
+            lambda: estimate("llama3-8b", "trn2", draft_model="llama3-8b", acceptance=1.5),
+            "acceptance must be a number in [0, 1], not 1.5",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "trn2").step(0, 1, 0, 0),
+            "tokens must be a number >= 1 (or an array of them), not 0.0",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "trn2").step(4, 8, 0, 0),
+            "sequences must be at most tokens (each sequence has a token), not 8.0 > 4.0",
+        ),
+        (
+            lambda: Engine.build("llama3-8b", "trn2").step(4, 1, -1, 0),
+            "kv_tokens must be a number >= 0 (or an array of them), not -1.0",
+        ),
+    ],
+)
+def test_bad_input_names_the_argument(call, message):
+    with pytest.raises(InferenceInputError) as error:
+        call()
+    assert str(error.value) == message
+
+
+# ---- the study ---------------------------------------------------------------------------
+
+
+def test_study_names_the_part_that_does_not_fit():
+    from tlm.studies import InputError, run_study
+
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="llama3.1-405b", tp=8)
+    assert error.value.field == "tp"
+    assert "does not fit: llama3.1-405b does not fit on trn2" in str(error.value)
+    assert "the weights (94.5 GiB)" in str(error.value)
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="llama3.3-70b", tp=16, batch=512, prompt=64, output=8192)
+    assert error.value.field == "batch" and "the KV cache" in str(error.value)
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="mixtral-8x7b", tp=8, ep=3)
+    assert str(error.value) == (
+        "ep: 3 is not allowed; allowed: a divisor of both the 8 experts and tp (8)"
+    )
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="llama3-8b", tp=1, draft_model="llama9")
+    assert error.value.field == "draft_model"
+
+
+def test_study_spec_decoding_and_plot(tmp_path):
+    from tlm.studies import run_study
+
+    plot = tmp_path / "breakdown.png"
+    r = run_study(
+        "infer", model="llama3.1-405b", tp=16, prompt=1024, output=64,
+        draft_model="llama3-8b", draft_tokens=4, acceptance=0.8, plot=str(plot),
+    ).results  # fmt: skip
+    assert r.tokens_per_verify == pytest.approx(tokens_per_verify(4, 0.8))
+    assert plot.stat().st_size > 1000
+    rows = {row.phase: row for row in r.series}
+    assert rows["prefill"].time_s == pytest.approx(r.ttft_s)
+    assert rows["decode"].time_s == pytest.approx(r.tpot_s * 63)

@@ -1,0 +1,300 @@
+"""A whole request on one replica: the prefill of ``batch`` prompts, then every decode step
+with the KV cache growing from the prompt to prompt + output; optionally speculative decoding.
+
+- **TTFT**: the prefill iteration (``batch x prompt`` tokens, causal attention: each prompt's
+  ``prompt (prompt + 1) / 2`` query-key pairs) - it samples the first token.
+- **TPOT**: the mean of the ``output - 1`` decode steps, each evaluated exactly (step ``j``
+  attends ``prompt + j`` keys per sequence), no quadrature; 0 when ``output`` is 1.
+- **Speculative decoding** (a draft model, ``draft_tokens`` k, ``acceptance`` a): a verify
+  step yields ``(1 - a^(k+1)) / (1 - a)`` tokens on average (Leviathan et al. 2023, Eq. 1;
+  ``k + 1`` at a = 1) and costs ``k`` draft decode steps plus one target iteration of ``k + 1``
+  queries per sequence; the ``output - 1`` tokens take ``ceil((output - 1) / E)`` such steps,
+  the context advancing ``E`` per step. The draft runs tensor-parallel on the largest divisor
+  of ``tp`` its heads allow, on the replica's chips (its weights and KV cache share their HBM).
+- **Throughput**: ``batch x output / e2e`` generated tokens per second per replica, per chip
+  and per server (a server's chips of replicas like this one); decode-only ``batch / TPOT``.
+- **MFU / HBM-bandwidth utilisation** per phase: model FLOPs (bytes) over the phase's time x
+  the replica's chips x the dense peak in ``fmt`` (the HBM bandwidth).
+
+Examples
+--------
+>>> from tlm.inference import estimate
+>>> r = estimate("llama3.1-405b", "trn2", "server", tp=16, prompt=2048, output=256)
+>>> r.memory["fits"], r.chips
+(True, 16)
+>>> spec = estimate("llama3.1-405b", "trn2", "server", tp=16, prompt=2048, output=256,
+...                 draft_model="llama3-8b", draft_tokens=4, acceptance=0.8)
+>>> round(spec.tokens_per_verify, 3), bool(spec.tpot_s < r.tpot_s)
+(3.362, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..workloads.operators import tp_allowed
+from .layout import InferenceInputError, as_hardware, as_model
+from .memory import DEFAULT_BLOCK_TOKENS
+from .step import Engine, Iteration
+
+__all__ = ["Estimate", "Phase", "estimate", "request_times", "tokens_per_verify"]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a request (prefill or all its decode steps), summed: seconds on the
+    replica by category, model FLOPs, HBM bytes (all chips), and the utilisations."""
+
+    time_s: float
+    compute_s: float
+    memory_s: float
+    communication_s: float
+    fixed_s: float
+    flop: float
+    hbm_bytes: float
+    mfu_fraction: float
+    hbm_utilisation_fraction: float
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A request's latency and throughput on one replica (see the module docstring)."""
+
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    tokens_per_s: float
+    tokens_per_s_per_chip: float
+    tokens_per_s_per_server: float
+    decode_tokens_per_s: float
+    prefill: Phase
+    decode: Phase
+    memory: dict
+    max_batch: int
+    chips: int
+    tokens_per_verify: float
+    engine: Engine = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.pop("engine")
+        return out
+
+
+def tokens_per_verify(draft_tokens: int, acceptance: float) -> float:
+    """Expected tokens a verify step yields: ``(1 - a^(k+1)) / (1 - a)`` (``k + 1`` at a = 1).
+
+    >>> tokens_per_verify(4, 0.0), tokens_per_verify(4, 1.0), round(tokens_per_verify(3, 0.5), 4)
+    (1.0, 5.0, 1.875)
+    """
+    a, k = float(acceptance), int(draft_tokens)
+    return k + 1.0 if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+
+def _positive(name, value):
+    a = np.asarray(value)
+    if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or a.dtype.kind == "f"):
+        raise InferenceInputError(f"{name} must be an integer >= 1, not {value!r}")
+    bad = (a < 1) | (a != np.floor(a))
+    if bad.any():
+        first = a[bad].ravel()[0].item() if a.ndim else a.item()
+        raise InferenceInputError(f"{name} must be an integer >= 1, not {first!r}")
+    return a.astype(np.int64)
+
+
+def _sum_phase(it: Iteration, owner, count) -> dict:
+    keys = ("time_s", "compute_s", "memory_s", "communication_s", "fixed_s", "flop", "hbm_bytes")
+    return {k: np.bincount(owner, weights=np.ravel(getattr(it, k)), minlength=count) for k in keys}
+
+
+def request_times(
+    engine: Engine,
+    batch,
+    prompt,
+    output,
+    draft: Engine | None = None,
+    draft_tokens: int = 4,
+    acceptance: float = 0.7,
+) -> dict:
+    """Prefill and decode of requests on ``engine``, vectorised over ``batch``, ``prompt`` and
+    ``output`` (arrays broadcast together): ``{"prefill": {...}, "decode": {...}}``, each a
+    dict of arrays (the :class:`Phase` sums: seconds by category, FLOPs, HBM bytes), and
+    ``decode_steps``. With ``draft``, the decode is speculative.
+    """
+    b, p, o = np.broadcast_arrays(
+        _positive("batch", batch), _positive("prompt", prompt), _positive("output", output)
+    )
+    b, p, o = (x.ravel().astype(float) for x in (b, p, o))
+    n = len(b)
+    # the prefill: every prompt at once, causal attention
+    rows = [(np.arange(n), b * p, b, b * p, b * p * (p + 1) / 2)]
+    if draft is None:
+        steps = (o - 1).astype(np.int64)
+        owner = np.repeat(np.arange(n), steps)
+        j = np.arange(steps.sum()) - np.repeat(np.cumsum(steps) - steps, steps) + 1
+        bb = b[owner]
+        keys = bb * (p[owner] + j)  # decode step j attends prompt + j keys
+        rows.append((n + owner, bb, bb, keys, keys))
+    else:
+        k = int(draft_tokens)
+        e = tokens_per_verify(k, acceptance)
+        steps = np.ceil((o - 1) / e).astype(np.int64)
+        owner = np.repeat(np.arange(n), steps)
+        j = np.arange(steps.sum()) - np.repeat(np.cumsum(steps) - steps, steps)
+        bb = b[owner]
+        first = p[owner] + 1 + j * e  # keys the first of the k + 1 queries attends
+        pairs = bb * ((k + 1) * first + k * (k + 1) / 2)
+        rows.append((n + owner, bb * (k + 1), bb, bb * (first + k), pairs))
+    # one call for the prefill and the decode (the shared work is priced once)
+    who, T, S, KV, P = (np.concatenate(x) for x in zip(*rows, strict=True))
+    sums = _sum_phase(engine.step(T, S, KV, P), who, 2 * n)
+    prefill = {name: v[:n] for name, v in sums.items()}
+    decode = {name: v[n:] for name, v in sums.items()}
+    if draft is not None:
+        for i in range(k):  # the draft's k decode steps per verify step
+            keys = bb * (first + i)
+            d = _sum_phase(draft.step(bb, bb, keys, keys), owner, n)
+            decode = {name: decode[name] + d[name] for name in decode}
+    return {"prefill": prefill, "decode": decode, "decode_steps": steps}
+
+
+def _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed) -> Engine:
+    d = as_model(draft_model)
+    tp_d = max(t for t in range(1, tp + 1) if tp % t == 0 and tp_allowed(d, t) is None)
+    return Engine.build(
+        d, hw, system, tp=tp_d, fmt=fmt, kv_fmt=kv_fmt, block_tokens=block_tokens, **fixed
+    )
+
+
+def estimate(
+    model,
+    hardware,
+    system="server",
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    ep: int = 1,
+    batch: int = 1,
+    prompt: int = 2048,
+    output: int = 256,
+    fmt: str = "bf16",
+    kv_fmt: str = "bf16",
+    draft_model=None,
+    draft_tokens: int = 4,
+    acceptance: float = 0.7,
+    block_tokens: int = DEFAULT_BLOCK_TOKENS,
+    step_fixed_s: float | None = None,
+    collective_fixed_s: float | None = None,
+    check_memory: bool = True,
+) -> Estimate:
+    """TTFT, TPOT, end-to-end latency, throughput, utilisations and memory of ``batch``
+    requests of ``prompt`` + ``output`` tokens on one replica.
+
+    Parameters
+    ----------
+    model, hardware, system, tp, pp, ep, fmt, kv_fmt, block_tokens :
+        As :meth:`Engine.build`.
+    batch, prompt, output : int
+        Sequences, prompt tokens and generated tokens each (>= 1).
+    draft_model : Model or str, optional
+        Speculative decoding's draft model (none: plain decoding).
+    draft_tokens : int
+        Tokens the draft proposes per verify step (>= 1).
+    acceptance : float
+        Probability the target accepts a draft token, in [0, 1].
+    step_fixed_s, collective_fixed_s : float, optional
+        The named fixed costs (default: the data file's).
+    check_memory : bool
+        Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
+
+    Raises
+    ------
+    InferenceInputError
+        Naming the argument, its value and what is allowed.
+    InferenceDoesNotFit
+        Naming the part (weights, activations, KV cache) and the shortfall in GiB.
+    """
+    for name, value in (("batch", batch), ("prompt", prompt), ("output", output)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise InferenceInputError(f"{name} must be an integer >= 1, not {value!r}")
+    hw = as_hardware(hardware)
+    fixed = {"step_fixed_s": step_fixed_s, "collective_fixed_s": collective_fixed_s}
+    draft = None
+    if draft_model is not None:
+        if isinstance(draft_tokens, bool) or not isinstance(draft_tokens, int) or draft_tokens < 1:
+            raise InferenceInputError(f"draft_tokens must be an integer >= 1, not {draft_tokens!r}")
+        if (
+            isinstance(acceptance, bool)
+            or not isinstance(acceptance, int | float)
+            or not (0 <= acceptance <= 1)
+        ):
+            raise InferenceInputError(f"acceptance must be a number in [0, 1], not {acceptance!r}")
+        draft = _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed)
+    extra = {}
+    if draft is not None:
+        extra = {
+            "extra_weights_bytes": draft.memory.weights_bytes,
+            "extra_kv_per_token_bytes": draft.memory.kv_per_token_bytes,
+        }
+    engine = Engine.build(
+        model,
+        hw,
+        system,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        fmt=fmt,
+        kv_fmt=kv_fmt,
+        block_tokens=block_tokens,
+        max_tokens=int(batch * prompt),
+        **fixed,
+        **extra,
+    )
+    context = prompt + output
+    mem = engine.memory
+    if check_memory:
+        parts = mem.check(batch, context, batch * prompt)
+    else:
+        parts = mem.parts(batch, context, batch * prompt)
+    total = sum(parts.values())
+    memory = {**parts, "total_bytes": total, "hbm_bytes": mem.hbm_bytes}
+    memory["fits"] = bool(total <= mem.hbm_bytes)
+    r = request_times(engine, batch, prompt, output, draft, draft_tokens, acceptance)
+    chips = engine.chips
+    peak = engine.costs.peak_flops(fmt)
+    bw = engine.costs.hbm_bandwidth_Bps
+
+    def phase(d) -> Phase:
+        v = {k: float(np.ravel(x)[0]) for k, x in d.items()}
+        t = v["time_s"]
+        return Phase(
+            **v,
+            mfu_fraction=v["flop"] / (t * chips * peak) if t > 0 else 0.0,
+            hbm_utilisation_fraction=v["hbm_bytes"] / (t * chips * bw) if t > 0 else 0.0,
+        )
+
+    pre, dec = phase(r["prefill"]), phase(r["decode"])
+    ttft = pre.time_s
+    tpot = dec.time_s / (output - 1) if output > 1 else 0.0
+    e2e = ttft + dec.time_s
+    rate = batch * output / e2e
+    return Estimate(
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=e2e,
+        tokens_per_s=rate,
+        tokens_per_s_per_chip=rate / chips,
+        tokens_per_s_per_server=rate / chips * hw.server_chips,
+        decode_tokens_per_s=batch / tpot if tpot > 0 else 0.0,
+        prefill=pre,
+        decode=dec,
+        memory=memory,
+        max_batch=mem.max_batch(context, prompt),
+        chips=chips,
+        tokens_per_verify=(
+            tokens_per_verify(draft_tokens, acceptance) if draft is not None else 1.0
+        ),
+        engine=engine,
+    )

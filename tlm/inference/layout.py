@@ -1,0 +1,226 @@
+"""Where a model replica runs: the system (servers or UltraServers of a hardware), its network,
+the parallel layout's checks, the formats, and the named fixed costs.
+
+A replica is ``tp x pp`` chips: ``tp`` innermost (stride 1: on a trn2 server the 4x4 torus
+plane, on an UltraServer its 4x4x4 torus' sub-rings), ``pp`` stages at stride ``tp``. Experts
+(``ep``) are split across the tensor-parallel group: ``ep`` must divide ``tp`` and the experts;
+each expert's FFN is split ``tp / ep`` ways (expert tensor parallelism). The system sets the
+network the collectives are priced on: ``server`` is the hardware's server (trn2: the
+trn2.48xlarge 4x4 torus, its own system preset; servers joined by EFA for ``Nxserver``),
+``ultraserver`` its scale-up domain (trn2: 64 chips, 4x4x4).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+
+from ..cluster.hardware import HARDWARE, Hardware, HardwareError, load_hardware
+from ..cluster.network import Network
+from ..costs import OpCosts
+from ..system.graph import SYSTEMS
+from ..workloads.model import Model, element_bytes, load_model
+from ..workloads.operators import tp_allowed
+
+__all__ = [
+    "InferenceInputError",
+    "FORMATS",
+    "FixedCosts",
+    "fixed_costs",
+    "system_chips",
+    "network_for",
+    "costs_for",
+    "check_layout",
+    "weight_bytes_per_element",
+    "ACTIVATION_FORMAT",
+]
+
+#: Formats of the weights and the GEMMs' inputs (``fmt``) and of the KV cache (``kv_fmt``),
+#: with the :mod:`tlm.formats` name each stores as: FP8 is the tensor engine's E4M3.
+FORMATS = {"bf16": "bf16", "fp8": "fp8_e4m3"}
+#: Activations between operators stay in BF16 in HBM (an FP8 GEMM quantises its input on the
+#: way in): the format of hidden states, Q/K/V, attention outputs and collectives.
+ACTIVATION_FORMAT = "bf16"
+
+
+class InferenceInputError(ValueError):
+    """An argument of the inference model that is not allowed (the message names it, the
+    value and what is allowed: ``"tp must be ..., not 6"``)."""
+
+
+def weight_bytes_per_element(fmt: str) -> float:
+    """Bytes of one weight in ``fmt`` (``bf16`` or ``fp8``)."""
+    return element_bytes(FORMATS[check_format("fmt", fmt)])
+
+
+def check_format(name: str, fmt) -> str:
+    if fmt not in FORMATS:
+        raise InferenceInputError(f"{name} must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    return fmt
+
+
+#: Models and hardware loaded by name (a shipped file does not change while we run): the
+#: networks and costs kept per hardware object then serve every later call.
+_LOADED: dict = {}
+
+
+def as_model(model) -> Model:
+    """A :class:`Model` or a model name (:func:`tlm.workloads.load_model`)."""
+    if isinstance(model, Model):
+        return model
+    key = ("model", model)
+    if key not in _LOADED:
+        _LOADED[key] = load_model(model)
+    return _LOADED[key]
+
+
+def as_hardware(hardware) -> Hardware:
+    """A :class:`Hardware` or a hardware name/file (:func:`load_hardware`)."""
+    if isinstance(hardware, Hardware):
+        return hardware
+    key = ("hardware", hardware)
+    if key not in _LOADED:
+        try:
+            _LOADED[key] = load_hardware(hardware)
+        except HardwareError:
+            raise InferenceInputError(
+                f"hardware must be one of {', '.join(HARDWARE)} or a hardware file, "
+                f"not {hardware!r}"
+            ) from None
+    return _LOADED[key]
+
+
+_SYSTEM = re.compile(r"(?:(\d+)x)?(server|ultraserver)")
+
+
+def system_chips(hw: Hardware, system) -> int:
+    """Chips of ``system`` (``server``, ``ultraserver``, ``Nxserver``, ``Nxultraserver``) of
+    ``hw``; an int is taken as the chips themselves (a multiple of nothing: any count).
+
+    Raises
+    ------
+    InferenceInputError
+        An unknown system, or ``ultraserver`` on hardware whose scale-up domain is the server.
+    """
+    if isinstance(system, int) and not isinstance(system, bool):
+        if system < 1:
+            raise InferenceInputError(f"system must be a positive number of chips, not {system}")
+        return system
+    match = _SYSTEM.fullmatch(system) if isinstance(system, str) else None
+    if not match or (match[1] is not None and int(match[1]) < 1):
+        raise InferenceInputError(
+            f"system must be server, ultraserver, Nxserver or Nxultraserver, not {system!r}"
+        )
+    n = int(match[1] or 1)
+    if match[2] == "server":
+        return n * hw.server_chips
+    if hw.scale_up_chips <= hw.server_chips:
+        raise InferenceInputError(
+            f"system must be server or Nxserver for {hw.name} (its scale-up domain is the "
+            f"server of {hw.server_chips} chips), not {system!r}"
+        )
+    return n * hw.scale_up_chips
+
+
+def _server_system(hw: Hardware, system) -> str | None:
+    """The system preset of ``hw``'s server when the replica is built of servers and the
+    server has one of its own (trn2: ``trn2-server``, whose servers talk over EFA)."""
+    if not isinstance(system, str) or not system.endswith("server") or "ultra" in system:
+        return None
+    name = f"{hw.chip_preset}-server" if hw.chip_preset else None
+    return name if name in SYSTEMS and name != hw.system else None
+
+
+#: Networks and operator costs already built, by the hardware object (kept with it: a
+#: Hardware holds dicts, so it is not hashable) - building one prices its collectives' plans.
+_BUILT: dict = {}
+
+
+def _kept(kind, hw: Hardware, extra, make):
+    key = (kind, id(hw), extra)
+    hit = _BUILT.get(key)
+    if hit is None or hit[0] is not hw:
+        hit = _BUILT[key] = (hw, make())
+    return hit[1]
+
+
+def network_for(hw: Hardware, system) -> Network:
+    """The network the replica's collectives run on: the server's own system preset for a
+    system of servers (trn2: the 4x4 torus, EFA between servers), else the hardware's (its
+    scale-up domain: the trn2 UltraServer, an 8-GPU NVSwitch board). Kept per hardware."""
+    server = _server_system(hw, system)
+    return _kept(
+        "network",
+        hw,
+        server,
+        lambda: Network.for_hardware(replace(hw, system=server) if server else hw),
+    )
+
+
+def costs_for(hw: Hardware) -> OpCosts:
+    """The chip's operator costs (calibrated for a Trainium preset, the roofline for a GPU)."""
+    return _kept("costs", hw, None, lambda: OpCosts.for_hardware(hw))
+
+
+def check_layout(model: Model, chips: int, tp, pp, ep) -> None:
+    """Raise :class:`InferenceInputError` unless ``tp x pp`` chips of ``chips`` can hold
+    ``model``: ``tp`` as :func:`tlm.workloads.operators.tp_allowed` allows, ``pp`` dividing
+    the layers, ``ep`` dividing both ``tp`` and the experts (1 for a dense model)."""
+    for name, value in (("tp", tp), ("pp", pp), ("ep", ep)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InferenceInputError(f"{name} must be a positive integer, not {value!r}")
+    why = tp_allowed(model, tp)
+    if why:
+        raise InferenceInputError(f"tp must be {why} of {model.name}, not {tp}")
+    if model.layers % pp:
+        raise InferenceInputError(f"pp must be a divisor of the {model.layers} layers, not {pp}")
+    if chips % (tp * pp):
+        raise InferenceInputError(
+            f"tp must be such that tp x pp divides the system's {chips} chips (pp {pp}), not {tp}"
+        )
+    if model.moe is None:
+        if ep != 1:
+            raise InferenceInputError(f"ep must be 1 for {model.name} (a dense model), not {ep}")
+    elif model.moe.experts % ep or tp % ep:
+        raise InferenceInputError(
+            f"ep must be a divisor of both the {model.moe.experts} experts and tp ({tp}), not {ep}"
+        )
+
+
+@dataclass(frozen=True)
+class FixedCosts:
+    """The named fixed costs of an inference iteration, seconds.
+
+    Attributes
+    ----------
+    step_fixed_s : float
+        Per iteration: the runtime's launch, sampling, the host's sync.
+    collective_fixed_s : float
+        Added to each collective call.
+    source : str
+        Where they come from (the data file's section).
+    """
+
+    step_fixed_s: float
+    collective_fixed_s: float
+    source: str
+
+
+@lru_cache(maxsize=16)
+def fixed_costs(hardware_name: str) -> FixedCosts:
+    """The fixed costs of ``tlm/inference/data/fixed_costs.toml`` for a hardware name (its
+    own section, else ``default``)."""
+    text = resources.files(__package__).joinpath("data/fixed_costs.toml").read_text()
+    data = tomllib.loads(text)
+    section = hardware_name if hardware_name in data else "default"
+    values = {}
+    for key in ("step_fixed_s", "collective_fixed_s"):
+        figure = data[section][key]
+        if figure["source"] not in data["sources"] or not figure["value"] >= 0:
+            raise ValueError(f"fixed_costs.toml [{section}] {key}: bad source or value")
+        values[key] = float(figure["value"])
+    where = f"tlm/inference/data/fixed_costs.toml, section {section} (ASSUMED)"
+    return FixedCosts(**values, source=where)

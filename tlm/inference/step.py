@@ -1,0 +1,714 @@
+"""One iteration of a serving engine on one model replica: time, its breakdown, FLOPs and HBM
+bytes, vectorised over iterations; and the fast scalar path a serving simulation calls.
+
+An iteration is described by four numbers (numpy arrays or scalars):
+
+- ``tokens``: GEMM rows - a decode sequence counts 1, a prefill chunk its prompt tokens;
+- ``sequences``: sequences in the batch (each samples one token: the LM head's rows);
+- ``kv_tokens``: the sum over sequences of the keys attended (the KV bytes read);
+- ``pairs``: the sum over sequences of queries x keys (the attention products' FLOPs).
+
+Per operator on one chip (shapes from :func:`tlm.workloads.layer_ops` and
+:func:`~tlm.workloads.operators.head_ops` at one token, scaled by ``tokens``):
+
+- **GEMMs** (QKV, attention output, FFN or router/experts/shared experts, LM head): time
+  ``max(OpCosts.gemm_s, HBM bytes / bandwidth)`` - the chip TLM's calibrated kernel, whose
+  small-M shapes are slow streams of the weights; bytes = the weights (read once per
+  iteration) + the input and output activations. A routed expert's weights are read only if
+  it gets tokens: of a chip's ``E / ep`` experts ``(E / ep)(1 - (1 - k/E)^tokens)`` are
+  active on average (each token picks ``k`` of ``E`` uniformly: balanced routing), each on
+  ``tokens x k x cf / E`` over that fraction rows.
+- **Attention** (per layer): the score and context products regrouped by KV head (the query
+  heads sharing a KV head stacked as rows, as flash-decoding kernels do): FLOPs
+  ``2 a_l (d_qk + d_v) pairs`` at the calibrated efficiency of a product of
+  :data:`ATTENTION_KEY_BLOCK` keys (the steady state) against ``R = group x tokens /
+  sequences`` query rows (``K = d_qk``), against the KV bytes read (``kv_tokens``) and
+  written (``tokens``) and Q/O, against the softmax on the Vector/Scalar engines; a flash
+  kernel overlaps the three, so the slowest sets the time.
+- **Vector/Scalar work** (:meth:`OpCosts.vector_s`, unfused, from HBM): two RMS/LayerNorms,
+  two residual adds, RoPE on Q and K, the activation and the gating multiply over the FFN's
+  (or routed experts') intermediates, the router's softmax; the final norm and the sampling
+  softmax over the local vocabulary for each sequence.
+- **Embedding**: a row read per token (HBM).
+- **Collectives** (:meth:`Network.collective_s` on the replica's topology, each plus
+  ``collective_fixed_s``): two all-reduces of the hidden state per layer (after attention and
+  after the FFN; with experts split over the tensor-parallel group, the expert outputs'
+  combine rides on the second one - no all-to-all is needed since every chip holds every
+  token), one after the vocabulary-parallel embedding, the logits' all-gather (FP32); with
+  pipeline parallelism ``pp - 1`` sends (:meth:`Network.p2p_s`: each chip its ``1/tp`` of the
+  hidden state, then an all-gather among the receiving stage). No sequence parallelism: the
+  prefill uses all-reduces too (the same bytes as reduce-scatter + all-gather).
+- **Fixed**: ``step_fixed_s`` per iteration.
+
+Each op's time counts as **memory** when its arithmetic intensity (FLOPs per HBM byte) is
+below the chip's (peak / bandwidth) - its time, calibrated or not, is set by streaming its
+operands - else **compute**; attention by whichever of its three terms is the slowest
+(softmax: compute). With ``pp > 1`` an iteration is one batch passing through the ``pp``
+stages one after another (their times add up, with the ``pp - 1`` sends); no other
+micro-batch is assumed in flight, so pipeline parallelism buys memory, not speed.
+
+The fast path (:meth:`Engine.iteration_s` on scalars) adds up the same parts from tables:
+the token-dependent and sequence-dependent parts evaluated by the full path for every integer
+up to the largest asked (grown by doubling), and the attention's coefficients; a test holds
+it to the full path.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..cluster.hardware import Hardware
+from ..cluster.memory import DEFAULT_RESERVE_BYTES
+from ..costs.opcosts import VECTOR_OPS
+from ..workloads.model import Model, element_bytes
+from ..workloads.operators import head_ops, layer_ops
+from .layout import (
+    ACTIVATION_FORMAT,
+    FORMATS,
+    InferenceInputError,
+    as_hardware,
+    as_model,
+    check_format,
+    check_layout,
+    costs_for,
+    fixed_costs,
+    network_for,
+    system_chips,
+)
+from .memory import DEFAULT_BLOCK_TOKENS, InferenceMemory
+
+__all__ = [
+    "Engine",
+    "Iteration",
+    "CATEGORIES",
+    "ATTENTION_KEY_BLOCK",
+    "ATTENTION_ROWS_MAX",
+]
+
+#: The parts of an iteration's time; they add up to ``time_s``.
+CATEGORIES = ("compute", "memory", "communication", "fixed")
+#: Keys of the product whose calibrated efficiency prices the attention products (its M): a
+#: flash kernel runs a layer's products as one kernel, streaming the cached keys against the
+#: stationary query rows, so the kernel's fixed cost is amortised - the calibration's steady
+#: state (beyond its grid: the edge's tiles repeated). ASSUMED; the shipped GEMM kernel is
+#: the only tensor-engine kernel calibrated, not a flash-attention one (docs/inference.md).
+ATTENTION_KEY_BLOCK = 2**20
+#: Query rows per KV head beyond which the attention products' efficiency is taken as
+#: constant (the table's length).
+ATTENTION_ROWS_MAX = 2048
+#: Score elements of the reference softmax that sets its per-element rate (the Vector/Scalar
+#: engines' instruction fixed costs amortised over a layer's scores).
+_SOFTMAX_REFERENCE = float(2**24)
+#: Scalar types the fast path takes (numpy's too: a simulation's counters often are).
+_INTEGERS = frozenset({int, np.int64, np.int32})
+_NUMBERS = _INTEGERS | {float, np.float64, np.float32}
+#: Engines already built, by their arguments (the model and hardware by identity, kept with
+#: them): a search or a serving simulation builds the same replica many times.
+_ENGINES: dict = {}
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """Iterations' figures (arrays of one shape). Times in seconds on the replica; ``flop``
+    the model FLOPs (useful work: each multiply-accumulate of every matrix product twice,
+    routed experts top-k, attention over ``pairs``), ``hbm_bytes`` the bytes every chip of
+    the replica moves to and from HBM, summed."""
+
+    time_s: np.ndarray
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    communication_s: np.ndarray
+    fixed_s: np.ndarray
+    flop: np.ndarray
+    hbm_bytes: np.ndarray
+
+    def row(self, i=0) -> dict:
+        return {f.name: float(np.ravel(getattr(self, f.name))[i]) for f in fields(self)}
+
+
+def _checked(name, value, low):
+    a = np.asarray(value, dtype=float)
+    bad = ~np.isfinite(a) | (a < low)
+    if bad.any():
+        raise InferenceInputError(
+            f"{name} must be a number >= {low} (or an array of them), not {float(a[bad].flat[0])!r}"
+        )
+    return a
+
+
+class Engine:
+    """One model replica on ``tp x pp`` chips: the cost of an iteration.
+
+    Build with :meth:`build`. The serving simulation's duck type: :attr:`chips`,
+    :attr:`kv_capacity_tokens`, :attr:`block_tokens`, :meth:`iteration_s`.
+
+    Examples
+    --------
+    >>> e = Engine.build("llama3.3-70b", "trn2", "server", tp=16)
+    >>> decode = e.iteration_s(64, 64, 64 * 2048, 64 * 2048)    # 64 sequences at 2k
+    >>> bool(0.005 < decode < 0.05)
+    True
+    >>> it = e.step(64, 64, 64 * 2048, 64 * 2048)
+    >>> abs(float(it.time_s) / decode - 1) < 1e-12      # the same parts, added in another order
+    True
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        hardware: Hardware,
+        system,
+        *,
+        tp: int,
+        pp: int,
+        ep: int,
+        fmt: str,
+        kv_fmt: str,
+        block_tokens: int,
+        step_fixed_s: float,
+        collective_fixed_s: float,
+        reserve_bytes: float,
+        max_tokens: int,
+        fixed_source: str,
+        extra_weights_bytes: float = 0.0,
+        extra_kv_per_token_bytes: float = 0.0,
+    ):
+        self.model, self.hardware, self.system = model, hardware, system
+        self.tp, self.pp, self.ep = tp, pp, ep
+        self.chips = tp * pp
+        self.fmt, self.kv_fmt = fmt, kv_fmt
+        self.block_tokens = block_tokens
+        self.step_fixed_s = float(step_fixed_s)
+        self.collective_fixed_s = float(collective_fixed_s)
+        self.fixed_source = fixed_source
+        self.costs = costs_for(hardware)
+        self.network = network_for(hardware, system)
+        self._setup()
+        self.memory = self._memory(reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes)
+        self.max_tokens = max_tokens
+        self.kv_capacity_tokens = self.memory.kv_capacity_tokens(max_tokens)
+        self._tok_table = np.zeros(0)
+        self._seq_table = np.zeros(0)
+        self._memo: dict = {}
+
+    # ---- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def build(
+        cls,
+        model,
+        hardware,
+        system="server",
+        *,
+        tp: int = 1,
+        pp: int = 1,
+        ep: int = 1,
+        fmt: str = "bf16",
+        kv_fmt: str = "bf16",
+        block_tokens: int = DEFAULT_BLOCK_TOKENS,
+        step_fixed_s: float | None = None,
+        collective_fixed_s: float | None = None,
+        reserve_bytes: float = DEFAULT_RESERVE_BYTES,
+        max_tokens: int = 8192,
+        extra_weights_bytes: float = 0.0,
+        extra_kv_per_token_bytes: float = 0.0,
+    ) -> Engine:
+        """A replica of ``model`` on ``tp x pp`` chips of ``system``.
+
+        Parameters
+        ----------
+        model : Model or str
+            A model or a model name (:func:`tlm.workloads.load_model`).
+        hardware : Hardware or str
+            A hardware (:func:`tlm.cluster.hardware.load_hardware`) or its name.
+        system : str or int
+            ``server``, ``ultraserver``, ``Nxserver``, ``Nxultraserver``, or a chip count: the
+            chips the replica may use (``tp x pp`` must divide them) and its network.
+        tp, pp, ep : int
+            Tensor, pipeline and expert parallelism (experts over the tensor-parallel group).
+        fmt, kv_fmt : str
+            ``bf16`` or ``fp8``: weights and GEMM inputs; the KV cache.
+        block_tokens : int
+            KV page size in tokens.
+        step_fixed_s, collective_fixed_s : float, optional
+            The named fixed costs; default ``tlm/inference/data/fixed_costs.toml``'s.
+        reserve_bytes : float
+            Runtime reserve per chip.
+        max_tokens : int
+            The largest iteration (tokens) the KV capacity leaves room for.
+        extra_weights_bytes, extra_kv_per_token_bytes : float
+            Memory per chip of what shares the chips (a draft model).
+
+        Raises
+        ------
+        InferenceInputError
+            Naming the argument, its value and what is allowed.
+        """
+        m = as_model(model)
+        hw = as_hardware(hardware)
+        chips = system_chips(hw, system)
+        check_layout(m, chips, tp, pp, ep)
+        check_format("fmt", fmt)
+        check_format("kv_fmt", kv_fmt)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise InferenceInputError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+        fixed = fixed_costs(hw.name)
+        for name, value in (
+            ("step_fixed_s", step_fixed_s),
+            ("collective_fixed_s", collective_fixed_s),
+        ):
+            if value is not None and (isinstance(value, bool) or not value >= 0):
+                raise InferenceInputError(f"{name} must be a number of seconds >= 0, not {value!r}")
+        given = (step_fixed_s, collective_fixed_s) != (None, None) and (
+            step_fixed_s,
+            collective_fixed_s,
+        ) != (fixed.step_fixed_s, fixed.collective_fixed_s)
+        key = (id(m), id(hw), system, tp, pp, ep, fmt, kv_fmt, block_tokens, step_fixed_s)
+        key += (collective_fixed_s, reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes)
+        hit = _ENGINES.get(key)
+        if hit is not None and hit[0] is m and hit[1] is hw:
+            engine = hit[2]
+            if engine.max_tokens != max_tokens:  # the same tables, another KV capacity
+                engine = copy.copy(engine)
+                engine.max_tokens = max_tokens
+                engine.kv_capacity_tokens = engine.memory.kv_capacity_tokens(max_tokens)
+            return engine
+        engine = cls(
+            m,
+            hw,
+            system,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            fmt=fmt,
+            kv_fmt=kv_fmt,
+            block_tokens=block_tokens,
+            step_fixed_s=fixed.step_fixed_s if step_fixed_s is None else step_fixed_s,
+            collective_fixed_s=(
+                fixed.collective_fixed_s if collective_fixed_s is None else collective_fixed_s
+            ),
+            reserve_bytes=reserve_bytes,
+            max_tokens=max_tokens,
+            fixed_source=fixed.source + (" replaced by given values" if given else ""),
+            extra_weights_bytes=extra_weights_bytes,
+            extra_kv_per_token_bytes=extra_kv_per_token_bytes,
+        )
+        if len(_ENGINES) > 256:
+            _ENGINES.clear()
+        _ENGINES[key] = (m, hw, engine)
+        return engine
+
+    def _setup(self):
+        """The per-token operator table and the attention's coefficients (once)."""
+        m, tp, ep = self.model, self.tp, self.ep
+        c = self.costs
+        self.wb = element_bytes(FORMATS[self.fmt])
+        self.ab = element_bytes(ACTIVATION_FORMAT)
+        self.gemm_fmt = self.fmt
+        self.bw = c.hbm_bandwidth_Bps
+        self.ridge = c.peak_flops(self.gemm_fmt) / self.bw
+        kinds = [("dense", m.dense_layers)] if m.dense_layers else []
+        if m.moe:
+            kinds.append(("moe", m.moe_layers))
+        self.kinds = kinds
+        rows = []  # (layers, name, m per token, n, k, weights per product, expert)
+        self.layer_weights = {}
+        for kind, count in kinds:
+            ops = layer_ops(m, kind, sequences=1, queries=1, keys=1, tp=tp, ep=1)
+            if kind == "moe":
+                # experts over the tensor-parallel group: E/ep per chip, each tp/ep ways
+                routed = layer_ops(m, kind, sequences=1, queries=1, keys=1, tp=tp // ep, ep=ep)
+                by_name = {o.name: o for o in routed}
+                ops = [by_name[o.name] if o.name.startswith("expert_") else o for o in ops]
+            weights = 2 * m.norm_parameters()
+            for op in ops:
+                weights += op.weights
+                if op.kind == "attention":
+                    if op.name == "score":
+                        self.dqk, self.a_l = op.k, op.batch
+                    else:
+                        self.dv = op.n
+                    continue
+                expert = op.name.startswith("expert_")
+                per = op.weights / op.batch if expert else op.weights
+                rows.append((count, op.name, float(op.m), op.n, op.k, per, expert))
+            self.layer_weights[kind] = weights
+        self.gemm_rows = rows
+        self.local_experts = m.moe.experts // ep if m.moe else 0
+        (head,) = head_ops(m, sequences=1, queries=1, tp=tp)
+        self.head = head
+        self.vocab_local = head.n
+        # attention
+        if m.mla:
+            self.kv_l = 1
+            self.kv_token_layer_bytes = m.kv_cache_per_token_layer_bytes(FORMATS[self.kv_fmt])
+        else:
+            self.kv_l = max(m.kv_heads // tp, 1)
+            per_head = m.kv_cache_per_token_layer_bytes(FORMATS[self.kv_fmt]) / m.kv_heads
+            self.kv_token_layer_bytes = per_head * self.kv_l
+        self.group = self.a_l / self.kv_l
+        rows_axis = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
+        eff = c.gemm_efficiency(ATTENTION_KEY_BLOCK, rows_axis, self.dqk, fmt=ACTIVATION_FORMAT)
+        self.attention_efficiency = np.asarray(eff, dtype=float)
+        self._eff_list = self.attention_efficiency.tolist()
+        peak = c.peak_flops(ACTIVATION_FORMAT)
+        self.attn_s_per_pair = 2.0 * self.a_l * (self.dqk + self.dv) / peak  # / efficiency
+        soft = c.vector_s(_SOFTMAX_REFERENCE, op="softmax", fmt=ACTIVATION_FORMAT, from_hbm=False)
+        self.softmax_s_per_pair = self.a_l * float(soft) / _SOFTMAX_REFERENCE
+        self.qo_bytes_per_token = self.a_l * (self.dqk + self.dv) * self.ab
+        # collective calls per iteration (each pays collective_fixed_s)
+        calls = 0
+        if tp > 1:
+            calls += 2 * m.layers + 2  # per layer two all-reduces; the embedding's; logits
+        if self.pp > 1:
+            calls += (self.pp - 1) * (2 if tp > 1 else 1)
+        self.collective_calls = calls
+        # model FLOPs per token (matrix products but the head) and per sequence (the head)
+        self.flop_per_token = 2.0 * (m.matmul_parameters_per_token() - m.vocab * m.hidden)
+        self.flop_per_sequence = 2.0 * m.vocab * m.hidden
+        self.flop_per_pair = 2.0 * m.layers * m.heads * (self.dqk + self.dv)
+
+    def _memory(self, reserve, extra_weights, extra_kv) -> InferenceMemory:
+        m, pp = self.model, self.pp
+        per_stage = m.layers // pp
+        dense_per_layer = self.layer_weights.get("dense", 0)
+        moe_per_layer = self.layer_weights.get("moe", 0)
+        k_dense = m.dense_layers
+
+        def stage(first):  # the dense layers come first
+            lo = 0 if first else m.layers - per_stage
+            dense = max(0, min(k_dense, lo + per_stage) - lo)
+            return dense * dense_per_layer + (per_stage - dense) * moe_per_layer
+
+        table = self.vocab_local * m.hidden
+        first = stage(True) + table + (table + m.norm_parameters() if pp == 1 else 0)
+        last = stage(False) + table + m.norm_parameters()
+        weights = max(first, last) * self.wb + extra_weights
+        kv = per_stage * self.kv_token_layer_bytes + extra_kv
+        # one layer's live activations per token (BF16): hidden state and residual, Q/K/V,
+        # the attention output, the FFN's intermediates (gate, up and their product)
+        h = m.hidden
+        qkv = (self.a_l + 2 * self.kv_l) * self.dqk
+        widths = [0.0]
+        for _count, name, per_token, n, _k, _w, expert in self.gemm_rows:
+            if name in ("gate_up", "up", "expert_gate_up", "shared_gate_up"):
+                rows = self._routed_share() if expert else per_token  # rows per token
+                widths.append(1.5 * n * rows)
+        acts = (2 * h + qkv + self.a_l * self.dv + max(widths)) * self.ab
+        logits = 4.0 * (self.vocab_local + m.vocab)
+        return InferenceMemory(
+            weights_bytes=float(weights),
+            kv_per_token_bytes=float(kv),
+            activation_per_token_bytes=float(acts),
+            logits_per_sequence_bytes=logits,
+            reserve_bytes=float(reserve),
+            hbm_bytes=float(self.hardware.hbm_bytes),
+            block_tokens=self.block_tokens,
+            model=m.name,
+            layout=f" on {self.hardware.name} with tp={self.tp}, pp={pp}, ep={self.ep}, "
+            f"fmt={self.fmt}, kv_fmt={self.kv_fmt}",
+        )
+
+    # ---- the parts ------------------------------------------------------------------------
+
+    def _routed_share(self):
+        """Expected routed copies a chip's experts get per token of the iteration: its
+        ``E/ep`` experts' share of ``k x cf`` copies."""
+        x = self.model.moe
+        return x.top_k * x.capacity_factor * self.local_experts / x.experts
+
+    def _active_experts(self, tokens):
+        """Expected experts of a chip's ``E/ep`` that get at least one of ``tokens``."""
+        x = self.model.moe
+        return self.local_experts * (1.0 - (1.0 - x.top_k / x.experts) ** tokens)
+
+    def gemm_times(self, tokens) -> dict:
+        """Every layer GEMM of one chip at ``tokens`` tokens (array): ``names`` and
+        ``layers`` (how many layers have it) per operator, and arrays of shape
+        ``(operators, len(tokens))`` of one layer's ``seconds`` (``max(OpCosts.gemm_s, HBM
+        bytes / bandwidth)``, routed experts: times the active experts), ``gemm_s`` (the
+        calibrated product alone), ``flop``, ``hbm_bytes`` and ``memory_bound``."""
+        T = np.asarray(tokens, dtype=float)
+        ms, ns, ks, mult, wts = [], [], [], [], []
+        for _count, _name, per_token, n, k, w, expert in self.gemm_rows:
+            if expert:
+                active = self._active_experts(T)
+                ms.append(T * self._routed_share() / active)
+                mult.append(active)
+            else:
+                ms.append(T * per_token)
+                mult.append(np.ones_like(T))
+            ns.append(n)
+            ks.append(k)
+            wts.append(w)
+        M = np.stack(ms)
+        N = np.asarray(ns, dtype=float)[:, None]
+        K = np.asarray(ks, dtype=float)[:, None]
+        mult = np.stack(mult)
+        W = np.asarray(wts, dtype=float)[:, None]
+        gemm = np.asarray(self.costs.gemm_s(M, N, K, fmt=self.gemm_fmt))
+        nbytes = W * self.wb + (M * K + M * N) * self.ab
+        flop = 2.0 * M * N * K
+        return {
+            "names": [r[1] for r in self.gemm_rows],
+            "layers": [r[0] for r in self.gemm_rows],
+            "gemm_s": gemm,
+            "seconds": mult * np.maximum(gemm, nbytes / self.bw),
+            "flop": mult * flop,
+            "hbm_bytes": mult * nbytes,
+            "memory_bound": flop < self.ridge * nbytes,
+        }
+
+    def _vector(self, work, like):
+        """Vector/Scalar operators ``(op, elements, fmt)`` (elements: arrays shaped as
+        ``like``): their seconds as compute and as memory (an operator whose time is its HBM
+        roofline is memory), and their HBM bytes - one :meth:`OpCosts.vector_s` call per
+        kind of operator."""
+        compute = np.zeros_like(like)
+        memory = np.zeros_like(like)
+        hbm = np.zeros_like(like)
+        groups: dict = {}
+        for op, elements, fmt in work:
+            el = np.broadcast_to(np.asarray(elements, dtype=float), like.shape)
+            groups.setdefault((op, fmt), []).append(el)
+        for (op, fmt), items in groups.items():
+            el = np.stack(items)
+            total = self.costs.vector_s(el, op=op, fmt=fmt)
+            nbytes = el * VECTOR_OPS[op]["hbm_elements"] * element_bytes(fmt)
+            on_hbm = self.costs.memory_s(nbytes) >= total
+            compute = compute + np.where(on_hbm, 0.0, total).sum(axis=0)
+            memory = memory + np.where(on_hbm, total, 0.0).sum(axis=0)
+            hbm = hbm + nbytes.sum(axis=0)
+        return compute, memory, hbm
+
+    def _token_part(self, tokens: np.ndarray) -> dict:
+        """The parts that depend on the tokens only (1-D float array): every layer's GEMMs,
+        vector work and collectives, the embedding, the pipeline's sends; seconds on the
+        replica per category, and HBM bytes summed over its chips."""
+        m, c, tp = self.model, self.costs, self.tp
+        T = tokens
+        g = self.gemm_times(T)
+        L = np.asarray(g["layers"], dtype=float)[:, None]
+        t, memory_bound = g["seconds"], g["memory_bound"]
+        compute = (L * np.where(memory_bound, 0.0, t)).sum(axis=0)
+        memory = (L * np.where(memory_bound, t, 0.0)).sum(axis=0)
+        hbm = (L * g["hbm_bytes"]).sum(axis=0)
+        # vector work per layer kind
+        h = m.hidden
+        for kind, count in self.kinds:
+            work = [("norm", 2 * T * h), ("elementwise", 2 * T * h)]
+            if m.position == "rope":
+                work.append(("elementwise", T * (self.a_l + self.kv_l) * self.dqk))
+            # the FFN's intermediates: the down projections' inputs (a dense layer's, or the
+            # routed and shared experts')
+            inter = 0.0
+            ffn_rows = [r for r in self.gemm_rows if r[1] in ("down", "expert_down", "shared_down")]
+            for _c, name, per_token, _n, k_in, _w, expert in ffn_rows:
+                if (kind == "dense") != (name == "down"):
+                    continue
+                share = self._routed_share() if expert else per_token
+                inter = inter + T * share * k_in
+            work.append(("activation", inter))
+            if m.mlp == "swiglu":
+                work.append(("elementwise", inter))
+            if kind == "moe":
+                work.append(("softmax", T * m.moe.experts))
+            vc, vm, vb = self._vector([(op, el, ACTIVATION_FORMAT) for op, el in work], T)
+            compute, memory, hbm = compute + count * vc, memory + count * vm, hbm + count * vb
+        # embedding: a row per token
+        emb = T * h * self.ab
+        memory = memory + c.memory_s(emb)
+        hbm = hbm + emb
+        # collectives
+        hidden = T * h * self.ab
+        comm = np.zeros_like(T)
+        net, ones = self.network, np.ones_like(T, dtype=np.int64)
+        if tp > 1:
+            ar = net.collective_s("all_reduce", tp * ones, ones, hidden, dtype_bytes=int(self.ab))
+            comm = comm + (2 * m.layers + 1) * ar
+        if self.pp > 1:
+            send = net.p2p_s(hidden / tp, tp * ones, self.pp * ones)
+            if tp > 1:
+                send = send + net.collective_s(
+                    "all_gather", tp * ones, ones, hidden, dtype_bytes=int(self.ab)
+                )
+            comm = comm + (self.pp - 1) * send
+        # per chip -> the replica: every stage's chips do their layers' share, one after the
+        # other; HBM bytes summed over the tp chips of each stage
+        return {"compute": compute, "memory": memory, "communication": comm, "hbm": hbm * tp}
+
+    def _sequence_part(self, sequences: np.ndarray) -> dict:
+        """The parts that depend on the sequences only: the final norm, the LM head, the
+        sampling softmax over the local vocabulary, the logits' all-gather."""
+        m, c, tp = self.model, self.costs, self.tp
+        S = sequences
+        op = self.head
+        M = S * op.m
+        gemm = c.gemm_s(M, op.n, op.k, fmt=self.gemm_fmt)
+        nbytes = op.weights * self.wb + (M * op.k + M * op.n) * self.ab
+        t = np.maximum(gemm, nbytes / self.bw)
+        memory_bound = 2.0 * M * op.n * op.k < self.ridge * nbytes
+        compute = np.where(memory_bound, 0.0, t)
+        memory = np.where(memory_bound, t, 0.0)
+        hbm = nbytes
+        vc, vm, vb = self._vector(
+            [("norm", S * m.hidden, ACTIVATION_FORMAT), ("softmax", S * self.vocab_local, "fp32")],
+            S,
+        )
+        compute, memory, hbm = compute + vc, memory + vm, hbm + vb
+        comm = np.zeros_like(S)
+        if tp > 1:
+            ones = np.ones_like(S, dtype=np.int64)
+            logits = S * self.vocab_local * tp * 4.0
+            comm = self.network.collective_s("all_gather", tp * ones, ones, logits, dtype_bytes=4)
+        return {"compute": compute, "memory": memory, "communication": comm, "hbm": hbm * tp}
+
+    def _attention(self, tokens, sequences, kv_tokens, pairs):
+        """One layer's attention on one chip (arrays): the products' compute, the HBM
+        traffic and the softmax, seconds; and the HBM bytes."""
+        rows = self.group * tokens / sequences
+        idx = np.minimum(np.ceil(rows), ATTENTION_ROWS_MAX).astype(np.intp) - 1
+        eff = self.attention_efficiency[np.maximum(idx, 0)]
+        compute = self.attn_s_per_pair * pairs / eff
+        nbytes = (kv_tokens + tokens) * self.kv_token_layer_bytes + tokens * self.qo_bytes_per_token
+        return compute, nbytes / self.bw, self.softmax_s_per_pair * pairs, nbytes
+
+    # ---- the full path --------------------------------------------------------------------
+
+    def _by_unique(self, part, values):
+        """``part`` evaluated once per distinct value, spread back (a batch of decode steps
+        shares its tokens); values already evaluated are kept (per engine and part), so a
+        later call pays only for new ones."""
+        flat = values.ravel()
+        if len(flat) == 1:
+            uniq, inverse = flat, np.zeros(1, dtype=np.intp)
+        else:
+            uniq, inverse = np.unique(flat, return_inverse=True)
+        memo = self._memo.setdefault(part.__name__, {})
+        missing = [v for v in uniq.tolist() if v not in memo]
+        if missing:
+            if len(memo) + len(missing) > 65536:
+                memo.clear()
+                missing = uniq.tolist()
+            new = part(np.asarray(missing, dtype=float))
+            keys = tuple(new)
+            for i, v in enumerate(missing):
+                memo[v] = tuple(float(new[k][i]) for k in keys)
+            self._memo_keys = keys
+        keys = self._memo_keys
+        table = np.array([memo[v] for v in uniq.tolist()], dtype=float).reshape(len(uniq), -1)
+        return {k: table[inverse, i].reshape(values.shape) for i, k in enumerate(keys)}
+
+    def step(self, tokens, sequences, kv_tokens, pairs) -> Iteration:
+        """Iterations' time, its breakdown, model FLOPs and HBM bytes (numpy arrays or
+        scalars, broadcast together).
+
+        Raises
+        ------
+        InferenceInputError
+            ``tokens`` or ``sequences`` below 1, ``sequences`` above ``tokens``,
+            ``kv_tokens`` or ``pairs`` negative, or not integers where they must be.
+        """
+        T = _checked("tokens", tokens, 1)
+        S = _checked("sequences", sequences, 1)
+        KV = _checked("kv_tokens", kv_tokens, 0)
+        P = _checked("pairs", pairs, 0)
+        T, S, KV, P = np.broadcast_arrays(T, S, KV, P)
+        for name, a in (("tokens", T), ("sequences", S)):
+            if (a != np.floor(a)).any():
+                raise InferenceInputError(
+                    f"{name} must be an integer >= 1, not {float(a[a != np.floor(a)][0])!r}"
+                )
+        if (S > T).any():
+            raise InferenceInputError(
+                f"sequences must be at most tokens (each sequence has a token), not "
+                f"{float(S[S > T][0])!r} > {float(T[S > T][0])!r}"
+            )
+        tok = self._by_unique(self._token_part, T)
+        seq = self._by_unique(self._sequence_part, S)
+        comp, mem, soft, attn_bytes = self._attention(T, S, KV, P)
+        L = self.model.layers
+        attn = L * np.maximum(np.maximum(comp, mem), soft)
+        attn_memory = (mem >= comp) & (mem >= soft)
+        compute = tok["compute"] + seq["compute"] + np.where(attn_memory, 0.0, attn)
+        memory = tok["memory"] + seq["memory"] + np.where(attn_memory, attn, 0.0)
+        comm = tok["communication"] + seq["communication"]
+        comm = comm + self.collective_calls * self.collective_fixed_s
+        fixed = np.full(T.shape, self.step_fixed_s)
+        time = compute + memory + comm + fixed
+        flop = self.flop_per_token * T + self.flop_per_sequence * S + self.flop_per_pair * P
+        hbm = tok["hbm"] + seq["hbm"] + L * attn_bytes * self.tp
+
+        def out(a):
+            a = np.asarray(a, dtype=float)
+            return a[()] if a.ndim == 0 else a
+
+        return Iteration(
+            time_s=out(time),
+            compute_s=out(compute),
+            memory_s=out(memory),
+            communication_s=out(comm),
+            fixed_s=out(fixed),
+            flop=out(flop),
+            hbm_bytes=out(hbm),
+        )
+
+    # ---- the fast path --------------------------------------------------------------------
+
+    def _grow(self, tokens: int, sequences: int):
+        """Tabulate the token and sequence parts' time for every integer up to at least
+        ``tokens`` and ``sequences`` (doubling), from the full path's functions."""
+        for attr, part, need in (
+            ("_tok_table", self._token_part, tokens),
+            ("_seq_table", self._sequence_part, sequences),
+        ):
+            table = getattr(self, attr)
+            if need <= len(table):
+                continue
+            size = max(1024, 1 << (need - 1).bit_length())
+            axis = np.arange(1, size + 1, dtype=float)
+            p = part(axis)
+            values = p["compute"] + p["memory"] + p["communication"]
+            setattr(self, attr, values)
+            setattr(self, attr + "_list", values.tolist())
+
+    def iteration_s(self, tokens, sequences, kv_tokens, pairs):
+        """Seconds of iterations (:meth:`step`'s ``time_s``); integer scalars take the fast
+        path (tables of the same parts, a few microseconds), arrays the full one."""
+        if (
+            type(tokens) in _INTEGERS
+            and type(sequences) in _INTEGERS
+            and 1 <= sequences <= tokens
+            and type(kv_tokens) in _NUMBERS
+            and type(pairs) in _NUMBERS
+        ):
+            if kv_tokens >= 0 and pairs >= 0 and math.isfinite(kv_tokens + pairs):
+                tokens, sequences = int(tokens), int(sequences)
+                if tokens > len(self._tok_table) or sequences > len(self._seq_table):
+                    self._grow(tokens, sequences)
+                rows = self.group * tokens / sequences
+                idx = min(math.ceil(rows), ATTENTION_ROWS_MAX) - 1
+                compute = self.attn_s_per_pair * pairs / self._eff_list[idx]
+                memory = (
+                    (kv_tokens + tokens) * self.kv_token_layer_bytes
+                    + tokens * self.qo_bytes_per_token
+                ) / self.bw
+                soft = self.softmax_s_per_pair * pairs
+                return (
+                    self._tok_table_list[tokens - 1]
+                    + self._seq_table_list[sequences - 1]
+                    + self.model.layers * max(compute, memory, soft)
+                    + self.collective_calls * self.collective_fixed_s
+                    + self.step_fixed_s
+                )
+        return self.step(tokens, sequences, kv_tokens, pairs).time_s
+
+    def __repr__(self) -> str:
+        return (
+            f"Engine({self.model.name} on {self.chips} {self.hardware.name}: tp={self.tp}, "
+            f"pp={self.pp}, ep={self.ep}, fmt={self.fmt}, kv_fmt={self.kv_fmt})"
+        )

@@ -1,0 +1,322 @@
+"""``trnsim infer``: ``--batch`` requests of ``--prompt`` + ``--output`` tokens on one model
+replica of ``tp x pp`` chips of a ``--preset`` hardware's ``--system`` - TTFT, TPOT, end-to-end
+latency, tokens/s per replica, chip and server, MFU and HBM-bandwidth utilisation per phase,
+the time breakdown, the memory per chip and the largest batch that fits at this context.
+
+The model is :func:`tlm.inference.estimate` (operator costs from :class:`tlm.costs.OpCosts`,
+collectives from :class:`tlm.cluster.network.Network` on the system's topology, the named fixed
+costs of ``tlm/inference/data/fixed_costs.toml``). ``--draft-model`` turns on speculative
+decoding. A model that does not fit is an error naming the part (weights, activations, KV
+cache) and the shortfall. The series: each phase's time by category. See docs/inference.md.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> r = run_study("infer", model="llama3.3-70b", preset="trn2", system="server", tp=16,
+...               prompt=1024, output=64).results
+>>> r.fits, r.chips, bool(r.ttft_s < r.e2e_s)
+(True, 16, True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..cluster.hardware import HARDWARE
+from ..inference import FORMATS, InferenceDoesNotFit, InferenceInputError, estimate, fixed_costs
+from ..inference.layout import as_hardware, check_layout, system_chips
+from ..workloads import WorkloadError, load_model
+from .model import MODEL_ALLOWED, workload_input
+from .protocol import InputError, Inputs, Results, Study, loaded, register, writable_path
+
+__all__ = ["InferInputs", "InferResults", "PhaseRow", "infer_study"]
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+_HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
+_DTYPES = tuple(FORMATS)
+#: The estimate's argument names -> this study's inputs.
+_RENAMED = {"fmt": "dtype", "kv_fmt": "kv_dtype", "hardware": "preset"}
+_PART_INPUT = {"weights": "tp", "activations": "prompt", "KV cache": "batch"}
+
+
+class InferInputs(Inputs):
+    """Inputs of ``trnsim infer``."""
+
+    model: str = Field(
+        "llama3.1-405b",
+        description="the model served (tlm/workloads/models)",
+        json_schema_extra={"allowed": MODEL_ALLOWED},
+    )
+    preset: str = Field(
+        "trn2",
+        description="the hardware: its chip, server and scale-up domain (tlm/cluster/hardware)",
+        json_schema_extra={"allowed": _HW_ALLOWED},
+    )
+    system: str = Field(
+        "server",
+        description="the chips the replica may use and their network: server, ultraserver, "
+        "Nxserver or Nxultraserver",
+        json_schema_extra={"allowed": "server, ultraserver, Nxserver or Nxultraserver"},
+    )
+    tp: int = Field(16, ge=1, description="tensor-parallel size (innermost)")
+    pp: int = Field(1, ge=1, description="pipeline-parallel stages")
+    ep: int = Field(1, ge=1, description="expert-parallel size, within the tp group")
+    prompt: int = Field(2048, ge=1, description="prompt tokens per request")
+    output: int = Field(256, ge=1, description="generated tokens per request")
+    batch: int = Field(1, ge=1, description="requests served together")
+    dtype: Literal[_DTYPES] = Field("bf16", description="weights and GEMM inputs")
+    kv_dtype: Literal[_DTYPES] | None = Field(
+        None, description="the KV cache's format", json_schema_extra={"unset": "--dtype"}
+    )
+    draft_model: str = Field(
+        "none",
+        description="speculative decoding's draft model (none: plain decoding)",
+        json_schema_extra={"allowed": "none, or " + MODEL_ALLOWED},
+    )
+    draft_tokens: int = Field(4, ge=1, le=64, description="draft tokens per verify step")
+    acceptance: float = Field(0.7, ge=0, le=1, description="probability a draft token is accepted")
+    step_fixed_s: float | None = Field(
+        None,
+        ge=0,
+        description="fixed cost per iteration",
+        json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
+    )
+    collective_fixed_s: float | None = Field(
+        None,
+        ge=0,
+        description="fixed cost per collective call",
+        json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
+    )
+    plot: str | None = Field(
+        None,
+        description="write the time breakdown per phase as a figure",
+        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+    )
+
+    def device(self):
+        try:
+            return as_hardware(self.preset)
+        except InferenceInputError:
+            raise InputError("preset", self.preset, _HW_ALLOWED) from None
+
+    def resolve(self) -> InferInputs:
+        model = workload_input(self.model)
+        if self.draft_model != "none":
+            loaded(
+                "draft_model",
+                self.draft_model,
+                load_model,
+                WorkloadError,
+                "none, or " + MODEL_ALLOWED,
+            )
+        hw = self.device()
+        try:
+            chips = system_chips(hw, self.system)
+            check_layout(model, chips, self.tp, self.pp, self.ep)
+        except InferenceInputError as error:
+            raise _input_error(self, error) from None
+        writable_path("plot", self.plot)
+        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        kv = self.dtype if self.kv_dtype is None else self.kv_dtype
+        fixed = fixed_costs(hw.name)
+        step = fixed.step_fixed_s if self.step_fixed_s is None else self.step_fixed_s
+        coll = fixed.collective_fixed_s if self.collective_fixed_s is None else None
+        coll = self.collective_fixed_s if coll is None else coll
+        return self.model_copy(
+            update={"kv_dtype": kv, "step_fixed_s": step, "collective_fixed_s": coll}
+        )
+
+    def estimate(self):
+        """:func:`tlm.inference.estimate` of these (resolved) inputs."""
+        try:
+            return estimate(
+                workload_input(self.model),
+                self.device(),
+                self.system,
+                tp=self.tp,
+                pp=self.pp,
+                ep=self.ep,
+                batch=self.batch,
+                prompt=self.prompt,
+                output=self.output,
+                fmt=self.dtype,
+                kv_fmt=self.kv_dtype,
+                draft_model=(
+                    None if self.draft_model == "none" else workload_input(self.draft_model)
+                ),
+                draft_tokens=self.draft_tokens,
+                acceptance=self.acceptance,
+                step_fixed_s=self.step_fixed_s,
+                collective_fixed_s=self.collective_fixed_s,
+            )
+        except InferenceDoesNotFit as error:
+            field = _PART_INPUT[error.part]
+            raise InputError(
+                field,
+                getattr(self, field),
+                "a replica that fits the chip's HBM (more tp or pp, --dtype fp8, "
+                "--kv-dtype fp8, a smaller --batch, --prompt or --output)",
+                f"does not fit: {error}",
+            ) from None
+        except InferenceInputError as error:
+            raise _input_error(self, error) from None
+
+
+def _input_error(inputs: InferInputs, error: InferenceInputError) -> InputError:
+    """The inference model's ``"NAME must be ALLOWED, not VALUE"`` as the input's error."""
+    text = str(error)
+    name = text.split(" ", 1)[0]
+    field = _RENAMED.get(name, name)
+    if field not in type(inputs).model_fields:
+        field = "tp"
+    allowed = text.removeprefix(f"{name} must be ").rpartition(", not ")[0] or text
+    return InputError(field, getattr(inputs, field), allowed)
+
+
+class PhaseRow(BaseModel):
+    """One phase's time by category (the decode: all its steps)."""
+
+    phase: str
+    time_s: float
+    compute_s: float
+    memory_s: float
+    communication_s: float
+    fixed_s: float
+
+
+class InferResults(Results):
+    """The request's latency, throughput, utilisations and memory; the series: the phases."""
+
+    ttft_s: float = Field(description="time to first token: the prefill of the batch")
+    tpot_s: float = Field(description="mean time per output token after the first")
+    e2e_s: float = Field(description="end-to-end latency of a request")
+    replica_tokens_per_s: float = Field(description="generated tokens / e2e, one replica")
+    chip_tokens_per_s: float
+    server_tokens_per_s: float = Field(description="per chip x the server's chips")
+    decode_tokens_per_s: float = Field(description="batch / TPOT")
+    chips: int = Field(description="tp x pp")
+    tokens_per_verify: float = Field(description="speculative decoding's expected tokens")
+    prefill_mfu_fraction: float
+    decode_mfu_fraction: float
+    prefill_hbm_utilisation_fraction: float
+    decode_hbm_utilisation_fraction: float
+    prefill_flop: float
+    decode_flop: float
+    prefill_hbm_bytes: float = Field(description="all chips of the replica")
+    decode_hbm_bytes: float = Field(description="all chips of the replica")
+    weights_bytes: float = Field(description="per chip, the peak stage (a draft's included)")
+    kv_cache_bytes: float = Field(description="per chip, whole pages")
+    activations_bytes: float = Field(description="the prefill's, per chip")
+    reserve_bytes: float
+    total_bytes: float
+    hbm_bytes: float
+    fits: bool
+    max_batch: int = Field(description="requests that fit at this prompt and context")
+    kv_capacity_tokens: int = Field(description="KV tokens that fit beside the prefill")
+    step_fixed_s: float
+    collective_fixed_s: float
+    costs_source: str
+    fixed_costs_source: str
+    series: list[PhaseRow] = Field(default_factory=list, exclude=True)
+
+
+def infer_study(inputs: InferInputs) -> InferResults:
+    """The estimate, as results."""
+    r = inputs.estimate()
+    e = r.engine
+    mem = r.memory
+    rows = [
+        PhaseRow(
+            phase=name,
+            time_s=p.time_s,
+            compute_s=p.compute_s,
+            memory_s=p.memory_s,
+            communication_s=p.communication_s,
+            fixed_s=p.fixed_s,
+        )
+        for name, p in (("prefill", r.prefill), ("decode", r.decode))
+    ]
+    results = InferResults(
+        ttft_s=r.ttft_s,
+        tpot_s=r.tpot_s,
+        e2e_s=r.e2e_s,
+        replica_tokens_per_s=r.tokens_per_s,
+        chip_tokens_per_s=r.tokens_per_s_per_chip,
+        server_tokens_per_s=r.tokens_per_s_per_server,
+        decode_tokens_per_s=r.decode_tokens_per_s,
+        chips=r.chips,
+        tokens_per_verify=r.tokens_per_verify,
+        prefill_mfu_fraction=r.prefill.mfu_fraction,
+        decode_mfu_fraction=r.decode.mfu_fraction,
+        prefill_hbm_utilisation_fraction=r.prefill.hbm_utilisation_fraction,
+        decode_hbm_utilisation_fraction=r.decode.hbm_utilisation_fraction,
+        prefill_flop=r.prefill.flop,
+        decode_flop=r.decode.flop,
+        prefill_hbm_bytes=r.prefill.hbm_bytes,
+        decode_hbm_bytes=r.decode.hbm_bytes,
+        **{k: mem[k] for k in ("weights_bytes", "kv_cache_bytes", "activations_bytes")},
+        reserve_bytes=mem["reserve_bytes"],
+        total_bytes=mem["total_bytes"],
+        hbm_bytes=mem["hbm_bytes"],
+        fits=mem["fits"],
+        max_batch=r.max_batch,
+        kv_capacity_tokens=e.kv_capacity_tokens,
+        step_fixed_s=e.step_fixed_s,
+        collective_fixed_s=e.collective_fixed_s,
+        costs_source=e.costs.source,
+        fixed_costs_source=e.fixed_source,
+        series=rows,
+    )
+    if inputs.plot is not None:
+        write_breakdown(inputs, results)
+    return results
+
+
+def write_breakdown(inputs: InferInputs, results: InferResults) -> Path:
+    """The time breakdown per phase as stacked bars (the prefill, and the mean decode step:
+    one bar each, on their own scales), matplotlib; the format by suffix."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    steps = max(inputs.output - 1, 1)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    parts = ("compute", "memory", "communication", "fixed")
+    for ax, row, per, title in zip(
+        axes, results.series, (1, steps), ("prefill (TTFT)", "decode step (TPOT)"), strict=True
+    ):
+        bottom = 0.0
+        for part in parts:
+            value = getattr(row, part + "_s") / per * 1e3
+            ax.bar([0], [value], bottom=[bottom], label=part)
+            bottom += value
+        ax.set_xticks([])
+        ax.set_ylabel("ms")
+        ax.set_title(title)
+    axes[1].legend(fontsize=8, loc="upper right")
+    fig.suptitle(
+        f"{inputs.model} on {results.chips} {inputs.preset} ({inputs.system}): tp {inputs.tp} "
+        f"pp {inputs.pp} ep {inputs.ep}, batch {inputs.batch}, {inputs.prompt}+{inputs.output} "
+        f"tokens, {inputs.dtype}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path = Path(inputs.plot)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+STUDY = register(
+    Study(
+        "infer",
+        "TTFT, TPOT, throughput, utilisation and memory of LLM inference on one replica",
+        InferInputs,
+        infer_study,
+    )
+)
