@@ -62,6 +62,8 @@ MODULES = [
     "tlm.costs.calibrate",
     "tlm.sweep",
     "tlm.cluster.search",
+    "tlm.inference.economics",
+    "tlm.validation.inference",
 ]
 
 

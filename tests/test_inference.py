@@ -22,7 +22,7 @@ from tlm.inference.estimate import request_times, tokens_per_verify
 from tlm.inference.layout import network_for
 from tlm.workloads import layer_ops, load_model
 
-FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0}
+FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0, "collective_bandwidth_factor": 1.0}
 
 
 @pytest.mark.parametrize(
@@ -300,10 +300,26 @@ def test_collectives_are_the_networks():
     assert network_for(hw, "server").chips_per_node == 16
     assert network_for(hw, "ultraserver").chips_per_node == 64
     # the fixed cost of each collective call is added
-    with_fixed = Engine.build(m, hw, "server", tp=16, step_fixed_s=0.0, collective_fixed_s=1e-5)
+    with_fixed = Engine.build(m, hw, "server", tp=16, **{**FREE, "collective_fixed_s": 1e-5})
     free = Engine.build(m, hw, "server", tp=16, **FREE)
     diff = float(with_fixed.step(T, S, T, T).time_s - free.step(T, S, T, T).time_s)
     assert diff == pytest.approx(1e-5 * (2 * m.layers + 2))
+
+
+def test_the_collective_bandwidth_factor_prices_each_collective_at_bytes_over_it():
+    m, hw = load_model("llama3-70b"), load_hardware("trn2")
+    slow = Engine.build(m, hw, "server", tp=16, **{**FREE, "collective_bandwidth_factor": 0.25})
+    net = network_for(hw, "server")
+    T, S = 512, 4
+    ar = float(net.collective_s("all_reduce", 16, 1, T * m.hidden * 2 / 0.25, dtype_bytes=2))
+    logits = float(net.collective_s("all_gather", 16, 1, S * m.vocab * 4 / 0.25, dtype_bytes=4))
+    got = float(slow.step(T, S, T, T).communication_s)
+    assert got == pytest.approx((2 * m.layers + 1) * ar + logits, rel=1e-12)
+    free = Engine.build(m, hw, "server", tp=16, **FREE)
+    assert got > float(free.step(T, S, T, T).communication_s)  # latency terms unscaled
+    for bad in (0, 1.5, True):
+        with pytest.raises(InferenceInputError, match="collective_bandwidth_factor must be"):
+            Engine.build(m, hw, "server", tp=16, collective_bandwidth_factor=bad)
 
 
 # ---- bad input ---------------------------------------------------------------------------

@@ -43,6 +43,7 @@ COUNTS |= {"recompute"} | {f"best_{k}" for k in ("chips", "dp", "tp", "pp", "cp"
 COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-search
 # validate: a row's published, shipped and calibrated figures are in its quantity's unit
 COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
+COUNTS |= {"inference_not_modelled"}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source"}
 
@@ -371,8 +372,8 @@ BAD = [
         "fp8_e4m3fn, fp8_e5m2",
     ),
     (
-        ["validate", "--suite", "inference"],
-        "--suite: 'inference' is not allowed; allowed: one of all, collectives, training",
+        ["validate", "--suite", "serving"],
+        "--suite: 'serving' is not allowed; allowed: one of all, collectives, training, inference",
     ),
     (
         ["validate", "--engine", "flit"],

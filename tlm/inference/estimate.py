@@ -187,6 +187,7 @@ def estimate(
     block_tokens: int = DEFAULT_BLOCK_TOKENS,
     step_fixed_s: float | None = None,
     collective_fixed_s: float | None = None,
+    collective_bandwidth_factor: float | None = None,
     check_memory: bool = True,
 ) -> Estimate:
     """TTFT, TPOT, end-to-end latency, throughput, utilisations and memory of ``batch``
@@ -204,7 +205,7 @@ def estimate(
         Tokens the draft proposes per verify step (>= 1).
     acceptance : float
         Probability the target accepts a draft token, in [0, 1].
-    step_fixed_s, collective_fixed_s : float, optional
+    step_fixed_s, collective_fixed_s, collective_bandwidth_factor : float, optional
         The named fixed costs (default: the data file's).
     check_memory : bool
         Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
@@ -220,7 +221,11 @@ def estimate(
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise InferenceInputError(f"{name} must be an integer >= 1, not {value!r}")
     hw = as_hardware(hardware)
-    fixed = {"step_fixed_s": step_fixed_s, "collective_fixed_s": collective_fixed_s}
+    fixed = {
+        "step_fixed_s": step_fixed_s,
+        "collective_fixed_s": collective_fixed_s,
+        "collective_bandwidth_factor": collective_bandwidth_factor,
+    }
     draft = None
     if draft_model is not None:
         if isinstance(draft_tokens, bool) or not isinstance(draft_tokens, int) or draft_tokens < 1:

@@ -200,12 +200,16 @@ class FixedCosts:
         Per iteration: the runtime's launch, sampling, the host's sync.
     collective_fixed_s : float
         Added to each collective call.
+    collective_bandwidth_factor : float
+        The fraction of the modelled link bandwidth the runtime's collectives reach, in (0, 1]:
+        a collective of ``n`` bytes is priced as the network's collective of ``n / factor``.
     source : str
         Where they come from (the data file's section).
     """
 
     step_fixed_s: float
     collective_fixed_s: float
+    collective_bandwidth_factor: float
     source: str
 
 
@@ -216,11 +220,13 @@ def fixed_costs(hardware_name: str) -> FixedCosts:
     text = resources.files(__package__).joinpath("data/fixed_costs.toml").read_text()
     data = tomllib.loads(text)
     section = hardware_name if hardware_name in data else "default"
-    values = {}
-    for key in ("step_fixed_s", "collective_fixed_s"):
+    values, told = {}, set()
+    for key in ("step_fixed_s", "collective_fixed_s", "collective_bandwidth_factor"):
         figure = data[section][key]
-        if figure["source"] not in data["sources"] or not figure["value"] >= 0:
+        low = figure["value"] > 0 if key == "collective_bandwidth_factor" else figure["value"] >= 0
+        if figure["source"] not in data["sources"] or not low or figure["value"] > 1e3:
             raise ValueError(f"fixed_costs.toml [{section}] {key}: bad source or value")
         values[key] = float(figure["value"])
-    where = f"tlm/inference/data/fixed_costs.toml, section {section} (ASSUMED)"
+        told.add(figure["source"])
+    where = f"tlm/inference/data/fixed_costs.toml, section {section} ({', '.join(sorted(told))})"
     return FixedCosts(**values, source=where)

@@ -174,6 +174,7 @@ class Engine:
         reserve_bytes: float,
         max_tokens: int,
         fixed_source: str,
+        collective_bandwidth_factor: float = 1.0,
         extra_weights_bytes: float = 0.0,
         extra_kv_per_token_bytes: float = 0.0,
     ):
@@ -184,6 +185,7 @@ class Engine:
         self.block_tokens = block_tokens
         self.step_fixed_s = float(step_fixed_s)
         self.collective_fixed_s = float(collective_fixed_s)
+        self.collective_bandwidth_factor = float(collective_bandwidth_factor)
         self.fixed_source = fixed_source
         self.costs = costs_for(hardware)
         self.network = network_for(hardware, system)
@@ -212,6 +214,7 @@ class Engine:
         block_tokens: int = DEFAULT_BLOCK_TOKENS,
         step_fixed_s: float | None = None,
         collective_fixed_s: float | None = None,
+        collective_bandwidth_factor: float | None = None,
         reserve_bytes: float = DEFAULT_RESERVE_BYTES,
         max_tokens: int = 8192,
         extra_weights_bytes: float = 0.0,
@@ -236,6 +239,9 @@ class Engine:
             KV page size in tokens.
         step_fixed_s, collective_fixed_s : float, optional
             The named fixed costs; default ``tlm/inference/data/fixed_costs.toml``'s.
+        collective_bandwidth_factor : float, optional
+            The fraction of the modelled link bandwidth the collectives reach, in (0, 1];
+            default the data file's.
         reserve_bytes : float
             Runtime reserve per chip.
         max_tokens : int
@@ -263,12 +269,22 @@ class Engine:
         ):
             if value is not None and (isinstance(value, bool) or not value >= 0):
                 raise InferenceInputError(f"{name} must be a number of seconds >= 0, not {value!r}")
-        given = (step_fixed_s, collective_fixed_s) != (None, None) and (
-            step_fixed_s,
-            collective_fixed_s,
-        ) != (fixed.step_fixed_s, fixed.collective_fixed_s)
+        factor = collective_bandwidth_factor
+        if factor is not None and (isinstance(factor, bool) or not 0 < factor <= 1):
+            raise InferenceInputError(
+                f"collective_bandwidth_factor must be a number in (0, 1], not {factor!r}"
+            )
+        asked = (step_fixed_s, collective_fixed_s, factor)
+        shipped = (fixed.step_fixed_s, fixed.collective_fixed_s, fixed.collective_bandwidth_factor)
+        given = any(a is not None and a != b for a, b in zip(asked, shipped, strict=True))
         key = (id(m), id(hw), system, tp, pp, ep, fmt, kv_fmt, block_tokens, step_fixed_s)
-        key += (collective_fixed_s, reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes)
+        key += (
+            collective_fixed_s,
+            factor,
+            reserve_bytes,
+            extra_weights_bytes,
+            extra_kv_per_token_bytes,
+        )
         hit = _ENGINES.get(key)
         if hit is not None and hit[0] is m and hit[1] is hw:
             engine = hit[2]
@@ -290,6 +306,9 @@ class Engine:
             step_fixed_s=fixed.step_fixed_s if step_fixed_s is None else step_fixed_s,
             collective_fixed_s=(
                 fixed.collective_fixed_s if collective_fixed_s is None else collective_fixed_s
+            ),
+            collective_bandwidth_factor=(
+                fixed.collective_bandwidth_factor if factor is None else factor
             ),
             reserve_bytes=reserve_bytes,
             max_tokens=max_tokens,
@@ -524,7 +543,7 @@ class Engine:
         memory = memory + c.memory_s(emb)
         hbm = hbm + emb
         # collectives
-        hidden = T * h * self.ab
+        hidden = T * h * self.ab / self.collective_bandwidth_factor  # as the network sees it
         comm = np.zeros_like(T)
         net, ones = self.network, np.ones_like(T, dtype=np.int64)
         if tp > 1:
@@ -563,7 +582,7 @@ class Engine:
         comm = np.zeros_like(S)
         if tp > 1:
             ones = np.ones_like(S, dtype=np.int64)
-            logits = S * self.vocab_local * tp * 4.0
+            logits = S * self.vocab_local * tp * 4.0 / self.collective_bandwidth_factor
             comm = self.network.collective_s("all_gather", tp * ones, ones, logits, dtype_bytes=4)
         return {"compute": compute, "memory": memory, "communication": comm, "hbm": hbm * tp}
 

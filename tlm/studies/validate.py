@@ -1,6 +1,6 @@
 """``trnsim validate``: the models against published measurements, every row's error.
 
-Two suites (``--suite all`` runs both):
+Three suites (``--suite all`` runs every one):
 
 - ``collectives``: every published nccom-test sweep of ``tlm/validation/collectives.toml`` on
   the collective model (:mod:`tlm.validation.collectives`): the error of each row with the
@@ -9,7 +9,12 @@ Two suites (``--suite all`` runs both):
 - ``training``: the published training runs of the model files (Megatron-LM SC'21 Table 1,
   Korthikanti et al. Table 5, Llama 3 405B) on the training model
   (:mod:`tlm.validation.training`): each accelerator's ``gemm_efficiency`` fitted on its
-  ``fit`` rows, every other row judged.
+  ``fit`` rows, every other row judged;
+- ``inference``: published latencies (TTFT, TPOT, end-to-end) of Trn2 (AWS Neuron tutorials) and
+  H100 (TensorRT-LLM, NIM) in ``tlm/validation/inference.toml`` on the inference model
+  (:mod:`tlm.validation.inference`): per system the two fixed costs and the collective
+  bandwidth factor fitted on its ``fit`` rows, every other modelled row judged; the rows not
+  modelled are listed with the reason.
 
 The series: one row per published measurement. See docs/validation.md.
 
@@ -29,13 +34,15 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ..validation.collectives import ENGINES, validate
+from ..validation.inference import FIT as INFERENCE_FIT
+from ..validation.inference import validate_inference
 from ..validation.training import FIT, validate_training
 from .protocol import Inputs, Results, Study, register
 
 __all__ = ["ValidateInputs", "ValidateResults", "ValidationRow", "validate_study"]
 
 #: Suites of published measurements.
-SUITES = ("all", "collectives", "training")
+SUITES = ("all", "collectives", "training", "inference")
 
 
 class ValidateInputs(Inputs):
@@ -78,6 +85,11 @@ class ValidateResults(Results):
     collectives_judged_max_error_fraction: float | None = None
     training_judged_mean_error_fraction: float | None = None
     training_judged_max_error_fraction: float | None = None
+    inference_judged_mean_error_fraction: float | None = None
+    inference_judged_max_error_fraction: float | None = None
+    inference_not_modelled: int | None = Field(
+        None, description="published inference rows the model does not reproduce (reasons listed)"
+    )
     series: list[ValidationRow] = Field(default_factory=list, exclude=True)
 
 
@@ -121,12 +133,34 @@ def _training_rows() -> list[ValidationRow]:
     ]
 
 
+def _inference_rows() -> list[ValidationRow]:
+    v = validate_inference()
+    return [
+        ValidationRow(
+            suite="inference",
+            section=f"{r.source} on {r.system}",
+            case=f"{r.case} ({r.reliability})",
+            quantity=r.metric,
+            role=r.role,
+            published=r.published,
+            shipped=r.shipped,
+            calibrated=r.modelled,
+            shipped_error_fraction=r.shipped_error,
+            calibrated_error_fraction=r.error,
+            source=r.source,
+        )
+        for r in v.rows
+    ]
+
+
 def validate_study(inputs: ValidateInputs) -> ValidateResults:
     rows = []
     if inputs.suite in ("all", "collectives"):
         rows += _collective_rows(inputs.engine)
     if inputs.suite in ("all", "training"):
         rows += _training_rows()
+    if inputs.suite in ("all", "inference"):
+        rows += _inference_rows()
 
     def errors(suite=None, role=None, shipped=False):
         return np.array(
@@ -140,7 +174,7 @@ def validate_study(inputs: ValidateInputs) -> ValidateResults:
     judged = errors(role="judge")
     shipped = errors(shipped=True)
     per_suite = {}
-    for suite in ("collectives", "training"):
+    for suite in ("collectives", "training", "inference"):
         e = errors(suite, "judge")
         per_suite[f"{suite}_judged_mean_error_fraction"] = float(e.mean()) if e.size else None
         per_suite[f"{suite}_judged_max_error_fraction"] = float(e.max()) if e.size else None
@@ -152,6 +186,9 @@ def validate_study(inputs: ValidateInputs) -> ValidateResults:
         shipped_mean_error_fraction=float(shipped.mean()),
         shipped_max_error_fraction=float(shipped.max()),
         **per_suite,
+        inference_not_modelled=(
+            len(validate_inference().skipped) if inputs.suite in ("all", "inference") else None
+        ),
         series=rows,
     )
 
@@ -214,6 +251,42 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
             "judged max |err|",
         )
         tables.append(("training: fitted per accelerator", columns, rows))
+    if inputs.suite in ("all", "inference"):
+        v = validate_inference()
+        rows = []
+        for system, p in v.parameters.items():
+            judged = np.array(
+                [abs(r.error) for r in v.rows if r.system == system and r.role == "judge"]
+            )
+            rows.append(
+                (
+                    system,
+                    f"{p['step_fixed_s'] * 1e3:.2f}",
+                    f"{p['collective_fixed_s'] * 1e6:.1f}",
+                    f"{p['collective_bandwidth_factor']:.2f}",
+                    len(INFERENCE_FIT[system]),
+                    len(judged),
+                    f"{judged.mean():.1%}",
+                    f"{judged.max():.1%}",
+                )
+            )
+        columns = (
+            "system",
+            "step fixed (ms)",
+            "collective fixed (us)",
+            "collective bandwidth factor",
+            "fit rows",
+            "judged rows",
+            "judged mean |err|",
+            "judged max |err|",
+        )
+        tables.append(("inference: fitted per system", columns, rows))
+        reasons: dict = {}
+        for _, why in v.skipped:
+            reasons[why] = reasons.get(why, 0) + 1
+        tables.append(
+            ("inference: published rows not modelled", ("reason", "rows"), sorted(reasons.items()))
+        )
     return tables
 
 

@@ -1,0 +1,80 @@
+"""What serving tokens costs: power, energy per token and dollars per million tokens of a
+fleet of replicas, from the hardware files (every figure with its source).
+
+A replica of ``chips`` chips is priced as its share of full servers - a fleet fills its
+servers with replicas, so a 2-GPU replica pays a quarter of an 8-GPU server's host power and
+instance-hour: power per chip is :func:`tlm.cluster.cost.power` of one whole server (chips at
+their rated power, the host, its switch ports, the facility's PUE) divided by the server's
+chips; the cloud price per chip is the instance's hourly price over its chips. Chips are
+counted at rated power whatever their load (an upper bound for an idle fleet; stated).
+
+Examples
+--------
+>>> from tlm.cluster.hardware import load_hardware
+>>> e = token_economics(load_hardware("h100"), chips=8, output_tokens_per_s=1000.0)
+>>> round(e["usd_per_hour"], 2), round(e["usd_per_million_tokens"], 2)
+(98.32, 27.31)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..cluster.cost import DEFAULT_PUE, DEFAULT_USD_PER_KWH, power
+from ..cluster.hardware import Hardware
+
+__all__ = ["token_economics", "ECONOMICS_FIELDS"]
+
+#: The figures :func:`token_economics` returns.
+ECONOMICS_FIELDS = (
+    "power_w",
+    "joules_per_token",
+    "usd_per_hour",
+    "usd_per_million_tokens",
+    "energy_usd_per_million_tokens",
+)
+
+
+def token_economics(
+    hw: Hardware,
+    chips,
+    output_tokens_per_s,
+    *,
+    pue: float = DEFAULT_PUE,
+    usd_per_kwh: float = DEFAULT_USD_PER_KWH,
+) -> dict:
+    """Power, energy per output token and dollars per million output tokens of ``chips``
+    chips of ``hw`` producing ``output_tokens_per_s`` (numpy arrays broadcast; floats for
+    scalars).
+
+    Returns
+    -------
+    dict
+        ``power_w`` (facility power, W), ``joules_per_token``, ``usd_per_hour`` (cloud
+        instance-hours, the chips' share), ``usd_per_million_tokens`` (cloud) and
+        ``energy_usd_per_million_tokens`` (the electricity alone, at ``usd_per_kwh``).
+
+    Raises
+    ------
+    ValueError
+        ``chips`` or ``output_tokens_per_s`` not positive.
+    """
+    chips = np.asarray(chips, dtype=float)
+    rate = np.asarray(output_tokens_per_s, dtype=float)
+    if not (chips > 0).all():
+        raise ValueError(f"chips must be positive, not {chips.min()!r}")
+    if not (rate > 0).all():
+        raise ValueError(f"output_tokens_per_s must be positive, not {rate.min()!r}")
+    per_chip_w = float(power(hw, hw.server_chips, pue=pue).total_w) / hw.server_chips
+    watts = chips * per_chip_w
+    usd_h = chips * hw.instance_usd_per_hour / hw.instance_chips
+    out = {
+        "power_w": watts,
+        "joules_per_token": watts / rate,
+        "usd_per_hour": usd_h,
+        "usd_per_million_tokens": usd_h / (rate * 3600.0) * 1e6,
+        "energy_usd_per_million_tokens": watts / rate / 3.6e6 * usd_per_kwh * 1e6,
+    }
+    if np.ndim(chips) == 0 and np.ndim(rate) == 0:
+        return {k: float(v) for k, v in out.items()}
+    return out
