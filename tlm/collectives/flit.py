@@ -21,13 +21,23 @@ full rate, 2 for the UltraServer's z links: :func:`tlm.link.config.port_interval
   engines feed and drain each link independently, not through one port of one link's rate;
   ``ports="single"`` is the RTL router's one injection and one ejection port per node.
 * **Injection.** Each injection port has one queue: a step's packets join the queue of their
-  route's first hop (dimension-order routing decides it) in plan order (the step's transfers
-  in order, each transfer's packets in order) when the step is offered, behind what is still
-  queued, and enter the network one flit per cycle when the router accepts it. Its injection
-  buffer holds two packets (``inject_depth = 2 max_packet_flits``), so packets stream back to
-  back. A DMA engine with a queue per step (or per ring) would let an independent step's
-  packets pass a busy one's - it changes nothing for schedules whose steps form a chain (every
-  shipped algorithm).
+  route's first hop (dimension-order routing decides it) when the step is offered, behind what
+  is still queued, in the order ``order`` says (:func:`~tlm.collectives.packets.queue_order`:
+  ``"transfer"``, the default, the step's transfers in order and each transfer's packets in a
+  row; ``"packet"``, the queue's transfers take turns, a packet each), and enter the network
+  one flit per cycle when the router accepts it. Its injection buffer holds two packets
+  (``inject_depth = 2 max_packet_flits``), so packets stream back to back. A DMA engine with a
+  queue per step (or per ring) would let an independent step's packets pass a busy one's - it
+  changes nothing for schedules whose steps form a chain (every shipped algorithm).
+* **Lanes.** The routers have ``vcs`` virtual channels per link (2 by default: one per
+  dateline class, one lane); with ``vcs = 4`` or 8 a source's packets take the ``vcs / 2``
+  lanes in turn (:func:`~tlm.collectives.packets.lane`), so a pair's packets alternate lanes.
+  Packets of one (source, destination, lane) arrive in the order they were sent, and that is
+  how an ejected head is matched to its step; a head that is not the next one sent on its lane
+  stops the run with an error. ``vcs=4, order="packet"`` is nearer the flow engine under
+  contention (the mesh all-to-all) and leaves contention-free steps of one hop unchanged; a lone
+  transfer whose path slows down (x or y links, then the UltraServer's z links) is no longer
+  the one-lane closed form (docs/collectives.md, "The flit engine").
 * **Time.** The operation ends in the cycle its last flit leaves the network:
   ``time = that cycle / clock_hz``, counting from cycle 0 when the operation starts. Chunks are
   charged as the other engines charge them (every chunk as the largest,
@@ -80,7 +90,8 @@ from ..link.flit import ends_packet, starts_packet
 from ..link.network import Network
 from ..link.ports import Ports
 from .analytic import Analytic
-from .packets import plan_step
+from .packets import lane as lane_of
+from .packets import plan_step, queue_order
 from .schedule import Schedule
 
 __all__ = [
@@ -88,6 +99,7 @@ __all__ = [
     "FlitEngineError",
     "MAX_SENT_BYTES",
     "NETWORKS",
+    "VCS",
     "flit_links",
     "link_config",
     "transfer_cycles",
@@ -100,11 +112,18 @@ NETWORKS = ("compiled", "python")
 #: flit is simulated, so the engine is for small sizes (2 MiB is about 33,000 flits of 64 B
 #: through each busy injection port; a few seconds on the UltraServer).
 MAX_SENT_BYTES = 2 << 20
+#: Virtual channels per link of the engine's routers by default: the RTL router's 2, one per
+#: dateline class (one lane). Trainium2's are not published.
+VCS = 2
 _MASK64 = (1 << 64) - 1
 #: Cycles with packets in flight and no flit accepted or ejected after which a run stops: a
 #: well-formed schedule never stalls (the network is deadlock-free); a dropped packet would.
 STALL_CYCLES = 100_000
 _STALLED = "flit engine: no flit moved for 100,000 cycles with packets in flight"
+_OUT_OF_ORDER = (
+    "flit engine: a packet left the network that is not the next one sent on its (source, "
+    "destination, lane)"
+)
 
 
 class FlitEngineError(ValueError):
@@ -134,12 +153,15 @@ def flit_links(system):
     return system.flit
 
 
-def link_config(system) -> LinkConfig:
-    """The torus model of one torus-node ``system``: its shape, packets up to the preset's
-    ``max_packet_flits``, an injection buffer of two packets (packets stream back to back)."""
+def link_config(system, vcs: int = VCS) -> LinkConfig:
+    """The torus model of one torus-node ``system``: its shape, ``vcs`` virtual channels per
+    link (``vcs / 2`` lanes), packets up to the preset's ``max_packet_flits``, an injection
+    buffer of two packets (packets stream back to back)."""
     flit = flit_links(system)
     length = flit.max_packet_flits
-    return LinkConfig(system.torus.shape, len_bits=length.bit_length() - 1, inject_depth=2 * length)
+    return LinkConfig(
+        system.torus.shape, vcs=vcs, len_bits=length.bit_length() - 1, inject_depth=2 * length
+    )
 
 
 def transfer_cycles(system, src: int, dst: int, nbytes: int) -> int:
@@ -191,6 +213,12 @@ class FlitEngine:
         Injection and ejection ports of each router (:mod:`tlm.link.ports`):
         ``per_direction`` (the default: a node feeds and drains every link at once, as its
         DMA engines are ASSUMED to) or ``single`` (one of each, the RTL router's).
+    vcs : int
+        Virtual channels per link of the routers, 2, 4 or 8 (``vcs / 2`` lanes; default
+        :data:`VCS`, one lane).
+    order : str
+        How a step's packets join an injection queue
+        (:data:`~tlm.collectives.packets.ORDERS`): ``transfer`` (the default) or ``packet``.
 
     Attributes
     ----------
@@ -211,11 +239,16 @@ class FlitEngine:
         analytic: Analytic | None = None,
         network: str = "compiled",
         ports: str = "per_direction",
+        vcs: int = VCS,
+        order: str = "transfer",
     ):
         if network not in NETWORKS:
             raise ValueError(f"network must be one of {', '.join(NETWORKS)}, not {network!r}")
+        queue_order([], order)  # checks order
+        self.order = order
         flit = flit_links(system)
-        self.cfg = link_config(system)
+        self.cfg = link_config(system, vcs)
+        self.lanes = self.cfg.lanes
         self.ports = Ports(self.cfg, ports)
         self.schedule = schedule
         self.system = system
@@ -259,6 +292,7 @@ class FlitEngine:
             np.array([signed(fmt.head(zero, c, 2, 0) ^ base) for c in torus.coords()]),
             len_off,
             fmt.offset("seq"),
+            fmt.offset("vc"),
         )
 
     def _port_id(self, src: int, dst: int) -> int:
@@ -267,8 +301,9 @@ class FlitEngine:
         return src * self.ports.count + port
 
     def _plan(self, step: int, chunk_bytes: int):
-        """The step's packets in plan order as arrays: source and destination nodes, flits,
-        and the head flit (memoised for the last chunk size: ring steps repeat one plan)."""
+        """The step's packets in the order they join their injection queues (:attr:`order`),
+        as arrays: source and destination nodes, flits, the head flit and the lane (memoised
+        for the last chunk size: ring steps repeat one plan)."""
         if chunk_bytes != self._plans_for:
             self._plans, self._plans_for = {}, chunk_bytes
         nbytes = tuple(u * chunk_bytes for u in self.units[step])
@@ -276,14 +311,17 @@ class FlitEngine:
         found = self._plans.get(key)
         if found is None:
             plan = plan_step(self.cfg.fmt, self.routes[step], list(nbytes), per=self.per)
+            plan = queue_order(plan, self.order)
             src, dst, flits, seq = (
                 np.array([getattr(p, f) for p in plan], np.int64)
                 for f in ("src", "dst", "flits", "seq")
             )
+            lanes = np.array([lane_of(p, self.lanes) for p in plan], np.int64)
             # the heads, from the flit format's pieces (FlitFormat.head, field by field)
-            base, head_dst, head_src, len_off, seq_off = self._pieces
+            base, head_dst, head_src, len_off, seq_off, vc_off = self._pieces
             heads = base | head_dst[dst] | head_src[src] | (flits - 1) << len_off | seq << seq_off
-            found = (src, dst, flits, heads)
+            heads |= lanes << vc_off
+            found = (src, dst, flits, heads, lanes)
             self._plans[key] = found
         return found
 
@@ -316,18 +354,21 @@ class FlitEngine:
         net = CompiledNetwork(cfg, self.interval, self.ports.mode)
         first = np.zeros(steps + 1, np.int64)
         first[1:] = np.cumsum([len(p[0]) for p in plans])
-        cat = [np.concatenate([p[k] for p in plans] or [np.zeros(0, np.int64)]) for k in range(4)]
-        src, dst, flits, heads = cat
+        cat = [np.concatenate([p[k] for p in plans] or [np.zeros(0, np.int64)]) for k in range(5)]
+        src, dst, flits, heads, lane = cat
         port = self._inj_port[src, dst]
         count = np.bincount(port, minlength=n * self.ports.count)
         q_first = np.concatenate([[0], np.cumsum(count)]).astype(np.int64)
-        pairs = np.bincount(src * n + dst, minlength=n * n)
+        # packets are told apart per (source, destination, lane): each arrives in order
+        pairs = np.bincount((src * n + dst) * self.lanes + lane, minlength=n * n * self.lanes)
         e_first = np.concatenate([[0], np.cumsum(pairs)]).astype(np.int64)
         w_first = np.zeros(steps + 1, np.int64)
         w_first[1:] = np.cumsum([len(w) for w in self.waiters])
         w_list = np.array([j for w in self.waiters for j in w], np.int64)
         fmt = cfg.fmt
-        body, tail = signed(fmt.body(0)), signed(fmt.body(0, tail=True))
+        lanes = range(self.lanes)
+        body = np.array([signed(fmt.body(0, vc=j)) for j in lanes], np.int64)
+        tail = np.array([signed(fmt.body(0, vc=j, tail=True)) for j in lanes], np.int64)
         ends = np.zeros(steps, np.int64)
         counts = np.zeros(3, np.int64)
         _drive(
@@ -342,6 +383,7 @@ class FlitEngine:
             dst,
             flits,
             heads,
+            lane,
             body,
             tail,
             q_first,
@@ -359,16 +401,19 @@ class FlitEngine:
         fmt = cfg.fmt
         net = Network(cfg, self.interval, self.ports.mode)
         count = self.ports.count
-        body, tail = fmt.body(0), fmt.body(0, tail=True)
+        body = [fmt.body(0, vc=j) for j in range(self.lanes)]
+        tail = [fmt.body(0, vc=j, tail=True) for j in range(self.lanes)]
         steps = len(plans)
         waiting = [len(a) for a in self.after]
         left = [0] * steps  # packets of each offered step not yet delivered
         ends = [0] * steps
         start: list[tuple[int, int]] = []  # heap of (cycle offered, step)
-        # per injection port id: (head, flits) to inject
+        # per injection port id: (head, flits, lane) of the packets to inject
         queue = [deque() for _ in range(cfg.torus.nodes * count)]
-        sending: dict[int, list] = {}  # port id -> [head, flits, next flit] of its front packet
-        expect: dict[tuple[int, int], deque] = {}  # (src, dst) -> steps of packets in order
+        # port id -> [head, flits, lane, next flit] of its front packet
+        sending: dict[int, list] = {}
+        # (src, dst, lane) -> (head, step) of its packets in the order they were sent
+        expect: dict[tuple[int, int, int], deque] = {}
         receiving: dict[int, int] = {}  # ejection port id -> step of the packet it is ejecting
         in_flight = flits = packets = stepped = still = 0
 
@@ -381,16 +426,16 @@ class FlitEngine:
 
         def offer(i, cycle):
             nonlocal in_flight
-            src, dst, length, heads = (a.tolist() for a in plans[i])
+            src, dst, length, heads, lanes = (a.tolist() for a in plans[i])
             if not src:
                 finished(i, cycle)
                 return
             ports = set()
-            for s, d, f, h in zip(src, dst, length, heads, strict=True):
+            for s, d, f, h, j in zip(src, dst, length, heads, lanes, strict=True):
                 q = int(self._inj_port[s, d])
-                queue[q].append((h & _MASK64, f))
+                queue[q].append((h & _MASK64, f, j))
                 ports.add(q)
-                expect.setdefault((s, d), deque()).append(i)
+                expect.setdefault((s, d, j), deque()).append((h & _MASK64, i))
             left[i] += len(src)
             in_flight += len(src)
             for q in ports:
@@ -398,8 +443,8 @@ class FlitEngine:
                     sending[q] = [*queue[q].popleft(), 0]
 
         def flit_of(s):
-            head, length, at = s
-            return head if at == 0 else tail if at == length - 1 else body
+            head, length, j, at = s
+            return head if at == 0 else tail[j] if at == length - 1 else body[j]
 
         for i in range(steps):
             if not waiting[i]:
@@ -421,8 +466,8 @@ class FlitEngine:
                 raise RuntimeError(_STALLED)
             for n in out.accepted:
                 s = sending[n]
-                s[2] += 1
-                if s[2] == s[1]:
+                s[3] += 1
+                if s[3] == s[1]:
                     if queue[n]:
                         sending[n] = [*queue[n].popleft(), 0]
                     else:
@@ -432,7 +477,13 @@ class FlitEngine:
                 kind = fmt.field(f, "kind")
                 if starts_packet(kind):
                     src = self._src_node[fmt.field(f, "src")]
-                    receiving[n] = expect[(src, n // count)].popleft()
+                    sent = expect.get((src, n // count, fmt.field(f, "vc")))
+                    if not sent:
+                        raise RuntimeError(_OUT_OF_ORDER)
+                    head, i = sent.popleft()
+                    if f != head:  # not the packet sent first on its lane
+                        raise RuntimeError(_OUT_OF_ORDER)
+                    receiving[n] = i
                 if ends_packet(kind):
                     i = receiving.pop(n)
                     packets += 1
@@ -479,6 +530,7 @@ def _drive(
     dst,
     flits,
     heads,
+    lane,
     body,
     tail,
     q_first,
@@ -488,12 +540,13 @@ def _drive(
 ):
     """The flit engine's loop on a compiled network (:meth:`FlitEngine._run_python` is the same
     loop in Python): offer each step's packets when it is due, feed every injection port's queue
-    one flit per cycle, tell each ejected packet's step by its (source, destination) order,
-    end steps and release their waiters, skip idle cycles. ``port`` is each packet's injection
-    port id (``node * IP + port``). Writes ``ends`` (per step) and ``counts`` (flits, packets,
+    one flit per cycle, tell each ejected packet's step by its order on its (source,
+    destination, lane), end steps and release their waiters, skip idle cycles. ``port`` is each
+    packet's injection port id (``node * IP + port``), ``lane`` its lane; ``body`` and ``tail``
+    are the data flits by lane. Writes ``ends`` (per step) and ``counts`` (flits, packets,
     cycles stepped)."""
     steps = fixed.size
-    N, IP = C.here.shape[0], C.IP
+    N, IP, lanes = C.here.shape[0], C.IP, C.lanes
     kind_off, kind_mask = C.kind_off, C.kind_mask
     step_of = np.zeros(port.size, np.int64)
     for i in range(steps):
@@ -501,7 +554,7 @@ def _drive(
     queue = np.zeros(port.size, np.int64)  # per port id, from q_first: packets in order
     q_head = q_first[:-1].copy()
     q_tail = q_first[:-1].copy()
-    expect = np.zeros(port.size, np.int64)  # per (src, dst) pair, from e_first: packets
+    expect = np.zeros(port.size, np.int64)  # per (src, dst, lane), from e_first: packets
     e_head = e_first[:-1].copy()
     e_tail = e_first[:-1].copy()
     fi = np.zeros(N * IP, np.int64)  # next flit of each injection port's front packet
@@ -534,7 +587,7 @@ def _drive(
                     q = port[p]
                     queue[q_tail[q]] = p
                     q_tail[q] += 1
-                    pair = (q // IP) * N + dst[p]
+                    pair = ((q // IP) * N + dst[p]) * lanes + lane[p]
                     expect[e_tail[pair]] = p
                     e_tail[pair] += 1
                 left[i] += first[i + 1] - first[i]
@@ -555,7 +608,12 @@ def _drive(
                 if q_head[q] < q_tail[q]:
                     p = queue[q_head[q]]
                     at = fi[q]
-                    inj_f[n, j] = heads[p] if at == 0 else tail if at == flits[p] - 1 else body
+                    if at == 0:
+                        inj_f[n, j] = heads[p]
+                    elif at == flits[p] - 1:
+                        inj_f[n, j] = tail[lane[p]]
+                    else:
+                        inj_f[n, j] = body[lane[p]]
                     inj_v[n, j] = True
                 else:
                     inj_v[n, j] = False
@@ -584,8 +642,13 @@ def _drive(
             kind = (f >> kind_off) & kind_mask
             if starts_packet_jit(kind):
                 s = field_node(f, C.src_off, C.cb, C.cmask, C.shape, C.stride)
-                pair = s * N + n
-                receiving[q] = expect[e_head[pair]]
+                pair = (s * N + n) * lanes + ((f >> C.vc_off) & C.vc_mask)  # its lane
+                if e_head[pair] == e_tail[pair]:
+                    raise RuntimeError(_OUT_OF_ORDER)
+                p = expect[e_head[pair]]
+                if f != heads[p]:  # not the packet sent first on its lane
+                    raise RuntimeError(_OUT_OF_ORDER)
+                receiving[q] = p
                 e_head[pair] += 1
             if ends_packet_jit(kind):
                 i = step_of[receiving[q]]

@@ -11,7 +11,13 @@ real bytes through the RTL torus and reassembles them):
   nothing;
 * the packets of one step are numbered per source node, in the order of the step's transfers
   (``seq`` 0, 1, ...): the destination files a packet by ``(source, seq)`` - both ends know the
-  plan, as DMA descriptor rings do - so packets may arrive in any order.
+  plan, as DMA descriptor rings do - so packets may arrive in any order;
+* a source's packets take the lanes of the network (:mod:`tlm.link.routing`) in turn by
+  sequence number (:func:`lane`), so a pair's packets alternate lanes and may overtake each
+  other; packets of one (source, destination, lane) arrive in the order they were sent;
+* :func:`queue_order` is the order a source's injection queue sends a step's packets in: plan
+  order (``"transfer"``: each transfer's packets in a row) or a packet of each transfer in turn
+  (``"packet"``).
 
 Examples
 --------
@@ -26,6 +32,8 @@ Examples
 >>> receive = Reassembly(cfg, plan, [30, 5])
 >>> receive.take(1, flits); receive.data(1)
 b'hello'
+>>> [(p.transfer, p.seq) for p in queue_order(plan, "packet")], lane(plan[1], lanes=2)
+([(0, 0), (1, 2), (0, 1)], 1)
 """
 
 from __future__ import annotations
@@ -35,7 +43,21 @@ from dataclasses import dataclass
 from ..link.config import LinkConfig
 from ..link.flit import FlitFormat
 
-__all__ = ["Packet", "PacketError", "data_bytes", "plan_step", "encode", "Reassembly"]
+__all__ = [
+    "ORDERS",
+    "Packet",
+    "PacketError",
+    "data_bytes",
+    "plan_step",
+    "queue_order",
+    "lane",
+    "encode",
+    "Reassembly",
+]
+
+#: Orders of :func:`queue_order`: ``transfer`` (plan order: each transfer's packets in a row,
+#: then the next transfer's) or ``packet`` (the transfers take turns, a packet each).
+ORDERS = ("transfer", "packet")
 
 
 class PacketError(AssertionError):
@@ -103,6 +125,34 @@ def plan_step(fmt: FlitFormat, routes, nbytes, per: int | None = None) -> list[P
             seq[src] = number + 1
             out.append(Packet(index, src, dst, number, offset, size, 1 + -(-size // per)))
     return out
+
+
+def queue_order(plan: list[Packet], order: str = "transfer") -> list[Packet]:
+    """The packets of :func:`plan_step` in the order they are sent.
+
+    ``"transfer"``: plan order. ``"packet"``: every transfer's first packet in plan order, then
+    every second packet, and so on (a transfer out of packets drops out) - as a DMA engine that
+    works on every descriptor of its queue at once; each source's (or each injection queue's)
+    packets keep this relative order.
+    """
+    if order not in ORDERS:
+        raise ValueError(
+            f"order must be one of {', '.join(ORDERS)} (how a step's packets join an "
+            f"injection queue), not {order!r}"
+        )
+    if order == "transfer":
+        return list(plan)
+    index, count = [], {}
+    for p in plan:  # a packet's index within its transfer
+        index.append(count.get(p.transfer, 0))
+        count[p.transfer] = index[-1] + 1
+    return [plan[i] for i in sorted(range(len(plan)), key=index.__getitem__)]
+
+
+def lane(packet: Packet, lanes: int) -> int:
+    """The lane ``packet`` travels in when the network has ``lanes`` lanes (``vcs / 2``): its
+    source's packets take them in turn, by sequence number."""
+    return packet.seq % lanes
 
 
 def encode(cfg: LinkConfig, packet: Packet, data: bytes, vc: int = 0) -> list[int]:
