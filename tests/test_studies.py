@@ -43,7 +43,7 @@ COUNTS |= {"recompute"} | {f"best_{k}" for k in ("chips", "dp", "tp", "pp", "cp"
 COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-search
 # validate: a row's published, shipped and calibrated figures are in its quantity's unit
 COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
-COUNTS |= {"inference_not_modelled"}
+COUNTS |= {"inference_not_modelled", "collective_bandwidth_factor"}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source"}
 

@@ -12,7 +12,7 @@ Examples
 --------
 >>> from tlm.cluster.hardware import load_hardware
 >>> e = token_economics(load_hardware("h100"), chips=8, output_tokens_per_s=1000.0)
->>> round(e["usd_per_hour"], 2), round(e["usd_per_million_tokens"], 2)
+>>> round(e["cost_per_hour_usd"], 2), round(e["cost_per_million_tokens_usd"], 2)
 (98.32, 27.31)
 """
 
@@ -28,10 +28,10 @@ __all__ = ["token_economics", "ECONOMICS_FIELDS"]
 #: The figures :func:`token_economics` returns.
 ECONOMICS_FIELDS = (
     "power_w",
-    "joules_per_token",
-    "usd_per_hour",
-    "usd_per_million_tokens",
-    "energy_usd_per_million_tokens",
+    "energy_per_token_j",
+    "cost_per_hour_usd",
+    "cost_per_million_tokens_usd",
+    "energy_cost_per_million_tokens_usd",
 )
 
 
@@ -50,9 +50,9 @@ def token_economics(
     Returns
     -------
     dict
-        ``power_w`` (facility power, W), ``joules_per_token``, ``usd_per_hour`` (cloud
-        instance-hours, the chips' share), ``usd_per_million_tokens`` (cloud) and
-        ``energy_usd_per_million_tokens`` (the electricity alone, at ``usd_per_kwh``).
+        ``power_w`` (facility power, W), ``energy_per_token_j``, ``cost_per_hour_usd`` (cloud
+        instance-hours, the chips' share), ``cost_per_million_tokens_usd`` (cloud) and
+        ``energy_cost_per_million_tokens_usd`` (the electricity alone, at ``usd_per_kwh``).
 
     Raises
     ------
@@ -70,10 +70,10 @@ def token_economics(
     usd_h = chips * hw.instance_usd_per_hour / hw.instance_chips
     out = {
         "power_w": watts,
-        "joules_per_token": watts / rate,
-        "usd_per_hour": usd_h,
-        "usd_per_million_tokens": usd_h / (rate * 3600.0) * 1e6,
-        "energy_usd_per_million_tokens": watts / rate / 3.6e6 * usd_per_kwh * 1e6,
+        "energy_per_token_j": watts / rate,
+        "cost_per_hour_usd": usd_h,
+        "cost_per_million_tokens_usd": usd_h / (rate * 3600.0) * 1e6,
+        "energy_cost_per_million_tokens_usd": watts / rate / 3.6e6 * usd_per_kwh * 1e6,
     }
     if np.ndim(chips) == 0 and np.ndim(rate) == 0:
         return {k: float(v) for k, v in out.items()}

@@ -26,13 +26,20 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..cluster.hardware import HARDWARE
-from ..inference import FORMATS, InferenceDoesNotFit, InferenceInputError, estimate, fixed_costs
+from ..inference import (
+    FORMATS,
+    InferenceDoesNotFit,
+    InferenceInputError,
+    estimate,
+    fixed_costs,
+    token_economics,
+)
 from ..inference.layout import as_hardware, check_layout, system_chips
 from ..workloads import WorkloadError, load_model
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import InputError, Inputs, Results, Study, loaded, register, writable_path
 
-__all__ = ["InferInputs", "InferResults", "PhaseRow", "infer_study"]
+__all__ = ["ReplicaInputs", "InferInputs", "InferResults", "PhaseRow", "infer_study"]
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
@@ -42,8 +49,10 @@ _RENAMED = {"fmt": "dtype", "kv_fmt": "kv_dtype", "hardware": "preset"}
 _PART_INPUT = {"weights": "tp", "activations": "prompt", "KV cache": "batch"}
 
 
-class InferInputs(Inputs):
-    """Inputs of ``trnsim infer``."""
+class ReplicaInputs(Inputs):
+    """What every inference study says of one model replica: the model, the hardware and
+    system, the parallelism, the formats and the named fixed costs (``trnsim infer``,
+    ``trnsim serve``)."""
 
     model: str = Field(
         "llama3.1-405b",
@@ -64,20 +73,10 @@ class InferInputs(Inputs):
     tp: int = Field(16, ge=1, description="tensor-parallel size (innermost)")
     pp: int = Field(1, ge=1, description="pipeline-parallel stages")
     ep: int = Field(1, ge=1, description="expert-parallel size, within the tp group")
-    prompt: int = Field(2048, ge=1, description="prompt tokens per request")
-    output: int = Field(256, ge=1, description="generated tokens per request")
-    batch: int = Field(1, ge=1, description="requests served together")
     dtype: Literal[_DTYPES] = Field("bf16", description="weights and GEMM inputs")
     kv_dtype: Literal[_DTYPES] | None = Field(
         None, description="the KV cache's format", json_schema_extra={"unset": "--dtype"}
     )
-    draft_model: str = Field(
-        "none",
-        description="speculative decoding's draft model (none: plain decoding)",
-        json_schema_extra={"allowed": "none, or " + MODEL_ALLOWED},
-    )
-    draft_tokens: int = Field(4, ge=1, le=64, description="draft tokens per verify step")
-    acceptance: float = Field(0.7, ge=0, le=1, description="probability a draft token is accepted")
     step_fixed_s: float | None = Field(
         None,
         ge=0,
@@ -90,10 +89,12 @@ class InferInputs(Inputs):
         description="fixed cost per collective call",
         json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
     )
-    plot: str | None = Field(
+    collective_bandwidth_factor: float | None = Field(
         None,
-        description="write the time breakdown per phase as a figure",
-        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+        gt=0,
+        le=1,
+        description="fraction of the modelled link bandwidth the collectives reach",
+        json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
     )
 
     def device(self):
@@ -102,8 +103,56 @@ class InferInputs(Inputs):
         except InferenceInputError:
             raise InputError("preset", self.preset, _HW_ALLOWED) from None
 
-    def resolve(self) -> InferInputs:
+    def replica_resolved(self) -> dict:
+        """Check the replica (the model loads, the layout divides it and the system) and
+        return the defaults to fill: the KV format and the fixed costs."""
         model = workload_input(self.model)
+        hw = self.device()
+        try:
+            chips = system_chips(hw, self.system)
+            check_layout(model, chips, self.tp, self.pp, self.ep)
+        except InferenceInputError as error:
+            raise _input_error(self, error) from None
+        fixed = fixed_costs(hw.name)
+        pick = lambda given, shipped: shipped if given is None else given  # noqa: E731
+        return {
+            "kv_dtype": self.dtype if self.kv_dtype is None else self.kv_dtype,
+            "step_fixed_s": pick(self.step_fixed_s, fixed.step_fixed_s),
+            "collective_fixed_s": pick(self.collective_fixed_s, fixed.collective_fixed_s),
+            "collective_bandwidth_factor": pick(
+                self.collective_bandwidth_factor, fixed.collective_bandwidth_factor
+            ),
+        }
+
+    def fixed(self) -> dict:
+        """The named fixed costs as the model's keyword arguments."""
+        return {
+            "step_fixed_s": self.step_fixed_s,
+            "collective_fixed_s": self.collective_fixed_s,
+            "collective_bandwidth_factor": self.collective_bandwidth_factor,
+        }
+
+
+class InferInputs(ReplicaInputs):
+    """Inputs of ``trnsim infer``."""
+
+    prompt: int = Field(2048, ge=1, description="prompt tokens per request")
+    output: int = Field(256, ge=1, description="generated tokens per request")
+    batch: int = Field(1, ge=1, description="requests served together")
+    draft_model: str = Field(
+        "none",
+        description="speculative decoding's draft model (none: plain decoding)",
+        json_schema_extra={"allowed": "none, or " + MODEL_ALLOWED},
+    )
+    draft_tokens: int = Field(4, ge=1, le=64, description="draft tokens per verify step")
+    acceptance: float = Field(0.7, ge=0, le=1, description="probability a draft token is accepted")
+    plot: str | None = Field(
+        None,
+        description="write the time breakdown per phase as a figure",
+        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+    )
+
+    def resolve(self) -> InferInputs:
         if self.draft_model != "none":
             loaded(
                 "draft_model",
@@ -112,23 +161,11 @@ class InferInputs(Inputs):
                 WorkloadError,
                 "none, or " + MODEL_ALLOWED,
             )
-        hw = self.device()
-        try:
-            chips = system_chips(hw, self.system)
-            check_layout(model, chips, self.tp, self.pp, self.ep)
-        except InferenceInputError as error:
-            raise _input_error(self, error) from None
+        update = self.replica_resolved()
         writable_path("plot", self.plot)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
-        kv = self.dtype if self.kv_dtype is None else self.kv_dtype
-        fixed = fixed_costs(hw.name)
-        step = fixed.step_fixed_s if self.step_fixed_s is None else self.step_fixed_s
-        coll = fixed.collective_fixed_s if self.collective_fixed_s is None else None
-        coll = self.collective_fixed_s if coll is None else coll
-        return self.model_copy(
-            update={"kv_dtype": kv, "step_fixed_s": step, "collective_fixed_s": coll}
-        )
+        return self.model_copy(update=update)
 
     def estimate(self):
         """:func:`tlm.inference.estimate` of these (resolved) inputs."""
@@ -150,8 +187,7 @@ class InferInputs(Inputs):
                 ),
                 draft_tokens=self.draft_tokens,
                 acceptance=self.acceptance,
-                step_fixed_s=self.step_fixed_s,
-                collective_fixed_s=self.collective_fixed_s,
+                **self.fixed(),
             )
         except InferenceDoesNotFit as error:
             field = _PART_INPUT[error.part]
@@ -217,8 +253,14 @@ class InferResults(Results):
     fits: bool
     max_batch: int = Field(description="requests that fit at this prompt and context")
     kv_capacity_tokens: int = Field(description="KV tokens that fit beside the prefill")
+    power_w: float = Field(description="the replica's share of its servers, facility power")
+    energy_per_token_j: float = Field(description="per generated token")
+    cost_per_million_tokens_usd: float = Field(
+        description="cloud instance-hours per generated token"
+    )
     step_fixed_s: float
     collective_fixed_s: float
+    collective_bandwidth_factor: float
     costs_source: str
     fixed_costs_source: str
     series: list[PhaseRow] = Field(default_factory=list, exclude=True)
@@ -240,6 +282,7 @@ def infer_study(inputs: InferInputs) -> InferResults:
         )
         for name, p in (("prefill", r.prefill), ("decode", r.decode))
     ]
+    money = token_economics(e.hardware, e.chips, r.tokens_per_s)
     results = InferResults(
         ttft_s=r.ttft_s,
         tpot_s=r.tpot_s,
@@ -265,8 +308,10 @@ def infer_study(inputs: InferInputs) -> InferResults:
         fits=mem["fits"],
         max_batch=r.max_batch,
         kv_capacity_tokens=e.kv_capacity_tokens,
+        **{k: money[k] for k in ("power_w", "energy_per_token_j", "cost_per_million_tokens_usd")},
         step_fixed_s=e.step_fixed_s,
         collective_fixed_s=e.collective_fixed_s,
+        collective_bandwidth_factor=e.collective_bandwidth_factor,
         costs_source=e.costs.source,
         fixed_costs_source=e.fixed_source,
         series=rows,

@@ -62,6 +62,7 @@ UNITS = {
     "_j": ("J", _SI, 1.0),
     "_usd": ("$", _SI, 1.0),
     "_per_day": ("/day", _ONE, 1.0),
+    "_per_s": ("/s", _SI, 1.0),
     "_days": ("days", _ONE, 1.0),
 }
 
