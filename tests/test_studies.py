@@ -25,6 +25,18 @@ QUICK = {
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
     "infer": ["--model", "llama3.3-70b", "--tp", "16", "--prompt", "512", "--output", "16"],
+    "serve": [
+        "--model",
+        "llama3-8b",
+        "--tp",
+        "4",
+        "--requests",
+        "100",
+        "--prompt",
+        "256",
+        "--output",
+        "16",
+    ],
 }
 
 #: Figures named by what they count carry no unit suffix.
@@ -44,6 +56,8 @@ COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-sea
 # validate: a row's published, shipped and calibrated figures are in its quantity's unit
 COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
 COUNTS |= {"inference_not_modelled", "collective_bandwidth_factor"}
+COUNTS |= {"requests", "completed", "rejected", "preemptions", "iterations", "mean_batch"}
+COUNTS |= {"mean_in_system", "replica_chips", "seed", "metric"}  # serve
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source"}
 

@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     infer,
     model,
     noc,
+    serve,
     tensor,
     tp_step,
     train,

@@ -1,0 +1,88 @@
+"""trnsim serve: the serving simulation on the inference model, as a study."""
+
+import json
+
+import pytest
+
+from tlm.studies import run_study
+from tlm.studies.cli import main
+
+BASE = dict(model="llama3-8b", preset="trn2", system="server", tp=4, prompt="256", output="16")
+
+
+def test_a_light_load_is_served_within_the_slo_and_costs_follow_the_throughput():
+    r = run_study("serve", **BASE, rate_per_s=2.0, requests=200).results
+    assert r.completed == 200 and r.rejected == 0
+    assert r.ttft_p50_s < r.e2e_p50_s and r.slo_attainment_fraction == 1.0
+    # Little's law over the arrival window, within the noise of 200 requests
+    assert r.mean_in_system == pytest.approx(2.0 * r.e2e_mean_s, rel=0.15)
+    expected = r.power_w / r.output_tokens_per_s
+    assert r.energy_per_token_j == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_heavier_load_batches_more_and_waits_longer():
+    light = run_study("serve", **BASE, rate_per_s=1.0, requests=300).results
+    heavy = run_study("serve", **BASE, rate_per_s=40.0, requests=300).results
+    assert heavy.mean_batch > 2 * light.mean_batch
+    assert heavy.tpot_p50_s > light.tpot_p50_s
+    assert heavy.cost_per_million_tokens_usd < light.cost_per_million_tokens_usd
+
+
+def test_disaggregated_pools_pay_the_kv_transfer_in_the_ttft():
+    one = run_study("serve", **BASE, rate_per_s=1.0, requests=100, kv_link_Bps=1e9).results
+    split = run_study(
+        "serve",
+        **BASE,
+        rate_per_s=1.0,
+        requests=100,
+        prefill_replicas=1,
+        decode_replicas=1,
+        kv_link_Bps=1e9,
+    ).results
+    assert split.chips == 2 * one.chips
+    assert split.ttft_p50_s > one.ttft_p50_s  # 256 tokens of KV at 1 GB/s
+
+
+def test_max_rate_meets_the_slo_and_the_trace_and_plot_are_written(tmp_path):
+    trace, plot = tmp_path / "serve.json", tmp_path / "curve.png"
+    r = run_study(
+        "serve",
+        **BASE,
+        rate_per_s=4.0,
+        requests=200,
+        find_max_rate=True,
+        slo_ttft_s=0.5,
+        slo_tpot_s=0.02,
+        trace=str(trace),
+        plot=str(plot),
+        plot_rates="0.5,1",
+    ).results
+    assert r.max_rate_per_s > 0 and r.max_rate_output_tokens_per_s > 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert len(slices) == r.iterations and all(e["dur"] > 0 for e in slices)
+    assert plot.stat().st_size > 1000
+
+
+def test_a_trace_file_of_requests_replays(tmp_path):
+    f = tmp_path / "requests.csv"
+    f.write_text("arrival_s,prompt,output\n0.0,100,5\n0.5,200,3\n")
+    r = run_study("serve", **BASE, arrivals=str(f)).results
+    assert r.requests == 2 and r.completed == 2 and r.seed is None
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--prefill-replicas", "2"], "--decode-replicas: 0 is not allowed"),
+        (["--max-batch", "64", "--token-budget", "32"], "--token-budget: 32 is not allowed"),
+        (["--prompt", "uniform:9"], "--prompt: 'uniform:9' is not allowed"),
+        (["--arrivals", "missing.csv"], "--arrivals: 'missing.csv' is not allowed"),
+        (["--tp", "3"], "--tp: 3 is not allowed"),
+        (["--trace", "out.txt"], "--trace: 'out.txt' is not allowed"),
+        (["--plot-rates", "1,-2"], "--plot-rates: '1,-2' is not allowed"),
+    ],
+)
+def test_bad_input_names_the_flag(args, message, capsys):
+    assert main(["serve", "--model", "llama3-8b", "--tp", "4", *args]) == 2
+    assert message in capsys.readouterr().err

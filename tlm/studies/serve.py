@@ -1,0 +1,430 @@
+"""``trnsim serve``: requests arriving at a fleet of model replicas - Poisson at ``--rate-per-s``
+or from an ``--arrivals`` file - served with iteration-level continuous batching, chunked prefill
+and a paged KV cache, optionally disaggregated into prefill and decode pools: TTFT, TPOT and
+end-to-end percentiles, throughput, SLO attainment, power and cost per million tokens, and with
+``--find-max-rate`` the highest rate the fleet sustains within the SLO. ``--arrivals FILE``
+replays a trace (CSV or JSONL: ``arrival_s, prompt, output``) instead of Poisson arrivals.
+
+Each replica is :class:`tlm.inference.Engine` (``trnsim infer``'s model: calibrated operator
+costs, collectives on the system's topology, the fitted fixed costs); the simulation is
+:func:`tlm.inference.serving.simulate` (SimPy). A disaggregated fleet moves each prompt's KV
+cache from its prefill replica to a decode replica over the scale-out network: the replica's
+chips' NICs together (``--kv-link-Bps`` unset), plus ``--kv-link-latency-s``. The series: the
+latency percentiles. ``--plot`` draws latency against throughput over a sweep of rates
+(``--plot-rates``, fractions of ``--rate-per-s``); ``--trace`` writes every iteration of
+every replica as a Perfetto/Chrome trace. See docs/serving.md.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> r = run_study("serve", model="llama3-8b", preset="trn2", system="server", tp=4,
+...               rate_per_s=4.0, requests=200, prompt="512", output="64").results
+>>> r.completed, bool(r.ttft_p50_s < r.e2e_p50_s), r.chips
+(200, True, 4)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ..inference import Engine, InferenceInputError, token_economics
+from ..inference.serving import ROUTERS, RULES, SloUnreachable, TraceError, max_rate, simulate
+from .infer import ReplicaInputs, _input_error
+from .protocol import InputError, Results, Study, progress, register, writable_path
+
+__all__ = ["ServeInputs", "ServeResults", "LatencyRow", "serve_study"]
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+_LENGTHS = "an integer >= 1, uniform:LO:HI or lognormal:MEAN:SIGMA"
+
+
+def _lengths(text: str):
+    """A length input as :func:`simulate` takes it: an integer, or the distribution's text."""
+    return int(text) if text.strip().isdigit() else text
+
+
+class ServeInputs(ReplicaInputs):
+    """Inputs of ``trnsim serve``."""
+
+    rate_per_s: float = Field(5.0, gt=0, description="Poisson arrivals per second")
+    duration_s: float = Field(600.0, gt=0, description="arrivals during this window")
+    requests: int = Field(
+        0, ge=0, le=10_000_000, description="arrivals in all (0: as many as --duration-s brings)"
+    )
+    prompt: str = Field(
+        "2048", description="prompt tokens per request", json_schema_extra={"allowed": _LENGTHS}
+    )
+    output: str = Field(
+        "256", description="generated tokens per request", json_schema_extra={"allowed": _LENGTHS}
+    )
+    arrivals: str = Field(
+        "poisson",
+        description="Poisson arrivals at --rate-per-s, or requests from a CSV or JSONL file "
+        "(arrival_s, prompt, output)",
+        json_schema_extra={"allowed": "poisson, or an existing .csv or .jsonl file"},
+    )
+    seed: int = Field(0, ge=0, description="seed of the arrivals and lengths")
+    replicas: int = Field(1, ge=1, le=100_000, description="colocated replicas")
+    router: Literal[ROUTERS] = Field("least_loaded", description="which replica takes a request")
+    max_batch: int = Field(64, ge=1, description="sequences running at once on a replica")
+    token_budget: int = Field(2048, ge=1, description="tokens an iteration processes")
+    prefill_replicas: int = Field(0, ge=0, description="disaggregated prefill pool (0: none)")
+    decode_replicas: int = Field(0, ge=0, description="disaggregated decode pool (0: none)")
+    kv_link_Bps: float | None = Field(
+        None,
+        gt=0,
+        description="bandwidth of a KV transfer between the pools",
+        json_schema_extra={"unset": "the replica's chips' scale-out NICs together"},
+    )
+    kv_link_latency_s: float = Field(10e-6, ge=0, description="latency of a KV transfer")
+    slo_ttft_s: float = Field(2.0, gt=0, description="the SLO's time to first token")
+    slo_tpot_s: float = Field(0.05, gt=0, description="the SLO's time per output token")
+    find_max_rate: bool = Field(False, description="search the highest rate within the SLO")
+    rule: Literal[RULES] = Field("attainment", description="what meeting the SLO means")
+    target: float = Field(0.9, gt=0, le=1, description="attainment or percentile of the rule")
+    plot: str | None = Field(
+        None,
+        description="write latency against throughput over a sweep of rates",
+        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+    )
+    plot_rates: str = Field(
+        "0.25,0.5,0.75,1,1.25,1.5",
+        description="the sweep's rates as fractions of --rate-per-s",
+        json_schema_extra={"allowed": "a comma-separated list of numbers > 0"},
+    )
+    trace: str | None = Field(
+        None,
+        description="write every iteration as a Perfetto/Chrome trace (JSON)",
+        json_schema_extra={"allowed": "a file path ending in .json"},
+    )
+
+    def resolve(self) -> ServeInputs:
+        update = self.replica_resolved()
+        if self.find_max_rate and self.arrivals != "poisson":
+            raise InputError(
+                "find_max_rate", True, "false with an --arrivals file (it varies a Poisson rate)"
+            )
+        from ..inference.serving import _parse_lengths
+
+        for name in ("prompt", "output"):
+            try:
+                _parse_lengths(name, _lengths(getattr(self, name)))
+            except ValueError:
+                raise InputError(name, getattr(self, name), _LENGTHS) from None
+        if self.arrivals != "poisson" and not Path(self.arrivals).is_file():
+            raise InputError(
+                "arrivals", self.arrivals, "poisson, or an existing .csv or .jsonl file"
+            )
+        if (self.prefill_replicas > 0) != (self.decode_replicas > 0):
+            field = "decode_replicas" if self.prefill_replicas else "prefill_replicas"
+            raise InputError(
+                field, getattr(self, field), "> 0 together with the other pool (or both 0)"
+            )
+        if self.token_budget < self.max_batch:
+            raise InputError(
+                "token_budget", self.token_budget, f">= --max-batch ({self.max_batch})"
+            )
+        self._rates()
+        writable_path("plot", self.plot)
+        writable_path("trace", self.trace)
+        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        if self.trace is not None and not self.trace.endswith(".json"):
+            raise InputError("trace", self.trace, "a file path ending in .json")
+        if self.kv_link_Bps is None:
+            hw = self.device()
+            update["kv_link_Bps"] = hw.scale_out_bandwidth_Bps * self.tp * self.pp
+        return self.model_copy(update=update)
+
+    def _rates(self) -> list[float]:
+        try:
+            rates = [float(x) for x in self.plot_rates.split(",")]
+        except ValueError:
+            rates = []
+        if not rates or not all(r > 0 for r in rates):
+            raise InputError("plot_rates", self.plot_rates, "a comma-separated list of numbers > 0")
+        return rates
+
+    def engine(self) -> Engine:
+        """The replica these (resolved) inputs describe."""
+        try:
+            return Engine.build(
+                self.model,
+                self.device(),
+                self.system,
+                tp=self.tp,
+                pp=self.pp,
+                ep=self.ep,
+                fmt=self.dtype,
+                kv_fmt=self.kv_dtype,
+                max_tokens=self.token_budget,
+                **self.fixed(),
+            )
+        except InferenceInputError as error:
+            raise _input_error(self, error) from None
+
+    def simulation(self, engine: Engine) -> dict:
+        """:func:`simulate`'s keyword arguments (the arrival rate aside)."""
+        args = dict(
+            prompt=_lengths(self.prompt),
+            output=_lengths(self.output),
+            trace=None if self.arrivals == "poisson" else self.arrivals,
+            seed=self.seed,
+            router=self.router,
+            max_batch=self.max_batch,
+            token_budget=self.token_budget,
+            slo_ttft_s=self.slo_ttft_s,
+            slo_tpot_s=self.slo_tpot_s,
+        )
+        if self.prefill_replicas:
+            per_token = engine.model.kv_cache_per_token_bytes(self.kv_dtype)
+            args |= dict(
+                prefill_replicas=self.prefill_replicas,
+                decode_replicas=self.decode_replicas,
+                kv_bytes_per_token=per_token,
+                link_bandwidth_Bps=self.kv_link_Bps,
+                link_latency_s=self.kv_link_latency_s,
+            )
+        else:
+            args["replicas"] = self.replicas
+        return args
+
+
+class LatencyRow(BaseModel):
+    """One latency's mean and percentiles over the completed requests."""
+
+    metric: str
+    mean_s: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+
+
+class ServeResults(Results):
+    """What the fleet served; the series: the latency percentiles."""
+
+    requests: int
+    completed: int
+    rejected: int
+    preemptions: int
+    iterations: int
+    simulated_s: float = Field(description="from the first arrival to the last finish")
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_mean_s: float
+    tpot_p50_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    e2e_mean_s: float
+    e2e_p50_s: float
+    e2e_p90_s: float
+    e2e_p99_s: float
+    throughput_per_s: float = Field(description="completed requests per second")
+    output_tokens_per_s: float
+    chip_output_tokens_per_s: float
+    mean_batch: float = Field(description="sequences per iteration, by iteration time")
+    kv_occupancy_fraction: float = Field(description="KV blocks in use, time average")
+    mean_in_system: float = Field(description="requests in the system, time average")
+    slo_attainment_fraction: float = Field(description="requests meeting both SLOs")
+    chips: int = Field(description="every replica of every pool")
+    replica_chips: int
+    kv_capacity_tokens: int = Field(description="per replica")
+    power_w: float = Field(description="the fleet's share of its servers, facility power")
+    energy_per_token_j: float = Field(description="per generated token")
+    cost_per_million_tokens_usd: float = Field(description="cloud instance-hours")
+    max_rate_per_s: float | None = Field(
+        None, description="the highest rate within the SLO (--find-max-rate)"
+    )
+    max_rate_output_tokens_per_s: float | None = None
+    max_rate_cost_per_million_tokens_usd: float | None = None
+    seed: int | None = Field(description="of the draws (none for a trace)")
+    series: list[LatencyRow] = Field(default_factory=list, exclude=True)
+
+
+def _run(inputs: ServeInputs, engine, rate, timeline=False, requests=None):
+    kwargs = inputs.simulation(engine)
+    if inputs.arrivals == "poisson":
+        kwargs["rate"] = rate
+        if requests or inputs.requests:
+            kwargs["requests"] = requests or inputs.requests
+        else:
+            kwargs["duration_s"] = inputs.duration_s
+    try:
+        return simulate(engine, timeline=timeline, **kwargs)
+    except TraceError as error:
+        raise InputError(
+            "arrivals", inputs.arrivals, "a CSV or JSONL trace", f"fails: {error}"
+        ) from None
+
+
+def serve_study(inputs: ServeInputs) -> ServeResults:
+    engine = inputs.engine()
+    run = _run(inputs, engine, inputs.rate_per_s, timeline=inputs.trace is not None)
+    if run.completed == 0:
+        raise InputError(
+            "max_batch" if run.rejected else "rate_per_s",
+            inputs.max_batch if run.rejected else inputs.rate_per_s,
+            "a fleet that completes a request: no request fits the replica's KV cache "
+            f"({engine.kv_capacity_tokens} tokens); more tp, --kv-dtype fp8 or shorter requests",
+        )
+    hw = engine.hardware
+    money = token_economics(hw, run.chips, run.output_tokens_per_s)
+    found = {}
+    if inputs.find_max_rate:
+        progress(0, 1, "max rate")
+        try:
+            best = max_rate(
+                engine,
+                slo_ttft_s=inputs.slo_ttft_s,
+                slo_tpot_s=inputs.slo_tpot_s,
+                rule=inputs.rule,
+                target=inputs.target,
+                requests=min(inputs.requests or 2000, 2000),
+                **{
+                    k: v
+                    for k, v in inputs.simulation(engine).items()
+                    if not k.startswith("slo") and k != "trace"
+                },
+            )
+        except SloUnreachable as error:
+            raise InputError(
+                "slo_ttft_s", inputs.slo_ttft_s, "an SLO some rate meets", f"is not met: {error}"
+            ) from None
+        progress(1, 1, "max rate")
+        at = token_economics(hw, best.run.chips, best.run.output_tokens_per_s)
+        found = dict(
+            max_rate_per_s=best.rate,
+            max_rate_output_tokens_per_s=best.run.output_tokens_per_s,
+            max_rate_cost_per_million_tokens_usd=at["cost_per_million_tokens_usd"],
+        )
+    rows = [
+        LatencyRow(
+            metric=name,
+            mean_s=s.mean,
+            p50_s=s.p50,
+            p90_s=s.p90,
+            p99_s=s.p99,
+        )
+        for name, s in (("ttft", run.ttft_s), ("tpot", run.tpot_s), ("e2e", run.e2e_s))
+    ]
+    results = ServeResults(
+        requests=run.requests,
+        completed=run.completed,
+        rejected=run.rejected,
+        preemptions=run.preemptions,
+        iterations=run.iterations,
+        simulated_s=run.simulated_s,
+        **{
+            f"{r.metric}_{k}_s": getattr(r, f"{k}_s")
+            for r in rows
+            for k in ("mean", "p50", "p90", "p99")
+        },
+        throughput_per_s=run.throughput_rps,
+        output_tokens_per_s=run.output_tokens_per_s,
+        chip_output_tokens_per_s=run.output_tokens_per_s_per_chip,
+        mean_batch=run.mean_batch,
+        kv_occupancy_fraction=run.kv_occupancy,
+        mean_in_system=run.mean_in_system,
+        slo_attainment_fraction=run.slo_attainment,
+        chips=run.chips,
+        replica_chips=engine.chips,
+        kv_capacity_tokens=engine.kv_capacity_tokens,
+        power_w=money["power_w"],
+        energy_per_token_j=money["energy_per_token_j"],
+        cost_per_million_tokens_usd=money["cost_per_million_tokens_usd"],
+        **found,
+        seed=run.seed,
+        series=rows,
+    )
+    if inputs.trace is not None:
+        write_trace(inputs.trace, run.timeline)
+    if inputs.plot is not None:
+        write_curve(inputs, engine)
+    return results
+
+
+def write_trace(path: str, timeline: dict) -> Path:
+    """Every iteration as a complete event on its replica's track (Chrome trace format, which
+    Perfetto opens), its tokens, sequences and KV blocks as arguments."""
+    events = [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "serving fleet"}},
+    ]
+    replicas = sorted(set(int(r) for r in timeline["replica"]))
+    events += [
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": r, "args": {"name": f"replica {r}"}}
+        for r in replicas
+    ]
+    for i in range(len(timeline["replica"])):
+        events.append(
+            {
+                "name": f"{int(timeline['tokens'][i])} tokens",
+                "ph": "X",
+                "pid": 1,
+                "tid": int(timeline["replica"][i]),
+                "ts": float(timeline["start_s"][i]) * 1e6,
+                "dur": float(timeline["duration_s"][i]) * 1e6,
+                "args": {
+                    k: int(timeline[k][i])
+                    for k in ("tokens", "sequences", "decodes", "kv_blocks")
+                    if k in timeline
+                },
+            }
+        )
+    out = Path(path)
+    out.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
+    return out
+
+
+def write_curve(inputs: ServeInputs, engine) -> Path:
+    """p50 and p90 TTFT and TPOT against the output throughput, one point per rate of the
+    sweep, with the SLO as lines; matplotlib, the format by suffix."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    rates = [f * inputs.rate_per_s for f in inputs._rates()]
+    runs = []
+    for i, rate in enumerate(rates):
+        progress(i, len(rates), "latency-throughput sweep")
+        runs.append(_run(inputs, engine, rate, requests=min(inputs.requests or 2000, 2000)))
+    progress(len(rates), len(rates), "latency-throughput sweep")
+    x = [r.output_tokens_per_s for r in runs]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for ax, name, slo in zip(
+        axes, ("ttft_s", "tpot_s"), (inputs.slo_ttft_s, inputs.slo_tpot_s), strict=True
+    ):
+        for q in ("p50", "p90"):
+            ax.plot(x, [getattr(getattr(r, name), q) * 1e3 for r in runs], "o-", label=q)
+        ax.axhline(slo * 1e3, color="grey", linestyle="--", label="SLO")
+        ax.set_xlabel("output tokens/s (fleet)")
+        ax.set_ylabel(f"{name[:-2].upper()} (ms)")
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    fig.suptitle(
+        f"{inputs.model} on {inputs.preset} {inputs.system}: tp {inputs.tp}, "
+        f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.dtype}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    path = Path(inputs.plot)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+STUDY = register(
+    Study(
+        "serve",
+        "a fleet of replicas serving arriving requests: latency percentiles, throughput, SLO, "
+        "cost per token",
+        ServeInputs,
+        serve_study,
+    )
+)
