@@ -77,3 +77,5 @@ def test_booleans_reductions_and_shapes():
     assert ew.shaped(column, (3,)) is column
     assert ew.shaped(np.array(1.5), (2,)).tolist() == [1.5, 1.5]
     assert ew.ceil(float("inf")) == float("inf") and np.isnan(ew.floor(float("nan")))
+    assert ew.broadcast_shape(1.0, np.float64(2.0)) == ()
+    assert ew.broadcast_shape(np.zeros((2, 1)), 1.0, np.zeros(3)) == (2, 3)

@@ -36,7 +36,17 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .elementwise import all_, as_int, ceil, first, maximum, number, shaped, where
+from .elementwise import (
+    all_,
+    as_int,
+    broadcast_shape,
+    ceil,
+    first,
+    maximum,
+    number,
+    shaped,
+    where,
+)
 from .hardware import Hardware
 
 __all__ = [
@@ -114,7 +124,7 @@ def _positive(name, value):
 def clos_tiers(endpoint_ports, radix):
     """Tiers of the smallest folded Clos of radix-``radix`` switches with ``endpoint_ports``
     leaf-facing ports: the least ``T`` with ``2 (radix/2)^T >= endpoint_ports`` (1 tier: a
-    single switch of ``radix`` ports).
+    single switch of ``radix`` ports); int64, an array or (for a scalar) a numpy integer.
 
     >>> clos_tiers([64, 65, 2048, 2049, 65536, 65537], 64).tolist()
     [1, 2, 2, 3, 3, 4]
@@ -127,7 +137,8 @@ def clos_tiers(endpoint_ports, radix):
 
 
 def switch_ports_per_chip(hw: Hardware, chips, network: Network = DEFAULT_NETWORK):
-    """Switch ports each chip's scale-out traffic needs, and the Clos tiers (arrays).
+    """Switch ports each chip's scale-out traffic needs, and the Clos tiers (arrays; scalars
+    for a scalar ``chips``).
 
     >>> from tlm.cluster.hardware import load_hardware
     >>> ports, tiers = switch_ports_per_chip(load_hardware("h100"), 16384)
@@ -179,7 +190,7 @@ def power(
     network_w = ports * network.port_power_w
     it = chip_w + host_w + network_w
     overhead = it * (pue - 1)
-    shape = np.broadcast_shapes(np.shape(it), np.shape(overhead))
+    shape = broadcast_shape(it, overhead)
     b = lambda x: shaped(x, shape).copy()  # noqa: E731
     return Power(
         chips=b(n),
@@ -265,7 +276,7 @@ def run_cost(
     energy_usd = energy_j / 3.6e6 * kwh
     instances = ceil(n / hw.instance_chips)
     cloud = instances * hw.instance_usd_per_hour * wall / 3600.0
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (hardware, energy_usd, cloud)))
+    shape = broadcast_shape(hardware, energy_usd, cloud)
     b = lambda x: shaped(x, shape).copy()  # noqa: E731
     return RunCost(
         power=p,

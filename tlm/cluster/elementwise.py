@@ -48,6 +48,7 @@ __all__ = [
     "number",
     "first",
     "shaped",
+    "broadcast_shape",
 ]
 
 
@@ -151,7 +152,10 @@ def as_int(x):
 def number(x):
     """A Python or numpy scalar (not a bool) as a float; anything else (a bool too) as
     ``np.asarray(x, dtype=float)``."""
-    if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool):
+    t = type(x)
+    if t is float or t is int or t in (np.float64, np.int64):  # (isinstance of numpy's
+        return float(x)  # abstract types is slow; these are the usual scalars)
+    if isinstance(x, (int, float, np.integer, np.floating)) and t is not bool:
         return float(x)
     return np.asarray(x, dtype=float)
 
@@ -159,6 +163,13 @@ def number(x):
 def first(x):
     """The first element of an array as a Python number (a scalar as it is)."""
     return x.ravel()[0].item() if type(x) is np.ndarray else x
+
+
+def broadcast_shape(*xs) -> tuple:
+    """The shape ``xs`` broadcast to: ``()`` when none is an array (no numpy call)."""
+    if any(type(x) is np.ndarray for x in xs):
+        return np.broadcast_shapes(*(np.shape(x) for x in xs))
+    return ()
 
 
 def shaped(x, shape, dtype=float):
@@ -169,6 +180,6 @@ def shaped(x, shape, dtype=float):
         return x if x.shape == shape else np.broadcast_to(x, shape)
     if not shape:
         return np.array(x, dtype=dtype)
-    if math.prod(shape) != 1:
-        return np.full(shape, x, dtype=dtype)
-    return np.array(x, dtype=dtype).reshape(shape)  # (np.full is slower for one element)
+    if shape == (1,):
+        return np.array((x,), dtype=dtype)  # (np.full is slower for one element)
+    return np.full(shape, x, dtype=dtype)

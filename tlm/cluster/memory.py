@@ -7,7 +7,8 @@ micro-batch, activation recomputation (none / selective / full) - and the number
 weights, gradients, optimizer state and activations (:mod:`tlm.formats`), it gives each
 chip's weights, gradients, optimizer state, activations and buffers in bytes, the total, and
 whether it fits the chip's HBM. One call evaluates any number of configurations (numpy arrays
-in, arrays out): the strategy search's inner loop.
+in, arrays out): the strategy search's inner loop; one configuration runs the same formulas
+on Python numbers (:mod:`tlm.cluster.elementwise`).
 
 The peak is on the first pipeline stage (most micro-batches in flight, the embedding) or the
 last (the output projection and its logits); both are computed and the larger is kept.
@@ -160,10 +161,10 @@ def _gib(x: float) -> str:
 
 
 def _int_array(name, value):
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return np.asarray(value, dtype=np.int64)  # one integer: no dtype tests to run
+    if type(value) is int or type(value) is np.int64:  # one integer: no dtype tests to run
+        return np.asarray(value, dtype=np.int64)
     a = np.asarray(value)
-    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+    if a.dtype.kind not in "iu":  # (the kinds of numpy's integers; bool is "b")
         if a.dtype.kind == "f" and np.all(a == np.floor(a)):
             return a.astype(np.int64)
         raise ValueError(f"{name} must be an integer or an array of integers, not {value!r}")

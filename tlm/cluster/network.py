@@ -151,8 +151,8 @@ _SCALARS = (int, float, np.integer, np.floating)
 
 def _is_scalar(x) -> bool:
     t = type(x)
-    if t is int or t is float:
-        return True
+    if t is int or t is float or t is np.float64 or t is np.int64:
+        return True  # (isinstance of numpy's abstract types is slow: the usual ones first)
     return isinstance(x, _SCALARS) and not isinstance(x, (bool, np.bool_))
 
 
@@ -753,7 +753,7 @@ class Network:
 
     def collective_s(self, op: str, group, stride, nbytes, dtype_bytes: int = 2) -> np.ndarray:
         """Time of one collective of every group of a dimension, seconds (numpy arrays in,
-        broadcast together, an array out).
+        broadcast together, an array out; scalars in, a numpy float out).
 
         Parameters
         ----------
@@ -828,7 +828,8 @@ class Network:
 
     def p2p_s(self, nbytes, stride, group=None) -> np.ndarray:
         """Time of a pipeline send of ``nbytes`` from every chip to the chip ``stride`` on
-        (all at once, as a pipeline's stages send), seconds.
+        (all at once, as a pipeline's stages send), seconds (an array; a numpy float for
+        scalars).
 
         Parameters
         ----------

@@ -7,7 +7,9 @@ sub-topology), :func:`training_step` gives, for arrays of configurations - data 
 ZeRO 0-3), tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 1F1B with
 ``interleave`` virtual stages), context (``cp``) and expert (``ep``) parallelism, micro-batch
 and recomputation - the step time and its breakdown, MFU and HFU, tokens/s, and each chip's
-memory (:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares).
+memory (:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares). One
+configuration (scalars, or arrays of one) runs the same formulas on Python numbers
+(:mod:`tlm.cluster.elementwise`): a single estimate without numpy's per-call overhead.
 
 The model of a step (the derivation and its assumptions are in docs/cluster.md):
 
