@@ -254,8 +254,8 @@ def layer_activation_bytes(
 
 def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt):
     """:func:`layer_activation_bytes` of checked inputs: floats ``b, s, t, c`` (micro-batch,
-    sequence, tp, cp), booleans ``sp`` and recomputation codes ``code`` - arrays, or numpy
-    scalars for one configuration."""
+    sequence, tp, cp), booleans ``sp`` and recomputation codes ``code`` - arrays, or Python
+    numbers for one configuration."""
     e = element_bytes(fmt)
     mask = 1.0 if m.dropout else 0.0  # dropout masks: one byte per element
     r = where(sp, t, 1.0)  # what tensor parallelism leaves whole
@@ -407,7 +407,7 @@ def memory_per_chip(
 def _validate(m: Model, c: dict, gb: int, s: int):
     """Reason codes per configuration (0: valid) and their messages."""
     reasons = [""]
-    one = type(c["tp"]) is not np.ndarray  # one configuration, as numpy scalars
+    one = type(c["tp"]) is not np.ndarray  # one configuration, as Python numbers
     code = 0 if one else np.zeros(c["tp"].shape, dtype=np.int64)
 
     def rule(bad, message, values):
