@@ -94,6 +94,28 @@ def small():
     return load_model("llama3-8b"), load_hardware("trn2")
 
 
+def test_one_layout_is_the_vectorised_row_bit_for_bit():
+    """A single estimate (one layout) runs the step, goodput and cost on Python numbers
+    instead of arrays: each output equals its row of the vectorised call exactly."""
+    from tlm.cluster.search import OUTPUTS, evaluate
+
+    rng = np.random.default_rng(SEED)
+    print(f"SEED={SEED}")
+    m, hw = load_model("deepseek-v3"), load_hardware("trn2")
+    parts = [candidates(m, n)[0] for n in (1024, 1 << 20)]
+    every = {k: np.concatenate([p[k] for p in parts]) for k in AXES}
+    pick = rng.choice(len(every["chips"]), 40, replace=False)
+    configs = {k: v[pick] for k, v in every.items()}
+    configs["pp"][::7] = 7  # some layouts that are not valid
+    many = evaluate(m, hw, configs)
+    assert np.isfinite(many["step_s"]).sum() >= 20
+    for i in range(len(pick)):
+        one = evaluate(m, hw, {k: v[i : i + 1] for k, v in configs.items()})
+        for key in OUTPUTS:
+            assert one[key].shape == (1,) and one[key].dtype == many[key].dtype, key
+            np.testing.assert_array_equal(one[key][0], many[key][i], err_msg=f"{key} row {i}")
+
+
 def test_best_layouts_and_budgets(small):
     m, hw = small
     found = search(m, hw, [64, 256], scheduler="inline")

@@ -205,6 +205,76 @@ def test_vectorised_equals_scalar():
         assert bool(many.memory.fits[i]) == bool(one.memory.fits)
 
 
+def _figures(step) -> dict:
+    """Every per-configuration array of a step and of its memory, by name (the reason as its
+    message: a code indexes its own call's messages)."""
+    out = {f: getattr(step, f) for f in step.__dataclass_fields__}
+    out.update({"memory." + f: getattr(step.memory, f) for f in step.memory.__dataclass_fields__})
+    messages = np.array(step.memory.reasons, dtype=object)
+    out["memory.reason"] = np.asarray(messages[step.memory.reason], dtype=object)
+    return {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
+
+
+@pytest.mark.parametrize("name", ["llama3-405b", "deepseek-v3"])
+def test_one_configuration_is_the_vectorised_row_bit_for_bit(name):
+    """A single estimate runs the same formulas on Python numbers instead of arrays: through
+    the real operator costs and network, every figure of one configuration - given as scalars
+    or as arrays of one - equals its row of the vectorised call exactly (same dtype; invalid
+    rows NaN in both, and the scalar call raises the row's reason)."""
+    from tlm.cluster.hardware import load_hardware
+    from tlm.cluster.search import engines
+
+    rng = np.random.default_rng(SEED)
+    print(f"SEED={SEED}")
+    hw = load_hardware("trn2")
+    costs, network = engines(hw)
+    m = load_model(name)
+    n = 60
+    cfg = dict(
+        dp=rng.choice([1, 8, 64, 512, 3], n),
+        tp=rng.choice([1, 4, 16, 64], n),
+        pp=rng.choice([1, 2, 8, 16, 5], n),
+        cp=rng.choice([1, 2, 4], n),
+        ep=rng.choice([1, 8, 32], n) if m.moe else np.ones(n, dtype=np.int64),
+        zero=rng.integers(0, 4, n),
+        micro_batch=rng.choice([1, 2], n),
+        sp=rng.random(n) < 0.5,
+        recompute=rng.integers(0, 3, n),
+        interleave=rng.choice([1, 2], n),
+        overlap_dp=rng.random(n) < 0.5,
+    )
+    many = _figures(training_step(m, costs, network, hbm_bytes=hw.hbm_bytes, **cfg))
+    valid = 0
+    for i in range(n):
+        rows = _figures(
+            training_step(
+                m,
+                costs,
+                network,
+                hbm_bytes=hw.hbm_bytes,
+                **{k: v[i : i + 1] for k, v in cfg.items()},
+            )
+        )
+        one = {k: v[i].item() for k, v in cfg.items()}
+        reason = str(many["memory.reason"][i])
+        if reason:
+            with pytest.raises(ValueError) as info:
+                training_step(m, costs, network, hbm_bytes=hw.hbm_bytes, **one)
+            assert str(info.value) == reason
+            scalars = None
+        else:
+            valid += 1
+            scalars = _figures(training_step(m, costs, network, hbm_bytes=hw.hbm_bytes, **one))
+        for key, column in many.items():
+            assert rows[key].shape == (1,), key
+            assert rows[key].dtype == column.dtype, key
+            np.testing.assert_array_equal(rows[key][0], column[i], err_msg=f"{key} row {i}")
+            if scalars is not None:
+                assert scalars[key].shape == () and scalars[key].dtype == column.dtype, key
+                np.testing.assert_array_equal(scalars[key], column[i], err_msg=f"{key} {i}")
+    assert valid >= 10
+
+
 def test_invalid_rows_are_nan_and_scalars_raise():
     m = load_model("llama3-8b")
     many = training_step(m, PeakCosts(), FreeNetwork(), tp=np.array([8, 3]), global_batch=8)

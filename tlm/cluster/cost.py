@@ -36,6 +36,17 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .elementwise import (
+    all_,
+    as_int,
+    broadcast_shape,
+    ceil,
+    first,
+    maximum,
+    number,
+    shaped,
+    where,
+)
 from .hardware import Hardware
 
 __all__ = [
@@ -102,30 +113,32 @@ DEFAULT_NETWORK = Network()
 
 
 def _positive(name, value):
-    a = np.asarray(value, dtype=float)
-    if np.any(~(a > 0)):
-        first = a[~(a > 0)].ravel()[0].item() if a.ndim else a.item()
-        raise ValueError(f"{name} must be a positive number (or an array of them), not {first!r}")
+    """``value`` as floats (a float for a scalar), each > 0, else a ValueError."""
+    a = number(value)
+    if not all_(a > 0):
+        bad = first(a[~(a > 0)]) if np.ndim(a) else first(a)
+        raise ValueError(f"{name} must be a positive number (or an array of them), not {bad!r}")
     return a
 
 
 def clos_tiers(endpoint_ports, radix):
     """Tiers of the smallest folded Clos of radix-``radix`` switches with ``endpoint_ports``
     leaf-facing ports: the least ``T`` with ``2 (radix/2)^T >= endpoint_ports`` (1 tier: a
-    single switch of ``radix`` ports).
+    single switch of ``radix`` ports); int64, an array or (for a scalar) a numpy integer.
 
     >>> clos_tiers([64, 65, 2048, 2049, 65536, 65537], 64).tolist()
     [1, 2, 2, 3, 3, 4]
     """
     e = _positive("endpoint_ports", endpoint_ports)
     half = radix / 2
-    tiers = np.ceil(np.log(np.maximum(e / 2, 1.0)) / np.log(half) - 1e-9)
-    tiers = np.maximum(tiers, 1)
-    return np.where(e <= radix, 1, np.maximum(tiers, 2)).astype(np.int64)
+    tiers = ceil(np.log(maximum(e / 2, 1.0)) / np.log(half) - 1e-9)
+    tiers = maximum(tiers, 1)
+    return as_int(where(e <= radix, 1, maximum(tiers, 2)))
 
 
 def switch_ports_per_chip(hw: Hardware, chips, network: Network = DEFAULT_NETWORK):
-    """Switch ports each chip's scale-out traffic needs, and the Clos tiers (arrays).
+    """Switch ports each chip's scale-out traffic needs, and the Clos tiers (arrays; scalars
+    for a scalar ``chips``).
 
     >>> from tlm.cluster.hardware import load_hardware
     >>> ports, tiers = switch_ports_per_chip(load_hardware("h100"), 16384)
@@ -134,7 +147,7 @@ def switch_ports_per_chip(hw: Hardware, chips, network: Network = DEFAULT_NETWOR
     """
     n = _positive("chips", chips)
     lanes = hw.scale_out_bandwidth_Bps / network.port_Bps
-    tiers = clos_tiers(np.maximum(n * lanes, 1.0), network.radix)
+    tiers = clos_tiers(maximum(n * lanes, 1.0), network.radix)
     per_port = 1 + 2 * (tiers - 1) / network.oversubscription
     return lanes * per_port, tiers
 
@@ -163,13 +176,13 @@ def power(
     ``spare_servers``; hot spares idle: only their hosts are counted).
     """
     n = _positive("chips", chips)
-    pue = np.asarray(pue, dtype=float)
-    if np.any(~(pue >= 1)):
-        raise ValueError(f"pue must be a number >= 1, not {pue.ravel()[0].item()!r}")
-    spares = np.asarray(spare_servers, dtype=float)
-    if np.any(~(spares >= 0)):
-        raise ValueError(f"spare_servers must be >= 0, not {spares.ravel()[0].item()!r}")
-    servers = np.ceil(n / hw.server_chips)
+    pue = number(pue)
+    if not all_(pue >= 1):
+        raise ValueError(f"pue must be a number >= 1, not {first(pue)!r}")
+    spares = number(spare_servers)
+    if not all_(spares >= 0):
+        raise ValueError(f"spare_servers must be >= 0, not {first(spares)!r}")
+    servers = ceil(n / hw.server_chips)
     per_chip, tiers = switch_ports_per_chip(hw, n, network)
     ports = per_chip * n
     chip_w = n * hw.power_w
@@ -177,12 +190,12 @@ def power(
     network_w = ports * network.port_power_w
     it = chip_w + host_w + network_w
     overhead = it * (pue - 1)
-    shape = np.broadcast_shapes(np.shape(it), np.shape(overhead))
-    b = lambda x: np.broadcast_to(np.asarray(x, float), shape).copy()  # noqa: E731
+    shape = broadcast_shape(it, overhead)
+    b = lambda x: shaped(x, shape).copy()  # noqa: E731
     return Power(
         chips=b(n),
         servers=b(servers),
-        tiers=np.broadcast_to(tiers, shape).copy(),
+        tiers=shaped(tiers, shape, np.int64).copy(),
         switch_ports=b(ports),
         chip_w=b(chip_w),
         host_w=b(host_w),
@@ -245,14 +258,14 @@ def run_cost(
     n = _positive("chips", chips)
     t = _positive("step_time_s", step_time_s)
     s = _positive("steps", steps)
-    g = np.asarray(goodput, dtype=float)
-    if np.any(~((g > 0) & (g <= 1))):
-        raise ValueError(f"goodput must be a fraction in (0, 1], not {g.ravel()[0].item()!r}")
+    g = number(goodput)
+    if not all_((g > 0) & (g <= 1)):
+        raise ValueError(f"goodput must be a fraction in (0, 1], not {first(g)!r}")
     kwh = _positive("usd_per_kwh", usd_per_kwh)
     years = _positive("amortisation_years", amortisation_years)
     p = power(hw, n, network=network, pue=pue, spare_servers=spare_servers)
     wall = s * t / g
-    spares = np.asarray(spare_servers, dtype=float)
+    spares = number(spare_servers)
     capex = (
         (n + spares * hw.server_chips) * hw.capex_usd
         + (p.servers + spares) * hw.host_capex_usd
@@ -261,10 +274,10 @@ def run_cost(
     hardware = capex * wall / (years * _YEAR_S)
     energy_j = p.total_w * wall
     energy_usd = energy_j / 3.6e6 * kwh
-    instances = np.ceil(n / hw.instance_chips)
+    instances = ceil(n / hw.instance_chips)
     cloud = instances * hw.instance_usd_per_hour * wall / 3600.0
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (hardware, energy_usd, cloud)))
-    b = lambda x: np.broadcast_to(np.asarray(x, float), shape).copy()  # noqa: E731
+    shape = broadcast_shape(hardware, energy_usd, cloud)
+    b = lambda x: shaped(x, shape).copy()  # noqa: E731
     return RunCost(
         power=p,
         step_energy_j=b(p.total_w * t),

@@ -7,7 +7,8 @@ micro-batch, activation recomputation (none / selective / full) - and the number
 weights, gradients, optimizer state and activations (:mod:`tlm.formats`), it gives each
 chip's weights, gradients, optimizer state, activations and buffers in bytes, the total, and
 whether it fits the chip's HBM. One call evaluates any number of configurations (numpy arrays
-in, arrays out): the strategy search's inner loop.
+in, arrays out): the strategy search's inner loop; one configuration runs the same formulas
+on Python numbers (:mod:`tlm.cluster.elementwise`).
 
 The peak is on the first pipeline stage (most micro-batches in flight, the embedding) or the
 last (the output projection and its logits); both are computed and the larger is kept.
@@ -44,6 +45,19 @@ import numpy as np
 
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import tp_allowed
+from .elementwise import (
+    as_float,
+    as_int,
+    ceil,
+    clip,
+    floor,
+    maximum,
+    minimum,
+    ones_like,
+    shaped,
+    where,
+    zeros_like,
+)
 
 __all__ = [
     "MemoryBreakdown",
@@ -147,8 +161,10 @@ def _gib(x: float) -> str:
 
 
 def _int_array(name, value):
+    if type(value) is int or type(value) is np.int64:  # one integer: no dtype tests to run
+        return np.asarray(value, dtype=np.int64)
     a = np.asarray(value)
-    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+    if a.dtype.kind not in "iu":  # (the kinds of numpy's integers; bool is "b")
         if a.dtype.kind == "f" and np.all(a == np.floor(a)):
             return a.astype(np.int64)
         raise ValueError(f"{name} must be an integer or an array of integers, not {value!r}")
@@ -156,6 +172,8 @@ def _int_array(name, value):
 
 
 def _recompute_codes(value):
+    if isinstance(value, str) and value in RECOMPUTE:  # one name: no sorting to do
+        return np.asarray(RECOMPUTE.index(value), dtype=np.int64)
     a = np.asarray(value)
     if a.dtype.kind in "iu":
         codes = a.astype(np.int64)
@@ -182,7 +200,7 @@ def _attention_params(m: Model, t):
         replicated += h * (x.kv_lora_rank + x.qk_rope_head_dim) + x.kv_lora_rank
         split = x.q_lora_rank * a * qk + x.kv_lora_rank * a * (x.qk_nope_head_dim + x.v_head_dim)
         return replicated + (split + a * x.v_head_dim * h) / t
-    kv_l = np.maximum(m.kv_heads / t, 1)
+    kv_l = maximum(m.kv_heads / t, 1)
     d = m.head_dim
     weights = h * (a_l + 2 * kv_l) * d + a_l * d * h
     return weights + (((a_l + 2 * kv_l) * d + h) if m.biases else 0)
@@ -200,7 +218,7 @@ def _layer_params(m: Model, t, ep):
     base = _attention_params(m, t) + 2 * m.norm_parameters()
     dense = base + _ffn_params(m, m.ffn, t)
     if not m.moe:
-        zero = np.zeros_like(dense)
+        zero = zeros_like(dense)
         return dense, zero, zero
     x = m.moe
     moe_base = base + m.router_parameters()
@@ -229,11 +247,18 @@ def layer_activation_bytes(
     if kind not in ("dense", "moe") or (kind == "moe" and not m.moe):
         allowed = "dense or moe" if m.moe else "dense"
         raise ValueError(f"kind must be {allowed}, not {kind!r}")
-    recompute = _recompute_codes(recompute)
+    b, s, t, c = (np.asarray(x, dtype=float) for x in (micro_batch, seq_len, tp, cp))
+    sp = np.asarray(sp, dtype=bool)
+    return _activation_bytes(m, kind, b, s, t, c, sp, _recompute_codes(recompute), fmt)
+
+
+def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt):
+    """:func:`layer_activation_bytes` of checked inputs: floats ``b, s, t, c`` (micro-batch,
+    sequence, tp, cp), booleans ``sp`` and recomputation codes ``code`` - arrays, or Python
+    numbers for one configuration."""
     e = element_bytes(fmt)
     mask = 1.0 if m.dropout else 0.0  # dropout masks: one byte per element
-    b, s, t, c = (np.asarray(x, dtype=float) for x in (micro_batch, seq_len, tp, cp))
-    r = np.where(np.asarray(sp, dtype=bool), t, 1.0)  # what tensor parallelism leaves whole
+    r = where(sp, t, 1.0)  # what tensor parallelism leaves whole
     tokens = b * s / c
     h = m.hidden
     a_l = m.heads / t
@@ -247,7 +272,7 @@ def layer_activation_bytes(
         whole = whole + e * (2 * x.q_lora_rank + 2 * x.kv_lora_rank + x.qk_rope_head_dim)
         split = e * a_l * (2 * qk + 2 * x.v_head_dim)  # Q, K, V, output projection input
     else:
-        kv_l = np.maximum(m.kv_heads / t, 1)
+        kv_l = maximum(m.kv_heads / t, 1)
         split = e * (a_l * m.head_dim + kv_l * (m.head_dim + m.v_head_dim) + a_l * m.v_head_dim)
     # scores: softmax output (+ dropout mask and output), b a s^2 over the context chips
     scores = b * a_l * (s / c) * s * (e + mask * (1 + e))
@@ -266,9 +291,8 @@ def layer_activation_bytes(
         per_copy = 2 * e * h + e * mid * x.expert_ffn / t
         routed = tokens * x.top_k * x.capacity_factor * per_copy
     full_layer = tokens * (whole / r + split) + routed
-    code = np.asarray(recompute)
-    stored = np.where(code == 0, full_layer + scores, full_layer)
-    return np.where(code == 2, tokens * e * h / r, stored)
+    stored = where(code == 0, full_layer + scores, full_layer)
+    return where(code == 2, tokens * e * h / r, stored)
 
 
 # --- the model ----------------------------------------------------------------------------------
@@ -342,30 +366,38 @@ def memory_per_chip(
         "interleave": _int_array("interleave", interleave),
     }
     scalar = all(v.ndim == 0 for v in config.values())
-    arrays = dict(zip(config, np.broadcast_arrays(*config.values()), strict=True))
     gb = model.global_batch_sequences if global_batch is None else global_batch
     s = model.seq_len if seq_len is None else seq_len
-    reason, reasons = _validate(model, arrays, gb, s)
-    if scalar and reason.item():
-        raise ValueError(reasons[reason.item()])
+    if all(v.size == 1 for v in config.values()):
+        # one configuration: the same formulas on Python numbers (numpy's per-call overhead
+        # on arrays of one element was most of a single estimate's time)
+        shape = (1,) * max(v.ndim for v in config.values())
+        arrays = {k: v.reshape(shape) for k, v in config.items()}
+        values = {k: v.item() for k, v in config.items()}
+    else:
+        arrays = dict(zip(config, np.broadcast_arrays(*config.values()), strict=True))
+        values = arrays
+    reason, reasons = _validate(model, values, gb, s)
+    if scalar and reason:
+        raise ValueError(reasons[reason])
     ok = reason == 0
     safe = {
-        k: np.where(ok, v, 1) if k not in ("sp", "recompute", "zero") else v
-        for k, v in arrays.items()
+        k: where(ok, v, 1) if k not in ("sp", "recompute", "zero") else v for k, v in values.items()
     }
     figures = _evaluate(
         model, safe, gb, s, weights, gradients, optimizer, master, activations, reserve_bytes
     )
-    nan = np.where(ok, 1.0, np.nan)
-    out = {k: np.asarray(v * nan) for k, v in figures.items() if k != "stage"}
-    hbm = np.full(reason.shape, np.nan if hbm_bytes is None else float(hbm_bytes))
-    total = out["total_bytes"]
+    nan = where(ok, 1.0, np.nan)
+    hbm = np.nan if hbm_bytes is None else float(hbm_bytes)
+    total = figures["total_bytes"] * nan
+    fits = ok & (total <= hbm)
+    shape = np.shape(arrays["tp"])
     return MemoryBreakdown(
-        **out,
-        hbm_bytes=hbm,
-        fits=np.asarray(ok & (total <= hbm)),
-        stage=np.asarray(figures["stage"]),
-        reason=reason,
+        **{k: shaped(v * nan, shape) for k, v in figures.items() if k != "stage"},
+        hbm_bytes=shaped(hbm, shape),
+        fits=shaped(fits, shape, bool),
+        stage=shaped(figures["stage"], shape, np.int64),
+        reason=shaped(reason, shape, np.int64),
         reasons=reasons,
         config=arrays,
         model=model.name,
@@ -375,11 +407,18 @@ def memory_per_chip(
 def _validate(m: Model, c: dict, gb: int, s: int):
     """Reason codes per configuration (0: valid) and their messages."""
     reasons = [""]
-    code = np.zeros(c["tp"].shape, dtype=np.int64)
+    one = type(c["tp"]) is not np.ndarray  # one configuration, as Python numbers
+    code = 0 if one else np.zeros(c["tp"].shape, dtype=np.int64)
 
     def rule(bad, message, values):
         """Mark the rows where ``bad`` holds (and nothing earlier did): one reason per bad
         value, so each row's message names its own value."""
+        nonlocal code
+        if one:
+            if bad and not code:
+                reasons.append(message.format(int(values)))
+                code = len(reasons) - 1
+            return
         bad = bad & (code == 0)
         if not bad.any():
             return
@@ -389,7 +428,11 @@ def _validate(m: Model, c: dict, gb: int, s: int):
 
     for name in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "interleave"):
         rule(c[name] < 1, f"{name} must be a positive integer, not {{}}", c[name])
-    for t in np.unique(c["tp"][(c["tp"] >= 1) & (code == 0)]):
+    if one:
+        tps = [c["tp"]] if c["tp"] >= 1 and not code else []
+    else:
+        tps = np.unique(c["tp"][(c["tp"] >= 1) & (code == 0)])
+    for t in tps:
         why = tp_allowed(m, int(t))
         if why:
             rule(c["tp"] == t, f"tp must be {why} of {m.name}, not {{}}", c["tp"])
@@ -404,21 +447,21 @@ def _validate(m: Model, c: dict, gb: int, s: int):
         if m.moe
         else (f"1 for {m.name} (a dense model)")
     )
-    rule(experts % np.maximum(c["ep"], 1) != 0, f"ep must be {allowed}, not {{}}", c["ep"])
+    rule(experts % maximum(c["ep"], 1) != 0, f"ep must be {allowed}, not {{}}", c["ep"])
     dpcp = c["dp"] * c["cp"]
     rule(
-        dpcp % np.maximum(c["ep"], 1) != 0,
+        dpcp % maximum(c["ep"], 1) != 0,
         "ep must divide dp x cp (the expert-parallel group is carved from them), not {}",
         c["ep"],
     )
     rule(
-        s % np.maximum(c["cp"], 1) != 0,
+        s % maximum(c["cp"], 1) != 0,
         f"cp must divide the sequence of {s} tokens, not {{}}",
         c["cp"],
     )
     dmb = c["dp"] * c["micro_batch"]
     rule(
-        gb % np.maximum(dmb, 1) != 0,
+        gb % maximum(dmb, 1) != 0,
         f"dp x micro_batch must divide the global batch of {gb} sequences, not {{}}",
         dmb,
     )
@@ -438,8 +481,8 @@ def _validate(m: Model, c: dict, gb: int, s: int):
 
 
 def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
-    dp, t, pp, cp, ep = (c[k].astype(float) for k in ("dp", "tp", "pp", "cp", "ep"))
-    zero, b, rc, v = c["zero"], c["micro_batch"].astype(float), c["recompute"], c["interleave"]
+    dp, t, pp, cp, ep = (as_float(c[k]) for k in ("dp", "tp", "pp", "cp", "ep"))
+    zero, b, rc, v = c["zero"], as_float(c["micro_batch"]), c["recompute"], c["interleave"]
     sp = c["sp"]
     wb, gb_, ob = element_bytes(wf), element_bytes(gf), element_bytes(of)
     master = 0.0 if mf == wf else element_bytes(mf)
@@ -448,23 +491,23 @@ def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
 
     # layers on the first and the last stage (uneven splits: the first stages take one more)
     L = m.layers
-    base = np.floor(L / pp)
-    first_n = np.ceil(L / pp)
-    last_n = np.where(pp == 1, L, base)
+    base = floor(L / pp)
+    first_n = ceil(L / pp)
+    last_n = where(pp == 1, L, base)
     k_dense = m.dense_layers if m.moe else L
-    first_dense = np.minimum(k_dense, first_n)
-    last_dense = np.clip(k_dense - (L - last_n), 0, last_n)
+    first_dense = minimum(k_dense, first_n)
+    last_dense = clip(k_dense - (L - last_n), 0, last_n)
 
-    vocab_l = np.ceil(m.vocab / t)
+    vocab_l = ceil(m.vocab / t)
     embed = vocab_l * m.hidden + (s * m.hidden if m.position == "learned" else 0)
-    head = np.where(pp > 1, vocab_l * m.hidden, 0.0) if m.tied_embeddings else vocab_l * m.hidden
+    head = where(pp > 1, vocab_l * m.hidden, 0.0) if m.tied_embeddings else vocab_l * m.hidden
     head = head + m.norm_parameters()
     stages = []
     n_micro = gb / (dp * b)
     for n_layers, n_dense, extra, in_flight in (
         # one stage holds the embedding and the output projection both
-        (first_n, first_dense, embed + np.where(pp == 1, head, 0.0), np.minimum(pp, n_micro)),
-        (last_n, last_dense, head, np.ones_like(pp)),
+        (first_n, first_dense, embed + where(pp == 1, head, 0.0), minimum(pp, n_micro)),
+        (last_n, last_dense, head, ones_like(pp)),
     ):
         n_moe = n_layers - n_dense
         dense_params = n_dense * dense_p + n_moe * moe_p + extra  # sharded over dp x cp
@@ -473,48 +516,51 @@ def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
 
     d_shard = dp * cp
     e_shard = d_shard / ep
+    # what is the same on both stages: a layer's activations per micro-batch, and while it is
+    # recomputed (the larger of the two kinds of layer)
+    shape = (b, s, t, cp, sp)
+    dense_acts = _activation_bytes(m, "dense", *shape, rc, af)
+    moe_acts = _activation_bytes(m, "moe", *shape, rc, af) if m.moe else 0.0
+    working = _activation_bytes(m, "dense", *shape, 0 * rc, af)
+    if m.moe:
+        working = maximum(working, _activation_bytes(m, "moe", *shape, 0 * rc, af))
     results = []
     for i, (_, n_dense, n_moe, pd, pe, in_flight) in enumerate(stages):
-        held = pd / np.where(zero >= 3, d_shard, 1) + pe / np.where(zero >= 3, e_shard, 1)
+        held = pd / where(zero >= 3, d_shard, 1) + pe / where(zero >= 3, e_shard, 1)
         weights = held * wb
-        grads = pd / np.where(zero >= 2, d_shard, 1) + pe / np.where(zero >= 2, e_shard, 1)
+        grads = pd / where(zero >= 2, d_shard, 1) + pe / where(zero >= 2, e_shard, 1)
         grads = grads * gb_
-        opt = pd / np.where(zero >= 1, d_shard, 1) + pe / np.where(zero >= 1, e_shard, 1)
+        opt = pd / where(zero >= 1, d_shard, 1) + pe / where(zero >= 1, e_shard, 1)
         opt = opt * (master + 2 * ob)
-        shape = dict(micro_batch=b, seq_len=s, tp=t, cp=cp, sp=sp, recompute=rc, fmt=af)
-        per_mb = n_dense * layer_activation_bytes(m, "dense", **shape)
+        per_mb = n_dense * dense_acts
         if m.moe:
-            per_mb = per_mb + n_moe * layer_activation_bytes(m, "moe", **shape)
-        factor = np.where(v > 1, 1 + (pp - 1) / (pp * v), 1.0) if i == 0 else 1.0
+            per_mb = per_mb + n_moe * moe_acts
+        factor = where(v > 1, 1 + (pp - 1) / (pp * v), 1.0) if i == 0 else 1.0
         acts = per_mb * in_flight * factor
         tokens = b * s / cp
-        r = np.where(sp, t, 1.0)
+        r = where(sp, t, 1.0)
         if i == 0:  # the embedding's dropout mask, per micro-batch in flight
             acts = acts + (tokens * m.hidden / r * (1.0 if m.dropout else 0.0)) * in_flight
         # final norm and output projection inputs, fp32 logits split by vocabulary: on the
         # last stage (the first too when there is one stage)
         head_acts = tokens * (2 * ab * m.hidden / r + 4.0 * vocab_l)
-        acts = acts + (head_acts if i == 1 else np.where(pp == 1, head_acts, 0.0))
+        acts = acts + (head_acts if i == 1 else where(pp == 1, head_acts, 0.0))
         # buffers: ZeRO-3 gathers a layer's weights (two in flight: one prefetched); pipeline
         # send and receive of one micro-batch's hidden state; a fully recomputed layer's
         # activations while it is recomputed; context-parallel K/V blocks in flight; reserve
-        biggest = np.maximum(dense_p, moe_p + expert_p) if m.moe else dense_p
-        buf = np.where(zero >= 3, 2 * biggest * wb, 0.0)
-        buf = buf + np.where(pp > 1, 2 * tokens * ab * m.hidden / r, 0.0)
-        whole_layer = {**shape, "recompute": np.zeros_like(rc)}
-        working = layer_activation_bytes(m, "dense", **whole_layer)
-        if m.moe:  # the larger of the two kinds of layer
-            working = np.maximum(working, layer_activation_bytes(m, "moe", **whole_layer))
-        buf = buf + np.where(rc == 2, working, 0.0)
-        kv_l = np.maximum(m.kv_heads / t, 1)
-        buf = buf + np.where(cp > 1, 2 * tokens * ab * kv_l * (m.head_dim + m.v_head_dim), 0.0)
+        biggest = maximum(dense_p, moe_p + expert_p) if m.moe else dense_p
+        buf = where(zero >= 3, 2 * biggest * wb, 0.0)
+        buf = buf + where(pp > 1, 2 * tokens * ab * m.hidden / r, 0.0)
+        buf = buf + where(rc == 2, working, 0.0)
+        kv_l = maximum(m.kv_heads / t, 1)
+        buf = buf + where(cp > 1, 2 * tokens * ab * kv_l * (m.head_dim + m.v_head_dim), 0.0)
         buf = buf + reserve
         results.append((weights, grads, opt, acts, buf))
     totals = [sum(parts) for parts in results]
     last_peak = totals[1] > totals[0]
     out = {}
     for j, name in enumerate(COMPONENTS):
-        out[f"{name}_bytes"] = np.where(last_peak, results[1][j], results[0][j]) + 0.0
-    out["total_bytes"] = np.where(last_peak, totals[1], totals[0]) + 0.0
-    out["stage"] = last_peak.astype(np.int64)
+        out[f"{name}_bytes"] = where(last_peak, results[1][j], results[0][j]) + 0.0
+    out["total_bytes"] = where(last_peak, totals[1], totals[0]) + 0.0
+    out["stage"] = as_int(last_peak)
     return out

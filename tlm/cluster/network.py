@@ -72,6 +72,7 @@ Examples
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +82,7 @@ from ..collectives.schedule import Schedule, Step, Transfer
 from ..system import System, load_system
 from .cost import DEFAULT_NETWORK, clos_tiers
 from .cost import Network as Fabric
+from .elementwise import ceil, maximum, minimum
 from .hardware import Hardware
 
 __all__ = ["OPS", "TIERS", "Breakdown", "Network", "run_together"]
@@ -143,7 +145,21 @@ class _Plan:
 _MAX = (1 << 31) - 1
 
 
+#: The scalars a row's group, stride or size may be (one row: no arrays built).
+_SCALARS = (int, float, np.integer, np.floating)
+
+
+def _is_scalar(x) -> bool:
+    t = type(x)
+    if t is int or t is float or t is np.float64 or t is np.int64:
+        return True  # (isinstance of numpy's abstract types is slow: the usual ones first)
+    return isinstance(x, _SCALARS) and not isinstance(x, (bool, np.bool_))
+
+
 def _integers(name, value, low=1):
+    """``value`` as int64 (an int for a scalar) in ``low..`` :data:`_MAX`, else a ValueError."""
+    if _is_scalar(value) and low <= value <= _MAX and value == math.floor(value):
+        return int(value)
     a = np.asarray(value)
     allowed = f"an integer in {low}..{_MAX} (or an array of them)"
     if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or a.dtype.kind == "f"):
@@ -155,6 +171,17 @@ def _integers(name, value, low=1):
         first = a[bad].ravel()[0].item() if a.ndim else a.item()
         raise ValueError(f"{name} must be {allowed}, not {first!r}")
     return a.astype(np.int64)
+
+
+def _sizes(value):
+    """Bytes (a float for a scalar, else float64) >= 0 and finite, else a ValueError."""
+    if _is_scalar(value) and 0 <= value < math.inf:
+        return float(value)
+    b = np.asarray(value, dtype=float)
+    if np.any(~(b >= 0) | ~np.isfinite(b)):
+        bad = b[~(b >= 0) | ~np.isfinite(b)].ravel()[0].item()
+        raise ValueError(f"nbytes must be a number >= 0 (or an array of them), not {bad!r}")
+    return b
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray):
@@ -198,6 +225,14 @@ def run_together(schedule: Schedule, systems) -> Schedule:
             for moves, s in zip(steps, schedule.steps, strict=True)
         ),
     )
+
+
+def _send_s(forms, nbytes):
+    """A send's time over the slowest of its forms ``(A, K)``: ``A + K x nbytes``."""
+    t = None
+    for a, k in forms:
+        t = a + k * nbytes if t is None else maximum(t, a + k * nbytes)
+    return t
 
 
 def _power_of_two(n: int) -> bool:
@@ -603,18 +638,22 @@ class Network:
         return op
 
     def _rows(self, group, stride, nbytes, dtype_bytes):
+        """Checked rows: three arrays broadcast together, or three scalars (one row)."""
         g = _integers("group", group)
         s = _integers("stride", stride)
-        b = np.asarray(nbytes, dtype=float)
-        if np.any(~(b >= 0) | ~np.isfinite(b)):
-            bad = b[~(b >= 0) | ~np.isfinite(b)].ravel()[0].item()
-            raise ValueError(f"nbytes must be a number >= 0 (or an array of them), not {bad!r}")
+        b = _sizes(nbytes)
         if (
             isinstance(dtype_bytes, bool)
             or not isinstance(dtype_bytes, (int, np.integer))
             or dtype_bytes < 1
         ):
             raise ValueError(f"dtype_bytes must be an integer >= 1, not {dtype_bytes!r}")
+        if not any(type(x) is np.ndarray for x in (g, s, b)):
+            if self.chips is not None and g * s > self.chips:
+                raise ValueError(
+                    f"group x stride must be at most chips ({self.chips}), not {g} x {s}"
+                )
+            return g, s, b
         g, s, b = np.broadcast_arrays(g, s, b)
         if self.chips is not None and np.any(g * s > self.chips):
             i = np.flatnonzero((g * s > self.chips).ravel())[0]
@@ -624,9 +663,41 @@ class Network:
             )
         return g, s, b
 
+    @staticmethod
+    def _plan_s(plan: _Plan, count, dtype_bytes: int, explain: bool = False):
+        """A plan's time for ``count`` elements (an array of rows, or one row's float): the
+        total, each phase's time and, with ``explain``, each phase's fastest algorithm."""
+        parts, picks = [], []
+        for ph in plan.phases:
+            units = ceil(count * ph.factor) if ph.factor != 1.0 else count
+            best, pick = None, None
+            for w, (a, k, chunks) in enumerate(zip(ph.A, ph.K, ph.C, strict=True)):
+                t = a + k * (ceil(units / chunks) * dtype_bytes)
+                if best is None:
+                    best = t
+                    pick = np.zeros(len(t), dtype=np.int64) if explain else None
+                else:
+                    if explain:
+                        pick = np.where(t < best, w, pick)
+                    best = minimum(best, t)
+            parts.append(best)
+            picks.append(pick)
+        if not parts:
+            return 0.0, parts, picks
+        combine = maximum if plan.overlap else operator.add
+        acc = parts[0]
+        for part in parts[1:]:
+            acc = combine(acc, part)
+        return acc, parts, picks
+
     def _evaluate(self, op, group, stride, nbytes, dtype_bytes, explain=False):
         op = self._op(op)
         g, s, b = self._rows(group, stride, nbytes, dtype_bytes)
+        if type(g) is not np.ndarray:  # one row: its plan on floats
+            if not explain:
+                total = self._plan_s(self._plan(op, g, s), ceil(b / dtype_bytes), dtype_bytes)
+                return np.float64(total[0])
+            g, s, b = np.asarray(g, dtype=np.int64), np.asarray(s, dtype=np.int64), np.asarray(b)
         shape = g.shape
         g, s, b = g.ravel(), s.ravel(), b.ravel()
         # rows sorted by (group, stride): each pair's rows are one slice, its plan's few
@@ -644,31 +715,10 @@ class Network:
         for lo, hi in zip(starts[:-1], starts[1:], strict=True):
             kg, ks = int(sorted_key[lo] >> 31), int(sorted_key[lo] & ((1 << 31) - 1))
             plan = self._plan(op, kg, ks)
-            c = count[lo:hi]
-            parts, picks = [], []
-            for ph in plan.phases:
-                units = np.ceil(c * ph.factor) if ph.factor != 1.0 else c
-                best, pick = None, None
-                for w, (a, k, chunks) in enumerate(zip(ph.A, ph.K, ph.C, strict=True)):
-                    t = a + k * (np.ceil(units / chunks) * dtype_bytes)
-                    if best is None:
-                        best = t
-                        pick = np.zeros(len(t), dtype=np.int64) if explain else None
-                    else:
-                        if explain:
-                            pick = np.where(t < best, w, pick)
-                        best = np.minimum(best, t)
-                parts.append(best)
-                picks.append(pick)
-                if explain:
-                    (out if ph.out else up)[lo:hi] += best
-            if parts:
-                combine = np.maximum if plan.overlap else np.add
-                acc = parts[0]
-                for part in parts[1:]:
-                    acc = combine(acc, part)
-                total[lo:hi] = acc
+            total[lo:hi], parts, picks = self._plan_s(plan, count[lo:hi], dtype_bytes, explain)
             if explain:
+                for ph, best in zip(plan.phases, parts, strict=True):
+                    (out if ph.out else up)[lo:hi] += best
                 tiers[lo:hi] = TIERS[plan.tier] if plan.tier >= 0 else "-"
                 if not parts:
                     labels[lo:hi] = "-"
@@ -703,7 +753,7 @@ class Network:
 
     def collective_s(self, op: str, group, stride, nbytes, dtype_bytes: int = 2) -> np.ndarray:
         """Time of one collective of every group of a dimension, seconds (numpy arrays in,
-        broadcast together, an array out).
+        broadcast together, an array out; scalars in, a numpy float out).
 
         Parameters
         ----------
@@ -738,6 +788,7 @@ class Network:
         """Where each group's collective runs: one of :data:`TIERS` (``-`` for a group of
         one)."""
         g, s, _ = self._rows(group, stride, 0.0, 1)
+        g, s = np.broadcast_arrays(g, s)
         keys, inverse = _unique_pairs(g.ravel(), s.ravel())
         names = np.array(["-", *TIERS])[[1 + self._layout(int(a), int(b))[0] for a, b in keys]]
         return names[inverse].reshape(g.shape)
@@ -777,7 +828,8 @@ class Network:
 
     def p2p_s(self, nbytes, stride, group=None) -> np.ndarray:
         """Time of a pipeline send of ``nbytes`` from every chip to the chip ``stride`` on
-        (all at once, as a pipeline's stages send), seconds.
+        (all at once, as a pipeline's stages send), seconds (an array; a numpy float for
+        scalars).
 
         Parameters
         ----------
@@ -795,11 +847,12 @@ class Network:
             Naming the argument, the value and what is allowed.
         """
         s = _integers("stride", stride)
-        b = np.asarray(nbytes, dtype=float)
-        if np.any(~(b >= 0) | ~np.isfinite(b)):
-            bad = b[~(b >= 0) | ~np.isfinite(b)].ravel()[0].item()
-            raise ValueError(f"nbytes must be a number >= 0 (or an array of them), not {bad!r}")
-        g = np.zeros_like(s) if group is None else _integers("group", group)
+        b = _sizes(nbytes)
+        g = 0 if group is None else _integers("group", group)
+        if not any(type(x) is np.ndarray for x in (s, b, g)):  # one row: its forms on floats
+            if self.chips is not None and s >= self.chips:
+                raise ValueError(f"stride must be less than chips ({self.chips}), not {s}")
+            return np.float64(_send_s(self._p2p_form(s, g or None), b))
         s, b, g = np.broadcast_arrays(s, b, g)
         shape = s.shape
         s, b, g = s.ravel(), b.ravel(), g.ravel()
@@ -807,11 +860,11 @@ class Network:
             bad = s[s >= self.chips][0]
             raise ValueError(f"stride must be less than chips ({self.chips}), not {bad}")
         keys, inverse = _unique_pairs(s, g)
-        A = np.zeros((len(keys), 2))
+        A = np.zeros((len(keys), 2))  # each pair's forms, a form of none as (0, 0)
         K = np.zeros((len(keys), 2))
         for u, (ks, kg) in enumerate(keys):
             forms = self._p2p_form(int(ks), int(kg) if kg else None)
             for j, (a, k) in enumerate(forms):
                 A[u, j], K[u, j] = a, k
-        t = (A[inverse] + K[inverse] * b[:, None]).max(axis=1)
+        t = _send_s([(A[inverse, j], K[inverse, j]) for j in range(2)], b)
         return t.reshape(shape)

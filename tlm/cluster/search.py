@@ -38,6 +38,7 @@ from ..sweep import digest, run_chunks
 from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
 from .cost import power, run_cost
+from .elementwise import isfinite, shaped, where
 from .goodput import checkpoint_bytes, goodput
 from .hardware import Hardware
 from .memory import RECOMPUTE
@@ -302,33 +303,38 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
             "total_bytes": step.memory.total_bytes,
         }
     chips = configs["chips"]
-    uniq, inverse = np.unique(chips, return_inverse=True)
-    g = _goodput(model, hw, uniq)
-    good = g.goodput_fraction[inverse]
+    shape = np.shape(chips)
+    # one layout: its numbers as scalars, through the same formulas (numpy's per-call
+    # overhead on arrays of one element would be most of a single estimate's time)
+    one = np.size(chips) == 1
+    uniq, inverse = (chips.reshape(1), 0) if one else np.unique(chips, return_inverse=True)
+    g = _cached_goodput(model, hw, uniq)
+    per_layout = (lambda x: x.item(inverse)) if one else (lambda x: x[inverse])  # noqa: E731
+    good = per_layout(g.goodput_fraction)
     gb = model.global_batch_sequences if opts.get("global_batch") is None else opts["global_batch"]
     s = model.seq_len if opts.get("seq_len") is None else opts["seq_len"]
     steps = max(1, round(model.tokens / (gb * s)))
-    valid = np.isfinite(step["step_s"])
-    safe_step = np.where(valid, step["step_s"], 1.0)
+    step_s = step["step_s"].item() if one else step["step_s"]
+    valid = isfinite(step_s)
     c = run_cost(
         hw,
-        chips,
-        step_time_s=safe_step,
+        chips.item() if one else chips,
+        step_time_s=where(valid, step_s, 1.0),
         steps=steps,
         goodput=good,
-        spare_servers=g.spare_servers[inverse],
+        spare_servers=per_layout(g.spare_servers),
     )
-    nan = np.where(valid, 1.0, np.nan)
+    nan = where(valid, 1.0, np.nan)
     return {
         "step_s": step["step_s"],
         "mfu": step["mfu"],
         "tokens_per_s": step["tokens_per_s"],
         "memory_bytes": step["total_bytes"],
         "fits": step["fits"] & valid,
-        "goodput": good * nan,
-        "train_s": c.run_wall_s * nan,
-        "cost_usd": c.cloud_usd * nan,
-        "power_w": c.power.total_w,
+        "goodput": shaped(good * nan, shape),
+        "train_s": shaped(c.run_wall_s * nan, shape),
+        "cost_usd": shaped(c.cloud_usd * nan, shape),
+        "power_w": np.reshape(c.power.total_w, shape),
     }
 
 
@@ -336,6 +342,24 @@ def _goodput(model: Model, hw: Hardware, chips):
     return goodput(
         chips=chips, server_chips=hw.server_chips, checkpoint_bytes=checkpoint_bytes(model)
     )
+
+
+_GOODPUT: dict = {}
+
+
+def _cached_goodput(model: Model, hw: Hardware, chips: np.ndarray):
+    """:func:`_goodput` of a few chip counts, kept: it depends on the model and the hardware
+    only through the chip counts, which every chunk of a search (and every single estimate
+    on the same chips) repeats."""
+    key = (id(model), id(hw), chips.dtype.str, chips.tobytes())
+    hit = _GOODPUT.get(key)
+    if hit is not None and hit[0] is model and hit[1] is hw:
+        return hit[2]
+    value = _goodput(model, hw, chips)
+    if len(_GOODPUT) > 64:
+        _GOODPUT.clear()
+    _GOODPUT[key] = (model, hw, value)
+    return value
 
 
 def run_power_w(model: Model, hw: Hardware, chips) -> np.ndarray:

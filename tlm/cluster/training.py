@@ -7,7 +7,9 @@ sub-topology), :func:`training_step` gives, for arrays of configurations - data 
 ZeRO 0-3), tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 1F1B with
 ``interleave`` virtual stages), context (``cp``) and expert (``ep``) parallelism, micro-batch
 and recomputation - the step time and its breakdown, MFU and HFU, tokens/s, and each chip's
-memory (:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares).
+memory (:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares). One
+configuration (scalars, or arrays of one) runs the same formulas on Python numbers
+(:mod:`tlm.cluster.elementwise`): a single estimate without numpy's per-call overhead.
 
 The model of a step (the derivation and its assumptions are in docs/cluster.md):
 
@@ -56,7 +58,20 @@ import numpy as np
 
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
-from .memory import MemoryBreakdown, memory_per_chip
+from .elementwise import (
+    any_,
+    as_float,
+    ceil,
+    floor,
+    logical_not,
+    maximum,
+    minimum,
+    ones_like,
+    shaped,
+    where,
+    zeros_like,
+)
+from .memory import RECOMPUTE, MemoryBreakdown, memory_per_chip
 
 __all__ = [
     "TrainingStep",
@@ -144,13 +159,19 @@ class TrainingStep:
 
 
 def _classes(*arrays):
-    """Unique rows of the given integer arrays and each configuration's row index."""
-    if all(np.size(a) == 1 for a in arrays):  # one configuration: no sorting to do
-        row = np.array([[np.ravel(a)[0] for a in arrays]])
-        return row, np.zeros(np.shape(arrays[0]), dtype=np.int64)
+    """Unique rows of the given integer arrays and each configuration's row index (0 for one
+    configuration given as scalars)."""
+    if not any(type(a) is np.ndarray for a in arrays):  # one configuration: no sorting to do
+        return np.array([arrays], dtype=np.int64), 0
     stacked = np.stack([np.ravel(a) for a in arrays], axis=1)
     rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
     return rows, inverse.reshape(np.shape(arrays[0]))
+
+
+def _take(values: np.ndarray, which):
+    """``values[which]``: per configuration (``which`` an index array), or for one
+    configuration (an int) as a float."""
+    return values[which] if type(which) is np.ndarray else values.item(which)
 
 
 def _backward_shapes(m, n, k):
@@ -251,6 +272,12 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     }
 
 
+def _flop_per_token(model: Model, costs, seq_len):
+    """Training FLOPs per token of each recomputation mode (:data:`RECOMPUTE` order; the
+    first, none, is the model's FLOPs). ``costs`` is not used (:func:`_cached`'s key)."""
+    return tuple(model.training_flop_per_token(seq_len, r) for r in RECOMPUTE)
+
+
 def _head_times(model: Model, costs, classes, seq_len, fmt, act_fmt):
     """Per class (tp, micro_batch, cp): the output projection's forward and backward seconds
     (with the cross-entropy's vector work over the local vocabulary)."""
@@ -341,19 +368,27 @@ def training_step(
         hbm_bytes=hbm_bytes,
         **extra,
     )
+    shape = mem.reason.shape
     c = mem.config
     ok = mem.reason == 0
-    safe = {k: np.where(ok, v, 1) for k, v in c.items() if k not in ("sp", "recompute", "zero")}
+    if isinstance(overlap_dp, (bool, np.bool_)):
+        overlap = bool(overlap_dp)
+    else:
+        overlap = np.broadcast_to(np.asarray(overlap_dp, dtype=bool), shape)
+    if mem.reason.size == 1:
+        # one configuration: the same formulas on Python numbers (numpy's per-call overhead
+        # on arrays of one element was most of a single estimate's time)
+        c = {k: v.item() for k, v in c.items()}
+        ok, overlap = ok.item(), bool(overlap)
+    safe = {k: where(ok, v, 1) for k, v in c.items() if k not in ("sp", "recompute", "zero")}
     dpv, tpv, ppv, cpv, epv, mbv, vv = (
         safe[k] for k in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "interleave")
     )
     zero_v, rc, spv = c["zero"], c["recompute"], c["sp"]
-    overlap = np.broadcast_to(np.asarray(overlap_dp, dtype=bool), ok.shape)
     act = "bf16"
     ab = element_bytes(act)
     wb = element_bytes("bf16")
-    f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
-    dpf, tpf, ppf, cpf, epf, mbf, vf = (f(x) for x in (dpv, tpv, ppv, cpv, epv, mbv, vv))
+    dpf, tpf, ppf, cpf, epf, mbf, vf = (as_float(x) for x in (dpv, tpv, ppv, cpv, epv, mbv, vv))
 
     # --- one layer of each kind, per shape class ------------------------------------------
     classes, which = _classes(tpv, epv, mbv, cpv)
@@ -367,115 +402,116 @@ def training_step(
 
     # the slowest stage: the first stages take one more layer when pp does not divide
     L = model.layers
-    n_layers = np.ceil(L / ppf)
+    n_layers = ceil(L / ppf)
     # MoE layers on that stage (the dense ones come first in the model)
     n_dense_layers = model.dense_layers if model.moe else L
-    n_dense = np.minimum(n_dense_layers, n_layers)
+    n_dense = minimum(n_dense_layers, n_layers)
     n_moe = n_layers - n_dense
     counts = {"dense": n_dense, "moe": n_moe}
 
-    fwd = sum(counts[k] * per_kind[k]["fwd"][which] for k, _ in kinds)
-    bwd = sum(counts[k] * per_kind[k]["bwd"][which] for k, _ in kinds)
-    attn_fwd = sum(counts[k] * per_kind[k]["attn_fwd"][which] for k, _ in kinds)
+    fwd = sum(counts[k] * _take(per_kind[k]["fwd"], which) for k, _ in kinds)
+    bwd = sum(counts[k] * _take(per_kind[k]["bwd"], which) for k, _ in kinds)
+    attn_fwd = sum(counts[k] * _take(per_kind[k]["attn_fwd"], which) for k, _ in kinds)
     head_classes, head_which = _classes(tpv, mbv, cpv)
     head_f, head_b = _cached(_head_times, model, costs, head_classes, s, fmt, act)
     # the head runs on the last stage, which has floor(L/pp) layers; the slower of the two
-    last_share = np.where(ppf > 1, np.floor(L / ppf) / n_layers, 1.0)
-    head_total = head_f[head_which] + head_b[head_which]
-    stage_compute = np.maximum(fwd + bwd, (fwd + bwd) * last_share + head_total)
-    recompute_t = np.where(rc == 2, fwd, np.where(rc == 1, attn_fwd, 0.0))
+    last_share = where(ppf > 1, floor(L / ppf) / n_layers, 1.0)
+    head_total = _take(head_f, head_which) + _take(head_b, head_which)
+    stage_compute = maximum(fwd + bwd, (fwd + bwd) * last_share + head_total)
+    recompute_t = where(rc == 2, fwd, where(rc == 1, attn_fwd, 0.0))
 
     # --- tensor-parallel collectives per micro-batch ----------------------------------------
     tokens = mbf * s / cpf
     hidden_bytes = tokens * model.hidden * ab
-    ones = np.ones_like(tpf)
-    zeros = np.zeros_like(tpf)
+    ones = ones_like(tpf)
+    zeros = zeros_like(tpf)
 
-    def tp_collective(op, where):
-        """A tensor-parallel collective of the hidden state where ``where`` holds (only
-        those rows are priced: a single estimate pays for the ops it uses)."""
-        if not np.any(where):
+    def tp_collective(op, rows):
+        """A tensor-parallel collective of the hidden state if any of ``rows`` needs it (a
+        single estimate pays for the ops it uses)."""
+        if not any_(rows):
             return zeros
         return network.collective_s(op, tpv, ones, hidden_bytes, dtype_bytes=int(ab))
 
-    if np.any(tpf > 1):
+    if any_(tpf > 1):
         with_sp = spv & (tpf > 1)
         ag = tp_collective("all_gather", with_sp)
         rs = tp_collective("reduce_scatter", with_sp)
-        ar = tp_collective("all_reduce", ~spv & (tpf > 1))
-        one_way = np.where(spv, 2 * (ag + rs), 2 * ar)  # per layer, forward (or backward)
-        one_way = np.where(tpf > 1, one_way, 0.0)
+        ar = tp_collective("all_reduce", logical_not(spv) & (tpf > 1))
+        one_way = where(spv, 2 * (ag + rs), 2 * ar)  # per layer, forward (or backward)
+        one_way = where(tpf > 1, one_way, 0.0)
     else:
-        one_way = np.zeros_like(tpf)
-    tp_t = n_layers * one_way * np.where(rc == 2, 3.0, 2.0)
+        one_way = zeros_like(tpf)
+    tp_t = n_layers * one_way * where(rc == 2, 3.0, 2.0)
 
     # --- context parallelism: each chip's K and V gathered, their gradients scattered -------
-    if np.any(cpf > 1) and not model.mla:
-        kv_l = np.maximum(model.kv_heads / tpf, 1)
+    if any_(cpf > 1) and not model.mla:
+        kv_l = maximum(model.kv_heads / tpf, 1)
         kv_bytes = mbf * s * kv_l * (model.head_dim + model.v_head_dim) * ab
         kv_ag = network.collective_s("all_gather", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
         kv_rs = network.collective_s("reduce_scatter", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
-        per_layer_attn = attn_fwd / np.maximum(n_layers, 1)
-        hidden = np.maximum(kv_ag - per_layer_attn, 0) + np.maximum(kv_rs - 2 * per_layer_attn, 0)
-        cp_t = np.where(cpf > 1, n_layers * hidden * np.where(rc == 2, 1.5, 1.0), 0.0)
-    elif np.any(cpf > 1):  # MLA: the latent and the RoPE key are what is exchanged
+        per_layer_attn = attn_fwd / maximum(n_layers, 1)
+        hidden = maximum(kv_ag - per_layer_attn, 0) + maximum(kv_rs - 2 * per_layer_attn, 0)
+        cp_t = where(cpf > 1, n_layers * hidden * where(rc == 2, 1.5, 1.0), 0.0)
+    elif any_(cpf > 1):  # MLA: the latent and the RoPE key are what is exchanged
         x = model.mla
         kv_bytes = mbf * s * (x.kv_lora_rank + x.qk_rope_head_dim) * ab
         kv_ag = network.collective_s("all_gather", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
         kv_rs = network.collective_s("reduce_scatter", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
-        cp_t = np.where(cpf > 1, n_layers * (kv_ag + kv_rs), 0.0)
+        cp_t = where(cpf > 1, n_layers * (kv_ag + kv_rs), 0.0)
     else:
-        cp_t = np.zeros_like(tpf)
+        cp_t = zeros_like(tpf)
 
     # --- expert parallelism: dispatch and combine all-to-alls of the routed copies ----------
-    if model.moe and np.any(epf > 1):
+    if model.moe and any_(epf > 1):
         x = model.moe
         routed = tokens * x.top_k * x.capacity_factor * model.hidden * ab
         a2a = network.collective_s("all_to_all", epv, tpv * cpv, routed, dtype_bytes=int(ab))
-        per_layer = np.where(epf > 1, 2 * a2a, 0.0)
-        ep_t = n_moe * per_layer * np.where(rc == 2, 3.0, 2.0)
+        per_layer = where(epf > 1, 2 * a2a, 0.0)
+        ep_t = n_moe * per_layer * where(rc == 2, 3.0, 2.0)
     else:
-        ep_t = np.zeros_like(tpf)
+        ep_t = zeros_like(tpf)
 
     # --- pipeline sends: one activation forward and one gradient back per virtual stage ----
     # (Megatron's scatter-gather: each tensor-parallel chip sends its 1/tp of the hidden
     # state, the receivers all-gather it over the scale-up links)
-    if np.any(ppf > 1):
+    if any_(ppf > 1):
         # (rows without a pipeline send to a stage that is not there: stride 1, masked below)
-        p2p = network.p2p_s(hidden_bytes / tpf, np.where(ppf > 1, tpv * cpv * dpv, 1))
-        regather = tp_collective("all_gather", ~spv & (tpf > 1) & (ppf > 1))
-        p2p = p2p + np.where(spv | (tpf == 1), 0.0, regather)
-        pp_t = np.where(ppf > 1, 2 * vf * p2p, 0.0)
+        p2p = network.p2p_s(hidden_bytes / tpf, where(ppf > 1, tpv * cpv * dpv, 1))
+        regather = tp_collective("all_gather", logical_not(spv) & (tpf > 1) & (ppf > 1))
+        p2p = p2p + where(spv | (tpf == 1), 0.0, regather)
+        pp_t = where(ppf > 1, 2 * vf * p2p, 0.0)
     else:
-        pp_t = np.zeros_like(tpf)
+        pp_t = zeros_like(tpf)
 
     t_mb = stage_compute + recompute_t + tp_t + cp_t + ep_t + pp_t
     n_micro = gb / (dpf * mbf)
     bubble = (ppf - 1) / vf * t_mb
 
     # --- data parallelism: gradients (and weights) over dp x cp ----------------------------
-    params = _stage_params(model, mem)
+    weights = mem.weights_bytes
+    params = _stage_params(c, weights if type(tpf) is np.ndarray else weights.item())
     grad_bytes = params * element_bytes("bf16")
     group = dpv * cpv
     stride = tpv
-    gf = f(group)
-    if np.any(gf > 1):
+    gf = as_float(group)
+    if any_(gf > 1):
         rs = network.collective_s("reduce_scatter", group, stride, grad_bytes, dtype_bytes=2)
         ag = network.collective_s("all_gather", group, stride, params * wb, dtype_bytes=2)
-        dp_sync = np.where(gf > 1, rs + ag, 0.0)
+        dp_sync = where(gf > 1, rs + ag, 0.0)
         # ZeRO-3 gathers the stage's weights before each micro-batch's forward and backward;
         # with overlap the next layer's gather hides behind this layer's compute
-        gathers = np.where(overlap, np.maximum(2 * ag - (fwd + bwd), 0.0), 2 * ag)
-        zero3 = np.where((zero_v >= 3) & (gf > 1), gathers * n_micro, 0.0)
-        dp_sync = np.where(zero_v >= 3, rs, dp_sync)
+        gathers = where(overlap, maximum(2 * ag - (fwd + bwd), 0.0), 2 * ag)
+        zero3 = where((zero_v >= 3) & (gf > 1), gathers * n_micro, 0.0)
+        dp_sync = where(zero_v >= 3, rs, dp_sync)
     else:
-        dp_sync = np.zeros_like(tpf)
-        zero3 = np.zeros_like(tpf)
-    window = np.where(overlap, bwd, 0.0)
-    dp_t = np.maximum(dp_sync - window, 0.0) + zero3
+        dp_sync = zeros_like(tpf)
+        zero3 = zeros_like(tpf)
+    window = where(overlap, bwd, 0.0)
+    dp_t = maximum(dp_sync - window, 0.0) + zero3
 
     # --- optimizer: Adam over the local shard, memory-bound --------------------------------
-    shard = params / np.where(zero_v >= 1, gf, 1.0)
+    shard = params / where(zero_v >= 1, gf, 1.0)
     opt_t = costs.memory_s(shard * ADAM_BYTES_PER_PARAMETER)
 
     n_mb = n_micro
@@ -488,38 +524,37 @@ def training_step(
         "pp_comm": n_mb * pp_t,
         "bubble": bubble,
         "dp_comm": dp_t,
-        "optimizer": np.broadcast_to(opt_t, ok.shape),
+        "optimizer": opt_t + zeros_like(tpf),  # (of the configurations' shape)
     }
     step = sum(parts.values())
     chips = dpf * tpf * ppf * cpf
     tokens_step = float(gb * s)
-    model_flop = tokens_step * model.training_flop_per_token(s, "none")
-    rc_names = np.array(["none", "selective", "full"])
-    hw_flop = np.array([tokens_step * model.training_flop_per_token(s, r) for r in rc_names])[rc]
+    per_token = _cached(_flop_per_token, model, costs, s)
+    model_flop = tokens_step * per_token[0]
+    hw_flop = _take(np.array([tokens_step * x for x in per_token]), rc)
     peak = costs.peak_flops(fmt)
-    nan = np.where(ok, 1.0, np.nan)
-    out = {f"{k}_s": np.asarray(v * nan, dtype=float) for k, v in parts.items()}
-    step = np.asarray(step * nan, dtype=float)
+    nan = where(ok, 1.0, np.nan)
+    out = {f"{k}_s": shaped(v * nan, shape) for k, v in parts.items()}
+    step = step * nan
     return TrainingStep(
-        step_s=step,
+        step_s=shaped(step, shape),
         **out,
-        micro_batch_s=np.asarray(t_mb * nan),
-        micro_batches=np.asarray(n_micro * nan),
-        chips=np.asarray(chips * nan),
-        tokens_per_step=np.full(ok.shape, tokens_step),
-        tokens_per_s=np.asarray(tokens_step / step),
-        model_flop_per_step=np.full(ok.shape, model_flop),
-        hardware_flop_per_step=np.asarray(hw_flop * nan),
-        mfu=np.asarray(model_flop / (step * chips * peak)),
-        hfu=np.asarray(hw_flop / (step * chips * peak)),
+        micro_batch_s=shaped(t_mb * nan, shape),
+        micro_batches=shaped(n_micro * nan, shape),
+        chips=shaped(chips * nan, shape),
+        tokens_per_step=np.full(shape, tokens_step),
+        tokens_per_s=shaped(tokens_step / step, shape),
+        model_flop_per_step=np.full(shape, model_flop),
+        hardware_flop_per_step=shaped(hw_flop * nan, shape),
+        mfu=shaped(model_flop / (step * chips * peak), shape),
+        hfu=shaped(hw_flop / (step * chips * peak), shape),
         memory=mem,
         costs_source=costs.source,
     )
 
 
-def _stage_params(model: Model, mem: MemoryBreakdown) -> np.ndarray:
+def _stage_params(config: dict, weights_bytes):
     """Parameters one chip of the peak stage holds (before ZeRO sharding): its weights'
-    bytes over ZeRO-3's sharding undone."""
-    c = mem.config
-    shard = np.where(c["zero"] >= 3, c["dp"] * c["cp"], 1)
-    return np.nan_to_num(mem.weights_bytes) / element_bytes("bf16") * shard
+    bytes (NaN where the configuration is not valid: 0) over ZeRO-3's sharding undone."""
+    shard = where(config["zero"] >= 3, config["dp"] * config["cp"], 1)
+    return where(np.isnan(weights_bytes), 0.0, weights_bytes) / element_bytes("bf16") * shard
