@@ -64,6 +64,9 @@ MODULES = [
     "tlm.cluster.search",
     "tlm.inference.economics",
     "tlm.validation.inference",
+    "tlm.inference.search",
+    "tlm.studies.serve",
+    "tlm.studies.infer_search",
 ]
 
 

@@ -25,6 +25,20 @@ QUICK = {
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
     "infer": ["--model", "llama3.3-70b", "--tp", "16", "--prompt", "512", "--output", "16"],
+    "infer-search": [
+        "--model",
+        "llama3-8b",
+        "--rate-per-s",
+        "2",
+        "--prompt",
+        "256",
+        "--output",
+        "16",
+        "--batches",
+        "1,8",
+        "--scheduler",
+        "inline",
+    ],
     "serve": [
         "--model",
         "llama3-8b",
@@ -58,6 +72,9 @@ COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
 COUNTS |= {"inference_not_modelled", "collective_bandwidth_factor"}
 COUNTS |= {"requests", "completed", "rejected", "preemptions", "iterations", "mean_batch"}
 COUNTS |= {"mean_in_system", "replica_chips", "seed", "metric"}  # serve
+COUNTS |= {"evaluated", "fitting", "meeting", "system", "dtype", "kv_dtype", "replicas"}
+COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "dtype")}
+COUNTS |= {f"best_{k}" for k in ("kv_dtype", "batch", "replicas", "fleet_chips")}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source"}
 

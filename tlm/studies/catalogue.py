@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     cost,
     gemm,
     infer,
+    infer_search,
     model,
     noc,
     serve,

@@ -1,0 +1,98 @@
+"""The inference configuration search (tlm.inference.search) and trnsim infer-search."""
+
+import numpy as np
+import pytest
+
+from tlm.inference import estimate
+from tlm.inference.layout import InferenceInputError
+from tlm.inference.search import SloUnreachable, search
+from tlm.studies.cli import main
+
+LOAD = dict(rate_per_s=2.0, prompt=512, output=64, slo_ttft_s=0.5, slo_tpot_s=0.05)
+
+
+@pytest.fixture(scope="module")
+def found():
+    return search("llama3-8b", "trn2", scheduler="inline", **LOAD)
+
+
+def test_the_best_meets_the_slo_and_nothing_meeting_it_is_cheaper(found):
+    best = found.best()
+    assert best["meets"] and best["fits"]
+    assert best["ttft_s"] <= LOAD["slo_ttft_s"] and best["tpot_s"] <= LOAD["slo_tpot_s"]
+    a = found.arrays
+    meets = a["meets"].astype(bool)
+    assert best["cost_per_hour_usd"] == a["cost_per_hour_usd"][meets].min()
+    # Little's law: enough replicas for the load
+    assert best["replicas"] * best["batch"] >= LOAD["rate_per_s"] * best["e2e_s"]
+
+
+def test_a_configuration_is_priced_as_trnsim_infer_prices_it(found):
+    a = found.arrays
+    i = int(np.flatnonzero(a["fits"].astype(bool))[3])
+    row = found.row(i)
+    r = estimate(
+        "llama3-8b",
+        "trn2",
+        row["system"],
+        tp=row["tp"],
+        pp=row["pp"],
+        ep=row["ep"],
+        batch=row["batch"],
+        prompt=512,
+        output=64,
+        fmt=row["fmt"],
+        kv_fmt=row["kv_fmt"],
+        check_memory=False,
+    )
+    assert row["ttft_s"] == pytest.approx(r.ttft_s, rel=1e-9)
+    assert row["tpot_s"] == pytest.approx(r.tpot_s, rel=1e-9)
+
+
+def test_an_unreachable_slo_names_the_closest():
+    with pytest.raises(SloUnreachable, match="the closest: .* tp .* TPOT"):
+        search(
+            "llama3-8b", "trn2", scheduler="inline", batches=(1, 2), **{**LOAD, "slo_tpot_s": 1e-5}
+        ).best()
+
+
+def test_an_interrupted_search_resumes_and_local_dask_agrees(tmp_path):
+    small = dict(batches=(1, 4, 16), fmts=("bf16",), kv_fmts=("bf16",), chunk=10)
+    first = search("llama3-8b", "trn2", scheduler="inline", out_dir=tmp_path, **small, **LOAD)
+    again = search("llama3-8b", "trn2", scheduler="inline", out_dir=tmp_path, **small, **LOAD)
+    assert first.chunks > 1 and again.resumed_chunks == again.chunks
+    dask = search("llama3-8b", "trn2", scheduler="local", workers=2, **small, **LOAD)
+    for k in ("ttft_s", "tpot_s", "cost_per_hour_usd"):
+        np.testing.assert_array_equal(dask.arrays[k], first.arrays[k])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"prompt": 0}, "prompt must be an integer >= 1"),
+        ({"rate_per_s": -1.0}, "rate_per_s must be a number > 0"),
+        ({"batches": (0,)}, "batches must be integers >= 1"),
+        ({"fmts": ("int4",)}, "fmts must be formats of bf16, fp8"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(InferenceInputError, match=message):
+        search("llama3-8b", "trn2", scheduler="inline", **{**LOAD, **kwargs})
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--systems", "rack"], "--systems: 'rack' is not allowed"),
+        (["--batches", "1,x"], "--batches: '1,x' is not allowed"),
+        (["--dtypes", "int4"], "--dtypes: 'int4' is not allowed"),
+        (["--scheduler", "cloud"], "--scheduler: 'cloud' is not allowed"),
+        (
+            ["--slo-tpot-s", "0.00001", "--batches", "1"],
+            "--slo-tpot-s: 1e-05 is not met: no configuration of llama3-8b",
+        ),
+    ],
+)
+def test_the_study_names_the_flag(args, message, capsys):
+    assert main(["infer-search", "--model", "llama3-8b", "--scheduler", "inline", *args]) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,370 @@
+"""The inference configuration search: the cheapest fleet that serves a load within a latency
+SLO, over replicas of every valid (system, tp, pp, ep, format, KV format, batch), on Dask.
+
+A **configuration** is one replica layout and the batch it runs: ``system`` (the chips the
+replica may use and their network: the hardware's server or scale-up domain), ``tp``, ``pp``
+(``tp x pp`` dividing the system's chips), ``ep`` (a divisor of the experts and of ``tp``; 1 for
+a dense model), ``fmt`` and ``kv_fmt`` (bf16 or fp8) and ``batch`` (requests decoded together).
+Each is priced by :func:`tlm.inference.estimate.request_times` (the same model as
+``trnsim infer``), vectorised over the batches of a layout: TTFT, TPOT and end-to-end latency
+of ``batch`` requests of ``prompt + output`` tokens, the memory check (a batch beyond
+:meth:`InferenceMemory.max_batch` does not fit). A **load** of ``rate`` requests per second
+needs ``ceil(rate x e2e / batch)`` replicas (Little's law: each replica keeps ``batch``
+requests in flight for ``e2e`` seconds); the fleet's cost per hour and per million output
+tokens come from :func:`tlm.inference.economics.token_economics`. The best configuration is
+the cheapest per hour among those that fit and meet the SLO (TTFT <= ``slo_ttft_s`` and TPOT
+<= ``slo_tpot_s``); when none meets it, :class:`SloUnreachable` names the closest.
+
+Configurations are evaluated in chunks by :func:`tlm.sweep.run_chunks`: on a local Dask
+cluster (the default), in this process (``"inline"``) or on an existing scheduler (its
+address); ``out_dir`` makes an interrupted search resume.
+
+Examples
+--------
+>>> found = search("llama3-8b", "trn2", rate_per_s=2.0, prompt=512, output=64,
+...                slo_ttft_s=0.5, slo_tpot_s=0.05, scheduler="inline")
+>>> found.evaluated > 100, found.best()["replicas"] >= 1
+(True, True)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..cluster.hardware import Hardware
+from ..sweep import digest, run_chunks
+from ..workloads import Model
+from ..workloads.operators import tp_allowed
+from .economics import token_economics
+from .estimate import request_times
+from .layout import (
+    FORMATS,
+    InferenceInputError,
+    as_hardware,
+    as_model,
+    check_layout,
+    system_chips,
+)
+from .step import Engine
+
+__all__ = [
+    "AXES",
+    "OUTPUTS",
+    "InferenceSearch",
+    "SloUnreachable",
+    "candidates",
+    "evaluate",
+    "search",
+]
+
+#: A configuration's axes (``system``, ``fmt`` and ``kv_fmt`` as indices into the search's
+#: systems and :data:`FORMATS`).
+AXES = ("system", "tp", "pp", "ep", "fmt", "kv_fmt", "batch")
+#: What each configuration is evaluated to.
+OUTPUTS = (
+    "chips",
+    "ttft_s",
+    "tpot_s",
+    "e2e_s",
+    "fits",
+    "replicas",
+    "fleet_chips",
+    "cost_per_hour_usd",
+    "cost_per_million_tokens_usd",
+    "power_w",
+    "meets",
+)
+_FMTS = tuple(FORMATS)
+#: Batches tried by default: powers of two up to 1,024.
+DEFAULT_BATCHES = tuple(2**i for i in range(11))
+#: Rows per Dask task.
+DEFAULT_CHUNK = 2_000
+
+
+class SloUnreachable(ValueError):
+    """No configuration meets the SLO (the message names the closest)."""
+
+
+def _powers(limit: int) -> list[int]:
+    return [2**i for i in range(limit.bit_length()) if 2**i <= limit]
+
+
+def candidates(
+    model: Model, hw: Hardware, systems: tuple, batches=DEFAULT_BATCHES, fmts=FORMATS, kv_fmts=None
+) -> dict:
+    """Every configuration as numpy arrays of :data:`AXES` (layouts the model or the system
+    does not allow left out)."""
+    kv_fmts = fmts if kv_fmts is None else kv_fmts
+    rows = []
+    for si, system in enumerate(systems):
+        chips = system_chips(hw, system)
+        for tp in _powers(chips):
+            if tp_allowed(model, tp) is not None:
+                continue
+            for pp in _powers(chips // tp):
+                for ep in _powers(tp) if model.moe else [1]:
+                    try:
+                        check_layout(model, chips, tp, pp, ep)
+                    except InferenceInputError:
+                        continue
+                    for fi, f in enumerate(FORMATS):
+                        if f not in fmts:
+                            continue
+                        for ki, k in enumerate(FORMATS):
+                            if k in kv_fmts:
+                                rows += [(si, tp, pp, ep, fi, ki, b) for b in batches]
+    if not rows:
+        raise InferenceInputError(
+            f"systems must leave {model.name} a valid layout, not {', '.join(systems)}"
+        )
+    table = np.array(rows, dtype=np.int64)
+    return {k: table[:, i] for i, k in enumerate(AXES)}
+
+
+def evaluate(
+    model: Model,
+    hw: Hardware,
+    systems: tuple,
+    configs: dict,
+    *,
+    prompt: int,
+    output: int,
+    rate_per_s: float,
+    slo_ttft_s: float,
+    slo_tpot_s: float,
+) -> dict:
+    """:data:`OUTPUTS` of each configuration, one layout's batches at a time."""
+    n = len(configs["batch"])
+    out = {k: np.zeros(n) for k in OUTPUTS}
+    layout = np.stack([configs[k] for k in AXES[:-1]], axis=1)
+    keys, inverse = np.unique(layout, axis=0, return_inverse=True)
+    for j, (si, tp, pp, ep, fi, ki) in enumerate(keys.tolist()):
+        rows = np.flatnonzero(inverse.ravel() == j)
+        batch = configs["batch"][rows].astype(float)
+        engine = Engine.build(
+            model,
+            hw,
+            systems[si],
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            fmt=_FMTS[fi],
+            kv_fmt=_FMTS[ki],
+            max_tokens=int(batch.max() * prompt),
+        )
+        r = request_times(engine, batch, prompt, output)
+        ttft = r["prefill"]["time_s"]
+        tpot = r["decode"]["time_s"] / max(output - 1, 1)
+        e2e = ttft + r["decode"]["time_s"]
+        fits = batch <= engine.memory.max_batch(prompt + output, prompt)
+        replicas = np.ceil(rate_per_s * e2e / batch)
+        fleet = replicas * engine.chips
+        money = token_economics(hw, fleet, np.maximum(rate_per_s * output, 1e-12))
+        out["chips"][rows] = engine.chips
+        out["ttft_s"][rows], out["tpot_s"][rows], out["e2e_s"][rows] = ttft, tpot, e2e
+        out["fits"][rows] = fits
+        out["replicas"][rows] = replicas
+        out["fleet_chips"][rows] = fleet
+        for k in ("cost_per_hour_usd", "cost_per_million_tokens_usd", "power_w"):
+            out[k][rows] = money[k]
+        out["meets"][rows] = fits & (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s)
+    return out
+
+
+_CONFIGS: dict = {}
+
+
+def _task(model, hw, systems, settings, start, stop):
+    """One chunk: configurations ``start:stop``, enumerated again here (once per worker)."""
+    opts = dict(settings)
+    key = (model.name, hw.name, systems, opts["batches"], opts["fmts"], opts["kv_fmts"])
+    if key not in _CONFIGS:
+        _CONFIGS.clear()
+        _CONFIGS[key] = candidates(
+            model, hw, systems, opts["batches"], opts["fmts"], opts["kv_fmts"]
+        )
+    configs = {k: v[start:stop] for k, v in _CONFIGS[key].items()}
+    result = evaluate(
+        model,
+        hw,
+        systems,
+        configs,
+        prompt=opts["prompt"],
+        output=opts["output"],
+        rate_per_s=opts["rate_per_s"],
+        slo_ttft_s=opts["slo_ttft_s"],
+        slo_tpot_s=opts["slo_tpot_s"],
+    )
+    return {**configs, **result}
+
+
+@dataclass(frozen=True)
+class InferenceSearch:
+    """Every configuration evaluated; :meth:`best` the cheapest meeting the SLO."""
+
+    model: str
+    hardware: str
+    systems: tuple
+    arrays: dict = field(repr=False)
+    chunks: int = 0
+    resumed_chunks: int = 0
+    slo_ttft_s: float = 0.0
+    slo_tpot_s: float = 0.0
+
+    @property
+    def evaluated(self) -> int:
+        return len(self.arrays["batch"])
+
+    def row(self, i: int) -> dict:
+        out = {}
+        for k, v in self.arrays.items():
+            x = v[i].item()
+            if k == "system":
+                x = self.systems[x]
+            elif k in ("fmt", "kv_fmt"):
+                x = _FMTS[x]
+            elif k in ("fits", "meets"):
+                x = bool(x)
+            elif k in ("chips", "replicas", "fleet_chips"):
+                x = int(x)
+            out[k] = x
+        return out
+
+    def best(self) -> dict:
+        """The configuration meeting the SLO at the least cost per hour (ties: the lower
+        TPOT).
+
+        Raises
+        ------
+        SloUnreachable
+            When none meets it, naming the closest: the fitting configuration whose worse of
+            TTFT / SLO and TPOT / SLO is least.
+        """
+        a = self.arrays
+        ok = a["meets"].astype(bool)
+        if ok.any():
+            order = np.lexsort((a["tpot_s"], np.where(ok, a["cost_per_hour_usd"], np.inf)))
+            return self.row(int(order[0]))
+        fits = a["fits"].astype(bool)
+        if not fits.any():
+            raise SloUnreachable(
+                f"no configuration of {self.model} fits the chips' memory on "
+                f"{', '.join(self.systems)}; try a larger system or fp8"
+            )
+        over = np.maximum(a["ttft_s"] / self.slo_ttft_s, a["tpot_s"] / self.slo_tpot_s)
+        i = int(np.argmin(np.where(fits, over, np.inf)))
+        c = self.row(i)
+        raise SloUnreachable(
+            f"no configuration of {self.model} meets TTFT <= {self.slo_ttft_s:g} s and TPOT "
+            f"<= {self.slo_tpot_s:g} s; the closest: {c['system']} tp {c['tp']} pp {c['pp']} "
+            f"ep {c['ep']} {c['fmt']} (KV {c['kv_fmt']}) batch {c['batch']}: TTFT "
+            f"{c['ttft_s']:.3g} s, TPOT {c['tpot_s']:.3g} s"
+        )
+
+
+def search(
+    model,
+    hardware,
+    *,
+    systems=("server", "ultraserver"),
+    rate_per_s: float = 1.0,
+    prompt: int = 2048,
+    output: int = 256,
+    slo_ttft_s: float = 2.0,
+    slo_tpot_s: float = 0.05,
+    batches=DEFAULT_BATCHES,
+    fmts=FORMATS,
+    kv_fmts=None,
+    scheduler: str = "local",
+    workers: int | None = None,
+    out_dir=None,
+    chunk: int = DEFAULT_CHUNK,
+    progress=None,
+) -> InferenceSearch:
+    """Every configuration of ``model`` on ``hardware``'s ``systems``, evaluated in chunks.
+
+    Parameters
+    ----------
+    systems : tuple of str
+        ``server``, ``ultraserver``, ``Nxserver``...; those the hardware does not have
+        (``ultraserver`` of an 8-GPU server) are left out.
+    rate_per_s, prompt, output : float, int, int
+        The load: requests per second of ``prompt + output`` tokens.
+    slo_ttft_s, slo_tpot_s : float
+        The SLO.
+    batches, fmts, kv_fmts : sequences
+        The batches and formats tried.
+    scheduler, workers, out_dir, chunk, progress :
+        As :func:`tlm.sweep.run_chunks`.
+
+    Raises
+    ------
+    InferenceInputError
+        A bad argument, naming it.
+    """
+    m, hw = as_model(model), as_hardware(hardware)
+    for name, value in (("prompt", prompt), ("output", output)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InferenceInputError(f"{name} must be an integer >= 1, not {value!r}")
+    for name, value in (
+        ("rate_per_s", rate_per_s),
+        ("slo_ttft_s", slo_ttft_s),
+        ("slo_tpot_s", slo_tpot_s),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise InferenceInputError(f"{name} must be a number > 0, not {value!r}")
+    batches = tuple(int(b) for b in batches)
+    if not batches or min(batches) < 1:
+        raise InferenceInputError(f"batches must be integers >= 1, not {batches!r}")
+    kv_fmts = tuple(fmts if kv_fmts is None else kv_fmts)
+    for name, values in (("fmts", tuple(fmts)), ("kv_fmts", kv_fmts)):
+        if not values or any(v not in FORMATS for v in values):
+            raise InferenceInputError(
+                f"{name} must be formats of {', '.join(FORMATS)}, not {values!r}"
+            )
+    kept = []
+    for s in systems:
+        try:
+            system_chips(hw, s)
+        except InferenceInputError:
+            if s != "ultraserver":
+                raise
+            continue
+        kept.append(s)
+    systems = tuple(kept)
+    settings = (
+        ("batches", batches),
+        ("fmts", tuple(fmts)),
+        ("kv_fmts", kv_fmts),
+        ("prompt", prompt),
+        ("output", output),
+        ("rate_per_s", float(rate_per_s)),
+        ("slo_ttft_s", float(slo_ttft_s)),
+        ("slo_tpot_s", float(slo_tpot_s)),
+    )
+    every = candidates(m, hw, systems, batches, tuple(fmts), kv_fmts)
+    results, resumed = run_chunks(
+        _task,
+        (m, hw, systems, settings),
+        total=len(every["batch"]),
+        chunk=chunk,
+        outputs=OUTPUTS,
+        scheduler=scheduler,
+        workers=workers,
+        out_dir=out_dir,
+        key=digest("inference", m.name, hw.name, systems, settings),
+        progress=progress,
+    )
+    outputs = {k: np.concatenate([r[k] for r in results]) for k in OUTPUTS}
+    return InferenceSearch(
+        model=m.name,
+        hardware=hw.name,
+        systems=systems,
+        arrays={**every, **outputs},
+        chunks=len(results),
+        resumed_chunks=resumed,
+        slo_ttft_s=float(slo_ttft_s),
+        slo_tpot_s=float(slo_tpot_s),
+    )

@@ -1,0 +1,305 @@
+"""``trnsim infer-search``: the cheapest fleet that serves ``--rate-per-s`` requests of
+``--prompt + --output`` tokens within a latency SLO - over every replica layout (system, tp,
+pp, ep), format, KV format and batch of a model on a ``--preset``'s hardware, evaluated on Dask.
+
+The configurations and their pricing are :func:`tlm.inference.search.search`'s (``trnsim
+infer``'s model for the latency, Little's law for the replicas a load needs, the hardware
+files' instance-hours and power for the cost). ``--scheduler local`` (the default) starts a
+local Dask cluster, ``inline`` evaluates in this process, an address spreads the chunks over an
+existing cluster; ``--out-dir`` keeps each chunk so an interrupted search resumes. An SLO no
+configuration meets is an error naming the closest. The series: the cheapest configurations
+meeting the SLO. ``--plot`` draws every fitting configuration's TPOT against its cost per
+million tokens.
+
+Examples
+--------
+>>> from tlm.studies import run_study
+>>> r = run_study("infer-search", model="llama3-8b", preset="trn2", rate_per_s=2.0,
+...               prompt=512, output=64, scheduler="inline").results
+>>> r.evaluated > 100, r.meeting >= 1, r.best_replicas >= 1
+(True, True, True)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ..inference import FORMATS, InferenceInputError
+from ..inference.search import DEFAULT_BATCHES, SloUnreachable, search
+from ..sweep import check_scheduler
+from .infer import _HW_ALLOWED
+from .model import MODEL_ALLOWED, workload_input
+from .protocol import InputError, Inputs, Results, Study, progress, register, writable_path
+
+__all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+_SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
+_FORMATS = "a comma-separated list of " + ", ".join(FORMATS)
+#: Configurations in the series.
+TOP = 20
+
+
+class InferSearchInputs(Inputs):
+    """Inputs of ``trnsim infer-search``."""
+
+    model: str = Field(
+        "llama3.1-405b",
+        description="the model served",
+        json_schema_extra={"allowed": MODEL_ALLOWED},
+    )
+    preset: str = Field(
+        "trn2", description="the hardware", json_schema_extra={"allowed": _HW_ALLOWED}
+    )
+    systems: str = Field(
+        "server,ultraserver",
+        description="what a replica may span (an ultraserver the hardware lacks is skipped)",
+        json_schema_extra={"allowed": _SYSTEMS},
+    )
+    rate_per_s: float = Field(1.0, gt=0, description="the load: requests per second")
+    prompt: int = Field(2048, ge=1, description="prompt tokens per request")
+    output: int = Field(256, ge=1, description="generated tokens per request")
+    slo_ttft_s: float = Field(2.0, gt=0, description="time to first token allowed")
+    slo_tpot_s: float = Field(0.05, gt=0, description="time per output token allowed")
+    batches: str = Field(
+        ",".join(map(str, DEFAULT_BATCHES)),
+        description="batches tried",
+        json_schema_extra={"allowed": "a comma-separated list of positive integers"},
+    )
+    dtypes: str = Field(
+        "bf16,fp8",
+        description="formats of the weights tried",
+        json_schema_extra={"allowed": _FORMATS},
+    )
+    kv_dtypes: str = Field(
+        "bf16,fp8",
+        description="formats of the KV cache tried",
+        json_schema_extra={"allowed": _FORMATS},
+    )
+    scheduler: str = Field(
+        "local",
+        description="where chunks run: local (a local Dask cluster), inline (this process), "
+        "or a Dask scheduler's address",
+        json_schema_extra={"allowed": "local, inline, or an address such as tcp://host:8786"},
+    )
+    workers: int = Field(
+        0, ge=0, le=256, description="worker processes of the local cluster (0: one per core)"
+    )
+    out_dir: str | None = Field(
+        None,
+        description="keep each chunk's results here; a rerun resumes from them",
+        json_schema_extra={"unset": "kept in memory only"},
+    )
+    chunk: int = Field(2000, ge=10, le=1_000_000, description="configurations per Dask task")
+    plot: str | None = Field(
+        None,
+        description="write TPOT against cost per million tokens as a figure",
+        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+    )
+
+    def _list(self, name: str, allowed: str, convert) -> tuple:
+        text = getattr(self, name)
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        try:
+            values = tuple(convert(p) for p in parts)
+        except ValueError:
+            values = ()
+        if not values:
+            raise InputError(name, text, allowed)
+        return values
+
+    def options(self) -> dict:
+        """The lists these inputs name, checked."""
+
+        def batch(p):
+            if not p.isdigit() or int(p) < 1:
+                raise ValueError(p)
+            return int(p)
+
+        def fmt(p):
+            if p not in FORMATS:
+                raise ValueError(p)
+            return p
+
+        return dict(
+            systems=self._list("systems", _SYSTEMS, str),
+            batches=self._list("batches", "a comma-separated list of positive integers", batch),
+            fmts=self._list("dtypes", _FORMATS, fmt),
+            kv_fmts=self._list("kv_dtypes", _FORMATS, fmt),
+        )
+
+    def resolve(self) -> InferSearchInputs:
+        workload_input(self.model)
+        from ..inference.layout import as_hardware, system_chips
+
+        try:
+            hw = as_hardware(self.preset)
+        except InferenceInputError:
+            raise InputError("preset", self.preset, _HW_ALLOWED) from None
+        for s in self.options()["systems"]:
+            try:
+                system_chips(hw, s)
+            except InferenceInputError:
+                if s != "ultraserver":
+                    raise InputError("systems", self.systems, _SYSTEMS) from None
+        try:
+            check_scheduler(self.scheduler)
+        except ValueError:
+            raise InputError(
+                "scheduler", self.scheduler, "local, inline, or an address such as tcp://host:8786"
+            ) from None
+        writable_path("plot", self.plot)
+        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
+            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        return self
+
+
+class ConfigRow(BaseModel):
+    """One configuration meeting the SLO."""
+
+    system: str
+    tp: int
+    pp: int
+    ep: int
+    dtype: str
+    kv_dtype: str
+    batch: int
+    replicas: int
+    fleet_chips: int
+    ttft_s: float
+    tpot_s: float
+    cost_per_hour_usd: float
+    cost_per_million_tokens_usd: float
+    power_w: float
+
+
+class InferSearchResults(Results):
+    """The cheapest configuration meeting the SLO; the series: the cheapest ones."""
+
+    evaluated: int = Field(description="configurations priced")
+    fitting: int = Field(description="configurations that fit the chips' memory")
+    meeting: int = Field(description="configurations that fit and meet the SLO")
+    chunks: int
+    resumed_chunks: int
+    best_system: str
+    best_tp: int
+    best_pp: int
+    best_ep: int
+    best_dtype: str
+    best_kv_dtype: str
+    best_batch: int
+    best_replicas: int
+    best_fleet_chips: int
+    best_ttft_s: float
+    best_tpot_s: float
+    best_cost_per_hour_usd: float
+    best_cost_per_million_tokens_usd: float
+    best_power_w: float
+    series: list[ConfigRow] = Field(default_factory=list, exclude=True)
+
+
+def _config(row: dict) -> ConfigRow:
+    return ConfigRow(
+        **{k: row[k] for k in ConfigRow.model_fields if k in row},
+        dtype=row["fmt"],
+        kv_dtype=row["kv_fmt"],
+    )
+
+
+def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
+    opts = inputs.options()
+    try:
+        found = search(
+            inputs.model,
+            inputs.preset,
+            rate_per_s=inputs.rate_per_s,
+            prompt=inputs.prompt,
+            output=inputs.output,
+            slo_ttft_s=inputs.slo_ttft_s,
+            slo_tpot_s=inputs.slo_tpot_s,
+            scheduler=inputs.scheduler,
+            workers=inputs.workers or None,
+            out_dir=inputs.out_dir,
+            chunk=inputs.chunk,
+            progress=lambda done, total: progress(done, total, "chunks"),
+            **opts,
+        )
+        best = found.best()
+    except SloUnreachable as error:
+        raise InputError(
+            "slo_tpot_s",
+            inputs.slo_tpot_s,
+            "an SLO some configuration meets",
+            f"is not met: {error}",
+        ) from None
+    except InferenceInputError as error:
+        raise InputError("systems", inputs.systems, _SYSTEMS, str(error)) from None
+    a = found.arrays
+    meets = a["meets"].astype(bool)
+    order = [int(i) for i in a["cost_per_hour_usd"].argsort() if meets[i]][:TOP]
+    results = InferSearchResults(
+        evaluated=found.evaluated,
+        fitting=int(a["fits"].astype(bool).sum()),
+        meeting=int(meets.sum()),
+        chunks=found.chunks,
+        resumed_chunks=found.resumed_chunks,
+        **{f"best_{k}": v for k, v in _config(best).model_dump().items()},
+        series=[_config(found.row(i)) for i in order],
+    )
+    if inputs.plot is not None:
+        write_scatter(inputs, found)
+    return results
+
+
+def write_scatter(inputs: InferSearchInputs, found) -> Path:
+    """Every fitting configuration's TPOT against its cost per million tokens, those meeting
+    the SLO marked; matplotlib, the format by suffix."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    a = found.arrays
+    fits, meets = a["fits"].astype(bool), a["meets"].astype(bool)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter(
+        a["cost_per_million_tokens_usd"][fits & ~meets],
+        a["tpot_s"][fits & ~meets] * 1e3,
+        s=6,
+        color="lightgrey",
+        label="misses the SLO",
+    )
+    ax.scatter(
+        a["cost_per_million_tokens_usd"][meets],
+        a["tpot_s"][meets] * 1e3,
+        s=8,
+        label="meets the SLO",
+    )
+    ax.axhline(inputs.slo_tpot_s * 1e3, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("$ per million output tokens (cloud)")
+    ax.set_ylabel("TPOT (ms)")
+    ax.set_title(
+        f"{inputs.model} on {inputs.preset}: {inputs.rate_per_s:g} req/s of "
+        f"{inputs.prompt}+{inputs.output} tokens",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(inputs.plot)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+STUDY = register(
+    Study(
+        "infer-search",
+        "the cheapest inference fleet meeting a latency SLO: every layout, format and batch",
+        InferSearchInputs,
+        infer_search_study,
+    )
+)
