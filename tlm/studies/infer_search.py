@@ -28,10 +28,17 @@ from pydantic import BaseModel, Field
 
 from ..inference import FORMATS, InferenceInputError
 from ..inference.search import DEFAULT_BATCHES, SloUnreachable, search
-from ..sweep import check_scheduler
 from .infer import _HW_ALLOWED
 from .model import MODEL_ALLOWED, workload_input
-from .protocol import InputError, Inputs, Results, Study, progress, register, writable_path
+from .protocol import (
+    InputError,
+    Results,
+    Study,
+    SweepInputs,
+    progress,
+    register,
+    writable_path,
+)
 
 __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
 
@@ -42,7 +49,7 @@ _FORMATS = "a comma-separated list of " + ", ".join(FORMATS)
 TOP = 20
 
 
-class InferSearchInputs(Inputs):
+class InferSearchInputs(SweepInputs):
     """Inputs of ``trnsim infer-search``."""
 
     model: str = Field(
@@ -77,20 +84,6 @@ class InferSearchInputs(Inputs):
         "bf16,fp8",
         description="formats of the KV cache tried",
         json_schema_extra={"allowed": _FORMATS},
-    )
-    scheduler: str = Field(
-        "local",
-        description="where chunks run: local (a local Dask cluster), inline (this process), "
-        "or a Dask scheduler's address",
-        json_schema_extra={"allowed": "local, inline, or an address such as tcp://host:8786"},
-    )
-    workers: int = Field(
-        0, ge=0, le=256, description="worker processes of the local cluster (0: one per core)"
-    )
-    out_dir: str | None = Field(
-        None,
-        description="keep each chunk's results here; a rerun resumes from them",
-        json_schema_extra={"unset": "kept in memory only"},
     )
     chunk: int = Field(2000, ge=10, le=1_000_000, description="configurations per Dask task")
     plot: str | None = Field(
@@ -144,12 +137,7 @@ class InferSearchInputs(Inputs):
             except InferenceInputError:
                 if s != "ultraserver":
                     raise InputError("systems", self.systems, _SYSTEMS) from None
-        try:
-            check_scheduler(self.scheduler)
-        except ValueError:
-            raise InputError(
-                "scheduler", self.scheduler, "local, inline, or an address such as tcp://host:8786"
-            ) from None
+        self.check_scheduler()
         writable_path("plot", self.plot)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))

@@ -227,6 +227,37 @@ _BAD_ALTERNATIVE = re.compile(
 _PRESET_ALLOWED = f"one of {', '.join(PRESETS)}, or a preset file path ending in .toml"
 
 
+class SweepInputs(Inputs):
+    """What every search on Dask takes (``train-search``, ``infer-search``): where its chunks
+    run, how many local workers, and where chunks are kept for a rerun to resume."""
+
+    scheduler: str = Field(
+        "local",
+        description="where chunks run: local (a local Dask cluster), inline (this process), "
+        "or a Dask scheduler's address",
+        json_schema_extra={"allowed": "local, inline, or an address such as tcp://host:8786"},
+    )
+    workers: int = Field(
+        0, ge=0, le=256, description="worker processes of the local cluster (0: one per core)"
+    )
+    out_dir: str | None = Field(
+        None,
+        description="keep each chunk's results here; a rerun resumes from them",
+        json_schema_extra={"unset": "kept in memory only"},
+    )
+
+    def check_scheduler(self) -> None:
+        """``scheduler`` is local, inline or an address (else the input's error)."""
+        from ..sweep import check_scheduler
+
+        try:
+            check_scheduler(self.scheduler)
+        except ValueError:
+            raise InputError(
+                "scheduler", self.scheduler, "local, inline, or an address such as tcp://host:8786"
+            ) from None
+
+
 class PresetInputs(Inputs):
     """Inputs of a study on a chip preset: ``--preset`` and ``--choose``."""
 

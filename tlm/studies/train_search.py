@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from ..cluster.memory import RECOMPUTE
 from ..cluster.search import AXES, NoValidLayout, search
 from .collective import parse_sizes
-from .protocol import InputError, Results, Study, progress, register, writable_path
+from .protocol import InputError, Results, Study, SweepInputs, progress, register, writable_path
 from .train import FabricInputs
 
 __all__ = ["SearchInputs", "SearchResults", "FrontRow", "search_study"]
@@ -52,7 +52,7 @@ def _axis_field(what: str):
     )
 
 
-class SearchInputs(FabricInputs):
+class SearchInputs(FabricInputs, SweepInputs):
     """Inputs of ``trnsim train-search`` (``--chips`` is a list here)."""
 
     chips: str = Field(
@@ -78,20 +78,6 @@ class SearchInputs(FabricInputs):
     ep: str = _axis_field("expert-parallel sizes")
     zero: str = _axis_field("ZeRO stages")
     recompute: str = _axis_field("recomputations (none, selective, full)")
-    scheduler: str = Field(
-        "local",
-        description="where chunks run: local (a local Dask cluster), inline (this process), "
-        "or a Dask scheduler's address",
-        json_schema_extra={"allowed": "local, inline, or an address such as tcp://host:8786"},
-    )
-    workers: int = Field(
-        0, ge=0, le=256, description="worker processes of the local cluster (0: one per core)"
-    )
-    out_dir: str | None = Field(
-        None,
-        description="keep each chunk's results here; a rerun resumes from them",
-        json_schema_extra={"unset": "kept in memory only"},
-    )
     chunk: int = Field(200_000, ge=1000, le=10_000_000, description="layouts per Dask task")
     plot: str | None = Field(
         None,
@@ -148,10 +134,7 @@ class SearchInputs(FabricInputs):
         model = self.workload()
         counts = self.counts()
         self.fixed()
-        if self.scheduler not in ("local", "inline") and "://" not in self.scheduler:
-            raise InputError(
-                "scheduler", self.scheduler, "local, inline, or an address such as tcp://host:8786"
-            )
+        self.check_scheduler()
         writable_path("plot", self.plot)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
