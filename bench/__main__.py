@@ -8,7 +8,7 @@ printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
     python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll, cluster,
-                                    # costs, serve
+                                    # costs, serve, infer
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from .common import OUT, ROOT, best_time, build_in_child, generate
 
-PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster", "costs", "serve")
+PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster", "costs", "serve", "infer")
 
 
 def _children_peak_mib() -> float:
@@ -306,6 +306,10 @@ def main(argv=None) -> int:
         from .serving import bench_serving
 
         by_part["serve"] = bench_serving()
+    if "infer" in parts:
+        from .inference import bench_inference
+
+        by_part["infer"] = bench_inference()
     head = {
         "machine": platform.platform(),
         "python": platform.python_version(),
