@@ -77,10 +77,10 @@ boundary at each step, a heap of the step each one finishes at), so an iteration
 sequence joins, leaves or is preempted costs a few scalar operations, one
 ``engine.iteration_s`` call and one SimPy event. SimPy (the chip model's engine) meets the
 target with room: 100,000 requests (prompts of 1,000 tokens on average, outputs 100-500,
-max_batch 128, iterations of 10-85 ms) simulate in 6.9 s on four colocated replicas (420,000
-iterations, 61,000 a second) and in 12 s on two prefill and four decode replicas (770,000
-iterations) on this machine (``python -m bench --only serve``); SimPy's own share of the time
-is about a quarter. The engine's own time per call comes on top (iterations x its cost).
+max_batch 128) on the Llama 3 70B trn2 engine simulate in 9.1 s on four colocated replicas
+(486,000 iterations) and in 16 s on two prefill and four decode replicas (874,000 iterations)
+on this machine (``python -m bench --only serve``, the engine's calls included); SimPy's own
+share of the time is about a quarter.
 
 Examples
 --------

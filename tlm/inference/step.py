@@ -608,6 +608,9 @@ class Engine:
         else:
             uniq, inverse = np.unique(flat, return_inverse=True)
         memo = self._memo.setdefault(part.__name__, {})
+        # the parts' output names, per part, in the same shared dict as the values: a copy of
+        # the engine (Engine.build with another max_tokens) shares both
+        names = self._memo.setdefault("output names", {})
         missing = [v for v in uniq.tolist() if v not in memo]
         if missing:
             if len(memo) + len(missing) > 65536:
@@ -617,8 +620,8 @@ class Engine:
             keys = tuple(new)
             for i, v in enumerate(missing):
                 memo[v] = tuple(float(new[k][i]) for k in keys)
-            self._memo_keys = keys
-        keys = self._memo_keys
+            names[part.__name__] = keys
+        keys = names[part.__name__]
         table = np.array([memo[v] for v in uniq.tolist()], dtype=float).reshape(len(uniq), -1)
         return {k: table[inverse, i].reshape(values.shape) for i, k in enumerate(keys)}
 
