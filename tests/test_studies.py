@@ -135,6 +135,16 @@ def test_collective_flit_engine_contract_and_rerun(capsys, tmp_path, monkeypatch
     test_contract_and_rerun("collective", capsys, tmp_path)
 
 
+def test_collective_flit_lanes_and_order_contract_and_rerun(capsys, tmp_path, monkeypatch):
+    quick = ["--system", "server", "--sizes", "64KiB", "--engine", "flit"]
+    monkeypatch.setitem(QUICK, "collective", [*quick, "--vcs", "4", "--order", "packet"])
+    test_contract_and_rerun("collective", capsys, tmp_path)
+    lanes = _run(["collective", *QUICK["collective"], "--json"], capsys)
+    default = _run(["collective", *quick, "--json"], capsys)
+    # two lanes taken in turn and packets interleaved change the timing: the flags reach the engine
+    assert lanes["series"][0]["time_s"] != default["series"][0]["time_s"]
+
+
 @pytest.mark.parametrize("name", sorted(QUICK))
 def test_tables_for_people(name, capsys):
     assert main([name, *QUICK[name]]) == 0
@@ -377,6 +387,18 @@ BAD = [
         ["collective", "--op", "all_to_all", "--sizes", "1MiB", "--algo", "ring"],
         "--algo: 'ring' does not fit --op all_to_all on --system server (it runs all_reduce, "
         "reduce_scatter, all_gather, broadcast, not all_to_all); allowed: auto or one of mesh",
+    ),
+    (
+        ["collective", "--vcs", "4"],
+        "--vcs: 4 has no meaning here; allowed: 2 unless --engine flit",
+    ),
+    (
+        ["collective", "--order", "packet"],
+        "--order: 'packet' has no meaning here; allowed: transfer unless --engine flit",
+    ),
+    (
+        ["collective", "--engine", "flit", "--sizes", "4KiB", "--vcs", "3"],
+        "--vcs: 3 is not allowed; allowed: one of 2, 4, 8",
     ),
     (
         ["collective", "--algo", "tree"],

@@ -30,8 +30,9 @@ from pydantic import BaseModel, Field
 
 from ..collectives import ALGOS, COLLECTIVE_FORMATS, OPS, Analytic, build, choose, unfit
 from ..collectives.algorithms import ALGORITHMS
-from ..collectives.flit import MAX_SENT_BYTES, FlitEngine, FlitEngineError, flit_links
+from ..collectives.flit import VCS, MAX_SENT_BYTES, FlitEngine, FlitEngineError, flit_links
 from ..collectives.flow import Flow
+from ..collectives.packets import ORDERS
 from ..collectives.trace import write_collective_trace
 from ..formats import get_format
 from ..presets import PRESETS
@@ -56,6 +57,8 @@ __all__ = [
 
 #: Engines of the study.
 ENGINES = ("analytic", "flow", "flit")
+#: Virtual channels per link the flit engine's routers can have (2 per lane).
+FLIT_VCS = (2, 4, 8)
 #: Figure formats ``--plot`` writes.
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _FAIL_ALLOWED = "chip pairs A-B joined by a link, comma-separated, e.g. 0-1 or 0-1,5-9"
@@ -158,6 +161,18 @@ class CollectiveInputs(PresetInputs):
         "allow; flit: packets on the cycle-exact torus model (a server or an UltraServer, sizes "
         "whose busiest rank sends at most 2 MiB)",
     )
+    vcs: int = Field(
+        VCS,
+        description="--engine flit: virtual channels per link of the routers (vcs / 2 lanes; "
+        "a source's packets take the lanes in turn)",
+        json_schema_extra={"allowed": ", ".join(map(str, FLIT_VCS))},
+    )
+    order: Literal[ORDERS] = Field(
+        "transfer",
+        description="--engine flit: how a step's packets join their injection queues: "
+        "transfer (each transfer's packets in a row) or packet (the queue's transfers take "
+        "turns one packet each)",
+    )
     root: int = Field(0, description="the chip a broadcast starts from", ge=0)
     fail_link: str = Field(
         "",
@@ -212,8 +227,19 @@ class CollectiveInputs(PresetInputs):
                 )
         elif system.chips < 2:
             raise InputError("system", self.system, "a system of 2 or more chips")
+        if self.vcs not in FLIT_VCS:
+            raise InputError("vcs", self.vcs, "one of " + ", ".join(map(str, FLIT_VCS)))
         if self.engine == "flit":
             self._check_flit(system, sizes, itemsize)
+        else:
+            for name, default in (("vcs", VCS), ("order", "transfer")):
+                if getattr(self, name) != default:
+                    raise InputError(
+                        name,
+                        getattr(self, name),
+                        f"{default} unless --engine flit",
+                        "has no meaning here",
+                    )
         return self
 
     def _check_flit(self, system, sizes, itemsize):
@@ -345,7 +371,12 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
         if inputs.engine == "flow":
             cost = system.cached(("flow", *key), lambda c=cost: Flow(c.schedule, system, c))
         elif inputs.engine == "flit":
-            cost = system.cached(("flit", *key), lambda c=cost: FlitEngine(c.schedule, system, c))
+            cost = system.cached(
+                ("flit", *key, inputs.vcs, inputs.order),
+                lambda c=cost: FlitEngine(
+                    c.schedule, system, c, vcs=inputs.vcs, order=inputs.order
+                ),
+            )
         factor[name] = schedule.send_factor()
         pick = np.array([n == name for n in names])
         times[pick] = cost.time_s(sizes[pick], itemsize)
@@ -403,10 +434,10 @@ def write_plot(inputs: CollectiveInputs, results: CollectiveResults, system) -> 
     """The figure ``--plot`` asks for: this run's rows, a curve per algorithm used."""
     names = dict.fromkeys(p.algorithm for p in results.series)
     runs = [(name, [p for p in results.series if p.algorithm == name]) for name in names]
-    title = (
-        f"{inputs.op} of {inputs.format} on {system.name} ({inputs.engine} engine, "
-        f"algo {inputs.algo})"
-    )
+    engine = inputs.engine
+    if engine == "flit":
+        engine += f" {inputs.vcs} VCs, {inputs.order} order"
+    title = f"{inputs.op} of {inputs.format} on {system.name} ({engine} engine, algo {inputs.algo})"
     return plot_series(runs, title, inputs.plot)
 
 
