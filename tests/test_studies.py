@@ -865,3 +865,23 @@ def test_help_survives_percent_signs(capsys):
         sub.choices["odd"].parse_args(["--help"])
     out = capsys.readouterr().out
     assert "as a % of the fleet" in out and "2 %" in out
+
+
+@pytest.mark.parametrize("name", ["train", "train-search", "collective"])
+def test_plot_is_written(name, capsys, tmp_path):
+    """--plot writes a figure (protocol.figure: the backend, the layout, the file)."""
+    png = tmp_path / f"{name}.png"
+    assert main([name, *QUICK[name], "--plot", str(png)]) == 0
+    capsys.readouterr()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_figure_is_closed_when_drawing_fails(tmp_path):
+    from matplotlib import pyplot as plt
+
+    from tlm.studies.protocol import figure
+
+    before = len(plt.get_fignums())
+    with pytest.raises(ZeroDivisionError), figure(tmp_path / "x.png") as (fig, ax):
+        ax.plot([0, 1], [0, 1 / 0])
+    assert len(plt.get_fignums()) == before and not (tmp_path / "x.png").exists()

@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from ..collectives import ALGOS, COLLECTIVE_FORMATS, OPS, Analytic, build, choose, unfit
 from ..collectives.algorithms import ALGORITHMS
-from ..collectives.flit import VCS, MAX_SENT_BYTES, FlitEngine, FlitEngineError, flit_links
+from ..collectives.flit import MAX_SENT_BYTES, VCS, FlitEngine, FlitEngineError, flit_links
 from ..collectives.flow import Flow
 from ..collectives.packets import ORDERS
 from ..collectives.trace import write_collective_trace
@@ -42,7 +42,9 @@ from .protocol import (
     PresetInputs,
     Results,
     Study,
+    figure,
     format_field,
+    plot_path,
     register,
     writable_path,
 )
@@ -60,7 +62,6 @@ ENGINES = ("analytic", "flow", "flit")
 #: Virtual channels per link the flit engine's routers can have (2 per lane).
 FLIT_VCS = (2, 4, 8)
 #: Figure formats ``--plot`` writes.
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _FAIL_ALLOWED = "chip pairs A-B joined by a link, comma-separated, e.g. 0-1 or 0-1,5-9"
 #: Most sizes one run may sweep.
 MAX_SIZES = 4096
@@ -197,10 +198,8 @@ class CollectiveInputs(PresetInputs):
             raise InputError("root", self.root, f"a chip of {system.name}: 0..{system.chips - 1}")
         if self.root and self.op != "broadcast":
             raise InputError("root", self.root, "0 unless --op broadcast", "has no meaning here")
-        writable_path("plot", self.plot)
+        plot_path("plot", self.plot)
         writable_path("trace", self.trace)
-        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
-            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
         sizes = parse_sizes(self.sizes)
         itemsize = get_format(self.format).dtype.itemsize
         shared = self.op in ("reduce_scatter", "all_gather", "all_to_all")
@@ -444,30 +443,21 @@ def write_plot(inputs: CollectiveInputs, results: CollectiveResults, system) -> 
 def plot_series(runs, title: str, path) -> Path:
     """Bus bandwidth and time against size, one curve per ``(label, points)`` of ``runs``
     (:class:`CollectivePoint` s), written to ``path`` (matplotlib; the format by suffix)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    fig, (bw, tm) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for label, pts in runs:
-        size = [p.size_bytes for p in pts]
-        bw.plot(size, [p.busbw_Bps / 1e9 for p in pts], "o-", ms=3, label=label)
-        tm.plot(size, [p.time_s * 1e6 for p in pts], "o-", ms=3, label=label)
-    for ax in (bw, tm):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("size (bytes)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    bw.set_ylabel("bus bandwidth (GB/s)")
-    tm.set_yscale("log")
-    tm.set_ylabel("time (us)")
-    fig.suptitle(title)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    with figure(path, ncols=2, figsize=(11, 4.2), save={"dpi": 110}) as (fig, (bw, tm)):
+        for label, pts in runs:
+            size = [p.size_bytes for p in pts]
+            bw.plot(size, [p.busbw_Bps / 1e9 for p in pts], "o-", ms=3, label=label)
+            tm.plot(size, [p.time_s * 1e6 for p in pts], "o-", ms=3, label=label)
+        for ax in (bw, tm):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("size (bytes)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        bw.set_ylabel("bus bandwidth (GB/s)")
+        tm.set_yscale("log")
+        tm.set_ylabel("time (us)")
+        fig.suptitle(title)
+    return Path(path)
 
 
 def schedules(inputs: CollectiveInputs, results: CollectiveResults):

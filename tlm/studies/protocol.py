@@ -63,6 +63,10 @@ __all__ = [
     "allowed_text",
     "model_error",
     "writable_path",
+    "PLOT_SUFFIXES",
+    "PLOT_ALLOWED",
+    "plot_path",
+    "figure",
     "without_none",
     "progress",
     "progress_to",
@@ -205,6 +209,41 @@ def writable_path(field: str, path: str | None) -> str | None:
     if not os.access(folder, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise InputError(field, path, "a path this user may write", "cannot be written")
     return path
+
+
+#: The figure formats a study's ``--plot`` writes (matplotlib picks the format by suffix).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+#: What a ``--plot`` input allows, in words.
+PLOT_ALLOWED = "a file path ending in " + ", ".join(PLOT_SUFFIXES)
+
+
+def plot_path(field: str, path: str | None) -> str | None:
+    """Check a figure's output path: writable (:func:`writable_path`) and one of
+    :data:`PLOT_SUFFIXES`."""
+    writable_path(field, path)
+    if path is not None and Path(path).suffix.lower() not in PLOT_SUFFIXES:
+        raise InputError(field, path, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+    return path
+
+
+@contextlib.contextmanager
+def figure(path, *, save: dict | None = None, **subplots):
+    """A matplotlib figure for a study's ``--plot``: yields ``(figure, axes)`` of
+    ``pyplot.subplots(**subplots)`` on the Agg backend (no display needed), then lays it out,
+    writes it to ``path`` (the format by suffix; ``save`` = ``savefig``'s keywords) and closes
+    it - closed also when drawing fails."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, axes = plt.subplots(**subplots)
+    try:
+        yield fig, axes
+        fig.tight_layout()
+        fig.savefig(Path(path), **(save or {}))
+    finally:
+        plt.close(fig)
 
 
 class Inputs(BaseModel):

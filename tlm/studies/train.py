@@ -31,7 +31,7 @@ from ..cluster.memory import RECOMPUTE, DoesNotFit
 from ..cluster.training import PARTS, training_step
 from .cost import ClusterInputs, RunResults, run_figures
 from .model import MemoryResults, memory_figures
-from .protocol import InputError, Study, register, writable_path
+from .protocol import PLOT_ALLOWED, InputError, Study, figure, plot_path, register
 
 __all__ = [
     "FabricInputs",
@@ -45,7 +45,6 @@ __all__ = [
 
 #: Formats the GEMMs may run in (the tensor engine's; activations stay bf16).
 GEMM_FORMATS = ("bf16", "fp8_e4m3")
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: Bandwidth between two neighbouring sites, each way: ASSUMED 12.5 TB/s (100 Tb/s, a few
 #: hundred 400G wavelengths); no figure is published for Project Rainier's sites.
 DEFAULT_SITE_BANDWIDTH_BPS = 12.5e12
@@ -118,7 +117,7 @@ class TrainInputs(FabricInputs):
     plot: str | None = Field(
         None,
         description="write the step-time breakdown as a figure",
-        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+        json_schema_extra={"allowed": PLOT_ALLOWED},
     )
 
     def resolve(self) -> TrainInputs:
@@ -138,9 +137,7 @@ class TrainInputs(FabricInputs):
         dp = self.chips // inner if self.dp is None else self.dp
         if dp * inner != self.chips:
             raise InputError("dp", dp, f"chips / (tp x pp x cp) = {self.chips // inner}, or unset")
-        writable_path("plot", self.plot)
-        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
-            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        plot_path("plot", self.plot)
         gb = m.global_batch_sequences if self.global_batch is None else self.global_batch
         seq = m.seq_len if self.seq_len is None else self.seq_len
         resolved = self.model_copy(update={"dp": dp, "global_batch": gb, "seq_len": seq})
@@ -303,30 +300,21 @@ def train_study(inputs: TrainInputs) -> TrainResults:
 
 def write_breakdown(inputs: TrainInputs, results: TrainResults) -> Path:
     """The step's parts as one stacked bar (matplotlib; the format by suffix)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 2.6))
-    left = 0.0
-    for row in results.series:
-        if row.time_s <= 0:
-            continue
-        ax.barh([0], [row.time_s], left=[left], label=f"{row.part} {row.share_fraction:.0%}")
-        left += row.time_s
-    ax.set_yticks([])
-    ax.set_xlabel("seconds per step")
-    ax.set_title(
-        f"{inputs.model} on {inputs.chips} {inputs.preset}: dp {inputs.dp} tp {inputs.tp} "
-        f"pp {inputs.pp} cp {inputs.cp} ep {inputs.ep}, MFU {results.mfu_fraction:.1%}"
-    )
-    ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    fig.tight_layout()
-    path = Path(inputs.plot)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    with figure(inputs.plot, figsize=(9, 2.6), save={"bbox_inches": "tight"}) as (fig, ax):
+        left = 0.0
+        for row in results.series:
+            if row.time_s <= 0:
+                continue
+            ax.barh([0], [row.time_s], left=[left], label=f"{row.part} {row.share_fraction:.0%}")
+            left += row.time_s
+        ax.set_yticks([])
+        ax.set_xlabel("seconds per step")
+        ax.set_title(
+            f"{inputs.model} on {inputs.chips} {inputs.preset}: dp {inputs.dp} tp {inputs.tp} "
+            f"pp {inputs.pp} cp {inputs.cp} ep {inputs.ep}, MFU {results.mfu_fraction:.1%}"
+        )
+        ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    return Path(inputs.plot)
 
 
 STUDY = register(

@@ -28,7 +28,17 @@ from pydantic import BaseModel, Field
 from ..cluster.memory import RECOMPUTE
 from ..cluster.search import AXES, NoValidLayout, search
 from .collective import parse_sizes
-from .protocol import InputError, Results, Study, SweepInputs, progress, register, writable_path
+from .protocol import (
+    PLOT_ALLOWED,
+    InputError,
+    Results,
+    Study,
+    SweepInputs,
+    figure,
+    plot_path,
+    progress,
+    register,
+)
 from .train import FabricInputs
 
 __all__ = ["SearchInputs", "SearchResults", "FrontRow", "search_study"]
@@ -39,7 +49,6 @@ _CHIPS_ALLOWED = (
     "millions (decimal)"
 )
 _COUNT_UNITS = {"": 1, "k": 1000, "m": 1_000_000}
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: Most chip counts one search may take.
 MAX_COUNTS = 32
 
@@ -82,7 +91,7 @@ class SearchInputs(FabricInputs, SweepInputs):
     plot: str | None = Field(
         None,
         description="write the Pareto front as a figure",
-        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+        json_schema_extra={"allowed": PLOT_ALLOWED},
     )
 
     def counts(self) -> list[int]:
@@ -135,9 +144,7 @@ class SearchInputs(FabricInputs, SweepInputs):
         counts = self.counts()
         self.fixed()
         self.check_scheduler()
-        writable_path("plot", self.plot)
-        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
-            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        plot_path("plot", self.plot)
         if self.sites > 1:
             from ..cluster.search import engines
 
@@ -262,41 +269,33 @@ def search_study(inputs: SearchInputs) -> SearchResults:
 
 def write_front(inputs: SearchInputs, found, results: SearchResults) -> Path:
     """Every feasible layout as a dot of time to train against cost, the front as a line."""
-    import matplotlib
     import numpy as np
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
 
     budget = {"memory_bytes": inputs.memory_budget_bytes, "power_w": inputs.power_budget_w}
     ok = found.feasible(**budget)
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for n in np.unique(found.chips[ok]):
-        sel = ok & (found.chips == n)
-        ax.scatter(
-            found.train_s[sel] / 86400,
-            found.cost_usd[sel] / 1e6,
-            s=3,
-            alpha=0.3,
-            label=f"{n} chips",
+    with figure(inputs.plot, figsize=(7.5, 4.8)) as (fig, ax):
+        for n in np.unique(found.chips[ok]):
+            sel = ok & (found.chips == n)
+            ax.scatter(
+                found.train_s[sel] / 86400,
+                found.cost_usd[sel] / 1e6,
+                s=3,
+                alpha=0.3,
+                label=f"{n} chips",
+            )
+        ax.plot(
+            [r.train_days for r in results.series],
+            [r.cost_usd / 1e6 for r in results.series],
+            "k.-",
+            label="Pareto front",
         )
-    ax.plot(
-        [r.train_days for r in results.series],
-        [r.cost_usd / 1e6 for r in results.series],
-        "k.-",
-        label="Pareto front",
-    )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("days to train (with goodput)")
-    ax.set_ylabel("cloud cost (M$)")
-    ax.set_title(f"{inputs.model} on {inputs.preset}: {int(ok.sum())} feasible layouts")
-    ax.legend(fontsize=8, markerscale=4)
-    fig.tight_layout()
-    path = Path(inputs.plot)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("days to train (with goodput)")
+        ax.set_ylabel("cloud cost (M$)")
+        ax.set_title(f"{inputs.model} on {inputs.preset}: {int(ok.sum())} feasible layouts")
+        ax.legend(fontsize=8, markerscale=4)
+    return Path(inputs.plot)
 
 
 STUDY = register(
