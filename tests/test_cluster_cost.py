@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from tlm.cluster.cost import (
-    DEFAULT_NETWORK,
-    Network,
+    DEFAULT_FABRIC,
+    Fabric,
     clos_tiers,
     power,
     run_cost,
@@ -96,14 +96,14 @@ def test_clos_tiers_and_ports():
     assert tiers.tolist() == [1, 2, 3] and ports.tolist() == [1.0, 3.0, 5.0]
     ports, _ = switch_ports_per_chip(trn2, 16384)  # 200 Gb/s per chip: half a 400 Gb/s port
     assert ports == 0.5 * 5
-    over = switch_ports_per_chip(h100, 16384, Network(oversubscription=2.0))[0]
+    over = switch_ports_per_chip(h100, 16384, Fabric(oversubscription=2.0))[0]
     assert over == 1 + 2 * 2 / 2
 
 
 def test_power_by_hand():
     h100 = load_hardware("h100")
     p = power(h100, 16384, pue=1.25)
-    it = 16384 * 700 + 2048 * 4600 + 16384 * 5 * DEFAULT_NETWORK.port_power_w
+    it = 16384 * 700 + 2048 * 4600 + 16384 * 5 * DEFAULT_FABRIC.port_power_w
     assert p.it_w == pytest.approx(it) and p.total_w == pytest.approx(1.25 * it)
     assert p.facility_overhead_w == pytest.approx(0.25 * it)
 
@@ -150,7 +150,7 @@ def test_vectorised_and_bad_input():
     with pytest.raises(ValueError, match="pue must be a number >= 1, not 0.9"):
         power(h100, 8, pue=0.9)
     with pytest.raises(ValueError, match="radix must be an even integer >= 4, not 7"):
-        Network(radix=7)
+        Fabric(radix=7)
 
 
 def test_hardware_figures_must_be_positive():

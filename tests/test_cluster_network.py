@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tlm.cluster.cost import Network as Fabric
+from tlm.cluster.cost import Fabric
 from tlm.cluster.hardware import load_hardware
 from tlm.cluster.network import OPS, Network, run_together
 from tlm.collectives import ALGORITHMS, Analytic, build, unfit
@@ -351,7 +351,7 @@ def test_groups_larger_than_the_job():
             "chips must be a positive multiple of sites x chips_per_node \\(1 x 64\\), not 100",
         ),
         (dict(site_latency_s=-1.0), "site_latency_s must be a number >= 0, not -1.0"),
-        (dict(fabric="clos"), "fabric must be a tlm.cluster.cost.Network, not 'clos'"),
+        (dict(fabric="clos"), "fabric must be a tlm.cluster.cost.Fabric, not 'clos'"),
     ],
 )
 def test_bad_networks(kwargs, message):

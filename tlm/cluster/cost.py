@@ -50,8 +50,8 @@ from .elementwise import (
 from .hardware import Hardware
 
 __all__ = [
-    "Network",
-    "DEFAULT_NETWORK",
+    "Fabric",
+    "DEFAULT_FABRIC",
     "DEFAULT_PUE",
     "DEFAULT_USD_PER_KWH",
     "DEFAULT_AMORTISATION_YEARS",
@@ -75,7 +75,7 @@ DEFAULT_AMORTISATION_YEARS = 4.0
 
 
 @dataclass(frozen=True)
-class Network:
+class Fabric:
     """The scale-out fabric: a folded Clos of identical switches (every figure ASSUMED).
 
     Attributes
@@ -109,7 +109,7 @@ class Network:
             raise ValueError(f"oversubscription must be >= 1, not {self.oversubscription!r}")
 
 
-DEFAULT_NETWORK = Network()
+DEFAULT_FABRIC = Fabric()
 
 
 def _positive(name, value):
@@ -136,7 +136,7 @@ def clos_tiers(endpoint_ports, radix):
     return as_int(where(e <= radix, 1, maximum(tiers, 2)))
 
 
-def switch_ports_per_chip(hw: Hardware, chips, network: Network = DEFAULT_NETWORK):
+def switch_ports_per_chip(hw: Hardware, chips, fabric: Fabric = DEFAULT_FABRIC):
     """Switch ports each chip's scale-out traffic needs, and the Clos tiers (arrays; scalars
     for a scalar ``chips``).
 
@@ -146,9 +146,9 @@ def switch_ports_per_chip(hw: Hardware, chips, network: Network = DEFAULT_NETWOR
     (5.0, 3)
     """
     n = _positive("chips", chips)
-    lanes = hw.scale_out_bandwidth_Bps / network.port_Bps
-    tiers = clos_tiers(maximum(n * lanes, 1.0), network.radix)
-    per_port = 1 + 2 * (tiers - 1) / network.oversubscription
+    lanes = hw.scale_out_bandwidth_Bps / fabric.port_Bps
+    tiers = clos_tiers(maximum(n * lanes, 1.0), fabric.radix)
+    per_port = 1 + 2 * (tiers - 1) / fabric.oversubscription
     return lanes * per_port, tiers
 
 
@@ -169,7 +169,7 @@ class Power:
 
 
 def power(
-    hw: Hardware, chips, *, network: Network = DEFAULT_NETWORK, pue=DEFAULT_PUE, spare_servers=0
+    hw: Hardware, chips, *, fabric: Fabric = DEFAULT_FABRIC, pue=DEFAULT_PUE, spare_servers=0
 ) -> Power:
     """Power drawn by ``chips`` chips of ``hw`` training (at their rated power), their hosts,
     their switch ports and the facility (vectorised over ``chips``, ``pue`` and
@@ -183,11 +183,11 @@ def power(
     if not all_(spares >= 0):
         raise ValueError(f"spare_servers must be >= 0, not {first(spares)!r}")
     servers = ceil(n / hw.server_chips)
-    per_chip, tiers = switch_ports_per_chip(hw, n, network)
+    per_chip, tiers = switch_ports_per_chip(hw, n, fabric)
     ports = per_chip * n
     chip_w = n * hw.power_w
     host_w = (servers + spares) * hw.host_power_w
-    network_w = ports * network.port_power_w
+    network_w = ports * fabric.port_power_w
     it = chip_w + host_w + network_w
     overhead = it * (pue - 1)
     shape = broadcast_shape(it, overhead)
@@ -229,7 +229,7 @@ def run_cost(
     step_time_s,
     steps,
     goodput=1.0,
-    network: Network = DEFAULT_NETWORK,
+    fabric: Fabric = DEFAULT_FABRIC,
     pue=DEFAULT_PUE,
     usd_per_kwh=DEFAULT_USD_PER_KWH,
     amortisation_years=DEFAULT_AMORTISATION_YEARS,
@@ -263,13 +263,13 @@ def run_cost(
         raise ValueError(f"goodput must be a fraction in (0, 1], not {first(g)!r}")
     kwh = _positive("usd_per_kwh", usd_per_kwh)
     years = _positive("amortisation_years", amortisation_years)
-    p = power(hw, n, network=network, pue=pue, spare_servers=spare_servers)
+    p = power(hw, n, fabric=fabric, pue=pue, spare_servers=spare_servers)
     wall = s * t / g
     spares = number(spare_servers)
     capex = (
         (n + spares * hw.server_chips) * hw.capex_usd
         + (p.servers + spares) * hw.host_capex_usd
-        + p.switch_ports * network.port_capex_usd
+        + p.switch_ports * fabric.port_capex_usd
     )
     hardware = capex * wall / (years * _YEAR_S)
     energy_j = p.total_w * wall

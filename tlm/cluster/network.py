@@ -29,7 +29,7 @@ all-to-all sends its in-node and cross-node blocks at the same time (the slower 
 group with one member per node runs the cross-node part alone. The cross-node part is a ring
 or recursive halving/doubling (``rdh``, ``n`` a power of two) over the NICs, whichever is
 faster, or direct sends (all-to-all). The fabric is the folded Clos of
-:mod:`tlm.cluster.cost` (:class:`tlm.cluster.cost.Network`: radix, port bandwidth,
+:mod:`tlm.cluster.cost` (:class:`tlm.cluster.cost.Fabric`: radix, port bandwidth,
 oversubscription at the leaves; its :func:`~tlm.cluster.cost.clos_tiers` give the tiers a
 group spans, each tier above the leaf adding its switches' latency). A leaf holds
 ``radix / 2`` ports' worth of chips and its uplinks carry ``1 / oversubscription`` of their
@@ -46,7 +46,7 @@ leaf, sharing the inter-site bandwidth, and each step that crosses pays ``site_l
 
 Figures come from the hardware file (:mod:`tlm.cluster.hardware`) and, for Trainium, its system
 preset (:mod:`tlm.system`: the torus, the EFA NIC and latencies, the step cost); the Clos from
-:data:`tlm.cluster.cost.DEFAULT_NETWORK`; ASSUMED where they say so. Each ``(op, group,
+:data:`tlm.cluster.cost.DEFAULT_FABRIC`; ASSUMED where they say so. Each ``(op, group,
 stride)`` is worked out once (routes, schedules, the analytic engine's two numbers ``A + K x
 chunk`` per algorithm) and kept; evaluating a million rows is then a few numpy operations.
 
@@ -80,8 +80,7 @@ import numpy as np
 from ..collectives import ALGORITHMS, Analytic, build, unfit
 from ..collectives.schedule import Schedule, Step, Transfer
 from ..system import System, load_system
-from .cost import DEFAULT_NETWORK, clos_tiers
-from .cost import Network as Fabric
+from .cost import DEFAULT_FABRIC, Fabric, clos_tiers
 from .elementwise import ceil, maximum, minimum
 from .hardware import Hardware
 
@@ -304,7 +303,7 @@ class Network:
         site_bandwidth_Bps=None,
         site_latency_s: float = 0.0,
         chips=None,
-        fabric: Fabric = DEFAULT_NETWORK,
+        fabric: Fabric = DEFAULT_FABRIC,
     ) -> Network:
         """The network of a cluster of ``hw``.
 
@@ -328,7 +327,7 @@ class Network:
         chips : int, optional
             The job's chips (a multiple of ``sites`` x ``chips_per_node``); groups are checked
             to fit in it.
-        fabric : tlm.cluster.cost.Network
+        fabric : tlm.cluster.cost.Fabric
             The Clos's switches (radix, port bandwidth); its oversubscription is the default.
 
         Raises
@@ -339,7 +338,7 @@ class Network:
         if not isinstance(hw, Hardware):
             raise ValueError(f"hw must be a tlm.cluster.hardware.Hardware, not {hw!r}")
         if not isinstance(fabric, Fabric):
-            raise ValueError(f"fabric must be a tlm.cluster.cost.Network, not {fabric!r}")
+            raise ValueError(f"fabric must be a tlm.cluster.cost.Fabric, not {fabric!r}")
         if hw.system is not None:
             node = load_system(hw.system, chip=hw.chip_preset)
             efa = node.file.efa

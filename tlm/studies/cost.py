@@ -99,10 +99,10 @@ class ClusterInputs(Inputs):
         return workload_input(self.model)
 
     def economics(self):
-        """The cost model's network at these inputs' oversubscription."""
-        from ..cluster.cost import Network
+        """The cost model's scale-out fabric at these inputs' oversubscription."""
+        from ..cluster.cost import Fabric
 
-        return Network(oversubscription=self.oversubscription)
+        return Fabric(oversubscription=self.oversubscription)
 
 
 class CostInputs(ClusterInputs):
@@ -197,7 +197,7 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
         step_time_s=step_time_s,
         steps=steps,
         goodput=g["goodput_fraction"],
-        network=inputs.economics(),
+        fabric=inputs.economics(),
         pue=inputs.pue,
         usd_per_kwh=inputs.usd_per_kwh,
         amortisation_years=inputs.amortisation_years,
