@@ -32,6 +32,8 @@ FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0, "collective_bandwidth_fa
         "tlm.inference.memory",
         "tlm.inference.step",
         "tlm.inference.estimate",
+        "tlm.inference.expert",
+        "tlm.inference.pipeline",
         "tlm.studies.infer",
     ],
 )

@@ -4,12 +4,13 @@ dispatched to their experts and combined back by all-to-alls.
 
 This is the layout DeepSeek serves DeepSeek-V3 with (DeepSeek-V3 Technical Report,
 arXiv:2412.19437, Section 3.4: decode with attention TP4 + DP80 and the MoE part EP320,
-dispatch and combine as all-to-alls over IB and NVLink) and the one vLLM and SGLang run with
-data-parallel attention (SGLang ``--enable-dp-attention --dp-size N --tp-size T`` with
-``--ep-size``; vLLM ``--data-parallel-size N --enable-expert-parallel``: "attention layers
-are data parallel, expert layers expert parallel"). The other layout, experts split within the
-tensor-parallel group with the combine riding the all-reduce, is :class:`~tlm.inference.step
-.Engine`'s (``ep`` dividing ``tp``).
+dispatch and combine as all-to-alls over IB and NVLink) and the one vLLM and SGLang run for
+such models: vLLM ``--data-parallel-size N --enable-expert-parallel`` ("data parallel for the
+attention layers and expert or tensor parallel (EP or TP) for the expert layers", vLLM docs,
+Data Parallel Deployment; Expert Parallel Deployment), SGLang ``--enable-dp-attention`` with
+``--tp`` and ``--dp`` (SGLang docs, "DP, DPA and SGLang DP Router"). The other layout, experts
+split within the tensor-parallel group with the combine riding the all-reduce, is
+:class:`~tlm.inference.step.Engine`'s (``ep`` dividing ``tp``).
 
 A stage is ``ep`` chips: ``dp = ep / tp`` **attention groups** of ``tp`` chips (``tp``
 innermost, stride 1; the groups next to each other; stages at stride ``ep``):

@@ -2,11 +2,14 @@
 ``m`` micro-batches that follow each other through the ``pp`` stages, so every stage works
 while the others do.
 
-vLLM's pipeline parallelism keeps ``pp`` batches in flight in decode ("virtual engines",
-one scheduler each; ``--pipeline-parallel-size``), and NxD Inference's pipeline-parallel
-decoding does likewise; the TensorRT-LLM and DeepSpeed-FastGen pipelines too. Without them a
-pipeline only buys memory (:class:`~tlm.inference.step.Engine`: the stages run one after
-another).
+vLLM's pipeline parallelism (``--pipeline-parallel-size``) keeps as many batches in flight as
+there are stages: "multiple virtual engines to match the number of pipeline stages, and each
+virtual engine has its own scheduler ... so that they can schedule multiple batches
+simultaneously ... saturating all pipeline stages" (vLLM RFC, vllm-project/vllm issue 11945,
+on V0; V1 keeps the aim); NeuronX Distributed's pipeline runs "in a pipelined fashion over
+microbatches to maximize device usage" (Neuron docs, Pipeline Parallelism Overview). Without
+micro-batches a pipeline only buys memory (:class:`~tlm.inference.step.Engine`: the stages run
+one after another).
 
 **The rule.** An iteration of ``tokens``, ``sequences``, ``kv_tokens`` and ``pairs`` is split
 by sequences (a sequence is never split) into ``m' = min(m, sequences)`` micro-batches of
