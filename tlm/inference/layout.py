@@ -4,7 +4,9 @@ the parallel layout's checks, the formats, and the named fixed costs.
 A replica is ``tp x pp`` chips: ``tp`` innermost (stride 1: on a trn2 server the 4x4 torus
 plane, on an UltraServer its 4x4x4 torus' sub-rings), ``pp`` stages at stride ``tp``. Experts
 (``ep``) are split across the tensor-parallel group: ``ep`` must divide ``tp`` and the experts;
-each expert's FFN is split ``tp / ep`` ways (expert tensor parallelism). The system sets the
+each expert's FFN is split ``tp / ep`` ways (expert tensor parallelism). With
+``dp_attention`` a stage is ``ep`` chips instead (a multiple of ``tp`` dividing the experts:
+attention data-parallel over ``ep / tp`` groups, :mod:`tlm.inference.expert`). The system sets the
 network the collectives are priced on: ``server`` is the hardware's server (trn2: the
 trn2.48xlarge 4x4 torus, its own system preset; servers joined by EFA for ``Nxserver``),
 ``ultraserver`` its scale-up domain (trn2: 64 chips, 4x4x4).
