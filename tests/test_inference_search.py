@@ -96,3 +96,72 @@ def test_bad_arguments_are_named(kwargs, message):
 def test_the_study_names_the_flag(args, message, capsys):
     assert main(["infer-search", "--model", "llama3-8b", "--scheduler", "inline", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---- expert layouts and micro-batches ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def moe():
+    return search(
+        "mixtral-8x7b", "trn2", scheduler="inline", systems=("server",), batches=(1, 2, 8, 32),
+        fmts=("fp8",), kv_fmts=("fp8",), **LOAD,
+    )  # fmt: skip
+
+
+def test_moe_candidates_hold_both_expert_layouts_and_micro_batches(moe):
+    a = moe.arrays
+    dp = a["dp_attention"].astype(bool)
+    assert dp.any() and (~dp).any()
+    groups = np.where(dp, a["ep"] // a["tp"], 1)
+    assert (a["batch"] % groups == 0).all()  # a batch shared evenly by the groups
+    assert (a["ep"][dp] % a["tp"][dp] == 0).all() and (a["ep"][dp] > 1).all()
+    assert (a["tp"][~dp] % a["ep"][~dp] == 0).all()
+    assert (a["chips"][dp] == a["ep"][dp] * a["pp"][dp]).all()
+    piped = a["pp"] > 1
+    assert set(a["micro_batches"][piped].tolist()) == set(a["pp"][piped].tolist()) | {1}
+    assert (a["micro_batches"][~piped] == 1).all()
+
+
+def test_a_dp_attention_micro_batched_configuration_is_priced_as_trnsim_infer(moe):
+    a = moe.arrays
+    rows = np.flatnonzero(a["dp_attention"].astype(bool) & (a["micro_batches"] > 1))
+    row = moe.row(int(rows[len(rows) // 2]))
+    r = estimate(
+        "mixtral-8x7b", "trn2", row["system"], tp=row["tp"], pp=row["pp"], ep=row["ep"],
+        dp_attention=True, micro_batches=row["micro_batches"], batch=row["batch"], prompt=512,
+        output=64, fmt="fp8", kv_fmt="fp8", check_memory=False,
+    )  # fmt: skip
+    assert row["ttft_s"] == pytest.approx(r.ttft_s, rel=1e-9)
+    assert row["tpot_s"] == pytest.approx(r.tpot_s, rel=1e-9)
+
+
+def test_dense_models_get_no_expert_layouts():
+    found = search(
+        "llama3-8b", "trn2", scheduler="inline", batches=(4,), fmts=("bf16",), **LOAD
+    )  # fmt: skip
+    assert not found.arrays["dp_attention"].any() and (found.arrays["ep"] == 1).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"expert_layouts": ("ring",)}, "expert_layouts must be layouts of tp, dp_attention"),
+        ({"micro_batches": (0,)}, "micro_batches must be positive integers or 'pp'"),
+    ],
+)
+def test_bad_layout_options_are_named(kwargs, message):
+    with pytest.raises(InferenceInputError, match=message):
+        search("mixtral-8x7b", "trn2", scheduler="inline", **{**LOAD, **kwargs})
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--expert-layouts", "ring"], "--expert-layouts: 'ring' is not allowed"),
+        (["--micro-batches", "1,0"], "--micro-batches: '1,0' is not allowed"),
+    ],
+)
+def test_the_study_names_the_layout_flags(args, message, capsys):
+    assert main(["infer-search", "--model", "mixtral-8x7b", "--scheduler", "inline", *args]) == 2
+    assert message in capsys.readouterr().err

@@ -76,7 +76,8 @@ COUNTS |= {"evaluated", "fitting", "meeting", "system", "dtype", "kv_dtype", "re
 COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "dtype")}
 COUNTS |= {f"best_{k}" for k in ("kv_dtype", "batch", "replicas", "fleet_chips")}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
-COUNTS |= {"fixed_costs_source"}
+COUNTS |= {"fixed_costs_source", "attention_groups"}
+COUNTS |= {"dp_attention", "best_dp_attention", "best_micro_batches"}  # infer-search layouts
 
 
 def test_every_study_has_quick_inputs():

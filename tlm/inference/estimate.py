@@ -15,6 +15,14 @@ with the KV cache growing from the prompt to prompt + output; optionally specula
   and per server (a server's chips of replicas like this one); decode-only ``batch / TPOT``.
 - **MFU / HBM-bandwidth utilisation** per phase: model FLOPs (bytes) over the phase's time x
   the replica's chips x the dense peak in ``fmt`` (the HBM bandwidth).
+- **Pipeline micro-batches** (``pp > 1``, :mod:`tlm.inference.pipeline`): the batch is split
+  into ``micro_batches`` (default ``pp``) that fill the stages: the prefill is the pass of
+  every micro-batch from an empty pipeline, each decode step the steady state's
+  ``max(L, m t)`` - so with ``m <= pp`` a token's latency is a micro-batch's and the tokens/s
+  grow with the sequences in flight. ``micro_batches=1`` is one batch through the stages.
+- **Data-parallel attention** (``dp_attention``, :mod:`tlm.inference.expert`): the batch is
+  shared by the ``ep / tp`` attention groups (``batch`` a multiple of them), the experts
+  spread over the ``ep`` chips of a stage.
 
 Examples
 --------
@@ -75,6 +83,8 @@ class Estimate:
     max_batch: int
     chips: int
     tokens_per_verify: float
+    micro_batches: int
+    attention_groups: int
     engine: Engine = field(repr=False, compare=False)
 
     def to_dict(self) -> dict:
@@ -149,7 +159,10 @@ def request_times(
         rows.append((n + owner, bb * (k + 1), bb, bb * (first + k), pairs))
     # one call for the prefill and the decode (the shared work is priced once)
     who, T, S, KV, P = (np.concatenate(x) for x in zip(*rows, strict=True))
-    sums = _sum_phase(engine.step(T, S, KV, P), who, 2 * n)
+    if engine.micro_batches > 1:  # the prefill from an empty pipeline, the decode steady
+        sums = _sum_phase(engine.step(T, S, KV, P, from_empty=who < n), who, 2 * n)
+    else:
+        sums = _sum_phase(engine.step(T, S, KV, P), who, 2 * n)
     prefill = {name: v[:n] for name, v in sums.items()}
     decode = {name: v[n:] for name, v in sums.items()}
     if draft is not None:
@@ -189,6 +202,8 @@ def estimate(
     collective_fixed_s: float | None = None,
     collective_bandwidth_factor: float | None = None,
     check_memory: bool = True,
+    dp_attention: bool = False,
+    micro_batches: int | None = None,
 ) -> Estimate:
     """TTFT, TPOT, end-to-end latency, throughput, utilisations and memory of ``batch``
     requests of ``prompt`` + ``output`` tokens on one replica.
@@ -209,6 +224,10 @@ def estimate(
         The named fixed costs (default: the data file's).
     check_memory : bool
         Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
+    dp_attention, micro_batches :
+        As :meth:`Engine.build`: expert parallelism with data-parallel attention (``batch``
+        a multiple of the ``ep / tp`` groups, no draft model); micro-batches in flight
+        through the ``pp`` stages (default ``pp``).
 
     Raises
     ------
@@ -236,6 +255,11 @@ def estimate(
             or not (0 <= acceptance <= 1)
         ):
             raise InferenceInputError(f"acceptance must be a number in [0, 1], not {acceptance!r}")
+        if dp_attention is True:
+            raise InferenceInputError(
+                f"draft_model must be None with dp_attention (speculative decoding with "
+                f"data-parallel attention is not modelled), not {draft_model!r}"
+            )
         draft = _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed)
     extra = {}
     if draft is not None:
@@ -256,7 +280,14 @@ def estimate(
         max_tokens=int(batch * prompt),
         **fixed,
         **extra,
+        dp_attention=dp_attention,
+        micro_batches=micro_batches,
     )
+    if batch % engine.dp:
+        raise InferenceInputError(
+            f"batch must be a multiple of the {engine.dp} attention groups (ep / tp) with "
+            f"dp_attention, not {batch}"
+        )
     context = prompt + output
     mem = engine.memory
     if check_memory:
@@ -301,5 +332,7 @@ def estimate(
         tokens_per_verify=(
             tokens_per_verify(draft_tokens, acceptance) if draft is not None else 1.0
         ),
+        micro_batches=engine.micro_batches,
+        attention_groups=engine.dp,
         engine=engine,
     )

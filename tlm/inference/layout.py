@@ -4,7 +4,9 @@ the parallel layout's checks, the formats, and the named fixed costs.
 A replica is ``tp x pp`` chips: ``tp`` innermost (stride 1: on a trn2 server the 4x4 torus
 plane, on an UltraServer its 4x4x4 torus' sub-rings), ``pp`` stages at stride ``tp``. Experts
 (``ep``) are split across the tensor-parallel group: ``ep`` must divide ``tp`` and the experts;
-each expert's FFN is split ``tp / ep`` ways (expert tensor parallelism). The system sets the
+each expert's FFN is split ``tp / ep`` ways (expert tensor parallelism). With
+``dp_attention`` a stage is ``ep`` chips instead (a multiple of ``tp`` dividing the experts:
+attention data-parallel over ``ep / tp`` groups, :mod:`tlm.inference.expert`). The system sets the
 network the collectives are priced on: ``server`` is the hardware's server (trn2: the
 trn2.48xlarge 4x4 torus, its own system preset; servers joined by EFA for ``Nxserver``),
 ``ultraserver`` its scale-up domain (trn2: 64 chips, 4x4x4).
@@ -165,18 +167,25 @@ def costs_for(hw: Hardware) -> OpCosts:
     return _kept("costs", hw, None, lambda: OpCosts.for_hardware(hw))
 
 
-def check_layout(model: Model, chips: int, tp, pp, ep) -> None:
-    """Raise :class:`InferenceInputError` unless ``tp x pp`` chips of ``chips`` can hold
-    ``model``: ``tp`` as :func:`tlm.workloads.operators.tp_allowed` allows, ``pp`` dividing
-    the layers, ``ep`` dividing both ``tp`` and the experts (1 for a dense model)."""
+def check_layout(model: Model, chips: int, tp, pp, ep, dp_attention=False) -> None:
+    """Raise :class:`InferenceInputError` unless the replica's chips fit ``chips`` and can
+    hold ``model``: ``tp`` as :func:`tlm.workloads.operators.tp_allowed` allows, ``pp``
+    dividing the layers; without ``dp_attention`` ``tp x pp`` chips, ``ep`` dividing both
+    ``tp`` and the experts (1 for a dense model); with it (a MoE model) ``ep x pp`` chips,
+    ``ep`` a multiple of ``tp`` dividing the experts (:mod:`tlm.inference.expert`)."""
     for name, value in (("tp", tp), ("pp", pp), ("ep", ep)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InferenceInputError(f"{name} must be a positive integer, not {value!r}")
+    if not isinstance(dp_attention, bool):
+        raise InferenceInputError(f"dp_attention must be True or False, not {dp_attention!r}")
     why = tp_allowed(model, tp)
     if why:
         raise InferenceInputError(f"tp must be {why} of {model.name}, not {tp}")
     if model.layers % pp:
         raise InferenceInputError(f"pp must be a divisor of the {model.layers} layers, not {pp}")
+    if dp_attention:
+        _check_dp_attention(model, chips, tp, pp, ep)
+        return
     if chips % (tp * pp):
         raise InferenceInputError(
             f"tp must be such that tp x pp divides the system's {chips} chips (pp {pp}), not {tp}"
@@ -187,6 +196,25 @@ def check_layout(model: Model, chips: int, tp, pp, ep) -> None:
     elif model.moe.experts % ep or tp % ep:
         raise InferenceInputError(
             f"ep must be a divisor of both the {model.moe.experts} experts and tp ({tp}), not {ep}"
+        )
+
+
+def _check_dp_attention(model: Model, chips: int, tp: int, pp: int, ep: int) -> None:
+    """The expert-parallel layout with data-parallel attention: ``ep`` chips per stage."""
+    if model.moe is None:
+        raise InferenceInputError(
+            f"dp_attention must be False for {model.name} (a dense model: no experts to "
+            f"spread), not True"
+        )
+    if ep % tp or model.moe.experts % ep:
+        raise InferenceInputError(
+            f"ep must be a multiple of tp ({tp}) dividing the {model.moe.experts} experts "
+            f"with dp_attention, not {ep}"
+        )
+    if chips % (ep * pp):
+        raise InferenceInputError(
+            f"ep must be such that ep x pp divides the system's {chips} chips with "
+            f"dp_attention (pp {pp}), not {ep}"
         )
 
 

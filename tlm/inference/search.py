@@ -4,7 +4,11 @@ SLO, over replicas of every valid (system, tp, pp, ep, format, KV format, batch)
 A **configuration** is one replica layout and the batch it runs: ``system`` (the chips the
 replica may use and their network: the hardware's server or scale-up domain), ``tp``, ``pp``
 (``tp x pp`` dividing the system's chips), ``ep`` (a divisor of the experts and of ``tp``; 1 for
-a dense model), ``fmt`` and ``kv_fmt`` (bf16 or fp8) and ``batch`` (requests decoded together).
+a dense model), ``dp_attention`` (a MoE model's experts over ``ep`` chips per stage, a multiple
+of ``tp``, with attention data-parallel over ``ep / tp`` groups: :mod:`tlm.inference.expert`;
+its batches multiples of the groups), ``micro_batches`` (in flight through the ``pp`` stages:
+:mod:`tlm.inference.pipeline`; ``pp`` and 1 tried by default), ``fmt`` and ``kv_fmt`` (bf16 or
+fp8) and ``batch`` (requests decoded together).
 Each is priced by :func:`tlm.inference.estimate.request_times` (the same model as
 ``trnsim infer``), vectorised over the batches of a layout: TTFT, TPOT and end-to-end latency
 of ``batch`` requests of ``prompt + output`` tokens, the memory check (a batch beyond
@@ -51,6 +55,8 @@ from .step import Engine
 
 __all__ = [
     "AXES",
+    "DEFAULT_MICRO_BATCHES",
+    "EXPERT_LAYOUTS",
     "OUTPUTS",
     "InferenceSearch",
     "SloUnreachable",
@@ -61,7 +67,7 @@ __all__ = [
 
 #: A configuration's axes (``system``, ``fmt`` and ``kv_fmt`` as indices into the search's
 #: systems and :data:`FORMATS`).
-AXES = ("system", "tp", "pp", "ep", "fmt", "kv_fmt", "batch")
+AXES = ("system", "tp", "pp", "ep", "dp_attention", "micro_batches", "fmt", "kv_fmt", "batch")
 #: What each configuration is evaluated to.
 OUTPUTS = (
     "chips",
@@ -81,6 +87,11 @@ _FMTS = tuple(FORMATS)
 DEFAULT_BATCHES = tuple(2**i for i in range(11))
 #: Rows per Dask task.
 DEFAULT_CHUNK = 2_000
+#: Where a MoE model's experts may go: within the tensor-parallel group (``tp``) or over
+#: ``ep`` chips with data-parallel attention (``dp_attention``).
+EXPERT_LAYOUTS = ("tp", "dp_attention")
+#: Micro-batches tried per layout: ``"pp"`` fills the stages (1 when ``pp`` is 1).
+DEFAULT_MICRO_BATCHES = (1, "pp")
 
 
 class SloUnreachable(ValueError):
@@ -91,11 +102,37 @@ def _powers(limit: int) -> list[int]:
     return [2**i for i in range(limit.bit_length()) if 2**i <= limit]
 
 
+def _layouts(model: Model, chips: int, tp: int, pp: int, expert_layouts) -> list:
+    """``(ep, dp_attention)`` of every valid expert layout at ``tp`` and ``pp``."""
+    out = []
+    if "tp" in expert_layouts or model.moe is None:
+        out += [(ep, False) for ep in (_powers(tp) if model.moe else [1])]
+    if model.moe is not None and "dp_attention" in expert_layouts:
+        # ep 1 would be the tp layout itself (one group, no all-to-all)
+        out += [(ep, True) for ep in _powers(chips // pp) if ep >= tp and ep > 1]
+    valid = []
+    for ep, dp in out:
+        try:
+            check_layout(model, chips, tp, pp, ep, dp)
+        except InferenceInputError:
+            continue
+        valid.append((ep, dp))
+    return valid
+
+
 def candidates(
-    model: Model, hw: Hardware, systems: tuple, batches=DEFAULT_BATCHES, fmts=FORMATS, kv_fmts=None
+    model: Model,
+    hw: Hardware,
+    systems: tuple,
+    batches=DEFAULT_BATCHES,
+    fmts=FORMATS,
+    kv_fmts=None,
+    expert_layouts=EXPERT_LAYOUTS,
+    micro_batches=DEFAULT_MICRO_BATCHES,
 ) -> dict:
     """Every configuration as numpy arrays of :data:`AXES` (layouts the model or the system
-    does not allow left out)."""
+    does not allow left out; with ``dp_attention`` only batches that are multiples of the
+    attention groups)."""
     kv_fmts = fmts if kv_fmts is None else kv_fmts
     rows = []
     for si, system in enumerate(systems):
@@ -104,17 +141,18 @@ def candidates(
             if tp_allowed(model, tp) is not None:
                 continue
             for pp in _powers(chips // tp):
-                for ep in _powers(tp) if model.moe else [1]:
-                    try:
-                        check_layout(model, chips, tp, pp, ep)
-                    except InferenceInputError:
-                        continue
-                    for fi, f in enumerate(FORMATS):
-                        if f not in fmts:
-                            continue
-                        for ki, k in enumerate(FORMATS):
-                            if k in kv_fmts:
-                                rows += [(si, tp, pp, ep, fi, ki, b) for b in batches]
+                counts = sorted({pp if m == "pp" else m for m in micro_batches})
+                counts = [m for m in counts if m == 1 or pp > 1]
+                for ep, dp in _layouts(model, chips, tp, pp, expert_layouts):
+                    groups = ep // tp if dp else 1
+                    fits = [b for b in batches if b % groups == 0]
+                    for mb in counts:
+                        for fi, f in enumerate(FORMATS):
+                            if f not in fmts:
+                                continue
+                            for ki, k in enumerate(FORMATS):
+                                if k in kv_fmts:
+                                    rows += [(si, tp, pp, ep, dp, mb, fi, ki, b) for b in fits]
     if not rows:
         raise InferenceInputError(
             f"systems must leave {model.name} a valid layout, not {', '.join(systems)}"
@@ -140,7 +178,7 @@ def evaluate(
     out = {k: np.zeros(n) for k in OUTPUTS}
     layout = np.stack([configs[k] for k in AXES[:-1]], axis=1)
     keys, inverse = np.unique(layout, axis=0, return_inverse=True)
-    for j, (si, tp, pp, ep, fi, ki) in enumerate(keys.tolist()):
+    for j, (si, tp, pp, ep, dp, mb, fi, ki) in enumerate(keys.tolist()):
         rows = np.flatnonzero(inverse.ravel() == j)
         batch = configs["batch"][rows].astype(float)
         engine = Engine.build(
@@ -153,6 +191,8 @@ def evaluate(
             fmt=_FMTS[fi],
             kv_fmt=_FMTS[ki],
             max_tokens=int(batch.max() * prompt),
+            dp_attention=bool(dp),
+            micro_batches=mb,
         )
         r = request_times(engine, batch, prompt, output)
         ttft = r["prefill"]["time_s"]
@@ -180,10 +220,18 @@ def _task(model, hw, systems, settings, start, stop):
     """One chunk: configurations ``start:stop``, enumerated again here (once per worker)."""
     opts = dict(settings)
     key = (model.name, hw.name, systems, opts["batches"], opts["fmts"], opts["kv_fmts"])
+    key += (opts["expert_layouts"], opts["micro_batches"])
     if key not in _CONFIGS:
         _CONFIGS.clear()
         _CONFIGS[key] = candidates(
-            model, hw, systems, opts["batches"], opts["fmts"], opts["kv_fmts"]
+            model,
+            hw,
+            systems,
+            opts["batches"],
+            opts["fmts"],
+            opts["kv_fmts"],
+            opts["expert_layouts"],
+            opts["micro_batches"],
         )
     configs = {k: v[start:stop] for k, v in _CONFIGS[key].items()}
     result = evaluate(
@@ -225,7 +273,7 @@ class InferenceSearch:
                 x = self.systems[x]
             elif k in ("fmt", "kv_fmt"):
                 x = _FMTS[x]
-            elif k in ("fits", "meets"):
+            elif k in ("fits", "meets", "dp_attention"):
                 x = bool(x)
             elif k in ("chips", "replicas", "fleet_chips"):
                 x = int(x)
@@ -259,7 +307,8 @@ class InferenceSearch:
         raise SloUnreachable(
             f"no configuration of {self.model} meets TTFT <= {self.slo_ttft_s:g} s and TPOT "
             f"<= {self.slo_tpot_s:g} s; the closest: {c['system']} tp {c['tp']} pp {c['pp']} "
-            f"ep {c['ep']} {c['fmt']} (KV {c['kv_fmt']}) batch {c['batch']}: TTFT "
+            f"ep {c['ep']}{' dp-attention' if c['dp_attention'] else ''} micro-batches "
+            f"{c['micro_batches']} {c['fmt']} (KV {c['kv_fmt']}) batch {c['batch']}: TTFT "
             f"{c['ttft_s']:.3g} s, TPOT {c['tpot_s']:.3g} s"
         )
 
@@ -277,6 +326,8 @@ def search(
     batches=DEFAULT_BATCHES,
     fmts=FORMATS,
     kv_fmts=None,
+    expert_layouts=EXPERT_LAYOUTS,
+    micro_batches=DEFAULT_MICRO_BATCHES,
     scheduler: str = "local",
     workers: int | None = None,
     out_dir=None,
@@ -296,6 +347,10 @@ def search(
         The SLO.
     batches, fmts, kv_fmts : sequences
         The batches and formats tried.
+    expert_layouts : sequence of str
+        A MoE model's expert layouts tried: of :data:`EXPERT_LAYOUTS`.
+    micro_batches : sequence of int or "pp"
+        Micro-batches tried per layout (``"pp"``: as many as stages).
     scheduler, workers, out_dir, chunk, progress :
         As :func:`tlm.sweep.run_chunks`.
 
@@ -324,6 +379,19 @@ def search(
             raise InferenceInputError(
                 f"{name} must be formats of {', '.join(FORMATS)}, not {values!r}"
             )
+    expert_layouts = tuple(expert_layouts)
+    if not expert_layouts or any(x not in EXPERT_LAYOUTS for x in expert_layouts):
+        raise InferenceInputError(
+            f"expert_layouts must be layouts of {', '.join(EXPERT_LAYOUTS)}, not {expert_layouts!r}"
+        )
+    micro_batches = tuple(micro_batches)
+    if not micro_batches or any(
+        m != "pp" and (isinstance(m, bool) or not isinstance(m, int) or m < 1)
+        for m in micro_batches
+    ):
+        raise InferenceInputError(
+            f"micro_batches must be positive integers or 'pp', not {micro_batches!r}"
+        )
     kept = []
     for s in systems:
         try:
@@ -338,13 +406,15 @@ def search(
         ("batches", batches),
         ("fmts", tuple(fmts)),
         ("kv_fmts", kv_fmts),
+        ("expert_layouts", expert_layouts),
+        ("micro_batches", micro_batches),
         ("prompt", prompt),
         ("output", output),
         ("rate_per_s", float(rate_per_s)),
         ("slo_ttft_s", float(slo_ttft_s)),
         ("slo_tpot_s", float(slo_tpot_s)),
     )
-    every = candidates(m, hw, systems, batches, tuple(fmts), kv_fmts)
+    every = candidates(m, hw, systems, batches, tuple(fmts), kv_fmts, expert_layouts, micro_batches)
     results, resumed = run_chunks(
         _task,
         (m, hw, systems, settings),

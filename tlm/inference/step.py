@@ -43,9 +43,12 @@ Per operator on one chip (shapes from :func:`tlm.workloads.layer_ops` and
 Each op's time counts as **memory** when its arithmetic intensity (FLOPs per HBM byte) is
 below the chip's (peak / bandwidth) - its time, calibrated or not, is set by streaming its
 operands - else **compute**; attention by whichever of its three terms is the slowest
-(softmax: compute). With ``pp > 1`` an iteration is one batch passing through the ``pp``
-stages one after another (their times add up, with the ``pp - 1`` sends); no other
-micro-batch is assumed in flight, so pipeline parallelism buys memory, not speed.
+(softmax: compute). With ``pp > 1`` an engine's iteration is one batch passing through the
+``pp`` stages one after another (their times add up, with the ``pp - 1`` sends);
+:meth:`Engine.build` wraps it in :class:`tlm.inference.pipeline.MicroBatched` (``pp``
+micro-batches in flight by default) unless ``micro_batches=1``. Expert parallelism beyond the
+tensor-parallel group (data-parallel attention, all-to-all dispatch and combine) is
+:class:`tlm.inference.expert.DpAttentionEngine`, a subclass.
 
 The fast path (:meth:`Engine.iteration_s` on scalars) adds up the same parts from tables:
 the token-dependent and sequence-dependent parts evaluated by the full path for every integer
@@ -58,6 +61,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -80,6 +84,9 @@ from .layout import (
     system_chips,
 )
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceMemory
+
+if TYPE_CHECKING:
+    from .pipeline import MicroBatched
 
 __all__ = [
     "Engine",
@@ -180,7 +187,8 @@ class Engine:
     ):
         self.model, self.hardware, self.system = model, hardware, system
         self.tp, self.pp, self.ep = tp, pp, ep
-        self.chips = tp * pp
+        self.stage_chips, self.dp = self._stage_shape()
+        self.chips = self.stage_chips * pp
         self.fmt, self.kv_fmt = fmt, kv_fmt
         self.block_tokens = block_tokens
         self.step_fixed_s = float(step_fixed_s)
@@ -219,8 +227,11 @@ class Engine:
         max_tokens: int = 8192,
         extra_weights_bytes: float = 0.0,
         extra_kv_per_token_bytes: float = 0.0,
-    ) -> Engine:
-        """A replica of ``model`` on ``tp x pp`` chips of ``system``.
+        dp_attention: bool = False,
+        micro_batches: int | None = None,
+    ) -> Engine | MicroBatched:
+        """A replica of ``model`` on ``tp x pp`` chips of ``system`` (``ep x pp`` with
+        ``dp_attention``).
 
         Parameters
         ----------
@@ -248,16 +259,59 @@ class Engine:
             The largest iteration (tokens) the KV capacity leaves room for.
         extra_weights_bytes, extra_kv_per_token_bytes : float
             Memory per chip of what shares the chips (a draft model).
+        dp_attention : bool
+            Expert parallelism beyond the tensor-parallel group: attention data-parallel over
+            ``ep / tp`` groups of ``tp`` chips, experts over all ``ep`` chips of a stage,
+            tokens dispatched and combined by all-to-alls
+            (:class:`tlm.inference.expert.DpAttentionEngine`).
+        micro_batches : int, optional
+            Micro-batches an iteration is split into to fill the pipeline's stages
+            (:class:`tlm.inference.pipeline.MicroBatched`); default ``pp`` (1 when ``pp`` is
+            1: one batch, the engine itself).
 
         Raises
         ------
         InferenceInputError
             Naming the argument, its value and what is allowed.
         """
+        if micro_batches is not None and (
+            isinstance(micro_batches, bool)
+            or not isinstance(micro_batches, int)
+            or micro_batches < 1
+        ):
+            raise InferenceInputError(
+                f"micro_batches must be a positive integer, not {micro_batches!r}"
+            )
+        if micro_batches != 1 and not (micro_batches is None and pp == 1):
+            from .pipeline import MicroBatched
+
+            inner = cls.build(
+                model,
+                hardware,
+                system,
+                tp=tp,
+                pp=pp,
+                ep=ep,
+                fmt=fmt,
+                kv_fmt=kv_fmt,
+                block_tokens=block_tokens,
+                step_fixed_s=step_fixed_s,
+                collective_fixed_s=collective_fixed_s,
+                collective_bandwidth_factor=collective_bandwidth_factor,
+                reserve_bytes=reserve_bytes,
+                max_tokens=max_tokens,
+                extra_weights_bytes=extra_weights_bytes,
+                extra_kv_per_token_bytes=extra_kv_per_token_bytes,
+                dp_attention=dp_attention,
+                micro_batches=1,
+            )
+            return MicroBatched.of(inner, pp if micro_batches is None else micro_batches)
         m = as_model(model)
         hw = as_hardware(hardware)
         chips = system_chips(hw, system)
-        check_layout(m, chips, tp, pp, ep)
+        check_layout(m, chips, tp, pp, ep, dp_attention)
+        if dp_attention:
+            from .expert import DpAttentionEngine as cls  # noqa: N813
         check_format("fmt", fmt)
         check_format("kv_fmt", kv_fmt)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -285,6 +339,7 @@ class Engine:
             extra_weights_bytes,
             extra_kv_per_token_bytes,
         )
+        key += (dp_attention,)
         hit = _ENGINES.get(key)
         if hit is not None and hit[0] is m and hit[1] is hw:
             engine = hit[2]
@@ -321,6 +376,21 @@ class Engine:
         _ENGINES[key] = (m, hw, engine)
         return engine
 
+    #: Micro-batches an iteration is split into (:mod:`tlm.inference.pipeline` wraps an
+    #: engine for more): one batch through the stages.
+    micro_batches = 1
+
+    def _stage_shape(self) -> tuple[int, int]:
+        """Chips of a pipeline stage and the attention's data-parallel groups in it: the
+        tensor-parallel group, one (:class:`tlm.inference.expert.DpAttentionEngine`: ``ep``
+        chips, ``ep / tp`` groups)."""
+        return self.tp, 1
+
+    def _expert_tp(self) -> int:
+        """Ways each routed expert's FFN is split: ``tp / ep`` (experts within the tensor-
+        parallel group)."""
+        return self.tp // self.ep
+
     def _setup(self):
         """The per-token operator table and the attention's coefficients (once)."""
         m, tp, ep = self.model, self.tp, self.ep
@@ -340,7 +410,9 @@ class Engine:
             ops = layer_ops(m, kind, sequences=1, queries=1, keys=1, tp=tp, ep=1)
             if kind == "moe":
                 # experts over the tensor-parallel group: E/ep per chip, each tp/ep ways
-                routed = layer_ops(m, kind, sequences=1, queries=1, keys=1, tp=tp // ep, ep=ep)
+                routed = layer_ops(
+                    m, kind, sequences=1, queries=1, keys=1, tp=self._expert_tp(), ep=ep
+                )
                 by_name = {o.name: o for o in routed}
                 ops = [by_name[o.name] if o.name.startswith("expert_") else o for o in ops]
             weights = 2 * m.norm_parameters()
@@ -550,15 +622,20 @@ class Engine:
             ar = net.collective_s("all_reduce", tp * ones, ones, hidden, dtype_bytes=int(self.ab))
             comm = comm + (2 * m.layers + 1) * ar
         if self.pp > 1:
-            send = net.p2p_s(hidden / tp, tp * ones, self.pp * ones)
+            send = net.p2p_s(hidden / tp, self.stage_chips * ones, self.pp * ones)
             if tp > 1:
                 send = send + net.collective_s(
                     "all_gather", tp * ones, ones, hidden, dtype_bytes=int(self.ab)
                 )
             comm = comm + (self.pp - 1) * send
         # per chip -> the replica: every stage's chips do their layers' share, one after the
-        # other; HBM bytes summed over the tp chips of each stage
-        return {"compute": compute, "memory": memory, "communication": comm, "hbm": hbm * tp}
+        # other; HBM bytes summed over the chips of each stage
+        return {
+            "compute": compute,
+            "memory": memory,
+            "communication": comm,
+            "hbm": hbm * self.stage_chips,
+        }
 
     def _sequence_part(self, sequences: np.ndarray) -> dict:
         """The parts that depend on the sequences only: the final norm, the LM head, the
@@ -584,7 +661,12 @@ class Engine:
             ones = np.ones_like(S, dtype=np.int64)
             logits = S * self.vocab_local * tp * 4.0 / self.collective_bandwidth_factor
             comm = self.network.collective_s("all_gather", tp * ones, ones, logits, dtype_bytes=4)
-        return {"compute": compute, "memory": memory, "communication": comm, "hbm": hbm * tp}
+        return {
+            "compute": compute,
+            "memory": memory,
+            "communication": comm,
+            "hbm": hbm * self.stage_chips,
+        }
 
     def _attention(self, tokens, sequences, kv_tokens, pairs):
         """One layer's attention on one chip (arrays): the products' compute, the HBM
@@ -663,7 +745,7 @@ class Engine:
         fixed = np.full(T.shape, self.step_fixed_s)
         time = compute + memory + comm + fixed
         flop = self.flop_per_token * T + self.flop_per_sequence * S + self.flop_per_pair * P
-        hbm = tok["hbm"] + seq["hbm"] + L * attn_bytes * self.tp
+        hbm = tok["hbm"] + seq["hbm"] + L * attn_bytes * self.stage_chips
 
         def out(a):
             a = np.asarray(a, dtype=float)

@@ -6,8 +6,11 @@ the time breakdown, the memory per chip and the largest batch that fits at this 
 The model is :func:`tlm.inference.estimate` (operator costs from :class:`tlm.costs.OpCosts`,
 collectives from :class:`tlm.cluster.network.Network` on the system's topology, the named fixed
 costs of ``tlm/inference/data/fixed_costs.toml``). ``--draft-model`` turns on speculative
-decoding. A model that does not fit is an error naming the part (weights, activations, KV
-cache) and the shortfall. The series: each phase's time by category. See docs/inference.md.
+decoding. ``--dp-attention`` spreads a MoE model's experts over ``--ep`` chips per stage with
+attention data-parallel over ``ep / tp`` groups (all-to-all dispatch and combine);
+``--micro-batches`` (default ``--pp``) keeps micro-batches in flight through the pipeline. A
+model that does not fit is an error naming the part (weights, activations, KV cache) and the
+shortfall. The series: each phase's time by category. See docs/inference.md.
 
 Examples
 --------
@@ -72,7 +75,12 @@ class ReplicaInputs(Inputs):
     )
     tp: int = Field(16, ge=1, description="tensor-parallel size (innermost)")
     pp: int = Field(1, ge=1, description="pipeline-parallel stages")
-    ep: int = Field(1, ge=1, description="expert-parallel size, within the tp group")
+    ep: int = Field(
+        1,
+        ge=1,
+        description="expert-parallel size, within the tp group (infer --dp-attention: the chips "
+        "of a stage holding the experts)",
+    )
     dtype: Literal[_DTYPES] = Field("bf16", description="weights and GEMM inputs")
     kv_dtype: Literal[_DTYPES] | None = Field(
         None, description="the KV cache's format", json_schema_extra={"unset": "--dtype"}
@@ -110,7 +118,7 @@ class ReplicaInputs(Inputs):
         hw = self.device()
         try:
             chips = system_chips(hw, self.system)
-            check_layout(model, chips, self.tp, self.pp, self.ep)
+            check_layout(model, chips, self.tp, self.pp, self.ep, **self.layout_options())
         except InferenceInputError as error:
             raise _input_error(self, error) from None
         fixed = fixed_costs(hw.name)
@@ -123,6 +131,11 @@ class ReplicaInputs(Inputs):
                 self.collective_bandwidth_factor, fixed.collective_bandwidth_factor
             ),
         }
+
+    def layout_options(self) -> dict:
+        """The layout's keyword arguments beyond tp, pp and ep (none: experts within the
+        tensor-parallel group, one batch per iteration as the engine's default)."""
+        return {}
 
     def fixed(self) -> dict:
         """The named fixed costs as the model's keyword arguments."""
@@ -146,6 +159,17 @@ class InferInputs(ReplicaInputs):
     )
     draft_tokens: int = Field(4, ge=1, le=64, description="draft tokens per verify step")
     acceptance: float = Field(0.7, ge=0, le=1, description="probability a draft token is accepted")
+    dp_attention: bool = Field(
+        False,
+        description="expert parallelism beyond tp: attention data-parallel over ep / tp groups "
+        "of tp chips, the experts over the ep chips of a stage, all-to-all dispatch and combine",
+    )
+    micro_batches: int | None = Field(
+        None,
+        ge=1,
+        description="micro-batches in flight through the pipeline's stages (1: one batch)",
+        json_schema_extra={"unset": "--pp"},
+    )
     plot: str | None = Field(
         None,
         description="write the time breakdown per phase as a figure",
@@ -162,10 +186,19 @@ class InferInputs(ReplicaInputs):
                 "none, or " + MODEL_ALLOWED,
             )
         update = self.replica_resolved()
+        if self.micro_batches is None:
+            update["micro_batches"] = self.pp
+        elif self.pp == 1 and self.micro_batches != 1:
+            raise InputError(
+                "micro_batches", self.micro_batches, "1 when --pp is 1 (micro-batches fill stages)"
+            )
         writable_path("plot", self.plot)
         if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
             raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
         return self.model_copy(update=update)
+
+    def layout_options(self) -> dict:
+        return {"dp_attention": self.dp_attention}
 
     def estimate(self):
         """:func:`tlm.inference.estimate` of these (resolved) inputs."""
@@ -187,6 +220,8 @@ class InferInputs(ReplicaInputs):
                 ),
                 draft_tokens=self.draft_tokens,
                 acceptance=self.acceptance,
+                dp_attention=self.dp_attention,
+                micro_batches=self.micro_batches,
                 **self.fixed(),
             )
         except InferenceDoesNotFit as error:
@@ -234,7 +269,9 @@ class InferResults(Results):
     chip_tokens_per_s: float
     server_tokens_per_s: float = Field(description="per chip x the server's chips")
     decode_tokens_per_s: float = Field(description="batch / TPOT")
-    chips: int = Field(description="tp x pp")
+    chips: int = Field(description="tp x pp (ep x pp with --dp-attention)")
+    micro_batches: int = Field(description="micro-batches in flight through the stages")
+    attention_groups: int = Field(description="ep / tp with --dp-attention, else 1")
     tokens_per_verify: float = Field(description="speculative decoding's expected tokens")
     prefill_mfu_fraction: float
     decode_mfu_fraction: float
@@ -292,6 +329,8 @@ def infer_study(inputs: InferInputs) -> InferResults:
         server_tokens_per_s=r.tokens_per_s_per_server,
         decode_tokens_per_s=r.decode_tokens_per_s,
         chips=r.chips,
+        micro_batches=r.micro_batches,
+        attention_groups=r.attention_groups,
         tokens_per_verify=r.tokens_per_verify,
         prefill_mfu_fraction=r.prefill.mfu_fraction,
         decode_mfu_fraction=r.decode.mfu_fraction,
@@ -346,8 +385,8 @@ def write_breakdown(inputs: InferInputs, results: InferResults) -> Path:
     axes[1].legend(fontsize=8, loc="upper right")
     fig.suptitle(
         f"{inputs.model} on {results.chips} {inputs.preset} ({inputs.system}): tp {inputs.tp} "
-        f"pp {inputs.pp} ep {inputs.ep}, batch {inputs.batch}, {inputs.prompt}+{inputs.output} "
-        f"tokens, {inputs.dtype}",
+        f"pp {inputs.pp} ep {inputs.ep}{' dp-attention' if inputs.dp_attention else ''}, "
+        f"batch {inputs.batch}, {inputs.prompt}+{inputs.output} tokens, {inputs.dtype}",
         fontsize=9,
     )
     fig.tight_layout()

@@ -1,6 +1,8 @@
 """``trnsim infer-search``: the cheapest fleet that serves ``--rate-per-s`` requests of
 ``--prompt + --output`` tokens within a latency SLO - over every replica layout (system, tp,
-pp, ep), format, KV format and batch of a model on a ``--preset``'s hardware, evaluated on Dask.
+pp, ep; for a MoE model the ``--expert-layouts``: experts within the tp group or over ep chips
+with data-parallel attention; the ``--micro-batches`` in flight through the pipeline), format,
+KV format and batch of a model on a ``--preset``'s hardware, evaluated on Dask.
 
 The configurations and their pricing are :func:`tlm.inference.search.search`'s (``trnsim
 infer``'s model for the latency, Little's law for the replicas a load needs, the hardware
@@ -27,7 +29,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from ..inference import FORMATS, InferenceInputError
-from ..inference.search import DEFAULT_BATCHES, SloUnreachable, search
+from ..inference.search import (
+    DEFAULT_BATCHES,
+    DEFAULT_MICRO_BATCHES,
+    EXPERT_LAYOUTS,
+    SloUnreachable,
+    search,
+)
 from .infer import _HW_ALLOWED
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import (
@@ -45,6 +53,8 @@ __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
 _FORMATS = "a comma-separated list of " + ", ".join(FORMATS)
+_EXPERT_LAYOUTS = "a comma-separated list of " + ", ".join(EXPERT_LAYOUTS)
+_MICRO_BATCHES = "a comma-separated list of positive integers and pp (as many as stages)"
 #: Configurations in the series.
 TOP = 20
 
@@ -85,6 +95,17 @@ class InferSearchInputs(SweepInputs):
         description="formats of the KV cache tried",
         json_schema_extra={"allowed": _FORMATS},
     )
+    expert_layouts: str = Field(
+        ",".join(EXPERT_LAYOUTS),
+        description="a MoE model's expert layouts tried: within the tp group (tp), over ep chips "
+        "with data-parallel attention (dp_attention)",
+        json_schema_extra={"allowed": _EXPERT_LAYOUTS},
+    )
+    micro_batches: str = Field(
+        ",".join(map(str, DEFAULT_MICRO_BATCHES)),
+        description="micro-batches in flight through the pipeline tried per layout",
+        json_schema_extra={"allowed": _MICRO_BATCHES},
+    )
     chunk: int = Field(2000, ge=10, le=1_000_000, description="configurations per Dask task")
     plot: str | None = Field(
         None,
@@ -116,11 +137,21 @@ class InferSearchInputs(SweepInputs):
                 raise ValueError(p)
             return p
 
+        def expert(p):
+            if p not in EXPERT_LAYOUTS:
+                raise ValueError(p)
+            return p
+
+        def micro(p):
+            return p if p == "pp" else batch(p)
+
         return dict(
             systems=self._list("systems", _SYSTEMS, str),
             batches=self._list("batches", "a comma-separated list of positive integers", batch),
             fmts=self._list("dtypes", _FORMATS, fmt),
             kv_fmts=self._list("kv_dtypes", _FORMATS, fmt),
+            expert_layouts=self._list("expert_layouts", _EXPERT_LAYOUTS, expert),
+            micro_batches=self._list("micro_batches", _MICRO_BATCHES, micro),
         )
 
     def resolve(self) -> InferSearchInputs:
@@ -151,6 +182,8 @@ class ConfigRow(BaseModel):
     tp: int
     pp: int
     ep: int
+    dp_attention: bool
+    micro_batches: int
     dtype: str
     kv_dtype: str
     batch: int
@@ -175,6 +208,8 @@ class InferSearchResults(Results):
     best_tp: int
     best_pp: int
     best_ep: int
+    best_dp_attention: bool
+    best_micro_batches: int
     best_dtype: str
     best_kv_dtype: str
     best_batch: int

@@ -1,0 +1,230 @@
+"""Pipeline parallelism with micro-batches in flight: an iteration's sequences split into
+``m`` micro-batches that follow each other through the ``pp`` stages, so every stage works
+while the others do.
+
+vLLM's pipeline parallelism (``--pipeline-parallel-size``) keeps as many batches in flight as
+there are stages: "multiple virtual engines to match the number of pipeline stages, and each
+virtual engine has its own scheduler ... so that they can schedule multiple batches
+simultaneously ... saturating all pipeline stages" (vLLM RFC, vllm-project/vllm issue 11945,
+on V0; V1 keeps the aim); NeuronX Distributed's pipeline runs "in a pipelined fashion over
+microbatches to maximize device usage" (Neuron docs, Pipeline Parallelism Overview). Without
+micro-batches a pipeline only buys memory (:class:`~tlm.inference.step.Engine`: the stages run
+one after another).
+
+**The rule.** An iteration of ``tokens``, ``sequences``, ``kv_tokens`` and ``pairs`` is split
+by sequences (a sequence is never split) into ``m' = min(m, sequences)`` micro-batches of
+``ceil(tokens / m')`` tokens and ``ceil(sequences / m')`` sequences (the largest sets the
+pace), ``kv_tokens / m'`` and ``pairs / m'``. For one micro-batch the engine gives:
+
+- ``L``, its latency through the stages: the sum of the stage times, the ``pp - 1`` sends
+  and the fixed costs (the engine's iteration time of that micro-batch);
+- ``t``, the busiest stage's time: the layers' share ``body / pp`` (the layers spread evenly:
+  ``layers / pp`` each, a model's dense and MoE layers averaged) plus the larger of the first
+  stage's embedding (and its all-reduce) and the last stage's final norm, LM head, sampling
+  softmax and logits' all-gather; ``body = L - step_fixed_s - sends - first - last``.
+
+Then, with micro-batches in flight (sends overlap the next micro-batch's work; the per-step
+fixed cost - the host's scheduling - overlaps the other micro-batches' device time):
+
+- **steady state** (decode: each micro-batch needs its last token before its next step): a
+  token for every sequence every ``max(L, m' t)`` seconds - ``L`` while ``m' <= pp`` fills
+  the stages (a token's latency unchanged, ``m'`` times the sequences), ``m' t`` beyond;
+- **from an empty pipeline** (a prefill: the micro-batches independent):
+  ``L + (m' - 1) t`` for the last one to come out.
+
+With ``m' = 1`` both are ``L``, the engine's own time (a single batch: bit-identical). The
+time's breakdown is the micro-batch's scaled to that time; FLOPs are the iteration's, HBM
+bytes ``m'`` micro-batches'. Memory: as the engine's (the largest iteration's activations
+counted whole: conservative).
+
+Examples
+--------
+>>> from tlm.inference import Engine
+>>> one = Engine.build("llama3-8b", "trn2", "server", tp=4, pp=4, micro_batches=1)
+>>> four = Engine.build("llama3-8b", "trn2", "server", tp=4, pp=4)     # pp micro-batches
+>>> four.micro_batches
+4
+>>> t1 = one.iteration_s(16, 16, 16 * 1024, 16 * 1024)
+>>> t4 = four.iteration_s(64, 64, 64 * 1024, 64 * 1024)     # 4 micro-batches of 16
+>>> t4 == t1                                   # a token's latency unchanged, 4x the tokens
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .layout import InferenceInputError
+from .step import _INTEGERS, _NUMBERS, Iteration, _checked
+
+__all__ = ["MicroBatched"]
+
+#: Wrapped engines, by the engine's identity and the micro-batches (kept with the engine).
+_WRAPPED: dict = {}
+
+
+def _checked_iteration(tokens, sequences, kv_tokens, pairs):
+    """The arguments of :meth:`Engine.step` as float arrays, checked as it checks them (the
+    same messages: they name the iteration's values, not a micro-batch's)."""
+    T = _checked("tokens", tokens, 1)
+    S = _checked("sequences", sequences, 1)
+    KV = _checked("kv_tokens", kv_tokens, 0)
+    P = _checked("pairs", pairs, 0)
+    T, S, KV, P = np.broadcast_arrays(T, S, KV, P)
+    for name, a in (("tokens", T), ("sequences", S)):
+        if (a != np.floor(a)).any():
+            raise InferenceInputError(
+                f"{name} must be an integer >= 1, not {float(a[a != np.floor(a)][0])!r}"
+            )
+    if (S > T).any():
+        raise InferenceInputError(
+            f"sequences must be at most tokens (each sequence has a token), not "
+            f"{float(S[S > T][0])!r} > {float(T[S > T][0])!r}"
+        )
+    return T, S, KV, P
+
+
+class MicroBatched:
+    """An :class:`~tlm.inference.step.Engine` whose iterations are split into
+    ``micro_batches`` micro-batches in flight through its ``pp`` stages (the module
+    docstring). Everything but :meth:`step` and :meth:`iteration_s` is the engine's (the
+    serving simulation's duck type: ``chips``, ``kv_capacity_tokens``, ``block_tokens``).
+    Built by ``Engine.build(..., pp=p)`` (``micro_batches`` default ``p``)."""
+
+    def __init__(self, engine, micro_batches: int):
+        if (
+            isinstance(micro_batches, bool)
+            or not isinstance(micro_batches, int)
+            or micro_batches < 1
+        ):
+            raise InferenceInputError(
+                f"micro_batches must be a positive integer, not {micro_batches!r}"
+            )
+        if engine.pp == 1 and micro_batches > 1:
+            raise InferenceInputError(
+                f"micro_batches must be 1 when pp is 1 (micro-batches fill pipeline stages), "
+                f"not {micro_batches}"
+            )
+        self.engine = engine
+        self.micro_batches = micro_batches
+        self._ends_memo: dict = {}
+
+    @classmethod
+    def of(cls, engine, micro_batches: int) -> MicroBatched:
+        """The wrapper of ``engine`` (kept: its memo of the stages' ends is reused)."""
+        key = (id(engine), micro_batches)
+        hit = _WRAPPED.get(key)
+        if hit is None or hit.engine is not engine:
+            if len(_WRAPPED) > 256:
+                _WRAPPED.clear()
+            hit = _WRAPPED[key] = cls(engine, micro_batches)
+        return hit
+
+    def __getattr__(self, name):
+        # the engine's figures and parts (only called for names this object lacks)
+        if name == "engine":
+            raise AttributeError(name)
+        return getattr(self.engine, name)
+
+    # ---- the stages' ends -----------------------------------------------------------------
+
+    def _ends(self, tokens: np.ndarray, sequences: np.ndarray):
+        """For micro-batches of ``tokens`` and ``sequences`` (float arrays): the first
+        stage's extra (embedding, its all-reduce), the last stage's (the sequence part) and
+        the ``pp - 1`` sends, each with its collective calls' fixed cost, seconds."""
+        e = self.engine
+        tp, call = e.tp, e.collective_fixed_s
+        group = tokens / e.dp  # the tokens of one attention group (the engine's own view)
+        size = group * e.model.hidden * e.ab
+        hidden = size / e.collective_bandwidth_factor
+        ones, nb = np.ones_like(tokens, dtype=np.int64), int(e.ab)
+        first = np.asarray(e.costs.memory_s(size), dtype=float)
+        sends = e.network.p2p_s(hidden / tp, e.stage_chips * ones, e.pp * ones) + call
+        if tp > 1:
+            ar = e.network.collective_s("all_reduce", tp * ones, ones, hidden, dtype_bytes=nb)
+            ag = e.network.collective_s("all_gather", tp * ones, ones, hidden, dtype_bytes=nb)
+            first = first + ar + call
+            sends = sends + ag + call
+        seq = e._by_unique(e._sequence_part, sequences)
+        last = seq["compute"] + seq["memory"] + seq["communication"] + (call if tp > 1 else 0.0)
+        return first, last, (e.pp - 1) * sends
+
+    def _pipelined(self, single, tokens, sequences, m, from_empty):
+        """The iteration's time from a micro-batch's latency ``single`` (arrays)."""
+        first, last, sends = self._ends(tokens, sequences)
+        body = single - self.engine.step_fixed_s - sends - first - last
+        stage = body / self.engine.pp + np.maximum(first, last)
+        return np.where(from_empty, single + (m - 1) * stage, np.maximum(single, m * stage))
+
+    # ---- an iteration ---------------------------------------------------------------------
+
+    def _split(self, tokens, sequences, kv_tokens, pairs):
+        m = np.minimum(float(self.micro_batches), sequences)
+        return m, np.ceil(tokens / m), np.ceil(sequences / m), kv_tokens / m, pairs / m
+
+    def step(self, tokens, sequences, kv_tokens, pairs, *, from_empty=False) -> Iteration:
+        """Iterations split into micro-batches (:meth:`Engine.step`'s arguments, checked by
+        it, and its figures): the steady-state time, or with ``from_empty`` (a bool or an
+        array broadcast with them) the time from an empty pipeline."""
+        e = self.engine
+        T, S, KV, P, empty = np.broadcast_arrays(
+            *_checked_iteration(tokens, sequences, kv_tokens, pairs),
+            np.asarray(from_empty, dtype=bool),
+        )
+        m, Tm, Sm, KVm, Pm = self._split(T, S, KV, P)
+        one = e.step(Tm, Sm, KVm, Pm)
+        single = np.asarray(one.time_s, dtype=float)
+        time = self._pipelined(single, Tm, Sm, m, empty)
+        scale = time / single
+
+        def out(a):
+            a = np.asarray(a, dtype=float)
+            return a[()] if a.ndim == 0 else a
+
+        return Iteration(
+            time_s=out(time),
+            compute_s=out(one.compute_s * scale),
+            memory_s=out(one.memory_s * scale),
+            communication_s=out(one.communication_s * scale),
+            fixed_s=out(one.fixed_s * scale),
+            flop=out(e.flop_per_token * T + e.flop_per_sequence * S + e.flop_per_pair * P),
+            hbm_bytes=out(one.hbm_bytes * m),
+        )
+
+    def iteration_s(self, tokens, sequences, kv_tokens, pairs):
+        """Steady-state seconds of iterations (:meth:`step`'s ``time_s``); integer scalars
+        take the engine's fast path for the micro-batch and a memo of the stages' ends."""
+        e = self.engine
+        if (
+            type(tokens) in _INTEGERS
+            and type(sequences) in _INTEGERS
+            and 1 <= sequences <= tokens
+            and type(kv_tokens) in _NUMBERS
+            and type(pairs) in _NUMBERS
+            and kv_tokens >= 0
+            and pairs >= 0
+            and math.isfinite(kv_tokens + pairs)
+        ):
+            m = min(self.micro_batches, int(sequences))
+            Tm, Sm = -(-int(tokens) // m), -(-int(sequences) // m)
+            single = e.iteration_s(Tm, Sm, kv_tokens / m, pairs / m)
+            if m == 1:
+                return single
+            key = (Tm, Sm)
+            ends = self._ends_memo.get(key)
+            if ends is None:
+                if len(self._ends_memo) > 65536:
+                    self._ends_memo.clear()
+                ends = self._ends(np.array([float(Tm)]), np.array([float(Sm)]))
+                ends = tuple(float(np.ravel(x)[0]) for x in ends)
+                self._ends_memo[key] = ends
+            first, last, sends = ends
+            body = single - e.step_fixed_s - sends - first - last
+            stage = body / e.pp + max(first, last)
+            return max(single, m * stage)
+        return self.step(tokens, sequences, kv_tokens, pairs).time_s
+
+    def __repr__(self) -> str:
+        return repr(self.engine)[:-1] + f", micro_batches={self.micro_batches})"
