@@ -274,10 +274,10 @@ def _load(row: dict) -> dict | None:
 
 def _load_text(load: dict) -> str:
     if "rate" in load:
-        what = f"Poisson {load['rate']:g}/s, {load['requests']:,} requests, seed {load['seed']}"
+        what = f"Poisson {load['rate']:g}/s ({load['requests']:,} requests, seed {load['seed']})"
     else:
-        what = f"{load['concurrency']} clients in a closed loop, {load['requests']} requests"
-    return f"{what}; prefill {load['prefill']}, max batch {load['max_batch']}"
+        what = f"{load['concurrency']} clients in a closed loop ({load['requests']} requests)"
+    return f"{what}, prefill {load['prefill']}, max batch {load['max_batch']}"
 
 
 @lru_cache(maxsize=4096)
@@ -425,15 +425,16 @@ def validate_inference() -> InferenceValidation:
         load = _load(row)
         if load is None:
             case = f"{s['model']} tp {s['tp']} batch {s['batch']} {s['prompt']}/{s['output']}"
+            case += f" {s['fmt']}"
         else:
-            case = f"{s['model']} tp {s['tp']} {_load_text(load)}; {row['prompt']}/"
-            case += f"{row['output']}"
+            case = f"{s['model']} tp {s['tp']} {row['prompt']}/{row['output']} {s['fmt']}; "
+            case += _load_text(load)
         out.append(
             InferenceRow(
                 id=row["id"],
                 system=row["system"],
                 model=row["model"],
-                case=f"{case} {s['fmt']}",
+                case=case,
                 metric=row["metric"],
                 role="fit" if row["id"] in FIT[row["system"]] else "judge",
                 published=float(row["value"]),
