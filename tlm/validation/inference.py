@@ -4,9 +4,15 @@ The published measurements are ``tlm/validation/inference.toml`` (one ``[[row]]`
 published number, each with its source, settings and a reliability mark): Trn2 from the AWS
 Neuron tutorials (Llama 3.3 70B and 3.1 405B on a trn2.48xlarge at TP 64 logical cores = 16
 chips; Llama 3.1 8B on vLLM Neuron), Trn1 from the Neuron performance tables, H100 from
-TensorRT-LLM and NVIDIA NIM. A row is modelled with :func:`tlm.inference.estimate` on the
-hardware file of its system, its model, tensor parallelism, batch, prompt and output and its
-formats. What a source does not give is ASSUMED (:data:`ASSUMED`, docs/validation.md).
+TensorRT-LLM and NVIDIA NIM. A row of one request at a time is modelled with
+:func:`tlm.inference.estimate` on the hardware file of its system, its model, tensor
+parallelism, batch, prompt and output and its formats. A row measured under load - a request
+rate, or more than one request in flight - is simulated
+(:func:`tlm.inference.serving.simulate` on the row's :class:`~tlm.inference.Engine`: Poisson
+arrivals at the rate, or the published closed loop of clients, batched as the source's stack
+does, :data:`STACKS`) and the row's statistic taken. A TPOT the tool divides by its own count
+of output tokens uses that count (``counted_output_tokens``). What a source does not give is
+ASSUMED (:data:`ASSUMED`, docs/validation.md).
 
 **Which rows.** Latencies - TTFT, TPOT, end-to-end - of plain decoding. Not modelled, each
 reported with the reason (:attr:`InferenceValidation.skipped`): throughput rows of a maximum-
@@ -18,13 +24,14 @@ whose acceptance rate is not published, formats the model does not have (FP8 in 
 sampling, the host's scheduler) and ``collective_fixed_s`` (each collective call), and
 ``collective_bandwidth_factor`` (the fraction of the modelled link bandwidth the runtime's
 collectives reach: the collectives suite measures 0.34 for Neuron's all-reduce on trn2 against
-the same model). The model is exactly linear in the two fixed costs; it is solved for them by
-non-negative least squares of the relative error on the :data:`FIT` rows for each factor of a
-grid, and the factor with the least fit error kept. Every other row is judged: its error
-``model / published - 1``; mean and max over the judged rows. The fitted figures are what
-``tlm/inference/data/fixed_costs.toml`` ships (a test checks they agree); the **bare** column
-(``shipped``) is the model without them - no fixed cost, collectives at the modelled bandwidth -
-which is what a per-operator roofline estimator says.
+the same model). The model of one request is exactly linear in the two fixed costs; it is
+solved for them by non-negative least squares of the relative error on the :data:`FIT` rows for
+each factor of a grid, and the factor with the least fit error kept; rows under load enter by a
+fixed-point iteration over their ratio to one request (:func:`_fit`). Every other row is
+judged: its error ``model / published - 1``; mean and max over the judged rows. The fitted
+figures are what ``tlm/inference/data/fixed_costs.toml`` ships (a test checks they agree); the
+**bare** column (``shipped``) is the model without them - no fixed cost, collectives at the
+modelled bandwidth, under the same load - which is what a per-operator roofline estimator says.
 
 Examples
 --------
