@@ -71,9 +71,38 @@ def test_a_trace_file_of_requests_replays(tmp_path):
     assert r.requests == 2 and r.completed == 2 and r.seed is None
 
 
+def test_a_closed_loop_of_clients_keeps_that_many_in_the_system():
+    """--concurrency 4, equal lengths: the four clients stay in step, four requests are in the
+    system all the time (Little's law exactly); --prefill separate prefills the four prompts
+    one at a time, so their TTFTs are 1, 2, 3 and 4 prefills: p50 2.5 and p90 4 of them."""
+    mixed = run_study("serve", **BASE, concurrency=4, requests=40).results
+    assert mixed.completed == 40 and mixed.seed == 0
+    assert mixed.mean_in_system == pytest.approx(4.0, rel=1e-9)
+    assert mixed.throughput_per_s * mixed.e2e_mean_s == pytest.approx(4.0, rel=1e-9)
+    assert mixed.ttft_p90_s == pytest.approx(mixed.ttft_p50_s, rel=1e-9)
+    alone = run_study("serve", **BASE, concurrency=4, requests=40, prefill="separate").results
+    assert alone.ttft_p90_s / alone.ttft_p50_s == pytest.approx(4 / 2.5, rel=1e-9)
+    assert alone.completed == 40
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
+        (
+            ["--concurrency", "2", "--requests", "5", "--rate-per-s", "3"],
+            "--rate-per-s: 3.0 is not allowed; allowed: unset with --concurrency",
+        ),
+        (["--concurrency", "2"], "--requests: 0 is not allowed; allowed: >= 1 with --concurrency"),
+        (
+            ["--concurrency", "2", "--requests", "5", "--arrivals", "x.csv"],
+            "--arrivals: 'x.csv' is not allowed; allowed: unset with --concurrency",
+        ),
+        (
+            ["--concurrency", "2", "--requests", "5", "--find-max-rate"],
+            "--find-max-rate: True is not allowed; allowed: unset with --concurrency",
+        ),
+        (["--concurrency", "-1"], "--concurrency: -1 is not allowed"),
+        (["--prefill", "mixed"], "--prefill: 'mixed' is not allowed; allowed: one of chunked"),
         (["--prefill-replicas", "2"], "--decode-replicas: 0 is not allowed"),
         (["--max-batch", "64", "--token-budget", "32"], "--token-budget: 32 is not allowed"),
         (["--prompt", "uniform:9"], "--prompt: 'uniform:9' is not allowed"),

@@ -114,6 +114,73 @@ def test_arrival_joins_the_running_batch(tmp_path):
     assert run.per_request["e2e_s"][1] == pytest.approx(ends[2] - 0.025, rel=1e-12)
 
 
+def test_closed_loop_of_one_client_runs_requests_back_to_back():
+    """Concurrency 1: each request is sent the moment the previous one finishes, and is served
+    alone (a prefill of 100, ten decodes of 1: 0.11 + 10 x 0.011 = 0.22 s)."""
+    run = simulate(Linear(), concurrency=1, requests=3, prompt=100, output=11, token_budget=256)
+    np.testing.assert_allclose(run.per_request["arrival_s"], [0, 0.22, 0.44], rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["ttft_s"], [0.11] * 3, rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["tpot_s"], [0.011] * 3, rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["e2e_s"], [0.22] * 3, rtol=1e-12)
+    assert run.throughput_rps == pytest.approx(1 / 0.22, rel=1e-12)
+    assert run.seed == 0 and run.mean_in_system == pytest.approx(1.0)
+
+
+def test_closed_loop_two_clients_with_equal_lengths_stay_in_step():
+    """Two clients: both prompts share the first iteration (0.01 + 0.2 s), both decode
+    together (0.012 s a step), both finish at 0.33 s and send again at once - every round the
+    same; Little's law holds exactly (2 in the system all the time)."""
+    e = Linear()
+    run = simulate(e, concurrency=2, requests=6, prompt=100, output=11, token_budget=256)
+    rounds = np.repeat([0.0, 0.33, 0.66], 2)
+    np.testing.assert_allclose(run.per_request["arrival_s"], rounds, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(run.per_request["ttft_s"], [0.21] * 6, rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["tpot_s"], [0.012] * 6, rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["e2e_s"], [0.33] * 6, rtol=1e-12)
+    assert e.calls[:2] == [(200, 2, 200, 2 * 5050), (2, 2, 202, 202)]
+    assert run.throughput_rps * run.e2e_s.mean == pytest.approx(2.0, rel=1e-12)
+    assert run.mean_in_system == pytest.approx(2.0, rel=1e-12)
+
+
+def test_separate_prefill_runs_one_prompt_an_iteration_and_holds_the_decodes():
+    """prefill="separate", two clients: the first prompt's prefill (0.11 s), then the second's
+    alone (the first's decode waits), then ten decodes of two (0.012 s each): TTFTs 0.11 and
+    0.22 s, both finish at 0.34 s; the first's TPOT carries the second's prefill."""
+    e = Linear()
+    run = simulate(
+        e, concurrency=2, requests=4, prompt=100, output=11, token_budget=256, prefill="separate"
+    )
+    assert e.calls[:3] == [(100, 1, 100, 5050), (100, 1, 100, 5050), (2, 2, 202, 202)]
+    np.testing.assert_allclose(run.per_request["arrival_s"], [0, 0, 0.34, 0.34], atol=1e-15)
+    np.testing.assert_allclose(run.per_request["ttft_s"], [0.11, 0.22] * 2, rtol=1e-12)
+    np.testing.assert_allclose(
+        run.per_request["tpot_s"], [(0.34 - 0.11) / 10, 0.012] * 2, rtol=1e-12
+    )
+    np.testing.assert_allclose(run.per_request["e2e_s"], [0.34] * 4, rtol=1e-12)
+
+
+def test_separate_prefill_chunks_a_long_prompt_alone():
+    """Under "separate" a prompt longer than the budget takes several prefill iterations of
+    its own while the other sequence's decode waits (NeuronScheduler's segmented prefill)."""
+    e = Linear()
+    trace = [(0.0, 10, 5), (0.015, 250, 2)]
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "t.csv"
+    path.write_text("arrival_s,prompt,output\n" + "".join(f"{a},{p},{o}\n" for a, p, o in trace))
+    simulate(e, trace=path, max_batch=8, token_budget=100, prefill="separate")
+    assert e.calls == [
+        (10, 1, 10, 55),  # the first prompt; the second arrives during it
+        (100, 1, 100, 5050),  # the second's chunks, alone
+        (100, 1, 200, 100 * 100 + 5050),
+        (50, 1, 250, 50 * 200 + 50 * 51 // 2),
+        (2, 2, 11 + 251, 11 + 251),  # then both decode
+        (1, 1, 12, 12),
+        (1, 1, 13, 13),
+        (1, 1, 14, 14),
+    ]
+
+
 def test_chunked_prefill_splits_the_prompt_by_the_budget(tmp_path):
     """A prompt of 250 under a budget of 100: chunks of 100, 100, 50, each attending to the
     keys cached before it and its own (causally)."""
@@ -323,9 +390,17 @@ def test_slo_attainment(tmp_path):
 # ------------------------------------------------------------------ a plain reference
 
 
-def reference(arrival, prompt, output, engine, max_batch, budget):
+def reference(
+    arrival, prompt, output, engine, max_batch, budget, prefill="chunked", concurrency=None
+):
     """The scheduling policy of the module's docstring, one sequence at a time: explicit KV
-    lengths, blocks counted from them, no aggregates, no SimPy. One replica."""
+    lengths, blocks counted from them, no aggregates, no SimPy. One replica. With
+    ``concurrency``, a closed loop: ``arrival`` is ignored and filled in as the clients send
+    (each at once after its previous request finishes or is rejected)."""
+    arrival = np.array(arrival, float)
+    if concurrency is not None:
+        arrival[:] = np.inf
+        arrival[: min(concurrency, len(arrival))] = 0.0
     B = engine.block_tokens
     total = engine.kv_capacity_tokens // B
 
@@ -349,6 +424,9 @@ def reference(arrival, prompt, output, engine, max_batch, budget):
             s = seqs[nxt]
             if blocks(s["P"] + s["O"] - 1) > total:
                 rejected += 1
+                later = np.flatnonzero(np.isinf(arrival))
+                if concurrency is not None and later.size:
+                    arrival[later[0]] = t  # the client sends its next at once
             else:
                 waiting.append(s)
             nxt += 1
@@ -363,7 +441,35 @@ def reference(arrival, prompt, output, engine, max_batch, budget):
             waiting.appendleft(v)
             pre[v["rid"]] += 1
 
-        while True:
+        while prefill == "separate":
+            # one prefill chunk alone (the one under way, else the queue's head), else decodes
+            work = []
+            under_way = sorted((s for s in running if not s["dec"]), key=lambda s: s["rid"])
+            if under_way:
+                s = under_way[0]
+                room = blocks(s["ctx"]) * B - s["ctx"] + (total - used()) * B
+                c = min(s["target"] - s["ctx"], budget, room)
+                if c > 0:
+                    work = [(s, c)]
+            elif waiting and len(running) < max_batch:
+                s = waiting[0]
+                c = min(s["target"], budget)
+                if blocks(c) <= total - used():
+                    waiting.popleft()
+                    running.append(s)
+                    work = [(s, c)]
+            if not work:
+                while True:
+                    dec = [s for s in running if s["dec"]]
+                    need = sum(blocks(s["ctx"] + 1) - blocks(s["ctx"]) for s in dec)
+                    if need <= total - used():
+                        break
+                    preempt()
+                work = [(s, 1) for s in running if s["dec"]]
+            if work or not running:
+                break
+            preempt()
+        while prefill == "chunked":
             while True:
                 dec = [s for s in running if s["dec"]]
                 need = sum(blocks(s["ctx"] + 1) - blocks(s["ctx"]) for s in dec)
@@ -418,13 +524,19 @@ def reference(arrival, prompt, output, engine, max_batch, budget):
                 running.remove(s)
                 finish[s["rid"]] = t
                 done += 1
+                if concurrency is not None:  # the client sends its next request
+                    later = np.flatnonzero(np.isinf(arrival))
+                    if later.size:
+                        arrival[later[0]] = t
     return first - arrival, finish - arrival, pre, calls
 
 
+@pytest.mark.parametrize("prefill", ["chunked", "separate"])
 @pytest.mark.parametrize("cache", ["roomy", "tight"])
-def test_fast_scheduler_equals_the_reference(seed, cache):
-    """Random workloads, with a cache that never runs out and one that preempts often: every
-    iteration's arguments and every request's TTFT and end-to-end latency are the reference's."""
+def test_fast_scheduler_equals_the_reference(seed, cache, prefill):
+    """Random workloads, with a cache that never runs out and one that preempts often, under
+    both prefill policies: every iteration's arguments and every request's TTFT and end-to-end
+    latency are the reference's."""
     rng = np.random.default_rng(seed)
     n = 150
     arrival = np.cumsum(rng.exponential(0.02, n))
@@ -446,14 +558,70 @@ def test_fast_scheduler_equals_the_reference(seed, cache):
     )
     e_fast = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
     e_ref = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
-    run = simulate(e_fast, trace=path, max_batch=max_batch, token_budget=budget)
-    ttft, e2e, pre, calls = reference(arrival, prompt, output, e_ref, max_batch, budget)
+    run = simulate(e_fast, trace=path, max_batch=max_batch, token_budget=budget, prefill=prefill)
+    ttft, e2e, pre, calls = reference(arrival, prompt, output, e_ref, max_batch, budget, prefill)
     assert e_fast.calls == calls
     np.testing.assert_allclose(run.per_request["ttft_s"], ttft, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(run.per_request["e2e_s"], e2e, rtol=1e-9, atol=1e-12)
     assert run.per_request["preemptions"].tolist() == pre.tolist()
     if cache == "tight":
         assert run.rejected > 0 or run.preemptions > 0
+
+
+@pytest.mark.parametrize("prefill", ["chunked", "separate"])
+def test_closed_loop_equals_the_reference(seed, prefill):
+    """Random lengths, a random number of clients and a cache that may run out: the closed
+    loop's arrivals, iterations and latencies are the reference's."""
+    rng = np.random.default_rng(seed)
+    clients = int(rng.integers(1, 7))
+    capacity = int(rng.choice([1 << 20, int(rng.integers(300, 700))]))
+    block = int(rng.choice([1, 4, 16]))
+    max_batch = int(rng.integers(1, 8))
+    budget = max_batch + int(rng.integers(0, 150))
+    print(f"clients {clients} capacity {capacity} block {block} max_batch {max_batch}")
+    e_fast = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
+    e_ref = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
+    run = simulate(
+        e_fast,
+        concurrency=clients,
+        requests=120,
+        prompt="uniform:1:200",
+        output="uniform:1:60",
+        seed=seed,
+        max_batch=max_batch,
+        token_budget=budget,
+        prefill=prefill,
+    )
+    r = run.per_request
+    arrival = np.zeros(120)
+    ttft, e2e, pre, calls = reference(
+        arrival, r["prompt"], r["output"], e_ref, max_batch, budget, prefill, clients
+    )
+    assert e_fast.calls == calls
+    np.testing.assert_allclose(r["ttft_s"], ttft, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(r["e2e_s"], e2e, rtol=1e-9, atol=1e-12)
+    assert r["preemptions"].tolist() == pre.tolist()
+
+
+def test_closed_loop_littles_law(seed):
+    """N clients keep N requests in the system until the last is sent: throughput x mean
+    end-to-end latency = N, but for the tail after the last send (the run's last requests
+    drain with fewer in the system: within 1 % over 4,000 requests)."""
+    clients = 8
+    run = simulate(
+        Linear(a=0.01, b=2e-5, c=5e-8),
+        concurrency=clients,
+        requests=4000,
+        prompt="lognormal:300:0.6",
+        output="uniform:20:200",
+        max_batch=64,
+        token_budget=512,
+        seed=seed,
+    )
+    assert run.completed == 4000 and np.all(np.diff(run.per_request["arrival_s"]) >= 0)
+    assert run.mean_in_system == pytest.approx(clients, rel=1e-9)
+    assert run.throughput_rps * run.e2e_s.mean == pytest.approx(clients, rel=0.01)
+    assert run.throughput_rps * run.e2e_s.mean <= clients
 
 
 # ------------------------------------------------------------------ laws and seeds
@@ -622,6 +790,19 @@ def test_max_rate_unreachable():
         (dict(output="lognormal:100:-1"), "output: lognormal needs mean >= 1 and sigma >= 0"),
         (dict(output=("uniform", "a", 3)), "output must be an integer >= 1"),
         (dict(slo_ttft_s=0), "slo_ttft_s must be a finite number > 0, not 0"),
+        (dict(prefill="mixed"), "prefill must be one of chunked, separate, not 'mixed'"),
+        (dict(rate=None, concurrency=0), "concurrency must be an integer >= 1, not 0"),
+        (dict(rate=None, concurrency=1.5), "concurrency must be an integer >= 1, not 1.5"),
+        (dict(concurrency=2), "rate=1.0 must not be given with concurrency=2"),
+        (
+            dict(rate=None, requests=None, duration_s=5.0, concurrency=2),
+            "duration_s=5.0 must not be given with concurrency=2",
+        ),
+        (
+            dict(rate=None, requests=None, concurrency=2),
+            "requests (an integer >= 1) is required with concurrency=2",
+        ),
+        (dict(rate=None, requests=0, concurrency=2), "requests must be an integer >= 1, not 0"),
         (dict(prefill_replicas=1), "give both prefill_replicas and decode_replicas"),
         (dict(prefill_replicas=1, decode_replicas=1), "a disaggregated fleet needs kv_transfer_s"),
         (dict(prefill_replicas=0, decode_replicas=1), "prefill_replicas must be an integer >= 1"),
@@ -695,6 +876,7 @@ def test_engine_bad_iteration_time(bad):
         (dict(target=1.5), "target must be a fraction in (0, 1], not 1.5"),
         (dict(slo_ttft_s=None), "max_rate needs slo_ttft_s or slo_tpot_s"),
         (dict(rate=3.0), "max_rate chooses the rate itself; do not pass rate"),
+        (dict(concurrency=3), "max_rate chooses the rate itself; do not pass concurrency"),
         (dict(rel_tol=0), "rel_tol must be a finite number > 0, not 0"),
     ],
 )

@@ -9,7 +9,11 @@ What is modelled
   ``"lognormal:mean:sigma"``), or from a trace file (CSV or JSONL: ``arrival_s``, ``prompt``,
   ``output``). The arrival gaps are standard exponentials divided by the rate, so two runs with
   the same seed at different rates see the same requests, scaled in time (common random
-  numbers: this is what makes :func:`max_rate`'s bisection monotone in practice).
+  numbers: this is what makes :func:`max_rate`'s bisection monotone in practice). Or a
+  **closed loop** (``concurrency=N``): N clients each send a request at time 0 and the next
+  the moment the last one completes, ``requests`` in all (what ``vllm bench serve
+  --max-concurrency``, LLMPerf's ``--num-concurrent-requests`` and genai-perf's
+  ``--concurrency`` do); the lengths are drawn as for Poisson arrivals with the same seed.
 * **Replicas** of the model (``engine``) behind a router: ``"least_loaded"`` (fewest requests
   queued or running, ties to the lowest index) or ``"round_robin"``.
 * **Iteration-level continuous batching** (Orca, Yu et al., OSDI 2022) with **chunked prefill**
@@ -20,7 +24,23 @@ What is modelled
   fewer than ``max_batch`` sequences run and budget and KV blocks remain (a queued request whose
   chunk finds no free block stops admission: no overtaking, as vLLM). ``token_budget`` must be
   at least ``max_batch`` so every running sequence can decode in every iteration (vLLM's rule
-  ``max_num_batched_tokens >= max_num_seqs``).
+  ``max_num_batched_tokens >= max_num_seqs``). This is ``prefill="chunked"`` (the default): a
+  new prompt's prefill shares iterations with the other sequences' decodes, as vLLM V1 on GPUs
+  and TensorRT-LLM's in-flight batching ("sequences in the context phase can be processed
+  together with sequences in the generation phase", TensorRT-LLM docs, "Paged Attention, IFB,
+  and Request Scheduling") do.
+* ``prefill="separate"``: an iteration is either **one** sequence's prefill (a chunk of up to
+  ``token_budget`` tokens) or the decodes, never both. A prefill under way goes on first, then
+  the queue's head is admitted (while fewer than ``max_batch`` run) and prefilled, and only
+  when no prefill can run do the decoding sequences take a step: prefill priority, the decodes
+  waiting. This is the Neuron stack: vLLM Neuron's ``NeuronScheduler`` ("Neuron requires
+  prefill and decode operations to run in separate batches"; ``max_prefills_per_batch = 1``;
+  "decode requests are hidden during each prefill iteration"; prompts longer than
+  ``max_num_batched_tokens`` prefilled in chunks over several iterations - aws-neuron-sdk
+  ``vllm-neuron/docs/design/vllm/neuron-scheduler.md``, commit 81ce03ae, 2026), and the older
+  NxD Inference vLLM V0 integration runs its context-encoding and token-generation models as
+  separate calls under vLLM V0's default scheduler (no chunked prefill: "We are working ...
+  to enable ... Chunked Prefill on Neuron", NxD Inference vLLM V0 user guide).
 * **Paged KV cache** (vLLM, Kwon et al., SOSP 2023): ``engine.kv_capacity_tokens //
   engine.block_tokens`` blocks per replica; a sequence holding ``c`` tokens of KV holds
   ``ceil(c / block_tokens)`` blocks and takes a new one as it grows. When the decodes of an
@@ -119,11 +139,13 @@ __all__ = [
     "simulate",
     "max_rate",
     "read_trace",
+    "PREFILLS",
     "ROUTERS",
     "RULES",
 ]
 
 ROUTERS = ("least_loaded", "round_robin")
+PREFILLS = ("chunked", "separate")
 RULES = ("attainment", "percentile")
 
 
@@ -449,11 +471,13 @@ class _Seq:
 class _Replica:
     """One model replica: a queue, the running sequences, the KV blocks, a SimPy process.
 
-    Decoding sequences are aggregates: at the iteration numbered ``step`` a decoding sequence
-    holds ``step + base`` tokens of KV (every one decodes in every iteration, the budget being
-    at least max_batch), so ``n_dec``, ``sum_base`` and ``phase[b]`` (how many have
-    ``base % block == b``: those taking a new block at steps with ``-step % block == b``) give an
-    iteration's KV read and block demand without visiting the sequences.
+    Decoding sequences are aggregates: after ``step`` decode steps (iterations in which the
+    decodes ran: every iteration that has decodes under the ``"chunked"`` policy, the budget
+    being at least max_batch; the decode-only ones under ``"separate"``) a decoding sequence
+    holds ``step + base`` tokens of KV (every one decodes in every decode step), so ``n_dec``,
+    ``sum_base`` and ``phase[b]`` (how many have ``base % block == b``: those taking a new
+    block at steps with ``-step % block == b``) give an iteration's KV read and block demand
+    without visiting the sequences.
     """
 
     def __init__(self, sim, index, engine, role):
@@ -543,6 +567,8 @@ class _Replica:
         """Choose the iteration's work; allocate its blocks. Returns the engine's arguments
         ``(tokens, sequences, kv_tokens, pairs)`` and the chunked and admitted-decode lists,
         or None when there is nothing to run."""
+        if self.sim.prefill == "separate":
+            return self._plan_separate()
         B = self.B
         while True:
             self._kv_mark()
@@ -620,6 +646,85 @@ class _Replica:
             # only prefills part way, with no free block: make room, plan again
             self._preempt_latest()
 
+    def _decodes(self, budget):
+        """Every decoding sequence, one token each (preempting for their blocks), then the
+        queue's head while its KV is already here (moved in from a prefill pool): the decode
+        part of an iteration. Returns ``[tokens, sequences, kv_tokens, pairs, budget]`` and
+        the admitted list."""
+        B = self.B
+        need = self.phase[-self.step % B] if self.n_dec else 0
+        while need > self.total - self.used:
+            self._preempt_latest()
+            need = self.phase[-self.step % B] if self.n_dec else 0
+        self.used += need
+        n = self.n_dec
+        kv = n * self.step + self.sum_base + n
+        work = [n, n, kv, kv, budget - n]
+        admitted = []
+        while self.waiting and work[4] > 0 and len(self.running) < self.sim.max_batch:
+            seq = self.waiting[0]
+            if seq.ctx != seq.target:
+                break
+            grow = -(-(seq.ctx + 1) // B)
+            if grow > self.total - self.used:
+                break
+            self.waiting.popleft()
+            self.used += grow
+            seq.blocks = grow
+            self.running.add(seq)
+            work[0] += 1
+            work[1] += 1
+            work[2] += seq.ctx + 1
+            work[3] += seq.ctx + 1
+            work[4] -= 1
+            admitted.append(seq)
+        return work, admitted
+
+    def _plan_separate(self):
+        """The ``"separate"`` policy: an iteration is either one sequence's prefill chunk
+        alone or the decodes alone. A prefill under way goes on first; else the queue's head
+        is admitted for its prefill (while fewer than ``max_batch`` run and a block is free);
+        else every decoding sequence decodes (vLLM Neuron's ``NeuronScheduler``: one prefill
+        per iteration, decodes hidden while it runs)."""
+        B = self.B
+        budget = self.sim.token_budget
+        while True:
+            self._kv_mark()
+            seq = self.prefilling[0] if self.prefilling else None
+            if seq is not None:
+                room = seq.blocks * B - seq.ctx + (self.total - self.used) * B
+                c = min(seq.target - seq.ctx, budget, room)
+            elif (
+                self.waiting
+                and len(self.running) < self.sim.max_batch
+                and self.waiting[0].ctx < self.waiting[0].target
+            ):
+                seq = self.waiting[0]
+                c = min(seq.target - seq.ctx, budget)
+                if -(-c // B) > self.total - self.used:
+                    c = 0
+                else:
+                    self.waiting.popleft()
+                    self.running.add(seq)
+                    self.prefilling.append(seq)
+            else:
+                c = 0
+            if c > 0:
+                grow = -(-(seq.ctx + c) // B) - seq.blocks
+                self.used += grow
+                seq.blocks += grow
+                seq.chunk = c
+                s = seq.ctx
+                args = (c, 1, s + c, c * s + c * (c + 1) // 2)
+                return args, 0, [seq], [], self.used
+            # no prefill can run: the decodes (and KV moved in)
+            work, admitted = self._decodes(budget)
+            if work[0]:
+                return tuple(work[:4]), self.n_dec, [], admitted, self.used
+            if not self.running:
+                return None  # idle, or waiting for blocks a KV transfer still holds
+            self._preempt_latest()
+
     def _run(self):
         env = self.sim.env
         while True:
@@ -646,11 +751,12 @@ class _Replica:
             self.batch_area += args[1] * dt
             if self.sim.timeline is not None:
                 self.sim.timeline.append((self.index, start, dt, *args, decodes, used))
-            self._apply(chunked, admitted)
+            self._apply(chunked, admitted, decodes)
 
-    def _apply(self, chunked, admitted):
+    def _apply(self, chunked, admitted, decodes):
         sim = self.sim
-        self.step += 1
+        if decodes:  # ``step`` counts the decode steps (see the class)
+            self.step += 1
         self._kv_mark()
         heap = self.heap
         while heap and heap[0][0] <= self.step:
@@ -702,6 +808,8 @@ class _Simulation:
         token_budget,
         transfer,
         timeline,
+        prefill="chunked",
+        concurrency=None,
     ):
         self.env = simpy.Environment()
         self.arrival = arrival
@@ -716,6 +824,9 @@ class _Simulation:
         self.reasons: dict = {}
         self.max_batch = max_batch
         self.token_budget = token_budget
+        self.prefill = prefill
+        self.concurrency = concurrency
+        self.issued = 0  # closed loop: requests sent so far
         self.transfer = transfer
         self.router = router
         self.timeline = [] if timeline else None
@@ -730,7 +841,11 @@ class _Simulation:
         self.in_t = 0.0
         self.window_area = 0.0
         self.completed = 0
-        self.env.process(self._arrivals())
+        if concurrency is None:
+            self.env.process(self._arrivals())
+        else:
+            for _ in range(min(concurrency, n)):
+                self._send()
 
     def _mark(self):
         now = self.env.now
@@ -757,26 +872,40 @@ class _Simulation:
             return "decode_kv_capacity"
         return None
 
+    def _arrive(self, rid) -> bool:
+        """Request ``rid`` arrives now: rejected (False) or queued at a replica (True)."""
+        reason = self._fits(rid)
+        if reason is not None:
+            self.rejected[rid] = True
+            self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        else:
+            self._mark()
+            self.in_system += 1
+            seq = _Seq(rid, int(self.prompt[rid]), int(self.output[rid]))
+            replica = self._pick(self.front, "front")
+            self.replica_of[rid] = replica.index
+            replica.enqueue(seq)
+        if rid == len(self.arrival) - 1:
+            self._mark()
+            self.window_area = self.in_area
+        return reason is None
+
     def _arrivals(self):
         env = self.env
-        last = len(self.arrival) - 1
         for rid, t in enumerate(self.arrival.tolist()):
             if t > env.now:
                 yield env.timeout(t - env.now)
-            reason = self._fits(rid)
-            if reason is not None:
-                self.rejected[rid] = True
-                self.reasons[reason] = self.reasons.get(reason, 0) + 1
-            else:
-                self._mark()
-                self.in_system += 1
-                seq = _Seq(rid, int(self.prompt[rid]), int(self.output[rid]))
-                replica = self._pick(self.front, "front")
-                self.replica_of[rid] = replica.index
-                replica.enqueue(seq)
-            if rid == last:
-                self._mark()
-                self.window_area = self.in_area
+            self._arrive(rid)
+
+    def _send(self):
+        """Closed loop: a client sends its next request now (and, if it is rejected, the one
+        after, at once), while requests remain."""
+        while self.issued < len(self.arrival):
+            rid = self.issued
+            self.issued += 1
+            self.arrival[rid] = self.env.now
+            if self._arrive(rid):
+                return
 
     def first_token(self, seq):
         self.first_s[seq.rid] = self.env.now
@@ -786,6 +915,8 @@ class _Simulation:
         self.in_system -= 1
         self.completed += 1
         self.finish_s[seq.rid] = self.env.now
+        if self.concurrency is not None:
+            self._send()  # its client sends the next request
 
     def hand_off(self, replica, seq):
         """``seq`` ended its prefill on ``replica`` (prefill pool): move its KV, then decode."""
@@ -843,8 +974,35 @@ def _transfer_fn(kv_transfer_s, kv_bytes_per_token, link_bandwidth_Bps, link_lat
     return lambda tokens: latency + tokens * per_token / bandwidth
 
 
-def _requests(rate, duration_s, requests, prompt, output, trace, seed):
-    """The arrival times and lengths, and the seed used (None if nothing was drawn)."""
+def _requests(rate, duration_s, requests, prompt, output, trace, seed, concurrency=None):
+    """The arrival times and lengths, and the seed used (None if nothing was drawn). In a
+    closed loop the arrival times are zeros, set as the clients send."""
+    if concurrency is not None:
+        _check_int("concurrency", concurrency, 1)
+        for name, value in (("rate", rate), ("duration_s", duration_s), ("trace", trace)):
+            if value is not None:
+                raise ValueError(
+                    f"{name}={value!r} must not be given with concurrency={concurrency} (closed "
+                    "loop: each client sends its next request when its last one completes; "
+                    "give requests)"
+                )
+        if requests is None:
+            raise ValueError(
+                f"requests (an integer >= 1) is required with concurrency={concurrency}: the "
+                "requests the clients send in all"
+            )
+        n = _check_int("requests", requests, 1)
+        seed = _check_int("seed", seed, 0)
+        p_spec = _parse_lengths("prompt", prompt)
+        o_spec = _parse_lengths("output", output)
+        # the same stream of lengths as an open loop with this seed
+        lengths = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
+        return (
+            np.zeros(n),
+            _draw_lengths(p_spec, n, lengths),
+            _draw_lengths(o_spec, n, lengths),
+            seed,
+        )
     if trace is not None:
         for name, value in (("rate", rate), ("duration_s", duration_s), ("requests", requests)):
             if value is not None:
@@ -896,10 +1054,12 @@ def simulate(
     output=128,
     trace=None,
     seed: int = 0,
+    concurrency: int | None = None,
     replicas: int | None = None,
     router: str = "least_loaded",
     max_batch: int = 128,
     token_budget: int = 2048,
+    prefill: str = "chunked",
     prefill_replicas: int | None = None,
     decode_replicas: int | None = None,
     decode_engine=None,
@@ -918,11 +1078,12 @@ def simulate(
     engine
         One model replica (see the module's "Engine"); with disaggregation, the prefill pool's.
     rate : float
-        Poisson arrivals per second (not with ``trace``).
+        Poisson arrivals per second (not with ``trace`` or ``concurrency``).
     duration_s : float
         Arrivals during ``[0, duration_s)``; or
     requests : int
-        this many arrivals. Exactly one of the two (not with ``trace``).
+        this many arrivals. Exactly one of the two with ``rate``; ``requests`` alone with
+        ``concurrency``.
     prompt, output : int, str or tuple
         Tokens: an integer, ``"uniform:lo:hi"`` (integers, inclusive) or
         ``"lognormal:mean:sigma"`` (rounded, at least 1), or the same as a tuple.
@@ -931,6 +1092,12 @@ def simulate(
         (:func:`read_trace`).
     seed : int
         Seed of the draws (``numpy.random.default_rng``); reported in the result.
+    concurrency : int, optional
+        A closed loop instead of arrivals: this many clients, each sending its next request
+        the moment its previous one completes (or is rejected), ``requests`` in all; they all
+        send their first at time 0. What ``vllm bench serve --max-concurrency``, LLMPerf's
+        ``--num-concurrent-requests`` and genai-perf's ``--concurrency`` do. Not with
+        ``rate``, ``duration_s`` or ``trace``.
     replicas : int
         Colocated replicas (default 1); not with the pools below.
     router : {"least_loaded", "round_robin"}
@@ -939,6 +1106,10 @@ def simulate(
         Sequences running at once on a replica (>= 1).
     token_budget : int
         Tokens an iteration processes (decodes + prefill chunks), >= max_batch.
+    prefill : {"chunked", "separate"}
+        How prefills share iterations (see the module's "What is modelled"): ``"chunked"``,
+        decodes first and prefill chunks beside them within the budget; ``"separate"``, one
+        sequence's prefill chunk alone or the decodes alone.
     prefill_replicas, decode_replicas : int
         Disaggregated pools (both or neither).
     decode_engine
@@ -962,6 +1133,8 @@ def simulate(
         Any bad argument, naming it, its value and what is allowed; :class:`TraceError` for a
         bad trace file.
     """
+    if prefill not in PREFILLS:
+        raise ValueError(f"prefill must be one of {', '.join(PREFILLS)}, not {prefill!r}")
     max_batch = _check_int("max_batch", max_batch, 1)
     token_budget = _check_int("token_budget", token_budget, 1)
     if token_budget < max_batch:
@@ -1010,7 +1183,7 @@ def simulate(
         n = 1 if replicas is None else _check_int("replicas", replicas, 1)
         engines, roles, transfer = [engine] * n, ["both"] * n, None
     arrival, prompt_t, output_t, seed = _requests(
-        rate, duration_s, requests, prompt, output, trace, seed
+        rate, duration_s, requests, prompt, output, trace, seed, concurrency
     )
     sim = _Simulation(
         arrival,
@@ -1023,6 +1196,8 @@ def simulate(
         token_budget,
         transfer,
         timeline,
+        prefill,
+        concurrency,
     )
     sim.run()
     return _result(sim, seed, engines, slo_ttft_s, slo_tpot_s)
@@ -1200,7 +1375,7 @@ def max_rate(
     max_runs : int
         Simulations allowed (the saturated one included).
     **kwargs
-        Passed to :func:`simulate` (not ``rate``, ``duration_s``, ``trace``).
+        Passed to :func:`simulate` (not ``rate``, ``duration_s``, ``trace``, ``concurrency``).
 
     Returns
     -------
@@ -1219,7 +1394,7 @@ def max_rate(
         raise ValueError("max_rate needs slo_ttft_s or slo_tpot_s (or both)")
     rel_tol = _check_positive("rel_tol", rel_tol)
     max_runs = _check_int("max_runs", max_runs, 3)
-    for name in ("rate", "duration_s", "trace"):
+    for name in ("rate", "duration_s", "trace", "concurrency"):
         if name in kwargs:
             raise ValueError(f"max_rate chooses the rate itself; do not pass {name}")
     runs = []

@@ -1,9 +1,12 @@
-"""``trnsim serve``: requests arriving at a fleet of model replicas - Poisson at ``--rate-per-s``
-or from an ``--arrivals`` file - served with iteration-level continuous batching, chunked prefill
-and a paged KV cache, optionally disaggregated into prefill and decode pools: TTFT, TPOT and
-end-to-end percentiles, throughput, SLO attainment, power and cost per million tokens, and with
-``--find-max-rate`` the highest rate the fleet sustains within the SLO. ``--arrivals FILE``
-replays a trace (CSV or JSONL: ``arrival_s, prompt, output``) instead of Poisson arrivals.
+"""``trnsim serve``: requests arriving at a fleet of model replicas - Poisson at ``--rate-per-s``,
+from an ``--arrivals`` file, or sent by ``--concurrency`` clients in a closed loop (each sends
+its next request when its last completes) - served with iteration-level continuous batching,
+chunked prefill (or ``--prefill separate``: one prefill alone, the decodes waiting, as the
+Neuron stack schedules) and a paged KV cache, optionally disaggregated into prefill and decode
+pools: TTFT, TPOT and end-to-end percentiles, throughput, SLO attainment, power and cost per
+million tokens, and with ``--find-max-rate`` the highest rate the fleet sustains within the
+SLO. ``--arrivals FILE`` replays a trace (CSV or JSONL: ``arrival_s, prompt, output``)
+instead of Poisson arrivals.
 
 Each replica is :class:`tlm.inference.Engine` (``trnsim infer``'s model: calibrated operator
 costs, collectives on the system's topology, the fitted fixed costs); the simulation is
@@ -32,7 +35,15 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..inference import Engine, InferenceInputError, token_economics
-from ..inference.serving import ROUTERS, RULES, SloUnreachable, TraceError, max_rate, simulate
+from ..inference.serving import (
+    PREFILLS,
+    ROUTERS,
+    RULES,
+    SloUnreachable,
+    TraceError,
+    max_rate,
+    simulate,
+)
 from .infer import ReplicaInputs, _input_error
 from .protocol import InputError, Results, Study, progress, register, writable_path
 
@@ -50,7 +61,19 @@ def _lengths(text: str):
 class ServeInputs(ReplicaInputs):
     """Inputs of ``trnsim serve``."""
 
-    rate_per_s: float = Field(5.0, gt=0, description="Poisson arrivals per second")
+    rate_per_s: float | None = Field(
+        None,
+        gt=0,
+        description="Poisson arrivals per second",
+        json_schema_extra={"unset": "5 per second (none with --concurrency)"},
+    )
+    concurrency: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="clients in a closed loop, each sending its next request when its last "
+        "completes, --requests in all (0: arrivals at --rate-per-s or from --arrivals)",
+    )
     duration_s: float = Field(600.0, gt=0, description="arrivals during this window")
     requests: int = Field(
         0, ge=0, le=10_000_000, description="arrivals in all (0: as many as --duration-s brings)"
@@ -72,6 +95,11 @@ class ServeInputs(ReplicaInputs):
     router: Literal[ROUTERS] = Field("least_loaded", description="which replica takes a request")
     max_batch: int = Field(64, ge=1, description="sequences running at once on a replica")
     token_budget: int = Field(2048, ge=1, description="tokens an iteration processes")
+    prefill: Literal[PREFILLS] = Field(
+        "chunked",
+        description="prefill chunks beside the decodes (chunked) or one prefill alone, the "
+        "decodes waiting (separate: the Neuron stack's scheduler)",
+    )
     prefill_replicas: int = Field(0, ge=0, description="disaggregated prefill pool (0: none)")
     decode_replicas: int = Field(0, ge=0, description="disaggregated decode pool (0: none)")
     kv_link_Bps: float | None = Field(
@@ -104,6 +132,22 @@ class ServeInputs(ReplicaInputs):
 
     def resolve(self) -> ServeInputs:
         update = self.replica_resolved()
+        if self.concurrency:
+            closed = "unset with --concurrency (a closed loop sets its own pace)"
+            for name, value, bad in (
+                ("rate_per_s", self.rate_per_s, self.rate_per_s is not None),
+                ("arrivals", self.arrivals, self.arrivals != "poisson"),
+                ("find_max_rate", self.find_max_rate, self.find_max_rate),
+                ("plot", self.plot, self.plot is not None),
+            ):
+                if bad:
+                    raise InputError(name, value, closed)
+            if not self.requests:
+                raise InputError(
+                    "requests", self.requests, ">= 1 with --concurrency (the requests in all)"
+                )
+        elif self.rate_per_s is None:
+            update["rate_per_s"] = 5.0
         if self.find_max_rate and self.arrivals != "poisson":
             raise InputError(
                 "find_max_rate", True, "false with an --arrivals file (it varies a Poisson rate)"
@@ -177,6 +221,7 @@ class ServeInputs(ReplicaInputs):
             router=self.router,
             max_batch=self.max_batch,
             token_budget=self.token_budget,
+            prefill=self.prefill,
             slo_ttft_s=self.slo_ttft_s,
             slo_tpot_s=self.slo_tpot_s,
         )
@@ -249,7 +294,9 @@ class ServeResults(Results):
 
 def _run(inputs: ServeInputs, engine, rate, timeline=False, requests=None):
     kwargs = inputs.simulation(engine)
-    if inputs.arrivals == "poisson":
+    if inputs.concurrency:
+        kwargs |= dict(concurrency=inputs.concurrency, requests=inputs.requests)
+    elif inputs.arrivals == "poisson":
         kwargs["rate"] = rate
         if requests or inputs.requests:
             kwargs["requests"] = requests or inputs.requests

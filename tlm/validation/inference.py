@@ -4,9 +4,15 @@ The published measurements are ``tlm/validation/inference.toml`` (one ``[[row]]`
 published number, each with its source, settings and a reliability mark): Trn2 from the AWS
 Neuron tutorials (Llama 3.3 70B and 3.1 405B on a trn2.48xlarge at TP 64 logical cores = 16
 chips; Llama 3.1 8B on vLLM Neuron), Trn1 from the Neuron performance tables, H100 from
-TensorRT-LLM and NVIDIA NIM. A row is modelled with :func:`tlm.inference.estimate` on the
-hardware file of its system, its model, tensor parallelism, batch, prompt and output and its
-formats. What a source does not give is ASSUMED (:data:`ASSUMED`, docs/validation.md).
+TensorRT-LLM and NVIDIA NIM. A row of one request at a time is modelled with
+:func:`tlm.inference.estimate` on the hardware file of its system, its model, tensor
+parallelism, batch, prompt and output and its formats. A row measured under load - a request
+rate, or more than one request in flight - is simulated
+(:func:`tlm.inference.serving.simulate` on the row's :class:`~tlm.inference.Engine`: Poisson
+arrivals at the rate, or the published closed loop of clients, batched as the source's stack
+does, :data:`STACKS`) and the row's statistic taken. A TPOT the tool divides by its own count
+of output tokens uses that count (``counted_output_tokens``). What a source does not give is
+ASSUMED (:data:`ASSUMED`, docs/validation.md).
 
 **Which rows.** Latencies - TTFT, TPOT, end-to-end - of plain decoding. Not modelled, each
 reported with the reason (:attr:`InferenceValidation.skipped`): throughput rows of a maximum-
@@ -18,13 +24,14 @@ whose acceptance rate is not published, formats the model does not have (FP8 in 
 sampling, the host's scheduler) and ``collective_fixed_s`` (each collective call), and
 ``collective_bandwidth_factor`` (the fraction of the modelled link bandwidth the runtime's
 collectives reach: the collectives suite measures 0.34 for Neuron's all-reduce on trn2 against
-the same model). The model is exactly linear in the two fixed costs; it is solved for them by
-non-negative least squares of the relative error on the :data:`FIT` rows for each factor of a
-grid, and the factor with the least fit error kept. Every other row is judged: its error
-``model / published - 1``; mean and max over the judged rows. The fitted figures are what
-``tlm/inference/data/fixed_costs.toml`` ships (a test checks they agree); the **bare** column
-(``shipped``) is the model without them - no fixed cost, collectives at the modelled bandwidth -
-which is what a per-operator roofline estimator says.
+the same model). The model of one request is exactly linear in the two fixed costs; it is
+solved for them by non-negative least squares of the relative error on the :data:`FIT` rows for
+each factor of a grid, and the factor with the least fit error kept; rows under load enter by a
+fixed-point iteration over their ratio to one request (:func:`_fit`). Every other row is
+judged: its error ``model / published - 1``; mean and max over the judged rows. The fitted
+figures are what ``tlm/inference/data/fixed_costs.toml`` ships (a test checks they agree); the
+**bare** column (``shipped``) is the model without them - no fixed cost, collectives at the
+modelled bandwidth, under the same load - which is what a per-operator roofline estimator says.
 
 Examples
 --------
@@ -44,7 +51,8 @@ from importlib import resources
 
 import numpy as np
 
-from ..inference import estimate
+from ..inference import Engine, estimate
+from ..inference.serving import simulate
 
 __all__ = [
     "ASSUMED",
@@ -53,6 +61,9 @@ __all__ = [
     "FACTORS",
     "InferenceRow",
     "InferenceValidation",
+    "LOAD_REQUESTS",
+    "LOAD_SEED",
+    "STACKS",
     "validate_inference",
 ]
 
@@ -80,11 +91,38 @@ FACTORS = tuple(np.round(np.arange(0.05, 1.0001, 0.05), 2))
 #: unambiguous; the ambiguous rows' bound is docs/validation.md's (40 %, their measured worst
 #: rounded up).
 BOUND = 0.25
+#: How the serving stack of a source batches, for its rows measured under load (a request
+#: rate, or a concurrency above 1), which are simulated (:func:`tlm.inference.serving.simulate`)
+#: on the row's engine: the prefill policy, the token budget of an iteration and the batch
+#: limit where the row gives none. vLLM Neuron's NeuronScheduler runs one prefill alone or the
+#: decodes alone (aws-neuron-sdk vllm-neuron/docs/design/vllm/neuron-scheduler.md, 81ce03ae);
+#: TensorRT-LLM's in-flight batching runs context-phase sequences with generation-phase ones
+#: (its docs, "Paged Attention, IFB, and Request Scheduling"). The budgets are the tools'
+#: defaults as far as known (ASSUMED; larger than these rows' prompts, so they do not bind) and
+#: TensorRT-LLM's batch limit its build default (ASSUMED; the load keeps ~11 in flight).
+STACKS = {
+    "VLLMN_EAGLE3_L8B": {"prefill": "separate", "token_budget": 2048, "max_batch": None},
+    "TRTLLM_V014_SERVING": {"prefill": "chunked", "token_budget": 8192, "max_batch": 256},
+}
+#: Requests of a Poisson row's simulation and its seed: the published runs have 500; 2,000
+#: give each Poisson row's statistic within 0.5 % between seeds 0 and 1 (a test checks 1 %).
+#: A closed-loop row runs the published number of requests (its ``requests``).
+LOAD_REQUESTS = 2000
+LOAD_SEED = 0
+#: The fixed-point iteration of the fit under load: figures moving less than this (relative)
+#: between two rounds have converged; at most this many rounds.
+_CONVERGED = 1e-3
+_ROUNDS = 20
 #: What the sources do not give, ASSUMED for every row.
 ASSUMED = {
-    "load": "rows measured under a request rate (qps) or with a concurrency are modelled as "
-    "that many sequences decoding together from the start (batch = concurrency; 1 for a "
-    "low request rate): queueing is left out",
+    "load": "rows measured under a request rate (qps) or with more than one request in flight "
+    "(concurrency > 1) are simulated: Poisson arrivals at the rate (LOAD_REQUESTS requests, "
+    "seed LOAD_SEED) or a closed loop of that many clients (the published number of requests), "
+    "on the row's engine, batched as the source's stack does (STACKS); the client's own "
+    "time (tokenisation, HTTP, streaming) is left out",
+    "counted_tokens": "a TPOT the tool defines as (e2e - TTFT) / (n - 1) with n the output tokens "
+    "it counted is modelled with the count it published (counted_output_tokens): the model's "
+    "decode time over (counted - 1)",
     "buckets": "Neuron pads a prompt to its context-encoding bucket (the notes give it); the "
     "TTFT is modelled at the bucket's length, the decode at the true lengths",
     "substitutes": "rows of a model without a file (Llama 2 70B, Llama 3.1 8B/70B) use the "
@@ -114,6 +152,9 @@ class InferenceRow:
         Seconds: as published; the bare model (no fixed costs, the collectives at the modelled
         bandwidth: what a per-operator estimator says); the model with the fitted
         parameters (what ``tlm/inference/data/fixed_costs.toml`` ships).
+    load : str
+        How the load was modelled: ``""`` for one request alone (:func:`estimate`), else the
+        simulation's arrivals (a closed loop or Poisson) and its prefill policy.
     """
 
     id: str
@@ -127,6 +168,7 @@ class InferenceRow:
     modelled: float
     source: str
     reliability: str
+    load: str = ""
 
     @property
     def error(self) -> float:
@@ -139,11 +181,13 @@ class InferenceRow:
 
 @dataclass(frozen=True)
 class InferenceValidation:
-    """Every modelled row, the fitted parameters per system and the rows not modelled."""
+    """Every modelled row, the fitted parameters per system, the rows not modelled and the
+    rounds of each system's fit (its fixed-point iteration under load)."""
 
     rows: tuple
     parameters: dict
     skipped: tuple = field(default=())
+    rounds: dict = field(default_factory=dict)
 
     def judged_errors(self) -> np.ndarray:
         return np.array([r.error for r in self.rows if r.role == "judge"])
@@ -194,7 +238,7 @@ def _settings(row: dict) -> dict:
 
 @lru_cache(maxsize=4096)
 def _value(row_id: str, step: float, coll: float, factor: float) -> float:
-    row = next(r for r in _published()[1] if r["id"] == row_id)
+    row = _row(row_id)
     s = _settings(row)
     r = estimate(
         s["model"],
@@ -211,30 +255,105 @@ def _value(row_id: str, step: float, coll: float, factor: float) -> float:
         collective_bandwidth_factor=factor,
         check_memory=False,
     )
+    counted = row.get("counted_output_tokens")
+    if row["metric"] == "tpot_s" and counted is not None:
+        # the tool's (e2e - TTFT) / (n - 1) with its own count n: the decode time over it
+        return float((r.e2e_s - r.ttft_s) / (counted - 1))
     return float(getattr(r, _METRICS[row["metric"]]))
 
 
-def _solve(ids: tuple, y: np.ndarray, f: float):
-    """The two fixed costs at bandwidth factor ``f`` and the squared relative residual."""
+def _load(row: dict) -> dict | None:
+    """:func:`simulate`'s arrivals and batching for a row measured under load, or None for a
+    row of one request at a time (modelled by :func:`estimate`)."""
+    stack = STACKS.get(row["source"])
+    rate, clients = row.get("qps"), row.get("concurrency") or 1
+    if stack is None or (rate is None and clients == 1):
+        return None
+    if rate is not None:
+        arrivals = dict(rate=float(rate), requests=LOAD_REQUESTS, seed=LOAD_SEED)
+    else:
+        arrivals = dict(concurrency=int(clients), requests=int(row["requests"]), seed=LOAD_SEED)
+    batch = row.get("batch") or stack["max_batch"]
+    return arrivals | dict(
+        prefill=stack["prefill"], token_budget=stack["token_budget"], max_batch=batch
+    )
+
+
+def _load_text(load: dict) -> str:
+    if "rate" in load:
+        what = f"Poisson {load['rate']:g}/s ({load['requests']:,} requests, seed {load['seed']})"
+    else:
+        what = f"{load['concurrency']} clients in a closed loop ({load['requests']} requests)"
+    return f"{what}, prefill {load['prefill']}, max batch {load['max_batch']}"
+
+
+@lru_cache(maxsize=4096)
+def _served(key: tuple, step: float, coll: float, factor: float):
+    """The serving simulation of ``key`` (the row's engine settings and :func:`_load`'s
+    arguments) at the given fixed costs: its TTFT, TPOT and end-to-end summaries."""
+    system, chips, model, tp, fmt, kv_fmt, prompt, output, load = key
+    load = dict(load)
+    engine = Engine.build(
+        model,
+        system,
+        chips,
+        tp=tp,
+        fmt=fmt,
+        kv_fmt=kv_fmt,
+        step_fixed_s=step,
+        collective_fixed_s=coll,
+        collective_bandwidth_factor=factor,
+        max_tokens=load["token_budget"],
+    )
+    run = simulate(engine, prompt=prompt, output=output, **load)
+    if run.completed != run.requests:
+        raise RuntimeError(f"the validation's serving run {key} rejected requests: {run}")
+    return {"ttft_s": run.ttft_s, "tpot_s": run.tpot_s, "e2e_s": run.e2e_s}
+
+
+def _modelled(row_id: str, step: float, coll: float, factor: float) -> float:
+    """A row's modelled figure: the serving simulation's statistic for a row under load (the
+    row's statistic of the metric as the simulation defines it: TPOT per request (e2e - TTFT)
+    / (output - 1), which is also the mean of the gaps between tokens for equal outputs), else
+    :func:`_value` (one request alone)."""
+    row = _row(row_id)
+    load = _load(row)
+    if load is None:
+        return _value(row_id, step, coll, factor)
+    s = _settings(row)
+    key = (row["system"], row["chips"], s["model"], s["tp"], s["fmt"], s["kv_fmt"])
+    key += (row["prompt"], row["output"], tuple(sorted(load.items())))
+    summary = _served(key, step, coll, factor)[_METRICS[row["metric"]]]
+    statistic = {"p50": "p50", "median": "p50", "mean": "mean"}[row["statistic"]]
+    return float(getattr(summary, statistic))
+
+
+def _row(row_id: str) -> dict:
+    return next(r for r in _published()[1] if r["id"] == row_id)
+
+
+def _solve(ids: tuple, y: np.ndarray, f: float, ratio: np.ndarray):
+    """The two fixed costs at bandwidth factor ``f`` and the squared relative residual, each
+    row's one-request figure scaled by its ``ratio`` (its load's, held: see :func:`_fit`)."""
     base = np.array([_value(i, 0.0, 0.0, f) for i in ids])
     ds = np.array([_value(i, 1e-3, 0.0, f) for i in ids]) - base  # per ms of step cost
     dc = np.array([_value(i, 0.0, 1e-5, f) for i in ids]) - base  # per 10 us per call
+    base, ds, dc = base * ratio, ds * ratio, dc * ratio
     a = np.stack([ds, dc], axis=1) / y[:, None]
     b = (y - base) / y
     x = _nnls2(a, b)
     return float(np.sum((a @ x - b) ** 2)), x
 
 
-def _fit(system: str, ids: tuple) -> dict:
+def _fit_once(ids: tuple, y: np.ndarray, ratio: np.ndarray) -> dict:
     """Non-negative least squares of the relative error for the two fixed costs at each
     bandwidth factor of :data:`FACTORS`, then of the hundredths around the best; the factor
     with the least squared error kept."""
-    y = np.array([next(r for r in _published()[1] if r["id"] == i)["value"] for i in ids])
-    tried = {float(f): _solve(ids, y, float(f)) for f in FACTORS}
+    tried = {float(f): _solve(ids, y, float(f), ratio) for f in FACTORS}
     coarse = min(tried, key=lambda f: tried[f][0])
     for f in np.round(np.arange(coarse - 0.04, coarse + 0.04001, 0.01), 2):
         if 0 < f <= 1 and float(f) not in tried:
-            tried[float(f)] = _solve(ids, y, float(f))
+            tried[float(f)] = _solve(ids, y, float(f), ratio)
     f = min(tried, key=lambda f: tried[f][0])
     x = tried[f][1]
     return {
@@ -242,6 +361,40 @@ def _fit(system: str, ids: tuple) -> dict:
         "collective_fixed_s": float(x[1] * 1e-5),
         "collective_bandwidth_factor": f,
     }
+
+
+def _moved(a: dict, b: dict) -> bool:
+    """Whether the figures moved by :data:`_CONVERGED` or more (relative) from ``a`` to ``b``
+    (a cost at 0 in both has not moved; a factor is compared exactly, being on a grid)."""
+    if a["collective_bandwidth_factor"] != b["collective_bandwidth_factor"]:
+        return True
+    for k in ("step_fixed_s", "collective_fixed_s"):
+        scale = max(abs(a[k]), abs(b[k]))
+        if scale > 0 and abs(a[k] - b[k]) > _CONVERGED * scale:
+            return True
+    return False
+
+
+def _fit(system: str, ids: tuple) -> tuple[dict, int]:
+    """The system's figures and the rounds they took. The model of one request is exactly
+    linear in the two fixed costs; a row under load (simulated) is not quite. So a fixed-point
+    iteration: fit with each row's ratio of its figure under load to its one-request figure
+    held (1 for rows without load, and for all in the first round), simulate at the new
+    figures, hold the new ratios, fit again, until the figures move less than 0.1 %; the
+    figures returned are the last simulated (their ratios reproduce them to 0.1 %)."""
+    y = np.array([_row(i)["value"] for i in ids])
+    ratio = np.ones(len(ids))
+    p = _fit_once(ids, y, ratio)
+    for rounds in range(1, _ROUNDS + 1):
+        args = (p["step_fixed_s"], p["collective_fixed_s"], p["collective_bandwidth_factor"])
+        ratio = np.array([_modelled(i, *args) / _value(i, *args) for i in ids])
+        new = _fit_once(ids, y, ratio)
+        if not _moved(p, new):
+            return p, rounds  # simulated at p, whose ratios give p back to 0.1 %
+        p = new
+    raise RuntimeError(
+        f"the {system} fit under load did not converge in {_ROUNDS} rounds (last {p})"
+    )
 
 
 def _nnls2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -261,11 +414,13 @@ def _nnls2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return best
 
 
+@lru_cache(maxsize=1)
 def validate_inference() -> InferenceValidation:
     """Every modelled row, as shipped and with each system's parameters fitted on its
-    :data:`FIT` rows."""
+    :data:`FIT` rows (computed once; the result is immutable)."""
     _, rows = _published()
-    params = {system: _fit(system, ids) for system, ids in FIT.items()}
+    fits = {system: _fit(system, ids) for system, ids in FIT.items()}
+    params = {system: p for system, (p, _) in fits.items()}
     out, skipped = [], []
     for row in rows:
         why = _why_not(row)
@@ -274,18 +429,24 @@ def validate_inference() -> InferenceValidation:
             continue
         p = params[row["system"]]
         s = _settings(row)
+        load = _load(row)
+        if load is None:
+            case = f"{s['model']} tp {s['tp']} batch {s['batch']} {s['prompt']}/{s['output']}"
+            case += f" {s['fmt']}"
+        else:
+            case = f"{s['model']} tp {s['tp']} {row['prompt']}/{row['output']} {s['fmt']}; "
+            case += _load_text(load)
         out.append(
             InferenceRow(
                 id=row["id"],
                 system=row["system"],
                 model=row["model"],
-                case=f"{s['model']} tp {s['tp']} batch {s['batch']} {s['prompt']}/"
-                f"{s['output']} {s['fmt']}",
+                case=case,
                 metric=row["metric"],
                 role="fit" if row["id"] in FIT[row["system"]] else "judge",
                 published=float(row["value"]),
-                shipped=_value(row["id"], 0.0, 0.0, 1.0),
-                modelled=_value(
+                shipped=_modelled(row["id"], 0.0, 0.0, 1.0),
+                modelled=_modelled(
                     row["id"],
                     p["step_fixed_s"],
                     p["collective_fixed_s"],
@@ -293,6 +454,12 @@ def validate_inference() -> InferenceValidation:
                 ),
                 source=row["source"],
                 reliability=row["reliability"],
+                load="" if load is None else _load_text(load),
             )
         )
-    return InferenceValidation(rows=tuple(out), parameters=params, skipped=tuple(skipped))
+    return InferenceValidation(
+        rows=tuple(out),
+        parameters=params,
+        skipped=tuple(skipped),
+        rounds={system: n for system, (_, n) in fits.items()},
+    )
