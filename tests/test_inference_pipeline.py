@@ -14,6 +14,20 @@ from tlm.inference.layout import network_for
 
 FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0, "collective_bandwidth_factor": 1.0}
 GOLDEN = Path(__file__).with_name("data") / "inference_layouts_golden.json"
+#: The shipped fixed costs the golden figures were computed at (d603696): pinned, so the golden
+#: test checks the layouts' arithmetic, not the validation's latest fit.
+GOLDEN_FIXED = {
+    "trn2": {
+        "step_fixed_s": 3.19e-3,
+        "collective_fixed_s": 3.07e-5,
+        "collective_bandwidth_factor": 0.13,
+    },
+    "h100": {
+        "step_fixed_s": 2.50e-3,
+        "collective_fixed_s": 4.04e-5,
+        "collective_bandwidth_factor": 0.29,
+    },
+}
 
 
 def _flat(d, pre=""):
@@ -36,12 +50,12 @@ def test_existing_layouts_are_bit_identical():
     for row in rows:
         case = row["case"]
         if isinstance(case, str):  # an engine's iteration_s
-            e = Engine.build("mixtral-8x7b", "trn2", "server", tp=8, ep=4)
+            e = Engine.build("mixtral-8x7b", "trn2", "server", tp=8, ep=4, **GOLDEN_FIXED["trn2"])
             for args, value in row["values"].items():
                 assert float(e.iteration_s(*eval(args))).hex() == value, args  # noqa: S307
                 checked += 1
             continue
-        args = dict(case)
+        args = dict(case) | GOLDEN_FIXED[case["hardware"]]
         if args.get("pp", 1) > 1:
             args["micro_batches"] = 1
         got = _flat(estimate(**args).to_dict())
