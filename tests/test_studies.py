@@ -868,7 +868,7 @@ def test_help_survives_percent_signs(capsys):
     assert "as a % of the fleet" in out and "2 %" in out
 
 
-@pytest.mark.parametrize("name", ["train", "train-search", "collective"])
+@pytest.mark.parametrize("name", ["train", "train-search", "collective", "infer", "infer-search"])
 def test_plot_is_written(name, capsys, tmp_path):
     """--plot writes a figure (protocol.figure: the backend, the layout, the file)."""
     png = tmp_path / f"{name}.png"

@@ -139,6 +139,7 @@ __all__ = [
     "simulate",
     "max_rate",
     "read_trace",
+    "parse_lengths",
     "PREFILLS",
     "ROUTERS",
     "RULES",
@@ -308,8 +309,14 @@ def _check_engine(name, engine):
 _LENGTH_FORMS = "an integer >= 1, 'uniform:lo:hi' or 'lognormal:mean:sigma' (or such a tuple)"
 
 
-def _parse_lengths(name, spec):
-    """A length distribution: ('fixed', n), ('uniform', lo, hi) or ('lognormal', mean, sigma)."""
+def parse_lengths(name, spec):
+    """A length distribution from its spec (``prompt``/``output`` of :func:`simulate`, the
+    serve study's ``--prompt``/``--output``): ``('fixed', n)``, ``('uniform', lo, hi)`` or
+    ``('lognormal', mean, sigma)``; a bad spec raises ``ValueError`` naming ``name``.
+
+    >>> parse_lengths("prompt", "uniform:100:200")
+    ('uniform', 100, 200)
+    """
     if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
         if spec < 1:
             raise ValueError(f"{name} must be {_LENGTH_FORMS}, not {spec!r}")
@@ -993,8 +1000,8 @@ def _requests(rate, duration_s, requests, prompt, output, trace, seed, concurren
             )
         n = _check_int("requests", requests, 1)
         seed = _check_int("seed", seed, 0)
-        p_spec = _parse_lengths("prompt", prompt)
-        o_spec = _parse_lengths("output", output)
+        p_spec = parse_lengths("prompt", prompt)
+        o_spec = parse_lengths("output", output)
         # the same stream of lengths as an open loop with this seed
         lengths = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
         return (
@@ -1018,8 +1025,8 @@ def _requests(rate, duration_s, requests, prompt, output, trace, seed, concurren
             f"and requests={requests!r}"
         )
     seed = _check_int("seed", seed, 0)
-    p_spec = _parse_lengths("prompt", prompt)
-    o_spec = _parse_lengths("output", output)
+    p_spec = parse_lengths("prompt", prompt)
+    o_spec = parse_lengths("output", output)
     arrivals_ss, lengths_ss = np.random.SeedSequence(seed).spawn(2)
     gaps = np.random.default_rng(arrivals_ss)
     if requests is not None:

@@ -40,11 +40,20 @@ from ..inference import (
 from ..inference.layout import as_hardware, check_layout, system_chips
 from ..workloads import WorkloadError, load_model
 from .model import MODEL_ALLOWED, workload_input
-from .protocol import InputError, Inputs, Results, Study, loaded, register, writable_path
+from .protocol import (
+    PLOT_ALLOWED,
+    InputError,
+    Inputs,
+    Results,
+    Study,
+    figure,
+    loaded,
+    plot_path,
+    register,
+)
 
 __all__ = ["ReplicaInputs", "InferInputs", "InferResults", "PhaseRow", "infer_study"]
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
 _DTYPES = tuple(FORMATS)
 #: The estimate's argument names -> this study's inputs.
@@ -173,7 +182,7 @@ class InferInputs(ReplicaInputs):
     plot: str | None = Field(
         None,
         description="write the time breakdown per phase as a figure",
-        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+        json_schema_extra={"allowed": PLOT_ALLOWED},
     )
 
     def resolve(self) -> InferInputs:
@@ -192,9 +201,7 @@ class InferInputs(ReplicaInputs):
             raise InputError(
                 "micro_batches", self.micro_batches, "1 when --pp is 1 (micro-batches fill stages)"
             )
-        writable_path("plot", self.plot)
-        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
-            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        plot_path("plot", self.plot)
         return self.model_copy(update=update)
 
     def layout_options(self) -> dict:
@@ -363,37 +370,31 @@ def infer_study(inputs: InferInputs) -> InferResults:
 def write_breakdown(inputs: InferInputs, results: InferResults) -> Path:
     """The time breakdown per phase as stacked bars (the prefill, and the mean decode step:
     one bar each, on their own scales), matplotlib; the format by suffix."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
     steps = max(inputs.output - 1, 1)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
-    parts = ("compute", "memory", "communication", "fixed")
-    for ax, row, per, title in zip(
-        axes, results.series, (1, steps), ("prefill (TTFT)", "decode step (TPOT)"), strict=True
+    with figure(inputs.plot, ncols=2, figsize=(9, 3.2), save={"bbox_inches": "tight"}) as (
+        fig,
+        axes,
     ):
-        bottom = 0.0
-        for part in parts:
-            value = getattr(row, part + "_s") / per * 1e3
-            ax.bar([0], [value], bottom=[bottom], label=part)
-            bottom += value
-        ax.set_xticks([])
-        ax.set_ylabel("ms")
-        ax.set_title(title)
-    axes[1].legend(fontsize=8, loc="upper right")
-    fig.suptitle(
-        f"{inputs.model} on {results.chips} {inputs.preset} ({inputs.system}): tp {inputs.tp} "
-        f"pp {inputs.pp} ep {inputs.ep}{' dp-attention' if inputs.dp_attention else ''}, "
-        f"batch {inputs.batch}, {inputs.prompt}+{inputs.output} tokens, {inputs.dtype}",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    path = Path(inputs.plot)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+        parts = ("compute", "memory", "communication", "fixed")
+        for ax, row, per, title in zip(
+            axes, results.series, (1, steps), ("prefill (TTFT)", "decode step (TPOT)"), strict=True
+        ):
+            bottom = 0.0
+            for part in parts:
+                value = getattr(row, part + "_s") / per * 1e3
+                ax.bar([0], [value], bottom=[bottom], label=part)
+                bottom += value
+            ax.set_xticks([])
+            ax.set_ylabel("ms")
+            ax.set_title(title)
+        axes[1].legend(fontsize=8, loc="upper right")
+        fig.suptitle(
+            f"{inputs.model} on {results.chips} {inputs.preset} ({inputs.system}): tp {inputs.tp} "
+            f"pp {inputs.pp} ep {inputs.ep}{' dp-attention' if inputs.dp_attention else ''}, "
+            f"batch {inputs.batch}, {inputs.prompt}+{inputs.output} tokens, {inputs.dtype}",
+            fontsize=9,
+        )
+    return Path(inputs.plot)
 
 
 STUDY = register(

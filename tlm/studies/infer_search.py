@@ -39,18 +39,19 @@ from ..inference.search import (
 from .infer import _HW_ALLOWED
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import (
+    PLOT_ALLOWED,
     InputError,
     Results,
     Study,
     SweepInputs,
+    figure,
+    plot_path,
     progress,
     register,
-    writable_path,
 )
 
 __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
 _FORMATS = "a comma-separated list of " + ", ".join(FORMATS)
 _EXPERT_LAYOUTS = "a comma-separated list of " + ", ".join(EXPERT_LAYOUTS)
@@ -110,7 +111,7 @@ class InferSearchInputs(SweepInputs):
     plot: str | None = Field(
         None,
         description="write TPOT against cost per million tokens as a figure",
-        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+        json_schema_extra={"allowed": PLOT_ALLOWED},
     )
 
     def _list(self, name: str, allowed: str, convert) -> tuple:
@@ -169,9 +170,7 @@ class InferSearchInputs(SweepInputs):
                 if s != "ultraserver":
                     raise InputError("systems", self.systems, _SYSTEMS) from None
         self.check_scheduler()
-        writable_path("plot", self.plot)
-        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
-            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
+        plot_path("plot", self.plot)
         return self
 
 
@@ -279,43 +278,34 @@ def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
 def write_scatter(inputs: InferSearchInputs, found) -> Path:
     """Every fitting configuration's TPOT against its cost per million tokens, those meeting
     the SLO marked; matplotlib, the format by suffix."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
     a = found.arrays
     fits, meets = a["fits"].astype(bool), a["meets"].astype(bool)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter(
-        a["cost_per_million_tokens_usd"][fits & ~meets],
-        a["tpot_s"][fits & ~meets] * 1e3,
-        s=6,
-        color="lightgrey",
-        label="misses the SLO",
-    )
-    ax.scatter(
-        a["cost_per_million_tokens_usd"][meets],
-        a["tpot_s"][meets] * 1e3,
-        s=8,
-        label="meets the SLO",
-    )
-    ax.axhline(inputs.slo_tpot_s * 1e3, color="grey", linestyle="--", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("$ per million output tokens (cloud)")
-    ax.set_ylabel("TPOT (ms)")
-    ax.set_title(
-        f"{inputs.model} on {inputs.preset}: {inputs.rate_per_s:g} req/s of "
-        f"{inputs.prompt}+{inputs.output} tokens",
-        fontsize=9,
-    )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(inputs.plot)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    with figure(inputs.plot, figsize=(6, 4), save={"bbox_inches": "tight"}) as (fig, ax):
+        ax.scatter(
+            a["cost_per_million_tokens_usd"][fits & ~meets],
+            a["tpot_s"][fits & ~meets] * 1e3,
+            s=6,
+            color="lightgrey",
+            label="misses the SLO",
+        )
+        ax.scatter(
+            a["cost_per_million_tokens_usd"][meets],
+            a["tpot_s"][meets] * 1e3,
+            s=8,
+            label="meets the SLO",
+        )
+        ax.axhline(inputs.slo_tpot_s * 1e3, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("$ per million output tokens (cloud)")
+        ax.set_ylabel("TPOT (ms)")
+        ax.set_title(
+            f"{inputs.model} on {inputs.preset}: {inputs.rate_per_s:g} req/s of "
+            f"{inputs.prompt}+{inputs.output} tokens",
+            fontsize=9,
+        )
+        ax.legend(fontsize=8)
+    return Path(inputs.plot)
 
 
 STUDY = register(

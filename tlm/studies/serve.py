@@ -45,11 +45,20 @@ from ..inference.serving import (
     simulate,
 )
 from .infer import ReplicaInputs, _input_error
-from .protocol import InputError, Results, Study, progress, register, writable_path
+from .protocol import (
+    PLOT_ALLOWED,
+    InputError,
+    Results,
+    Study,
+    figure,
+    plot_path,
+    progress,
+    register,
+    writable_path,
+)
 
 __all__ = ["ServeInputs", "ServeResults", "LatencyRow", "serve_study"]
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _LENGTHS = "an integer >= 1, uniform:LO:HI or lognormal:MEAN:SIGMA"
 
 
@@ -117,7 +126,7 @@ class ServeInputs(ReplicaInputs):
     plot: str | None = Field(
         None,
         description="write latency against throughput over a sweep of rates",
-        json_schema_extra={"allowed": "a file path ending in " + ", ".join(PLOT_SUFFIXES)},
+        json_schema_extra={"allowed": PLOT_ALLOWED},
     )
     plot_rates: str = Field(
         "0.25,0.5,0.75,1,1.25,1.5",
@@ -152,11 +161,11 @@ class ServeInputs(ReplicaInputs):
             raise InputError(
                 "find_max_rate", True, "false with an --arrivals file (it varies a Poisson rate)"
             )
-        from ..inference.serving import _parse_lengths
+        from ..inference.serving import parse_lengths
 
         for name in ("prompt", "output"):
             try:
-                _parse_lengths(name, _lengths(getattr(self, name)))
+                parse_lengths(name, _lengths(getattr(self, name)))
             except ValueError:
                 raise InputError(name, getattr(self, name), _LENGTHS) from None
         if self.arrivals != "poisson" and not Path(self.arrivals).is_file():
@@ -173,10 +182,8 @@ class ServeInputs(ReplicaInputs):
                 "token_budget", self.token_budget, f">= --max-batch ({self.max_batch})"
             )
         self._rates()
-        writable_path("plot", self.plot)
+        plot_path("plot", self.plot)
         writable_path("trace", self.trace)
-        if self.plot is not None and Path(self.plot).suffix.lower() not in PLOT_SUFFIXES:
-            raise InputError("plot", self.plot, "a file ending in " + ", ".join(PLOT_SUFFIXES))
         if self.trace is not None and not self.trace.endswith(".json"):
             raise InputError("trace", self.trace, "a file path ending in .json")
         if self.kv_link_Bps is None:
@@ -431,11 +438,6 @@ def write_trace(path: str, timeline: dict) -> Path:
 def write_curve(inputs: ServeInputs, engine) -> Path:
     """p50 and p90 TTFT and TPOT against the output throughput, one point per rate of the
     sweep, with the SLO as lines; matplotlib, the format by suffix."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
     rates = [f * inputs.rate_per_s for f in inputs._rates()]
     runs = []
     for i, rate in enumerate(rates):
@@ -443,27 +445,26 @@ def write_curve(inputs: ServeInputs, engine) -> Path:
         runs.append(_run(inputs, engine, rate, requests=min(inputs.requests or 2000, 2000)))
     progress(len(rates), len(rates), "latency-throughput sweep")
     x = [r.output_tokens_per_s for r in runs]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for ax, name, slo in zip(
-        axes, ("ttft_s", "tpot_s"), (inputs.slo_ttft_s, inputs.slo_tpot_s), strict=True
+    with figure(inputs.plot, ncols=2, figsize=(9, 3.4), save={"bbox_inches": "tight"}) as (
+        fig,
+        axes,
     ):
-        for q in ("p50", "p90"):
-            ax.plot(x, [getattr(getattr(r, name), q) * 1e3 for r in runs], "o-", label=q)
-        ax.axhline(slo * 1e3, color="grey", linestyle="--", label="SLO")
-        ax.set_xlabel("output tokens/s (fleet)")
-        ax.set_ylabel(f"{name[:-2].upper()} (ms)")
-        ax.set_yscale("log")
-        ax.legend(fontsize=8)
-    fig.suptitle(
-        f"{inputs.model} on {inputs.preset} {inputs.system}: tp {inputs.tp}, "
-        f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.dtype}",
-        fontsize=9,
-    )
-    fig.tight_layout()
-    path = Path(inputs.plot)
-    fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
-    return path
+        for ax, name, slo in zip(
+            axes, ("ttft_s", "tpot_s"), (inputs.slo_ttft_s, inputs.slo_tpot_s), strict=True
+        ):
+            for q in ("p50", "p90"):
+                ax.plot(x, [getattr(getattr(r, name), q) * 1e3 for r in runs], "o-", label=q)
+            ax.axhline(slo * 1e3, color="grey", linestyle="--", label="SLO")
+            ax.set_xlabel("output tokens/s (fleet)")
+            ax.set_ylabel(f"{name[:-2].upper()} (ms)")
+            ax.set_yscale("log")
+            ax.legend(fontsize=8)
+        fig.suptitle(
+            f"{inputs.model} on {inputs.preset} {inputs.system}: tp {inputs.tp}, "
+            f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.dtype}",
+            fontsize=9,
+        )
+    return Path(inputs.plot)
 
 
 STUDY = register(
