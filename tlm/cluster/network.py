@@ -293,6 +293,25 @@ class Network:
         self._plans: dict = {}
         self._up: dict = {}
         self._schedules: dict = {}
+        self._node_spec = None  # (system, chip preset) the node loads again from
+
+    def __getstate__(self) -> dict:
+        """A network pickles (:mod:`tlm.diskcache`, a Dask worker) with the closed forms it has
+        worked out and, when it was built from a system preset, without its node's system
+        and schedules: the node is loaded again from the preset on first use."""
+        state = dict(self.__dict__)
+        state["_schedules"] = {}
+        if state.get("_node_spec") is not None:
+            state.pop("node", None)  # (not loaded again since it was last pickled)
+        return state
+
+    def __getattr__(self, name):
+        # only for attributes not set: the node a pickled network left behind
+        spec = self.__dict__.get("_node_spec")
+        if name == "node" and spec is not None:
+            self.node = load_system(*spec)
+            return self.node
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @classmethod
     def for_hardware(
@@ -410,7 +429,7 @@ class Network:
             or not site_latency_s >= 0
         ):
             raise ValueError(f"site_latency_s must be a number >= 0, not {site_latency_s!r}")
-        return cls(
+        network = cls(
             name=hw.name,
             chips_per_node=per,
             fabric=fabric,
@@ -422,6 +441,9 @@ class Network:
             chips=None if chips is None else int(chips),
             **figures,
         )
+        if hw.system is not None:
+            network._node_spec = (hw.system, hw.chip_preset)
+        return network
 
     # ---- inside a node -----------------------------------------------------------------
 

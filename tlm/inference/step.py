@@ -61,6 +61,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .. import diskcache
 from ..cluster.hardware import Hardware
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..costs.opcosts import VECTOR_OPS
@@ -118,14 +119,37 @@ _MEMOS: dict = {}
 _ATTENTION: dict = {}
 
 
-def _shared_memo(key: tuple, owners: tuple) -> dict:
-    """The parts' memo of ``key`` (identities of ``owners`` in it), made on first use: what
-    one engine evaluated, every engine of the same shapes reads."""
+def _on_disk(kind: str, owners: tuple, shape: tuple, make, size=None):
+    """``make()``, or what :mod:`tlm.diskcache` kept for it in an earlier process when the
+    objects it is derived from (``owners``: costs, a network) were themselves kept (their
+    keys name the hardware's content)."""
+    keys = tuple(diskcache.key_of(owner) for owner in owners)
+    if None in keys:
+        return make()
+    key = (*keys, *shape)
+    value = diskcache.load(kind, key, size)
+    if value is None:
+        value = make()
+        diskcache.keep(kind, key, value, size)
+    return value
+
+
+def _entries(memo: dict) -> int:
+    return sum(len(v) for v in memo.values())
+
+
+def _shared_memo(key: tuple, owners: tuple, shape: tuple) -> dict:
+    """The parts' memo of ``key`` (identities of ``owners`` - the model, costs and network -
+    in it), made on first use: what one engine evaluated, every engine of the same shapes
+    reads; across processes by ``shape`` (with the model's content) too."""
     hit = _MEMOS.get(key)
     if hit is None or any(a is not b for a, b in zip(hit[0], owners, strict=True)):
         if len(_MEMOS) > 256:
             _MEMOS.clear()
-        hit = _MEMOS[key] = (owners, {})
+        model, costs, network = owners
+        shape = (diskcache.content_key(model), *shape)
+        memo = _on_disk("parts", (costs, network), shape, dict, size=_entries)
+        hit = _MEMOS[key] = (owners, memo)
     return hit[1]
 
 
@@ -164,9 +188,13 @@ def _attention_efficiency(costs, dqk) -> tuple[np.ndarray, list]:
     key = (id(costs), dqk)
     hit = _ATTENTION.get(key)
     if hit is None or hit[0] is not costs:
-        rows = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
-        eff = costs.gemm_efficiency(ATTENTION_KEY_BLOCK, rows, dqk, fmt=ACTIVATION_FORMAT)
-        eff = np.asarray(eff, dtype=float)
+
+        def make():
+            rows = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
+            eff = costs.gemm_efficiency(ATTENTION_KEY_BLOCK, rows, dqk, fmt=ACTIVATION_FORMAT)
+            return np.asarray(eff, dtype=float)
+
+        eff = _on_disk("attention", (costs,), (dqk,), make)
         eff.flags.writeable = False  # shared by every engine of these costs
         hit = _ATTENTION[key] = (costs, eff, eff.tolist())
     return hit[1], hit[2]
@@ -230,8 +258,9 @@ class Engine:
         # what the token and sequence parts read: the model, the chip's costs, the network,
         # tp, pp, ep and the GEMMs' format (the collective bandwidth factor keys the entries)
         self._memo = _shared_memo(
-            ("parts", id(model), id(self.costs), id(self.network), tp, pp, ep, fmt),
+            (id(model), id(self.costs), id(self.network), tp, pp, ep, fmt),
             (model, self.costs, self.network),
+            (tp, pp, ep, fmt),
         )
 
     # ---- construction ---------------------------------------------------------------------
