@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tlm.cluster.network as network_module
 from tlm.cluster.cost import Network as Fabric
 from tlm.cluster.hardware import load_hardware
 from tlm.cluster.network import OPS, Network, run_together
@@ -440,3 +441,28 @@ def test_a_pickled_network_keeps_its_closed_forms_and_reloads_its_node(hardware)
         assert twice.collective_s(*other) == net.collective_s(*other)
     with pytest.raises(AttributeError, match="no attribute 'missing'"):
         getattr(copy, "missing")  # noqa: B009 - the attribute lookup is what is tested
+
+
+@pytest.mark.parametrize("hardware", ["trn2", "h100"])
+def test_a_few_rows_row_by_row_equal_the_vectorised_rows(hardware, seed):
+    """Calls of up to a few rows are evaluated row by row on Python floats: the same bits as
+    the same rows inside a large (vectorised) call, for every op and for pipeline sends."""
+    rng = np.random.default_rng(seed)
+    net = Network.for_hardware(load_hardware(hardware))
+    n = 120
+    group = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256], n)
+    stride = rng.choice([1, 2, 4, 16, 64], n)
+    nbytes = rng.uniform(0, 1e9, n)
+    nbytes[:4] = [0.0, 1.0, 3.0, 7.5]
+    few = network_module._FEW_ROWS
+    for op in OPS:
+        whole = net.collective_s(op, group, stride, nbytes, dtype_bytes=2)
+        for i in range(0, n, few):
+            part = slice(i, i + few)
+            rows = net.collective_s(op, group[part], stride[part], nbytes[part], dtype_bytes=2)
+            assert (rows == whole[part]).all(), (op, i)
+    stages = rng.choice([1, 2, 4, 8, 16], n)
+    whole = net.p2p_s(nbytes, stride, stages)
+    for i in range(0, n, few):
+        part = slice(i, i + few)
+        assert (net.p2p_s(nbytes[part], stride[part], stages[part]) == whole[part]).all()

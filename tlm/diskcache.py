@@ -130,14 +130,21 @@ def content_key(obj) -> str:
     return hashlib.blake2b(repr(obj).encode(), digest_size=12).hexdigest()
 
 
-def _folder() -> Path | None:
-    where = directory()
-    return None if where is None else where / f"v{FORMAT}-{fingerprint()}"
+def _folder() -> str | None:
+    """This fingerprint's folder in the cache, or None when the cache is off (worked out again
+    only when the setting changes: a path per load is a cost the cold path notices)."""
+    setting = os.environ.get("TRNSIM_CACHE_DIR")
+    hit = _STATE.get("folder")
+    if hit is None or hit[0] != (setting, _STATE.get("fingerprint")):
+        where = directory()
+        folder = None if where is None else os.path.join(where, f"v{FORMAT}-{fingerprint()}")
+        hit = _STATE["folder"] = ((setting, _STATE.get("fingerprint")), folder)
+    return hit[1]
 
 
-def _file(folder: Path, kind: str, key) -> Path:
+def _file(folder: str, kind: str, key) -> str:
     digest = hashlib.blake2b(repr(key).encode(), digest_size=12).hexdigest()
-    return folder / kind / f"{digest}.pickle"
+    return os.path.join(folder, kind, digest + ".pickle")
 
 
 def load(kind: str, key, size=None):
@@ -196,7 +203,7 @@ def flush() -> int:
             continue
         if len(data) > MAX_BYTES:
             continue
-        path = _file(folder, kind, key)
+        path = Path(_file(folder, kind, key))
         temporary = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -211,7 +218,7 @@ def flush() -> int:
             continue
         written += 1
     if written:
-        _prune(folder)
+        _prune(Path(folder))
     return written
 
 

@@ -145,6 +145,11 @@ class _Plan:
 _MAX = (1 << 31) - 1
 
 
+#: Rows up to which an array call is evaluated row by row on Python floats (each row as a
+#: scalar call is): numpy's per-call cost exceeds the arithmetic of a few rows. The same IEEE
+#: operations either way (:mod:`tlm.cluster.elementwise`), so the same bits.
+_FEW_ROWS = 8
+
 #: The scalars a row's group, stride or size may be (one row: no arrays built).
 _SCALARS = (int, float, np.integer, np.floating)
 
@@ -722,6 +727,15 @@ class Network:
             g, s, b = np.asarray(g, dtype=np.int64), np.asarray(s, dtype=np.int64), np.asarray(b)
         shape = g.shape
         g, s, b = g.ravel(), s.ravel(), b.ravel()
+        if not explain and len(b) <= _FEW_ROWS:
+            rows = zip(g.tolist(), s.tolist(), b.tolist(), strict=True)
+            return np.array(
+                [
+                    self._plan_s(self._plan(op, kg, ks), ceil(kb / dtype_bytes), dtype_bytes)[0]
+                    for kg, ks, kb in rows
+                ],
+                dtype=float,
+            ).reshape(shape)
         # rows sorted by (group, stride): each pair's rows are one slice, its plan's few
         # numbers applied to the slice as scalars (no per-row gathers of tables)
         key = (g << 31) | s
@@ -881,6 +895,11 @@ class Network:
         if self.chips is not None and np.any(s >= self.chips):
             bad = s[s >= self.chips][0]
             raise ValueError(f"stride must be less than chips ({self.chips}), not {bad}")
+        if len(b) <= _FEW_ROWS:  # row by row on floats (a missing form is 0 s below)
+            rows = zip(s.tolist(), b.tolist(), g.tolist(), strict=True)
+            return np.array(
+                [_send_s(self._p2p_form(ks, kg or None), kb) for ks, kb, kg in rows], dtype=float
+            ).reshape(shape)
         keys, inverse = _unique_pairs(s, g)
         A = np.zeros((len(keys), 2))  # each pair's forms, a form of none as (0, 0)
         K = np.zeros((len(keys), 2))
