@@ -3,11 +3,13 @@ across sites; cross-checked against the collectives' analytic and flow engines."
 
 import math
 import os
+import pickle
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import tlm.cluster.network as network_module
 from tlm.cluster.cost import Fabric
 from tlm.cluster.hardware import load_hardware
 from tlm.cluster.network import OPS, Network, run_together
@@ -411,3 +413,56 @@ def test_efa_ring_against_the_analytic_engine_on_nxsystem(nodes, over, tmp_path)
         assert ring.names[0] == "ring"
         assert cost.total_fixed_s == pytest.approx(ring.A[0], rel=1e-12)
         assert cost.total_per_unit_s_per_byte == pytest.approx(ring.K[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("hardware", ["trn2", "h100"])
+def test_a_pickled_network_keeps_its_closed_forms_and_reloads_its_node(hardware):
+    """A network pickles (the cache on disk, a Dask worker) with the closed forms it has
+    worked out and without its node's system: the copy times what it had worked out without
+    the node, and loads the node again for a group it had not - the same times bit for bit."""
+    net = Network.for_hardware(load_hardware(hardware))
+    group = [4, 8, 16, 4] if hardware == "trn2" else [2, 4, 8, 16]
+    stride = [1, 1, 1, 16] if hardware == "trn2" else [1, 1, 1, 1]
+    sizes = [1e3, 1e6, 64e6, 1e9]
+    before = net.collective_s("all_reduce", group, stride, sizes)
+    send = net.p2p_s(16e6, 16, 4)
+    copy = pickle.loads(pickle.dumps(net))
+    assert "node" not in vars(copy) if hardware == "trn2" else copy.node is None
+    assert copy._plans.keys() == net._plans.keys() and not copy._schedules
+    assert (copy.collective_s("all_reduce", group, stride, sizes) == before).all()
+    assert copy.p2p_s(16e6, 16, 4) == send
+    assert "node" not in vars(copy) if hardware == "trn2" else True  # none was needed
+    other = ("all_gather", 8, 2, 5e6)  # a closed form not worked out before pickling
+    assert copy.collective_s(*other) == net.collective_s(*other)
+    if hardware == "trn2":
+        assert vars(copy)["node"].name == net.node.name
+        twice = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(net))))  # its node unloaded
+        assert (twice.collective_s("all_reduce", group, stride, sizes) == before).all()
+        assert twice.collective_s(*other) == net.collective_s(*other)
+    with pytest.raises(AttributeError, match="no attribute 'missing'"):
+        getattr(copy, "missing")  # noqa: B009 - the attribute lookup is what is tested
+
+
+@pytest.mark.parametrize("hardware", ["trn2", "h100"])
+def test_a_few_rows_row_by_row_equal_the_vectorised_rows(hardware, seed):
+    """Calls of up to a few rows are evaluated row by row on Python floats: the same bits as
+    the same rows inside a large (vectorised) call, for every op and for pipeline sends."""
+    rng = np.random.default_rng(seed)
+    net = Network.for_hardware(load_hardware(hardware))
+    n = 120
+    group = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256], n)
+    stride = rng.choice([1, 2, 4, 16, 64], n)
+    nbytes = rng.uniform(0, 1e9, n)
+    nbytes[:4] = [0.0, 1.0, 3.0, 7.5]
+    few = network_module._FEW_ROWS
+    for op in OPS:
+        whole = net.collective_s(op, group, stride, nbytes, dtype_bytes=2)
+        for i in range(0, n, few):
+            part = slice(i, i + few)
+            rows = net.collective_s(op, group[part], stride[part], nbytes[part], dtype_bytes=2)
+            assert (rows == whole[part]).all(), (op, i)
+    stages = rng.choice([1, 2, 4, 8, 16], n)
+    whole = net.p2p_s(nbytes, stride, stages)
+    for i in range(0, n, few):
+        part = slice(i, i + few)
+        assert (net.p2p_s(nbytes[part], stride[part], stages[part]) == whole[part]).all()

@@ -144,6 +144,11 @@ class _Plan:
 _MAX = (1 << 31) - 1
 
 
+#: Rows up to which an array call is evaluated row by row on Python floats (each row as a
+#: scalar call is): numpy's per-call cost exceeds the arithmetic of a few rows. The same IEEE
+#: operations either way (:mod:`tlm.cluster.elementwise`), so the same bits.
+_FEW_ROWS = 8
+
 #: The scalars a row's group, stride or size may be (one row: no arrays built).
 _SCALARS = (int, float, np.integer, np.floating)
 
@@ -292,6 +297,25 @@ class Network:
         self._plans: dict = {}
         self._up: dict = {}
         self._schedules: dict = {}
+        self._node_spec = None  # (system, chip preset) the node loads again from
+
+    def __getstate__(self) -> dict:
+        """A network pickles (:mod:`tlm.diskcache`, a Dask worker) with the closed forms it has
+        worked out and, when it was built from a system preset, without its node's system
+        and schedules: the node is loaded again from the preset on first use."""
+        state = dict(self.__dict__)
+        state["_schedules"] = {}
+        if state.get("_node_spec") is not None:
+            state.pop("node", None)  # (not loaded again since it was last pickled)
+        return state
+
+    def __getattr__(self, name):
+        # only for attributes not set: the node a pickled network left behind
+        spec = self.__dict__.get("_node_spec")
+        if name == "node" and spec is not None:
+            self.node = load_system(*spec)
+            return self.node
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @classmethod
     def for_hardware(
@@ -409,7 +433,7 @@ class Network:
             or not site_latency_s >= 0
         ):
             raise ValueError(f"site_latency_s must be a number >= 0, not {site_latency_s!r}")
-        return cls(
+        network = cls(
             name=hw.name,
             chips_per_node=per,
             fabric=fabric,
@@ -421,6 +445,9 @@ class Network:
             chips=None if chips is None else int(chips),
             **figures,
         )
+        if hw.system is not None:
+            network._node_spec = (hw.system, hw.chip_preset)
+        return network
 
     # ---- inside a node -----------------------------------------------------------------
 
@@ -699,6 +726,15 @@ class Network:
             g, s, b = np.asarray(g, dtype=np.int64), np.asarray(s, dtype=np.int64), np.asarray(b)
         shape = g.shape
         g, s, b = g.ravel(), s.ravel(), b.ravel()
+        if not explain and len(b) <= _FEW_ROWS:
+            rows = zip(g.tolist(), s.tolist(), b.tolist(), strict=True)
+            return np.array(
+                [
+                    self._plan_s(self._plan(op, kg, ks), ceil(kb / dtype_bytes), dtype_bytes)[0]
+                    for kg, ks, kb in rows
+                ],
+                dtype=float,
+            ).reshape(shape)
         # rows sorted by (group, stride): each pair's rows are one slice, its plan's few
         # numbers applied to the slice as scalars (no per-row gathers of tables)
         key = (g << 31) | s
@@ -858,6 +894,11 @@ class Network:
         if self.chips is not None and np.any(s >= self.chips):
             bad = s[s >= self.chips][0]
             raise ValueError(f"stride must be less than chips ({self.chips}), not {bad}")
+        if len(b) <= _FEW_ROWS:  # row by row on floats (a missing form is 0 s below)
+            rows = zip(s.tolist(), b.tolist(), g.tolist(), strict=True)
+            return np.array(
+                [_send_s(self._p2p_form(ks, kg or None), kb) for ks, kb, kg in rows], dtype=float
+            ).reshape(shape)
         keys, inverse = _unique_pairs(s, g)
         A = np.zeros((len(keys), 2))  # each pair's forms, a form of none as (0, 0)
         K = np.zeros((len(keys), 2))

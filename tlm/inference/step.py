@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import diskcache
 from ..cluster.hardware import Hardware
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..costs.opcosts import VECTOR_OPS
@@ -113,9 +114,50 @@ _SOFTMAX_REFERENCE = float(2**24)
 #: Scalar types the fast path takes (numpy's too: a simulation's counters often are).
 _INTEGERS = frozenset({int, np.int64, np.int32})
 _NUMBERS = _INTEGERS | {float, np.float64, np.float32}
-#: Engines already built, by their arguments (the model and hardware by identity, kept with
-#: them): a search or a serving simulation builds the same replica many times.
+#: Engines already built, by their arguments but the fixed costs (the model and hardware by
+#: identity, kept with them): a search or a serving simulation builds the same replica many
+#: times, a fit of the fixed costs the same replica under many fixed costs.
 _ENGINES: dict = {}
+#: The parts' memos (:meth:`Engine._by_unique`) by what the parts read, and the attention's
+#: efficiency table by the costs and the head dimension, each kept with the objects whose
+#: identities key it: engines of the same shapes share them (a KV format, a page size, a
+#: reserve or fixed costs of their own change none of them).
+_MEMOS: dict = {}
+_ATTENTION: dict = {}
+
+
+def _on_disk(kind: str, owners: tuple, shape: tuple, make, size=None):
+    """``make()``, or what :mod:`tlm.diskcache` kept for it in an earlier process when the
+    objects it is derived from (``owners``: costs, a network) were themselves kept (their
+    keys name the hardware's content)."""
+    keys = tuple(diskcache.key_of(owner) for owner in owners)
+    if None in keys:
+        return make()
+    key = (*keys, *shape)
+    value = diskcache.load(kind, key, size)
+    if value is None:
+        value = make()
+        diskcache.keep(kind, key, value, size)
+    return value
+
+
+def _entries(memo: dict) -> int:
+    return sum(len(v) for v in memo.values())
+
+
+def _shared_memo(key: tuple, owners: tuple, shape: tuple) -> dict:
+    """The parts' memo of ``key`` (identities of ``owners`` - the model, costs and network -
+    in it), made on first use: what one engine evaluated, every engine of the same shapes
+    reads; across processes by ``shape`` (with the model's content) too."""
+    hit = _MEMOS.get(key)
+    if hit is None or any(a is not b for a, b in zip(hit[0], owners, strict=True)):
+        if len(_MEMOS) > 256:
+            _MEMOS.clear()
+        model, costs, network = owners
+        shape = (diskcache.content_key(model), *shape)
+        memo = _on_disk("parts", (costs, network), shape, dict, size=_entries)
+        hit = _MEMOS[key] = (owners, memo)
+    return hit[1]
 
 
 @dataclass(frozen=True)
@@ -145,6 +187,24 @@ def _checked(name, value, low):
             f"{name} must be a number >= {low} (or an array of them), not {float(a[bad].flat[0])!r}"
         )
     return a
+
+
+def _attention_efficiency(costs, dqk) -> tuple[np.ndarray, list]:
+    """The calibrated efficiency of the attention products for 1 .. :data:`ATTENTION_ROWS_MAX`
+    query rows at ``K = dqk`` (an array and its list), once per costs and head dimension."""
+    key = (id(costs), dqk)
+    hit = _ATTENTION.get(key)
+    if hit is None or hit[0] is not costs:
+
+        def make():
+            rows = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
+            eff = costs.gemm_efficiency(ATTENTION_KEY_BLOCK, rows, dqk, fmt=ACTIVATION_FORMAT)
+            return np.asarray(eff, dtype=float)
+
+        eff = _on_disk("attention", (costs,), (dqk,), make)
+        eff.flags.writeable = False  # shared by every engine of these costs
+        hit = _ATTENTION[key] = (costs, eff, eff.tolist())
+    return hit[1], hit[2]
 
 
 class Engine:
@@ -203,7 +263,15 @@ class Engine:
         self.kv_capacity_tokens = self.memory.kv_capacity_tokens(max_tokens)
         self._tok_table = np.zeros(0)
         self._seq_table = np.zeros(0)
-        self._memo: dict = {}
+        # what the token and sequence parts read: the model, the chip's costs, the network,
+        # the engine's kind (experts within tp, or data-parallel attention: other parts),
+        # tp, pp, ep and the GEMMs' format (the collective bandwidth factor keys the entries)
+        kind = type(self).__name__
+        self._memo = _shared_memo(
+            (id(model), id(self.costs), id(self.network), kind, tp, pp, ep, fmt),
+            (model, self.costs, self.network),
+            (kind, tp, pp, ep, fmt),
+        )
 
     # ---- construction ---------------------------------------------------------------------
 
@@ -331,19 +399,26 @@ class Engine:
         asked = (step_fixed_s, collective_fixed_s, factor)
         shipped = (fixed.step_fixed_s, fixed.collective_fixed_s, fixed.collective_bandwidth_factor)
         given = any(a is not None and a != b for a, b in zip(asked, shipped, strict=True))
-        key = (id(m), id(hw), system, tp, pp, ep, fmt, kv_fmt, block_tokens, step_fixed_s)
-        key += (
-            collective_fixed_s,
-            factor,
-            reserve_bytes,
-            extra_weights_bytes,
-            extra_kv_per_token_bytes,
-        )
-        key += (dp_attention,)
+        step_s = fixed.step_fixed_s if step_fixed_s is None else step_fixed_s
+        call_s = fixed.collective_fixed_s if collective_fixed_s is None else collective_fixed_s
+        factor = fixed.collective_bandwidth_factor if factor is None else factor
+        source = fixed.source + (" replaced by given values" if given else "")
+        key = (id(m), id(hw), system, tp, pp, ep, fmt, kv_fmt, block_tokens, factor)
+        key += (reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, dp_attention)
         hit = _ENGINES.get(key)
         if hit is not None and hit[0] is m and hit[1] is hw:
             engine = hit[2]
-            if engine.max_tokens != max_tokens:  # the same tables, another KV capacity
+            # the same tables under other fixed costs (added on top of them, never in them)
+            # or another KV capacity: a shallow copy shares them
+            if (engine.step_fixed_s, engine.collective_fixed_s, engine.fixed_source) != (
+                float(step_s),
+                float(call_s),
+                source,
+            ):
+                engine = copy.copy(engine)
+                engine.step_fixed_s, engine.collective_fixed_s = float(step_s), float(call_s)
+                engine.fixed_source = source
+            if engine.max_tokens != max_tokens:
                 engine = copy.copy(engine)
                 engine.max_tokens = max_tokens
                 engine.kv_capacity_tokens = engine.memory.kv_capacity_tokens(max_tokens)
@@ -358,16 +433,12 @@ class Engine:
             fmt=fmt,
             kv_fmt=kv_fmt,
             block_tokens=block_tokens,
-            step_fixed_s=fixed.step_fixed_s if step_fixed_s is None else step_fixed_s,
-            collective_fixed_s=(
-                fixed.collective_fixed_s if collective_fixed_s is None else collective_fixed_s
-            ),
-            collective_bandwidth_factor=(
-                fixed.collective_bandwidth_factor if factor is None else factor
-            ),
+            step_fixed_s=step_s,
+            collective_fixed_s=call_s,
+            collective_bandwidth_factor=factor,
             reserve_bytes=reserve_bytes,
             max_tokens=max_tokens,
-            fixed_source=fixed.source + (" replaced by given values" if given else ""),
+            fixed_source=source,
             extra_weights_bytes=extra_weights_bytes,
             extra_kv_per_token_bytes=extra_kv_per_token_bytes,
         )
@@ -442,10 +513,7 @@ class Engine:
             per_head = m.kv_cache_per_token_layer_bytes(FORMATS[self.kv_fmt]) / m.kv_heads
             self.kv_token_layer_bytes = per_head * self.kv_l
         self.group = self.a_l / self.kv_l
-        rows_axis = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
-        eff = c.gemm_efficiency(ATTENTION_KEY_BLOCK, rows_axis, self.dqk, fmt=ACTIVATION_FORMAT)
-        self.attention_efficiency = np.asarray(eff, dtype=float)
-        self._eff_list = self.attention_efficiency.tolist()
+        self.attention_efficiency, self._eff_list = _attention_efficiency(c, self.dqk)
         peak = c.peak_flops(ACTIVATION_FORMAT)
         self.attn_s_per_pair = 2.0 * self.a_l * (self.dqk + self.dv) / peak  # / efficiency
         soft = c.vector_s(_SOFTMAX_REFERENCE, op="softmax", fmt=ACTIVATION_FORMAT, from_hbm=False)
@@ -689,7 +757,7 @@ class Engine:
             uniq, inverse = flat, np.zeros(1, dtype=np.intp)
         else:
             uniq, inverse = np.unique(flat, return_inverse=True)
-        memo = self._memo.setdefault(part.__name__, {})
+        memo = self._memo.setdefault((part.__name__, self.collective_bandwidth_factor), {})
         # the parts' output names, per part, in the same shared dict as the values: a copy of
         # the engine (Engine.build with another max_tokens) shares both
         names = self._memo.setdefault("output names", {})

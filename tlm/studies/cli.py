@@ -28,7 +28,7 @@ import json
 import sys
 import typing
 
-from .. import __version__
+from .. import __version__, diskcache
 from . import catalogue  # noqa: F401 - registers every study
 from .config import load_config, write_output
 from .protocol import (
@@ -249,6 +249,7 @@ def run(argv=None) -> int:
         print(json.dumps(contract))
     else:
         render(study, report)
+    diskcache.flush()  # what the command derived from the data files, for the next one
     return 0
 
 

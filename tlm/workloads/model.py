@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import diskcache
 from ..datafile import parse_data_file
 from ..formats import FloatFormat, get_format
 from .schema import ModelFile, RunRecord
@@ -339,15 +340,20 @@ def load_model(name: str | Path) -> Model:
             text = path.read_text()
         except OSError as error:
             raise WorkloadError(f"{path}: cannot be read ({error.strerror})") from None
-    elif name in model_names():
-        path = f"tlm/workloads/models/{name}.toml"
-        text = _folder().joinpath(f"{name}.toml").read_text()
-    else:
+        return _from_file(parse_data_file(text, path, ModelFile, WorkloadError))
+    # a shipped model: kept across processes (tlm.diskcache)
+    kept = diskcache.load("model", (name,)) if isinstance(name, str) else None
+    if kept is not None:
+        return kept
+    if name not in model_names():
         raise WorkloadError(
             f"model must be one of {', '.join(model_names())} or a .toml path, not {name!r}"
         )
-    data = parse_data_file(text, path, ModelFile, WorkloadError)
-    return _from_file(data)
+    path = f"tlm/workloads/models/{name}.toml"
+    text = _folder().joinpath(f"{name}.toml").read_text()
+    model = _from_file(parse_data_file(text, path, ModelFile, WorkloadError))
+    diskcache.keep("model", (name,), model)
+    return model
 
 
 def _from_file(data: ModelFile) -> Model:

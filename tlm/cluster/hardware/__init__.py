@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ... import diskcache
 from ...presets.schema import Figure, FigureSection
 
 __all__ = ["HARDWARE", "Hardware", "HardwareError", "load_hardware"]
@@ -188,13 +189,26 @@ def _read(name) -> tuple[str, str]:
 
 
 def load_hardware(name: str | Path) -> Hardware:
-    """Load and validate a hardware file by name (``"h100"``) or path.
+    """Load and validate a hardware file by name (``"h100"``) or path (a shipped one's result
+    kept across processes by :mod:`tlm.diskcache`).
 
     Raises
     ------
     HardwareError
         Naming the file and what does not validate.
     """
+    shipped = isinstance(name, str) and name in HARDWARE
+    if shipped:
+        kept = diskcache.load("hardware", (name,))
+        if kept is not None:
+            return kept
+    hardware = _load_hardware(name)
+    if shipped:
+        diskcache.keep("hardware", (name,), hardware)
+    return hardware
+
+
+def _load_hardware(name: str | Path) -> Hardware:
     where, text = _read(name)
     try:
         raw = tomllib.loads(text)

@@ -1,0 +1,383 @@
+"""The inference model's cold path: its figures bit-identical to golden ones, whatever was
+built before them in the process or kept on disk, and the work a new layout costs.
+
+``tests/data/inference_golden.json`` pins every figure of :func:`tlm.inference.estimate` on
+:data:`LAYOUTS` and of :meth:`Engine.step` / :meth:`Engine.iteration_s` on :data:`ENGINES`. It
+was written by this module (``python -m tests.test_inference_cold --write``) on the code
+before the cold-path work (commit d603696): a change to how the figures are computed must
+leave them bit-identical (or say which figure moved, by how much and why).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0, "collective_bandwidth_factor": 1.0}
+GOLDEN = Path(__file__).with_name("data") / "inference_golden.json"
+#: The shipped fixed costs the golden figures were computed at (d603696), pinned: the test
+#: checks how figures are computed, not the validation's latest fit of those three figures.
+GOLDEN_FIXED = {
+    "trn2": dict(
+        step_fixed_s=3.19e-3, collective_fixed_s=3.07e-5, collective_bandwidth_factor=0.13
+    ),
+    "h100": dict(
+        step_fixed_s=2.50e-3, collective_fixed_s=4.04e-5, collective_bandwidth_factor=0.29
+    ),
+}
+
+
+def _pinned(args: dict, estimate: bool) -> dict:
+    """``args`` at the golden fixed costs (unless they give their own), and a pipeline run as
+    one batch (``micro_batches=1``: the golden figures predate micro-batches)."""
+    a = GOLDEN_FIXED[args["hardware"]] | dict(args)
+    if estimate and a.get("pp", 1) > 1:
+        a.setdefault("micro_batches", 1)
+    return a
+
+
+#: (name, estimate's arguments): dense and MoE models, trn2 server / UltraServer / servers
+#: over EFA, H100, both formats and KV formats, pipeline and expert parallelism, a draft
+#: model, the fixed costs given.
+LAYOUTS = {
+    "405b-server-tp16": dict(model="llama3.1-405b", hardware="trn2", system="server", tp=16),
+    "405b-server-tp16-fp8": dict(
+        model="llama3.1-405b", hardware="trn2", system="server", tp=16, fmt="fp8"
+    ),
+    "405b-server-tp16-kvfp8-b8": dict(
+        model="llama3.1-405b", hardware="trn2", system="server", tp=16, kv_fmt="fp8", batch=8
+    ),
+    "405b-2xserver-tp16-pp2": dict(
+        model="llama3.1-405b", hardware="trn2", system="2xserver", tp=16, pp=2
+    ),
+    "405b-4xserver-tp64": dict(
+        model="llama3.1-405b", hardware="trn2", system="4xserver", tp=64, prompt=512
+    ),
+    "405b-2xultra-tp64-pp2": dict(
+        model="llama3.1-405b", hardware="trn2", system="2xultraserver", tp=64, pp=2, batch=4
+    ),
+    "405b-server-tp16-draft": dict(
+        model="llama3.1-405b",
+        hardware="trn2",
+        system="server",
+        tp=16,
+        draft_model="llama3-8b",
+        draft_tokens=4,
+        acceptance=0.8,
+    ),
+    "70b-ultra-tp64-long": dict(
+        model="llama3.3-70b",
+        hardware="trn2",
+        system="ultraserver",
+        tp=64,
+        prompt=10000,
+        output=1500,
+    ),
+    "70b-ultra-tp16": dict(model="llama3.3-70b", hardware="trn2", system="ultraserver", tp=16),
+    "70b-server-tp8-fp8-b32": dict(
+        model="llama3.3-70b", hardware="trn2", system="server", tp=8, fmt="fp8", batch=32
+    ),
+    "70b-server-tp16-given": dict(
+        model="llama3.3-70b",
+        hardware="trn2",
+        system="server",
+        tp=16,
+        step_fixed_s=1e-3,
+        collective_fixed_s=2e-5,
+        collective_bandwidth_factor=0.5,
+    ),
+    "8b-server-tp4-b4": dict(model="llama3-8b", hardware="trn2", system="server", tp=4, batch=4),
+    "8b-server-tp1": dict(model="llama3-8b", hardware="trn2", system="server", tp=1, output=64),
+    "mixtral-server-tp8-ep8-b32": dict(
+        model="mixtral-8x7b", hardware="trn2", system="server", tp=8, ep=8, batch=32
+    ),
+    "mixtral-server-tp8-ep2": dict(
+        model="mixtral-8x7b", hardware="trn2", system="server", tp=8, ep=2, prompt=512
+    ),
+    "dsv3-ultra-tp64-ep64-fp8": dict(
+        model="deepseek-v3",
+        hardware="trn2",
+        system="ultraserver",
+        tp=64,
+        ep=64,
+        fmt="fp8",
+        kv_fmt="fp8",
+    ),
+    "dsv3-2xserver-tp32-ep32-fp8": dict(
+        model="deepseek-v3",
+        hardware="trn2",
+        system="2xserver",
+        tp=32,
+        ep=32,
+        fmt="fp8",
+        batch=16,
+        output=32,
+    ),
+    "70b-h100-tp8": dict(model="llama3.3-70b", hardware="h100", system="server", tp=8),
+    "70b-h100-tp4-fp8-b16": dict(
+        model="llama3.3-70b", hardware="h100", system="server", tp=4, fmt="fp8", batch=16
+    ),
+    "405b-h100-2xserver-tp8-pp2-fp8": dict(
+        model="llama3.1-405b", hardware="h100", system="2xserver", tp=8, pp=2, fmt="fp8"
+    ),
+}
+
+#: Engines whose step() and iteration_s() figures are pinned, and the iterations asked.
+ENGINES = {
+    "405b-server-tp16": dict(model="llama3.1-405b", hardware="trn2", system="server", tp=16),
+    "mixtral-ultra-tp16-ep4-fp8": dict(
+        model="mixtral-8x7b", hardware="trn2", system="ultraserver", tp=16, ep=4, fmt="fp8"
+    ),
+    "70b-h100-tp8": dict(model="llama3.3-70b", hardware="h100", system="server", tp=8),
+}
+#: (tokens, sequences, kv_tokens, pairs) of mixed iterations: decode, prefill chunks, both.
+ITERATIONS = (
+    (1, 1, 2048, 2048),
+    (64, 64, 64 * 4096, 64 * 4096),
+    (512, 1, 512, 512 * 513 / 2),
+    (2048, 1, 2048, 2048 * 2049 / 2),
+    (1000, 17, 50000, 300000),
+    (8192, 8, 8192, 8 * 1024 * 1025 / 2),
+)
+
+
+def estimate_figures(args: dict) -> dict:
+    """Every figure of one estimate: the Estimate's fields (floats and ints), nested."""
+    from tlm.inference import estimate
+
+    a = _pinned(args, estimate=True)
+    r = estimate(a.pop("model"), a.pop("hardware"), a.pop("system"), **a).to_dict()
+    # figures added since (micro-batches, attention groups) are not pinned
+    for name in ("micro_batches", "attention_groups"):
+        r.pop(name, None)
+    return r
+
+
+def engine_figures(args: dict) -> dict:
+    """An engine's step() on :data:`ITERATIONS` (one vectorised call and one call each) and
+    iteration_s() on each, every field."""
+    from tlm.inference import Engine
+
+    a = _pinned(args, estimate=False)
+    e = Engine.build(a.pop("model"), a.pop("hardware"), a.pop("system"), **a)
+    T, S, KV, P = (np.array(x, dtype=float) for x in zip(*ITERATIONS, strict=True))
+    whole = e.step(T, S, KV, P)
+    out = {"step": {k: np.asarray(v).tolist() for k, v in vars(whole).items()}}
+    out["one"] = [e.step(*it).row() for it in ITERATIONS]
+    out["fast"] = [float(e.iteration_s(int(t), int(s), kv, p)) for t, s, kv, p in ITERATIONS]
+    out["memory"] = {
+        "weights_bytes": e.memory.weights_bytes,
+        "kv_per_token_bytes": e.memory.kv_per_token_bytes,
+        "kv_capacity_tokens": e.kv_capacity_tokens,
+    }
+    return out
+
+
+def all_figures() -> dict:
+    """Every pinned figure, as the golden file holds them."""
+    return {
+        "estimate": {name: estimate_figures(a) for name, a in LAYOUTS.items()},
+        "engine": {name: engine_figures(a) for name, a in ENGINES.items()},
+    }
+
+
+if __name__ == "__main__":
+    text = json.dumps(all_figures(), indent=1, sort_keys=True)
+    if sys.argv[1:] == ["--write"]:
+        GOLDEN.write_text(text + "\n")
+    else:
+        print(text)
+
+
+# ---- the figures, bit for bit ------------------------------------------------------------
+
+
+def _golden() -> dict:
+    return json.loads(GOLDEN.read_text())
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_estimate_is_golden(name):
+    """Every figure of the estimate equals the golden one exactly (whatever engines, tables
+    and closed forms earlier tests of this process left built)."""
+    assert estimate_figures(LAYOUTS[name]) == _golden()["estimate"][name]
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_engine_is_golden(name):
+    assert engine_figures(ENGINES[name]) == _golden()["engine"][name]
+
+
+# ---- the work a layout costs -------------------------------------------------------------
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Counts of the parts' evaluations (rows), of the attention efficiency tables and of the
+    network's closed forms built from here on."""
+    from tlm.cluster.network import Network
+    from tlm.inference import Engine
+
+    counts = {"_token_part": 0, "_sequence_part": 0, "attention": 0, "closed forms": 0}
+
+    def counting(name):
+        original = getattr(Engine, name)
+
+        @functools.wraps(original)
+        def part(self, values):
+            counts[name] += len(values)
+            return original(self, values)
+
+        monkeypatch.setattr(Engine, name, part)
+
+    counting("_token_part")
+    counting("_sequence_part")
+    up = Network._up_phase
+
+    def up_phase(self, *args, **kwargs):
+        counts["closed forms"] += 1
+        return up(self, *args, **kwargs)
+
+    monkeypatch.setattr(Network, "_up_phase", up_phase)
+    from tlm.inference import step
+
+    attention = step._attention_efficiency
+
+    def efficiency(costs, dqk):
+        if (id(costs), dqk) not in step._ATTENTION:
+            counts["attention"] += 1
+        return attention(costs, dqk)
+
+    monkeypatch.setattr(step, "_attention_efficiency", efficiency)
+    return counts
+
+
+def test_a_layout_of_the_same_shapes_builds_no_tables(counted):
+    """A KV format, a page size, a reserve and fixed costs of its own change no operator
+    shape: the second layout evaluates no part and builds no table."""
+    from tlm.inference import estimate
+
+    args = dict(tp=2, fmt="fp8", prompt=777, output=9)  # a prompt no other test asks
+    estimate("llama3-8b", "trn2", "server", **args)
+    first = dict(counted)
+    assert first["_token_part"] >= 1 and first["_sequence_part"] >= 0
+    estimate(
+        "llama3-8b",
+        "trn2",
+        "server",
+        kv_fmt="fp8",
+        block_tokens=32,
+        step_fixed_s=0.01,
+        collective_fixed_s=1e-4,
+        **args,
+    )
+    assert counted == first
+
+
+def test_other_fixed_costs_are_added_on_top_of_the_same_tables(counted):
+    """An engine under other fixed costs shares its parts and adds the costs exactly: the
+    decode step's time moves by the step cost and the collective calls' cost."""
+    from tlm.inference import Engine
+
+    base = Engine.build("llama3-8b", "trn2", "server", tp=4, fmt="fp8", **FREE)
+    t0 = base.step(333, 3, 3000, 3000)
+    before = dict(counted)
+    given = Engine.build(
+        "llama3-8b",
+        "trn2",
+        "server",
+        tp=4,
+        fmt="fp8",
+        step_fixed_s=0.002,
+        collective_fixed_s=3e-5,
+        collective_bandwidth_factor=1.0,
+    )
+    t1 = given.step(333, 3, 3000, 3000)
+    assert counted == before
+    assert given is not base and base.step_fixed_s == 0.0 and given.step_fixed_s == 0.002
+    assert "replaced by given values" in given.fixed_source
+    assert float(t1.fixed_s) == 0.002
+    assert float(t1.communication_s) == float(t0.communication_s) + given.collective_calls * 3e-5
+    assert float(t1.compute_s) == float(t0.compute_s)
+    assert float(t1.memory_s) == float(t0.memory_s)
+
+
+# ---- across processes: the cache on disk -------------------------------------------------
+
+#: Layouts run through the cache on disk: a server, servers over EFA with a pipeline, MoE,
+#: a GPU, a draft model, a replica across servers.
+ON_DISK = (
+    "405b-server-tp16",
+    "405b-2xserver-tp16-pp2",
+    "mixtral-server-tp8-ep8-b32",
+    "70b-h100-tp8",
+    "405b-server-tp16-draft",
+    "dsv3-2xserver-tp32-ep32-fp8",
+)
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, "tests")
+from tlm import diskcache
+from tlm.cluster import hardware, network
+from tlm.costs import OpCosts
+from tlm.inference import Engine
+from tlm.inference import step
+import test_inference_cold as t
+
+work = {"parts": 0, "closed forms": 0, "hardware files": 0, "costs": 0, "attention": 0}
+
+def counting(owner, name, what, rows=False):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        work[what] += len(args[1]) if rows else 1
+        return original(*args, **kwargs)
+    wrapper.__name__ = original.__name__
+    setattr(owner, name, wrapper)
+
+counting(Engine, "_token_part", "parts", rows=True)
+counting(Engine, "_sequence_part", "parts", rows=True)
+counting(network.Network, "_up_phase", "closed forms")
+counting(hardware, "_load_hardware", "hardware files")
+counting(OpCosts, "for_hardware", "costs")
+counting(OpCosts, "gemm_efficiency", "attention")
+figures = {n: t.estimate_figures(t.LAYOUTS[n]) for n in t.ON_DISK}
+counted = dict(work)  # the estimates' (the fast path's tables are not kept on disk)
+engine = t.engine_figures(t.ENGINES["405b-server-tp16"])
+written = diskcache.flush()
+print(json.dumps({"figures": figures, "engine": engine, "work": counted, "written": written}))
+"""
+
+
+def _child(folder) -> dict:
+    env = dict(os.environ, TRNSIM_CACHE_DIR=str(folder))
+    root = Path(__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-c", _CHILD], capture_output=True, text=True, cwd=root, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_figures_from_the_cache_on_disk_are_golden_and_cost_no_tables(tmp_path):
+    """A first process works everything out and writes it; a second, fresh, loads it: the
+    same figures bit for bit (the golden ones), no hardware file parsed, no operator costs,
+    attention table, closed form or part built again."""
+    golden = _golden()
+    first = _child(tmp_path)
+    assert first["written"] > 0
+    assert all(first["work"][k] > 0 for k in first["work"])
+    second = _child(tmp_path)
+    for run in (first, second):
+        assert run["figures"] == {n: golden["estimate"][n] for n in ON_DISK}
+        assert run["engine"] == golden["engine"]["405b-server-tp16"]
+    assert second["work"] == dict.fromkeys(first["work"], 0)
+    assert second["written"] == 0

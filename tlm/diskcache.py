@@ -1,0 +1,256 @@
+"""Figures derived from the package's data files, kept on disk between processes.
+
+A ``trnsim infer`` command is a fresh process: without this, every run parses the hardware,
+preset and model files again, rebuilds the chip's operator costs and works out the network's
+collective closed forms (routes and schedules on the torus: 10-500 ms) before its first
+estimate. Those are pure functions of the package's files, so they are kept here, pickled, and
+a later process loads them in a fraction of a millisecond.
+
+- **What**: the objects the callers name (a kind and a key): a hardware or model loaded by its
+  shipped name, a hardware's fixed costs, operator costs and networks with the closed forms
+  they have worked out, the inference engine's operator tables (see where :func:`load` is
+  called). Nothing that depends on a value given at run time is keyed by less than that value.
+- **When it is stale**: every entry lives under a *fingerprint* of the ``tlm`` package (each
+  file's path, size and modification time), the Python and numpy versions and
+  :data:`FORMAT`: editing, adding or checking out any file of the package starts a new, empty
+  cache. Objects loaded from a file outside the package are keyed by their content.
+- **Where**: ``$TRNSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/trnsim``, else
+  ``~/.cache/trnsim``; ``TRNSIM_CACHE_DIR=off`` (or empty) turns it off (the tests do). Only
+  :data:`KEEP_FINGERPRINTS` fingerprints are kept (other checkouts of the package each have
+  their own).
+- **Writing**: :func:`keep` marks an object to write; :func:`flush` writes those that are new
+  or have grown since they were loaded (``trnsim`` calls it after each command), each file
+  written whole and renamed into place, so concurrent processes never read half a file.
+  Reading never writes.
+
+The files are pickles: they are read only from the user's own cache directory, as any other
+of the user's files that a program executes. A file that does not load (truncated, from
+another version of a class) is a miss.
+
+Examples
+--------
+>>> import tempfile
+>>> folder = tempfile.mkdtemp()
+>>> with cache_dir(folder):
+...     load("example", ("a", 1)) is None
+...     keep("example", ("a", 1), {"x": 1.5})
+...     flush()
+...     load("example", ("a", 1))
+True
+1
+{'x': 1.5}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "FORMAT",
+    "KEEP_FINGERPRINTS",
+    "cache_dir",
+    "content_key",
+    "directory",
+    "fingerprint",
+    "flush",
+    "keep",
+    "key_of",
+    "load",
+]
+
+#: Bumped when what this module writes changes shape.
+FORMAT = 1
+#: Fingerprint folders kept (the most recently used); older ones are removed by :func:`flush`.
+KEEP_FINGERPRINTS = 4
+#: An object whose pickle is larger is not written (a search's memo of every batch and
+#: prompt): loading it would cost a later process more than it saves.
+MAX_BYTES = 2 << 20
+#: Objects marked for writing at most (a long search builds thousands of engines).
+MAX_PENDING = 1024
+#: The package's root folder: its files make the fingerprint.
+_ROOT = Path(__file__).resolve().parent
+_OFF = ("", "off", "0", "none")
+
+#: (directory setting, fingerprint) worked out once per process.
+_STATE: dict = {}
+#: Objects to write at the next flush: (kind, key) -> (object, its size when loaded or last
+#: written - :data:`_NEW` if never -, the size function).
+_PENDING: dict = {}
+_NEW = object()
+#: The (kind, key) of each object loaded or kept, by identity (kept with the object).
+_KEYS: dict = {}
+
+
+def _constant(value) -> int:
+    return 0
+
+
+def directory() -> Path | None:
+    """The cache's folder (not created here), or None when it is off."""
+    setting = os.environ.get("TRNSIM_CACHE_DIR")
+    if setting is not None:
+        return None if setting.strip().lower() in _OFF else Path(setting)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "trnsim"
+
+
+def fingerprint() -> str:
+    """Of the package's files (path, size, modification time, every file but byte code), the
+    Python and numpy versions and :data:`FORMAT`; worked out once per process."""
+    if "fingerprint" not in _STATE:
+        rows = [f"{FORMAT} {sys.version} {np.__version__}"]
+        folders = [str(_ROOT)]
+        for folder in folders:  # grows as it goes: every folder of the package
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name != "__pycache__":
+                            folders.append(entry.path)
+                    else:
+                        s = entry.stat()
+                        rows.append(f"{entry.path} {s.st_size} {s.st_mtime_ns}")
+        rows.sort()
+        digest = hashlib.blake2b("\n".join(rows).encode(), digest_size=10).hexdigest()
+        _STATE["fingerprint"] = digest
+    return _STATE["fingerprint"]
+
+
+def content_key(obj) -> str:
+    """A key of an object by its content (its ``repr``: the frozen dataclasses of a hardware,
+    a model), for objects that may come from a file outside the package."""
+    return hashlib.blake2b(repr(obj).encode(), digest_size=12).hexdigest()
+
+
+def _folder() -> str | None:
+    """This fingerprint's folder in the cache, or None when the cache is off (worked out again
+    only when the setting changes: a path per load is a cost the cold path notices)."""
+    setting = os.environ.get("TRNSIM_CACHE_DIR")
+    hit = _STATE.get("folder")
+    if hit is None or hit[0] != (setting, _STATE.get("fingerprint")):
+        where = directory()
+        folder = None if where is None else os.path.join(where, f"v{FORMAT}-{fingerprint()}")
+        hit = _STATE["folder"] = ((setting, _STATE.get("fingerprint")), folder)
+    return hit[1]
+
+
+def _file(folder: str, kind: str, key) -> str:
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=12).hexdigest()
+    return os.path.join(folder, kind, digest + ".pickle")
+
+
+def load(kind: str, key, size=None):
+    """The object kept for ``(kind, key)``, or None (the cache off, nothing kept, or a file
+    that does not load). It is then marked as :func:`keep` would, with ``size``."""
+    folder = _folder()
+    if folder is None:
+        return None
+    try:
+        with open(_file(folder, kind, key), "rb") as f:
+            stored_key, value = pickle.load(f)
+    except Exception:  # noqa: BLE001 - missing, truncated, or a class changed: a miss
+        return None
+    if stored_key != key:  # a digest's collision: a miss
+        return None
+    if len(_PENDING) < MAX_PENDING:
+        size = size or _constant
+        _PENDING[(kind, key)] = (value, size(value), size)
+        _KEYS[id(value)] = (value, (kind, key))
+    return value
+
+
+def keep(kind: str, key, value, size=None) -> None:
+    """Write ``value`` for ``(kind, key)`` at the next :func:`flush`; with ``size`` (a
+    function of the object, e.g. the entries of a memo it grows) again whenever it has grown
+    since it was loaded or last written. ``key`` is a tuple of str, int, float and None (its
+    ``repr`` names the file)."""
+    if _folder() is None or len(_PENDING) >= MAX_PENDING:
+        return
+    _PENDING[(kind, key)] = (value, _NEW, size or _constant)
+    _KEYS[id(value)] = (value, (kind, key))
+
+
+def key_of(value):
+    """The ``(kind, key)`` ``value`` was loaded or kept under in this process, else None:
+    what is derived from it can be kept under a key that names it."""
+    hit = _KEYS.get(id(value))
+    return hit[1] if hit is not None and hit[0] is value else None
+
+
+def flush() -> int:
+    """Write the objects kept since they were loaded or last written; the number written.
+    Never raises for the cache's sake (a full disk, a read-only home): it stays unwritten."""
+    folder = _folder()
+    if folder is None or not _PENDING:
+        return 0
+    written = 0
+    for (kind, key), (value, was, size) in list(_PENDING.items()):
+        now = size(value)
+        if was is not _NEW and now == was:
+            continue
+        _PENDING[(kind, key)] = (value, now, size)  # tried once, written or not
+        try:
+            data = pickle.dumps((key, value), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - an object that does not pickle: not kept
+            continue
+        if len(data) > MAX_BYTES:
+            continue
+        path = Path(_file(folder, kind, key))
+        temporary = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(handle, "wb") as f:
+                f.write(data)
+            os.replace(temporary, path)
+        except OSError:  # a full disk, a read-only home: not kept
+            if temporary is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+            continue
+        written += 1
+    if written:
+        _prune(Path(folder))
+    return written
+
+
+def _prune(folder: Path) -> None:
+    """Remove the fingerprint folders beyond :data:`KEEP_FINGERPRINTS` (the least recently
+    written first)."""
+    with contextlib.suppress(OSError):
+        os.utime(folder)
+        others = [p for p in folder.parent.iterdir() if p.is_dir() and p.name.startswith("v")]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in others[KEEP_FINGERPRINTS:]:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def cache_dir(path):
+    """Use ``path`` as the cache (``"off"`` to turn it off) inside a ``with`` block (tests,
+    benches). What is marked inside and not flushed there is forgotten at its end; what was
+    marked before is put back."""
+    before = os.environ.get("TRNSIM_CACHE_DIR")
+    saved, keys = dict(_PENDING), dict(_KEYS)
+    _PENDING.clear()
+    _KEYS.clear()
+    os.environ["TRNSIM_CACHE_DIR"] = str(path)
+    try:
+        yield
+    finally:
+        _PENDING.clear()
+        _PENDING.update(saved)
+        _KEYS.clear()
+        _KEYS.update(keys)
+        if before is None:
+            del os.environ["TRNSIM_CACHE_DIR"]
+        else:
+            os.environ["TRNSIM_CACHE_DIR"] = before
