@@ -194,3 +194,23 @@ def test_the_study_runs_the_layout():
         output=8,
     ).results  # fmt: skip
     assert (r.chips, r.attention_groups) == (8, 2) and r.fits
+
+
+def test_the_two_expert_layouts_of_one_shape_keep_their_own_parts():
+    """tp 8, ep 8 exists in both layouts (one attention group): the engines share no memo of
+    parts, so each gives its own figures whichever was built first in the process."""
+    from tlm.inference import step
+
+    args = dict(tp=8, ep=8, batch=8, prompt=256, output=8)
+
+    def both(first_dp: bool):
+        step._MEMOS.clear()
+        step._ENGINES.clear()
+        out = {}
+        for dp in (first_dp, not first_dp):
+            out[dp] = estimate("mixtral-8x7b", "trn2", "server", dp_attention=dp, **args)
+        return out
+
+    a, b = both(True), both(False)
+    assert a[True].tpot_s == b[True].tpot_s and a[False].tpot_s == b[False].tpot_s
+    assert a[True].tpot_s != a[False].tpot_s
