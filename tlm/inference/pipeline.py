@@ -57,33 +57,12 @@ import math
 import numpy as np
 
 from .layout import InferenceInputError
-from .step import _INTEGERS, _NUMBERS, Iteration, _checked
+from .step import _INTEGERS, _NUMBERS, Iteration, checked_iteration
 
 __all__ = ["MicroBatched"]
 
 #: Wrapped engines, by the engine's identity and the micro-batches (kept with the engine).
 _WRAPPED: dict = {}
-
-
-def _checked_iteration(tokens, sequences, kv_tokens, pairs):
-    """The arguments of :meth:`Engine.step` as float arrays, checked as it checks them (the
-    same messages: they name the iteration's values, not a micro-batch's)."""
-    T = _checked("tokens", tokens, 1)
-    S = _checked("sequences", sequences, 1)
-    KV = _checked("kv_tokens", kv_tokens, 0)
-    P = _checked("pairs", pairs, 0)
-    T, S, KV, P = np.broadcast_arrays(T, S, KV, P)
-    for name, a in (("tokens", T), ("sequences", S)):
-        if (a != np.floor(a)).any():
-            raise InferenceInputError(
-                f"{name} must be an integer >= 1, not {float(a[a != np.floor(a)][0])!r}"
-            )
-    if (S > T).any():
-        raise InferenceInputError(
-            f"sequences must be at most tokens (each sequence has a token), not "
-            f"{float(S[S > T][0])!r} > {float(T[S > T][0])!r}"
-        )
-    return T, S, KV, P
 
 
 class MicroBatched:
@@ -170,7 +149,7 @@ class MicroBatched:
         array broadcast with them) the time from an empty pipeline."""
         e = self.engine
         T, S, KV, P, empty = np.broadcast_arrays(
-            *_checked_iteration(tokens, sequences, kv_tokens, pairs),
+            *checked_iteration(tokens, sequences, kv_tokens, pairs),
             np.asarray(from_empty, dtype=bool),
         )
         m, Tm, Sm, KVm, Pm = self._split(T, S, KV, P)

@@ -580,13 +580,7 @@ class _Replica:
         while True:
             self._kv_mark()
             # 1. decodes: every decoding sequence, one token each; preempt for their blocks
-            need = self.phase[-self.step % B] if self.n_dec else 0
-            while need > self.total - self.used:
-                self._preempt_latest()
-                need = self.phase[-self.step % B] if self.n_dec else 0
-            self.used += need
-            n = self.n_dec
-            kv = n * self.step + self.sum_base + n
+            n, kv = self._decode_all()
             tokens = sequences = n
             pairs = kv
             budget = self.sim.token_budget - n
@@ -616,13 +610,8 @@ class _Replica:
                 seq = self.waiting[0]
                 free = self.total - self.used
                 if seq.ctx == seq.target:  # KV transferred in: decode now
-                    grow = -(-(seq.ctx + 1) // B)
-                    if grow > free:
+                    if not self._admit_transferred(seq):
                         break
-                    self.waiting.popleft()
-                    self.used += grow
-                    seq.blocks = grow
-                    self.running.add(seq)
                     tokens += 1
                     sequences += 1
                     kv += seq.ctx + 1
@@ -653,32 +642,41 @@ class _Replica:
             # only prefills part way, with no free block: make room, plan again
             self._preempt_latest()
 
+    def _decode_all(self):
+        """Blocks for every decoding sequence's next token (preempting the latest arrived
+        until they fit): the decodes' sequences and the keys they read (their contexts + 1)."""
+        need = self.phase[-self.step % self.B] if self.n_dec else 0
+        while need > self.total - self.used:
+            self._preempt_latest()
+            need = self.phase[-self.step % self.B] if self.n_dec else 0
+        self.used += need
+        n = self.n_dec
+        return n, n * self.step + self.sum_base + n
+
+    def _admit_transferred(self, seq) -> bool:
+        """Admit the queue's head ``seq``, whose KV is already here (moved in from a prefill
+        pool), to decode now, if the blocks for its next token are free."""
+        grow = -(-(seq.ctx + 1) // self.B)
+        if grow > self.total - self.used:
+            return False
+        self.waiting.popleft()
+        self.used += grow
+        seq.blocks = grow
+        self.running.add(seq)
+        return True
+
     def _decodes(self, budget):
         """Every decoding sequence, one token each (preempting for their blocks), then the
         queue's head while its KV is already here (moved in from a prefill pool): the decode
         part of an iteration. Returns ``[tokens, sequences, kv_tokens, pairs, budget]`` and
         the admitted list."""
-        B = self.B
-        need = self.phase[-self.step % B] if self.n_dec else 0
-        while need > self.total - self.used:
-            self._preempt_latest()
-            need = self.phase[-self.step % B] if self.n_dec else 0
-        self.used += need
-        n = self.n_dec
-        kv = n * self.step + self.sum_base + n
+        n, kv = self._decode_all()
         work = [n, n, kv, kv, budget - n]
         admitted = []
         while self.waiting and work[4] > 0 and len(self.running) < self.sim.max_batch:
             seq = self.waiting[0]
-            if seq.ctx != seq.target:
+            if seq.ctx != seq.target or not self._admit_transferred(seq):
                 break
-            grow = -(-(seq.ctx + 1) // B)
-            if grow > self.total - self.used:
-                break
-            self.waiting.popleft()
-            self.used += grow
-            seq.blocks = grow
-            self.running.add(seq)
             work[0] += 1
             work[1] += 1
             work[2] += seq.ctx + 1

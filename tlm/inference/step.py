@@ -189,6 +189,27 @@ def _checked(name, value, low):
     return a
 
 
+def checked_iteration(tokens, sequences, kv_tokens, pairs):
+    """The arguments of :meth:`Engine.step` as float arrays broadcast together, checked
+    (``InferenceInputError`` naming the argument and its first bad value)."""
+    T = _checked("tokens", tokens, 1)
+    S = _checked("sequences", sequences, 1)
+    KV = _checked("kv_tokens", kv_tokens, 0)
+    P = _checked("pairs", pairs, 0)
+    T, S, KV, P = np.broadcast_arrays(T, S, KV, P)
+    for name, a in (("tokens", T), ("sequences", S)):
+        if (a != np.floor(a)).any():
+            raise InferenceInputError(
+                f"{name} must be an integer >= 1, not {float(a[a != np.floor(a)][0])!r}"
+            )
+    if (S > T).any():
+        raise InferenceInputError(
+            f"sequences must be at most tokens (each sequence has a token), not "
+            f"{float(S[S > T][0])!r} > {float(T[S > T][0])!r}"
+        )
+    return T, S, KV, P
+
+
 def _attention_efficiency(costs, dqk) -> tuple[np.ndarray, list]:
     """The calibrated efficiency of the attention products for 1 .. :data:`ATTENTION_ROWS_MAX`
     query rows at ``K = dqk`` (an array and its list), once per costs and head dimension."""
@@ -785,21 +806,7 @@ class Engine:
             ``tokens`` or ``sequences`` below 1, ``sequences`` above ``tokens``,
             ``kv_tokens`` or ``pairs`` negative, or not integers where they must be.
         """
-        T = _checked("tokens", tokens, 1)
-        S = _checked("sequences", sequences, 1)
-        KV = _checked("kv_tokens", kv_tokens, 0)
-        P = _checked("pairs", pairs, 0)
-        T, S, KV, P = np.broadcast_arrays(T, S, KV, P)
-        for name, a in (("tokens", T), ("sequences", S)):
-            if (a != np.floor(a)).any():
-                raise InferenceInputError(
-                    f"{name} must be an integer >= 1, not {float(a[a != np.floor(a)][0])!r}"
-                )
-        if (S > T).any():
-            raise InferenceInputError(
-                f"sequences must be at most tokens (each sequence has a token), not "
-                f"{float(S[S > T][0])!r} > {float(T[S > T][0])!r}"
-            )
+        T, S, KV, P = checked_iteration(tokens, sequences, kv_tokens, pairs)
         tok = self._by_unique(self._token_part, T)
         seq = self._by_unique(self._sequence_part, S)
         comp, mem, soft, attn_bytes = self._attention(T, S, KV, P)
