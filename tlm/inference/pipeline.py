@@ -52,12 +52,10 @@ True
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .layout import InferenceInputError
-from .step import _INTEGERS, _NUMBERS, Iteration, checked_iteration
+from .step import Iteration, checked_iteration, scalar_iteration
 
 __all__ = ["MicroBatched"]
 
@@ -176,16 +174,7 @@ class MicroBatched:
         """Steady-state seconds of iterations (:meth:`step`'s ``time_s``); integer scalars
         take the engine's fast path for the micro-batch and a memo of the stages' ends."""
         e = self.engine
-        if (
-            type(tokens) in _INTEGERS
-            and type(sequences) in _INTEGERS
-            and 1 <= sequences <= tokens
-            and type(kv_tokens) in _NUMBERS
-            and type(pairs) in _NUMBERS
-            and kv_tokens >= 0
-            and pairs >= 0
-            and math.isfinite(kv_tokens + pairs)
-        ):
+        if scalar_iteration(tokens, sequences, kv_tokens, pairs):
             m = min(self.micro_batches, int(sequences))
             Tm, Sm = -(-int(tokens) // m), -(-int(sequences) // m)
             single = e.iteration_s(Tm, Sm, kv_tokens / m, pairs / m)

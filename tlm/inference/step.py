@@ -210,6 +210,22 @@ def checked_iteration(tokens, sequences, kv_tokens, pairs):
     return T, S, KV, P
 
 
+def scalar_iteration(tokens, sequences, kv_tokens, pairs) -> bool:
+    """Whether :meth:`Engine.iteration_s`'s arguments are one valid iteration of plain
+    numbers (integer tokens and sequences, 1 <= sequences <= tokens, finite keys and pairs
+    >= 0): the fast path's case; anything else takes the checked, vectorised one."""
+    return (
+        type(tokens) in _INTEGERS
+        and type(sequences) in _INTEGERS
+        and 1 <= sequences <= tokens
+        and type(kv_tokens) in _NUMBERS
+        and type(pairs) in _NUMBERS
+        and kv_tokens >= 0
+        and pairs >= 0
+        and math.isfinite(kv_tokens + pairs)
+    )
+
+
 def _attention_efficiency(costs, dqk) -> tuple[np.ndarray, list]:
     """The calibrated efficiency of the attention products for 1 .. :data:`ATTENTION_ROWS_MAX`
     query rows at ``K = dqk`` (an array and its list), once per costs and head dimension."""
@@ -858,32 +874,24 @@ class Engine:
     def iteration_s(self, tokens, sequences, kv_tokens, pairs):
         """Seconds of iterations (:meth:`step`'s ``time_s``); integer scalars take the fast
         path (tables of the same parts, a few microseconds), arrays the full one."""
-        if (
-            type(tokens) in _INTEGERS
-            and type(sequences) in _INTEGERS
-            and 1 <= sequences <= tokens
-            and type(kv_tokens) in _NUMBERS
-            and type(pairs) in _NUMBERS
-        ):
-            if kv_tokens >= 0 and pairs >= 0 and math.isfinite(kv_tokens + pairs):
-                tokens, sequences = int(tokens), int(sequences)
-                if tokens > len(self._tok_table) or sequences > len(self._seq_table):
-                    self._grow(tokens, sequences)
-                rows = self.group * tokens / sequences
-                idx = min(math.ceil(rows), ATTENTION_ROWS_MAX) - 1
-                compute = self.attn_s_per_pair * pairs / self._eff_list[idx]
-                memory = (
-                    (kv_tokens + tokens) * self.kv_token_layer_bytes
-                    + tokens * self.qo_bytes_per_token
-                ) / self.bw
-                soft = self.softmax_s_per_pair * pairs
-                return (
-                    self._tok_table_list[tokens - 1]
-                    + self._seq_table_list[sequences - 1]
-                    + self.model.layers * max(compute, memory, soft)
-                    + self.collective_calls * self.collective_fixed_s
-                    + self.step_fixed_s
-                )
+        if scalar_iteration(tokens, sequences, kv_tokens, pairs):
+            tokens, sequences = int(tokens), int(sequences)
+            if tokens > len(self._tok_table) or sequences > len(self._seq_table):
+                self._grow(tokens, sequences)
+            rows = self.group * tokens / sequences
+            idx = min(math.ceil(rows), ATTENTION_ROWS_MAX) - 1
+            compute = self.attn_s_per_pair * pairs / self._eff_list[idx]
+            memory = (
+                (kv_tokens + tokens) * self.kv_token_layer_bytes + tokens * self.qo_bytes_per_token
+            ) / self.bw
+            soft = self.softmax_s_per_pair * pairs
+            return (
+                self._tok_table_list[tokens - 1]
+                + self._seq_table_list[sequences - 1]
+                + self.model.layers * max(compute, memory, soft)
+                + self.collective_calls * self.collective_fixed_s
+                + self.step_fixed_s
+            )
         return self.step(tokens, sequences, kv_tokens, pairs).time_s
 
     def __repr__(self) -> str:
