@@ -115,3 +115,30 @@ def test_a_closed_loop_of_clients_keeps_that_many_in_the_system():
 def test_bad_input_names_the_flag(args, message, capsys):
     assert main(["serve", "--model", "llama3-8b", "--tp", "4", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_replica_layouts_of_infer_serve_too():
+    """--dp-attention and --micro-batches are the replica's (ReplicaInputs), so serve takes
+    them: a Mixtral replica of 8 attention groups of 1 chip, a 2-stage pipeline whose
+    micro-batches fill the stages (more throughput than one batch at the same load)."""
+    mixtral = dict(model="mixtral-8x7b", preset="trn2", system="server", tp=1, ep=8)
+    r = run_study("serve", **mixtral, dp_attention=True, rate_per_s=2.0, requests=50)
+    assert r.inputs.micro_batches == 1 and r.results.replica_chips == 8
+    assert r.results.completed == 50
+    piped = dict(BASE, tp=2, pp=2, rate_per_s=200.0, requests=400)
+    one = run_study("serve", **piped, micro_batches=1).results
+    two = run_study("serve", **piped).results
+    assert two.output_tokens_per_s > 1.2 * one.output_tokens_per_s
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--micro-batches", "2"], "--micro-batches: 2 is not allowed; allowed: 1 when --pp is 1"),
+        (["--dp-attention"], "--dp-attention"),
+    ],
+)
+def test_replica_layout_errors_name_the_flag(extra, message, capsys):
+    args = ["serve", "--model", "llama3-8b", "--tp", "4", "--requests", "10", *extra]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err

@@ -87,8 +87,19 @@ class ReplicaInputs(Inputs):
     ep: int = Field(
         1,
         ge=1,
-        description="expert-parallel size, within the tp group (infer --dp-attention: the chips "
+        description="expert-parallel size, within the tp group (with --dp-attention: the chips "
         "of a stage holding the experts)",
+    )
+    dp_attention: bool = Field(
+        False,
+        description="expert parallelism beyond tp: attention data-parallel over ep / tp groups "
+        "of tp chips, the experts over the ep chips of a stage, all-to-all dispatch and combine",
+    )
+    micro_batches: int | None = Field(
+        None,
+        ge=1,
+        description="micro-batches in flight through the pipeline's stages (1: one batch)",
+        json_schema_extra={"unset": "--pp"},
     )
     dtype: Literal[_DTYPES] = Field("bf16", description="weights and GEMM inputs")
     kv_dtype: Literal[_DTYPES] | None = Field(
@@ -130,9 +141,14 @@ class ReplicaInputs(Inputs):
             check_layout(model, chips, self.tp, self.pp, self.ep, **self.layout_options())
         except InferenceInputError as error:
             raise _input_error(self, error) from None
+        if self.micro_batches is not None and self.pp == 1 and self.micro_batches != 1:
+            raise InputError(
+                "micro_batches", self.micro_batches, "1 when --pp is 1 (micro-batches fill stages)"
+            )
         fixed = fixed_costs(hw.name)
         pick = lambda given, shipped: shipped if given is None else given  # noqa: E731
         return {
+            "micro_batches": self.pp if self.micro_batches is None else self.micro_batches,
             "kv_dtype": self.dtype if self.kv_dtype is None else self.kv_dtype,
             "step_fixed_s": pick(self.step_fixed_s, fixed.step_fixed_s),
             "collective_fixed_s": pick(self.collective_fixed_s, fixed.collective_fixed_s),
@@ -142,9 +158,13 @@ class ReplicaInputs(Inputs):
         }
 
     def layout_options(self) -> dict:
-        """The layout's keyword arguments beyond tp, pp and ep (none: experts within the
-        tensor-parallel group, one batch per iteration as the engine's default)."""
-        return {}
+        """The layout's keyword arguments beyond tp, pp and ep: where the experts are."""
+        return {"dp_attention": self.dp_attention}
+
+    def stage_chips(self) -> int:
+        """Chips of one pipeline stage: the tp group, or with data-parallel attention the
+        ``ep`` chips holding the experts."""
+        return self.ep if self.dp_attention else self.tp
 
     def fixed(self) -> dict:
         """The named fixed costs as the model's keyword arguments."""
@@ -168,17 +188,6 @@ class InferInputs(ReplicaInputs):
     )
     draft_tokens: int = Field(4, ge=1, le=64, description="draft tokens per verify step")
     acceptance: float = Field(0.7, ge=0, le=1, description="probability a draft token is accepted")
-    dp_attention: bool = Field(
-        False,
-        description="expert parallelism beyond tp: attention data-parallel over ep / tp groups "
-        "of tp chips, the experts over the ep chips of a stage, all-to-all dispatch and combine",
-    )
-    micro_batches: int | None = Field(
-        None,
-        ge=1,
-        description="micro-batches in flight through the pipeline's stages (1: one batch)",
-        json_schema_extra={"unset": "--pp"},
-    )
     plot: str | None = Field(
         None,
         description="write the time breakdown per phase as a figure",
@@ -195,17 +204,8 @@ class InferInputs(ReplicaInputs):
                 "none, or " + MODEL_ALLOWED,
             )
         update = self.replica_resolved()
-        if self.micro_batches is None:
-            update["micro_batches"] = self.pp
-        elif self.pp == 1 and self.micro_batches != 1:
-            raise InputError(
-                "micro_batches", self.micro_batches, "1 when --pp is 1 (micro-batches fill stages)"
-            )
         plot_path("plot", self.plot)
         return self.model_copy(update=update)
-
-    def layout_options(self) -> dict:
-        return {"dp_attention": self.dp_attention}
 
     def estimate(self):
         """:func:`tlm.inference.estimate` of these (resolved) inputs."""

@@ -188,7 +188,7 @@ class ServeInputs(ReplicaInputs):
             raise InputError("trace", self.trace, "a file path ending in .json")
         if self.kv_link_Bps is None:
             hw = self.device()
-            update["kv_link_Bps"] = hw.scale_out_bandwidth_Bps * self.tp * self.pp
+            update["kv_link_Bps"] = hw.scale_out_bandwidth_Bps * self.stage_chips() * self.pp
         return self.model_copy(update=update)
 
     def _rates(self) -> list[float]:
@@ -213,6 +213,8 @@ class ServeInputs(ReplicaInputs):
                 fmt=self.dtype,
                 kv_fmt=self.kv_dtype,
                 max_tokens=self.token_budget,
+                micro_batches=self.micro_batches,
+                **self.layout_options(),
                 **self.fixed(),
             )
         except InferenceInputError as error:
