@@ -142,3 +142,26 @@ def test_replica_layout_errors_name_the_flag(extra, message, capsys):
     args = ["serve", "--model", "llama3-8b", "--tp", "4", "--requests", "10", *extra]
     assert main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_trace_names_the_pools_tracks(tmp_path):
+    """Disaggregated, a prefill replica's track carries only prefill iterations (no decodes)
+    and a decode replica's only decode ones (a token per sequence)."""
+    trace = tmp_path / "pools.json"
+    run_study(
+        "serve",
+        **BASE,
+        rate_per_s=4.0,
+        requests=40,
+        prefill_replicas=2,
+        decode_replicas=1,
+        trace=str(trace),
+    )
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert sorted(names.values()) == ["decode replica 0", "prefill replica 0", "prefill replica 1"]
+    for e in events:
+        if e["ph"] == "X" and names[e["tid"]].startswith("prefill"):
+            assert e["args"]["decodes"] == 0
+        elif e["ph"] == "X":
+            assert e["args"]["tokens"] == e["args"]["sequences"]

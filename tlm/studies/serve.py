@@ -399,21 +399,31 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
         series=rows,
     )
     if inputs.trace is not None:
-        write_trace(inputs.trace, run.timeline)
+        write_trace(inputs.trace, run.timeline, inputs.prefill_replicas)
     if inputs.plot is not None:
         write_curve(inputs, engine)
     return results
 
 
-def write_trace(path: str, timeline: dict) -> Path:
+def write_trace(path: str, timeline: dict, prefill_replicas: int = 0) -> Path:
     """Every iteration as a complete event on its replica's track (Chrome trace format, which
-    Perfetto opens), its tokens, sequences and KV blocks as arguments."""
+    Perfetto opens), its tokens, sequences and KV blocks as arguments. Disaggregated, the
+    first ``prefill_replicas`` replicas are the prefill pool's, the rest the decode pool's
+    (the simulation numbers them in that order), and their tracks say so."""
     events = [
         {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "serving fleet"}},
     ]
     replicas = sorted(set(int(r) for r in timeline["replica"]))
+
+    def track(r: int) -> str:
+        if not prefill_replicas:
+            return f"replica {r}"
+        if r < prefill_replicas:
+            return f"prefill replica {r}"
+        return f"decode replica {r - prefill_replicas}"
+
     events += [
-        {"name": "thread_name", "ph": "M", "pid": 1, "tid": r, "args": {"name": f"replica {r}"}}
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": r, "args": {"name": track(r)}}
         for r in replicas
     ]
     for i in range(len(timeline["replica"])):
