@@ -64,6 +64,7 @@ __all__ = [
     "flush",
     "keep",
     "key_of",
+    "kept",
     "load",
 ]
 
@@ -176,6 +177,16 @@ def keep(kind: str, key, value, size=None) -> None:
         return
     _PENDING[(kind, key)] = (value, _NEW, size or _constant)
     _KEYS[id(value)] = (value, (kind, key))
+
+
+def kept(kind: str, key, make, size=None):
+    """The object kept for ``(kind, key)`` (:func:`load`), else ``make()``, marked to be
+    written (:func:`keep`): the one way a caller derives an object through the cache."""
+    value = load(kind, key, size)
+    if value is None:
+        value = make()
+        keep(kind, key, value, size)
+    return value
 
 
 def key_of(value):

@@ -149,15 +149,10 @@ def _kept(kind, hw: Hardware, extra, make, size=None):
     key = (kind, id(hw), extra)
     hit = _BUILT.get(key)
     if hit is None or hit[0] is not hw:
-        value = None
-        on_disk = hw.system is None or hw.system in SYSTEMS
-        if on_disk:
-            disk_key = (diskcache.content_key(hw), extra)
-            value = diskcache.load(kind, disk_key, size)
-        if value is None:
+        if hw.system is None or hw.system in SYSTEMS:
+            value = diskcache.kept(kind, (diskcache.content_key(hw), extra), make, size)
+        else:
             value = make()
-            if on_disk:
-                diskcache.keep(kind, disk_key, value, size)
         hit = _BUILT[key] = (hw, value)
     return hit[1]
 
@@ -263,11 +258,7 @@ class FixedCosts:
 def fixed_costs(hardware_name: str) -> FixedCosts:
     """The fixed costs of ``tlm/inference/data/fixed_costs.toml`` for a hardware name (its
     own section, else ``default``)."""
-    kept = diskcache.load("fixed costs", (hardware_name,))
-    if kept is None:
-        kept = _fixed_costs(hardware_name)
-        diskcache.keep("fixed costs", (hardware_name,), kept)
-    return kept
+    return diskcache.kept("fixed costs", (hardware_name,), lambda: _fixed_costs(hardware_name))
 
 
 def _fixed_costs(hardware_name: str) -> FixedCosts:

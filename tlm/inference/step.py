@@ -133,12 +133,7 @@ def _on_disk(kind: str, owners: tuple, shape: tuple, make, size=None):
     keys = tuple(diskcache.key_of(owner) for owner in owners)
     if None in keys:
         return make()
-    key = (*keys, *shape)
-    value = diskcache.load(kind, key, size)
-    if value is None:
-        value = make()
-        diskcache.keep(kind, key, value, size)
-    return value
+    return diskcache.kept(kind, (*keys, *shape), make, size)
 
 
 def _entries(memo: dict) -> int:

@@ -341,19 +341,20 @@ def load_model(name: str | Path) -> Model:
         except OSError as error:
             raise WorkloadError(f"{path}: cannot be read ({error.strerror})") from None
         return _from_file(parse_data_file(text, path, ModelFile, WorkloadError))
-    # a shipped model: kept across processes (tlm.diskcache)
-    kept = diskcache.load("model", (name,)) if isinstance(name, str) else None
-    if kept is not None:
-        return kept
+    if not isinstance(name, str):
+        return _shipped_model(name)  # not a name: its error
+    # a shipped model: kept across processes (tlm.diskcache; an unknown name is never kept)
+    return diskcache.kept("model", (name,), lambda: _shipped_model(name))
+
+
+def _shipped_model(name: str) -> Model:
     if name not in model_names():
         raise WorkloadError(
             f"model must be one of {', '.join(model_names())} or a .toml path, not {name!r}"
         )
     path = f"tlm/workloads/models/{name}.toml"
     text = _folder().joinpath(f"{name}.toml").read_text()
-    model = _from_file(parse_data_file(text, path, ModelFile, WorkloadError))
-    diskcache.keep("model", (name,), model)
-    return model
+    return _from_file(parse_data_file(text, path, ModelFile, WorkloadError))
 
 
 def _from_file(data: ModelFile) -> Model:

@@ -197,15 +197,9 @@ def load_hardware(name: str | Path) -> Hardware:
     HardwareError
         Naming the file and what does not validate.
     """
-    shipped = isinstance(name, str) and name in HARDWARE
-    if shipped:
-        kept = diskcache.load("hardware", (name,))
-        if kept is not None:
-            return kept
-    hardware = _load_hardware(name)
-    if shipped:
-        diskcache.keep("hardware", (name,), hardware)
-    return hardware
+    if isinstance(name, str) and name in HARDWARE:
+        return diskcache.kept("hardware", (name,), lambda: _load_hardware(name))
+    return _load_hardware(name)
 
 
 def _load_hardware(name: str | Path) -> Hardware:
