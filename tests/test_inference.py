@@ -226,6 +226,37 @@ def test_speculative_decoding_algebra():
     assert sure.memory["weights_bytes"] > plain.memory["weights_bytes"]  # the draft's too
 
 
+def test_speculative_prefill_holds_the_drafts_proposals():
+    """Before the first token: the target's prefill, the draft's, and - with separate draft
+    calls - the draft's k - 1 further proposals, each an iteration with the fixed cost; fused
+    into the target's graphs, the draft's work without an iteration of its own."""
+    e = Engine.build("llama3.3-70b", "trn2", "server", tp=16)
+    d = Engine.build("llama3-8b", "trn2", "server", tp=8)
+    fused = Engine.build("llama3-8b", "trn2", "server", tp=8, step_fixed_s=0.0)
+    b, p, k = 2, 1000, 3
+    target = float(e.step(b * p, b, b * p, b * p * (p + 1) / 2).time_s)
+    sep = request_times(e, b, p, 64, d, k, 0.7)["prefill"]["time_s"][0]
+    own = [d.step(b * p, b, b * p, b * p * (p + 1) / 2)]
+    own += [d.step(b, b, b * (p + i), b * (p + i)) for i in range(1, k)]
+    assert sep == pytest.approx(target + sum(float(x.time_s) for x in own), rel=1e-12)
+    fus = request_times(e, b, p, 64, fused, k, 0.7, draft_fused=True)["prefill"]
+    pre = float(fused.step(b * p, b, b * p, b * p * (p + 1) / 2).time_s)
+    assert fus["time_s"][0] == pytest.approx(target + pre, rel=1e-12)
+    assert fus["fixed_s"][0] < sep  # no per-iteration cost of the draft's own
+    # through estimate: the fused draft has no fixed cost per iteration, in either phase
+    args = dict(tp=16, batch=b, prompt=p, output=64, draft_model="llama3-8b", draft_tokens=k)
+    a = estimate("llama3.3-70b", "trn2", "server", **args)
+    f = estimate("llama3.3-70b", "trn2", "server", **args, draft_fused=True)
+    plain = estimate("llama3.3-70b", "trn2", "server", tp=16, batch=b, prompt=p, output=64)
+    assert plain.ttft_s < f.ttft_s < a.ttft_s
+    assert f.tpot_s < a.tpot_s
+    assert f.prefill.fixed_s < a.prefill.fixed_s and f.decode.fixed_s < a.decode.fixed_s
+    with pytest.raises(InferenceInputError, match="draft_fused"):
+        estimate("llama3-8b", "trn2", draft_fused=True)
+    with pytest.raises(InferenceInputError, match="draft_fused"):
+        estimate("llama3-8b", "trn2", draft_model="llama3-8b", draft_fused="yes")
+
+
 # ---- memory ------------------------------------------------------------------------------
 
 

@@ -66,6 +66,10 @@ def test_rows_not_modelled_say_why_and_every_row_is_accounted_for(v):
     assert any("throughput" in why for _, why in v.skipped)
 
 
+def _spec_settings(r):
+    return inference._settings(inference._row(r.id))
+
+
 def _params(v, system):
     p = v.parameters[system]
     return p["step_fixed_s"], p["collective_fixed_s"], p["collective_bandwidth_factor"]
@@ -75,8 +79,9 @@ def _params(v, system):
 def test_rows_of_one_request_equal_the_simulation_of_one_client(v, prefill):
     """A row measured one request at a time stays :func:`estimate`'s figure, and a closed loop
     of one client (back-to-back requests, a token budget holding the prompt) gives the same
-    figure under either prefill policy."""
-    alone = [r for r in v.rows if not r.load]
+    figure under either prefill policy. (Speculative rows apart: the serving simulation has no
+    speculation.)"""
+    alone = [r for r in v.rows if not r.load and "draft_model" not in _spec_settings(r)]
     assert len(alone) >= 12
     for r in alone:
         row = inference._row(r.id)
@@ -121,9 +126,14 @@ def test_rows_under_load_are_simulated_as_published(v):
     expect = {
         i
         for i, r in published.items()
-        if (r.get("qps") or (r.get("concurrency") or 1) > 1) and i in {x.id for x in v.rows}
+        if (r.get("qps") or (r.get("concurrency") or 1) > 1)
+        and i in {x.id for x in v.rows}
+        and r["speculative"]["method"] == "none"
     }
     assert set(loaded) == expect and len(expect) == 7
+    # a speculative row of two clients is their batch's decode (no speculation in serving)
+    r = next(x for x in v.rows if x.id == "trn2-llama3-8b-bf16-tp8-c2-512-128-eagle3k3-tpot")
+    assert not r.load and "batch 2" in r.case and "EAGLE-3" in r.case
     for r in loaded.values():
         assert ("Poisson" in r.load) == (published[r.id].get("qps") is not None), r.id
     # ~11 requests in flight at 2/s for 467/256 on the 70B: the ITL is the batch's, not one's
@@ -187,3 +197,23 @@ def test_the_tools_token_count_defines_the_405b_tpot(v):
     )
     assert r.modelled == pytest.approx(e.tpot_s * 1499 / 1784, rel=1e-12)
     assert r.reliability == "ambiguous"
+
+
+def test_speculative_rows_use_the_published_acceptance_length():
+    """A row's published mean acceptance length E is met by the acceptance it is modelled at
+    (tokens_per_verify(k, a) = E), and the EAGLE-3 head is one layer with the draft vocabulary."""
+    for k, length in ((3, 3.22), (7, 1.0), (4, 5.0), (2, 2.5)):
+        a = inference._acceptance_for(k, length)
+        assert inference.tokens_per_verify(k, a) == pytest.approx(length, abs=1e-9)
+    with pytest.raises(ValueError, match="acceptance length"):
+        inference._acceptance_for(3, 4.5)
+    row = inference._row("trn2-llama3-8b-bf16-tp8-c2-512-128-eagle3k3-tpot")
+    s = inference._settings(row)
+    head = s["draft_model"]
+    assert (head.layers, head.vocab, head.hidden, s["draft_tokens"]) == (1, 32000, 4096, 3)
+    assert s["draft_fused"] is False  # vLLM Neuron's proposer: its own compiled calls
+    fused = inference._settings(
+        inference._row("trn2-llama3.3-70b-bf16-tp64-b1-10000-1500-spec1b7-ttft")
+    )
+    assert fused["draft_fused"] is True and fused["draft_model"] == "llama3.2-1b"
+    assert fused["prompt"] == 12288  # the plain run's context-encoding bucket

@@ -29,6 +29,7 @@ PUBLISHED_UNIT = {
     "deepseek-v3": 1e9,  # "671B", "37B"
     "moe-2t": 0.1e12,  # "2.0T" (assumed design target)
     "mixtral-8x7b": 1e9,  # "47B", "13B" (Mistral paper)
+    "llama3.2-1b": 0.01e9,  # "1.23B" (Hugging Face card)
 }
 
 
@@ -229,7 +230,7 @@ def test_kv_cache_bytes():
         (
             lambda: load_model("llama9"),
             "model must be one of deepseek-v3, gpt3-175b, llama3-405b, llama3-70b, "
-            "llama3-8b, llama3.1-405b, llama3.3-70b, megatron-1.7b",
+            "llama3-8b, llama3.1-405b, llama3.2-1b, llama3.3-70b, megatron-1.7b",
         ),
         (
             lambda: layer_ops(load_model("llama3-8b"), tp=3),

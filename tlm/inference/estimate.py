@@ -11,6 +11,14 @@ with the KV cache growing from the prompt to prompt + output; optionally specula
   queries per sequence; the ``output - 1`` tokens take ``ceil((output - 1) / E)`` such steps,
   the context advancing ``E`` per step. The draft runs tensor-parallel on the largest divisor
   of ``tp`` its heads allow, on the replica's chips (its weights and KV cache share their HBM).
+  The draft encodes the prompts too before the first token (its KV cache). Two ways to run it
+  (``draft_fused``): **separate** draft calls (vLLM's draft proposer, EAGLE on vLLM Neuron:
+  the draft is its own compiled graph, so each of its calls is an iteration with the
+  per-iteration fixed cost, and the proposals for the first verify step - the draft's prefill,
+  then ``k - 1`` draft steps - run before the first token is returned); or **fused** into the
+  target's graphs (NxD Inference's fused speculation: the context-encoding graph holds both
+  prefills and the token-generation graph the ``k`` draft steps and the verify, so the draft
+  adds its work and its collectives but no iteration of its own).
 - **Throughput**: ``batch x output / e2e`` generated tokens per second per replica, per chip
   and per server (a server's chips of replicas like this one); decode-only ``batch / TPOT``.
 - **MFU / HBM-bandwidth utilisation** per phase: model FLOPs (bytes) over the phase's time x
@@ -127,11 +135,14 @@ def request_times(
     draft: Engine | None = None,
     draft_tokens: int = 4,
     acceptance: float = 0.7,
+    draft_fused: bool = False,
 ) -> dict:
     """Prefill and decode of requests on ``engine``, vectorised over ``batch``, ``prompt`` and
     ``output`` (arrays broadcast together): ``{"prefill": {...}, "decode": {...}}``, each a
     dict of arrays (the :class:`Phase` sums: seconds by category, FLOPs, HBM bytes), and
-    ``decode_steps``. With ``draft``, the decode is speculative.
+    ``decode_steps``. With ``draft``, the decode is speculative and the prefill holds the
+    draft's too; ``draft_fused`` says the draft runs inside the target's iterations (then
+    ``draft`` must carry no per-iteration fixed cost of its own, see :func:`estimate`).
     """
     b, p, o = np.broadcast_arrays(
         _positive("batch", batch), _positive("prompt", prompt), _positive("output", output)
@@ -170,12 +181,23 @@ def request_times(
             keys = bb * (first + i)
             d = _sum_phase(draft.step(bb, bb, keys, keys), owner, n)
             decode = {name: decode[name] + d[name] for name in decode}
+        # before the first token: the draft's prefill of the prompts, and when its calls are
+        # separate, the rest of the first verify step's proposals (draft steps 1 .. k - 1)
+        idx = np.arange(n)
+        rows = [(idx, b * p, b, b * p, b * p * (p + 1) / 2)]
+        if not draft_fused:
+            rows += [(idx, b, b, b * (p + i), b * (p + i)) for i in range(1, k)]
+        who, T, S, KV, P = (np.concatenate(x) for x in zip(*rows, strict=True))
+        d = _sum_phase(draft.step(T, S, KV, P), who, n)
+        prefill = {name: prefill[name] + d[name] for name in prefill}
     return {"prefill": prefill, "decode": decode, "decode_steps": steps}
 
 
-def _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed) -> Engine:
+def _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed, fused) -> Engine:
     d = as_model(draft_model)
     tp_d = max(t for t in range(1, tp + 1) if tp % t == 0 and tp_allowed(d, t) is None)
+    if fused:  # inside the target's iterations: no launch, sampling or sync of its own
+        fixed = fixed | {"step_fixed_s": 0.0}
     return Engine.build(
         d, hw, system, tp=tp_d, fmt=fmt, kv_fmt=kv_fmt, block_tokens=block_tokens, **fixed
     )
@@ -197,6 +219,7 @@ def estimate(
     draft_model=None,
     draft_tokens: int = 4,
     acceptance: float = 0.7,
+    draft_fused: bool = False,
     block_tokens: int = DEFAULT_BLOCK_TOKENS,
     step_fixed_s: float | None = None,
     collective_fixed_s: float | None = None,
@@ -220,6 +243,10 @@ def estimate(
         Tokens the draft proposes per verify step (>= 1).
     acceptance : float
         Probability the target accepts a draft token, in [0, 1].
+    draft_fused : bool
+        The draft runs inside the target's compiled iterations (NxD Inference's fused
+        speculation) rather than as separate calls (vLLM's draft proposer); see the module
+        docstring.
     step_fixed_s, collective_fixed_s, collective_bandwidth_factor : float, optional
         The named fixed costs (default: the data file's).
     check_memory : bool
@@ -260,7 +287,15 @@ def estimate(
                 f"draft_model must be None with dp_attention (speculative decoding with "
                 f"data-parallel attention is not modelled), not {draft_model!r}"
             )
-        draft = _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed)
+        if not isinstance(draft_fused, bool):
+            raise InferenceInputError(f"draft_fused must be True or False, not {draft_fused!r}")
+        draft = _draft_engine(
+            draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed, draft_fused
+        )
+    elif draft_fused is not False:
+        raise InferenceInputError(
+            f"draft_fused must be False without a draft_model, not {draft_fused!r}"
+        )
     extra = {}
     if draft is not None:
         extra = {
@@ -297,7 +332,7 @@ def estimate(
     total = sum(parts.values())
     memory = {**parts, "total_bytes": total, "hbm_bytes": mem.hbm_bytes}
     memory["fits"] = bool(total <= mem.hbm_bytes)
-    r = request_times(engine, batch, prompt, output, draft, draft_tokens, acceptance)
+    r = request_times(engine, batch, prompt, output, draft, draft_tokens, acceptance, draft_fused)
     chips = engine.chips
     peak = engine.costs.peak_flops(fmt)
     bw = engine.costs.hbm_bandwidth_Bps

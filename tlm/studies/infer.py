@@ -188,6 +188,11 @@ class InferInputs(ReplicaInputs):
     )
     draft_tokens: int = Field(4, ge=1, le=64, description="draft tokens per verify step")
     acceptance: float = Field(0.7, ge=0, le=1, description="probability a draft token is accepted")
+    draft_fused: bool = Field(
+        False,
+        description="the draft runs inside the target's iterations (NxD Inference's fused "
+        "speculation), not as separate calls",
+    )
     plot: str | None = Field(
         None,
         description="write the time breakdown per phase as a figure",
@@ -203,6 +208,8 @@ class InferInputs(ReplicaInputs):
                 WorkloadError,
                 "none, or " + MODEL_ALLOWED,
             )
+        elif self.draft_fused:
+            raise InputError("draft_fused", self.draft_fused, "only with --draft-model")
         update = self.replica_resolved()
         plot_path("plot", self.plot)
         return self.model_copy(update=update)
@@ -227,6 +234,7 @@ class InferInputs(ReplicaInputs):
                 ),
                 draft_tokens=self.draft_tokens,
                 acceptance=self.acceptance,
+                draft_fused=self.draft_fused,
                 dp_attention=self.dp_attention,
                 micro_batches=self.micro_batches,
                 **self.fixed(),

@@ -46,12 +46,13 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 
 import numpy as np
 
 from ..inference import Engine, estimate
+from ..inference.estimate import tokens_per_verify
 from ..inference.serving import simulate
 
 __all__ = [
@@ -130,6 +131,11 @@ ASSUMED = {
     "h100_gemm": "H100 GEMMs at OpCosts.for_hardware's roofline with the training validation's "
     "fitted efficiency (not refitted here)",
 }
+#: EAGLE-3 draft heads of the rows (checkpoint -> target model file, draft vocabulary):
+#: RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3's config.json on Hugging Face (commit
+#: 5b6cee4e: Eagle3Speculator, one llama decoder layer of 4096 with 32 heads of which 8 KV,
+#: intermediate 14336, draft_vocab_size 32000, the verifier meta-llama/Llama-3.1-8B-Instruct).
+EAGLE3_HEADS = {"RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3": ("llama3-8b", 32000)}
 _BUCKETS = {  # context-encoding buckets the Neuron rows' notes state (prompt -> padded)
     "trn2-llama3.3-70b-bf16-tp64-b1-10000-1500": 12288,
     "trn2-llama3.1-405b-bf16-tp64-b1-10000-1500": 10240,
@@ -205,11 +211,10 @@ def _why_not(row: dict) -> str | None:
         return "a throughput of a maximum-throughput run: the batch limits are not published"
     if row["system"] not in FIT:
         return f"no parameters fitted for {row['system']} (extra rows)"
-    spec = row.get("speculative", {}).get("method", "none")
-    if spec == "eagle3":
-        return "an EAGLE-3 draft head: the model has draft models only"
-    if spec != "none":
-        return f"speculative decoding ({spec}) without a published acceptance rate"
+    spec = row.get("speculative", {})
+    if spec.get("method", "none") != "none" and row["metric"] != "ttft_s":
+        if spec.get("acceptance_length") is None:
+            return "speculative decoding (draft) without a published acceptance rate"
     if row["weights"] not in ("bf16", "fp8"):
         return f"weights in {row['weights']}: the model has whole-model formats only"
     if row.get("tp") is None or row.get("prompt") is None:
@@ -219,6 +224,9 @@ def _why_not(row: dict) -> str | None:
 
 def _settings(row: dict) -> dict:
     base = row["id"].rsplit("-", 1)[0]
+    spec = row.get("speculative", {})
+    if spec.get("method", "none") != "none":
+        base = base.rsplit("-", 1)[0]  # the speculative run's bucket is its plain run's
     prompt = row["prompt"]
     if row["metric"] == "ttft_s":
         prompt = _BUCKETS.get(base, prompt)
@@ -233,7 +241,74 @@ def _settings(row: dict) -> dict:
         output=max(row["output"], 2),
         fmt=fmt,
         kv_fmt=kv,
+        **_speculation(spec),
     )
+
+
+@cache
+def _eagle3_head(name: str):
+    """An EAGLE-3 draft head as the model has it: one decoder layer of its target (llama3-8b:
+    hidden 4096, 32 heads of which 8 KV, SwiGLU 14336) whose output projection is the draft
+    vocabulary (32,000), the config of the row's checkpoint (:data:`EAGLE3_HEADS`). Left out:
+    the QKV projections' doubled input (token embedding and fused hidden state, 2 x 4096) and
+    the FC fusing three of the target's hidden states (3 x 4096 -> 4096), ~75 M weights of the
+    head's ~420 M - at the rows' batch of 2 a draft step is its fixed costs, not its weights."""
+    from dataclasses import replace
+
+    from ..workloads import load_model
+
+    target, vocab = EAGLE3_HEADS[name]
+    base = load_model(target)
+    return replace(base, name=f"{target}-eagle3-head", layers=1, vocab=vocab, tied_embeddings=False)
+
+
+def _speculation(spec: dict) -> dict:
+    """:func:`estimate`'s speculative-decoding arguments of a row's ``speculative`` table: the
+    draft model (a model file, or an EAGLE-3 head, :func:`_eagle3_head`), its tokens per verify
+    step, fused or separate calls, and the acceptance - the per-token probability whose
+    ``tokens_per_verify`` is the published mean acceptance length (for a row without one the
+    TTFT does not depend on it: 0.5, never used)."""
+    method = spec.get("method", "none")
+    if method == "none":
+        return {}
+    k = int(spec["tokens"])
+    draft = _eagle3_head(spec["draft"]) if method == "eagle3" else spec["draft"]
+    length = spec.get("acceptance_length")
+    acceptance = 0.5 if length is None else _acceptance_for(k, float(length))
+    return dict(
+        draft_model=draft,
+        draft_tokens=k,
+        acceptance=acceptance,
+        draft_fused=bool(spec.get("fused", False)),
+    )
+
+
+def _speculation_text(row: dict) -> str:
+    spec = row.get("speculative", {})
+    method = spec.get("method", "none")
+    if method == "none":
+        return ""
+    what = "an EAGLE-3 head" if method == "eagle3" else f"draft {spec['draft']}"
+    how = "fused" if spec.get("fused") else "separate calls"
+    text = f"; {what}, {spec['tokens']} tokens, {how}"
+    if spec.get("acceptance_length") is not None:
+        text += f", acceptance length {spec['acceptance_length']:g}"
+    if (row.get("concurrency") or 1) > 1:
+        text += f" ({row['concurrency']} clients as one batch: no speculation in serving)"
+    return text
+
+
+def _acceptance_for(k: int, length: float) -> float:
+    """The per-token acceptance ``a`` whose ``tokens_per_verify(k, a)`` is ``length`` (the mean
+    tokens a verify step yields, published as the acceptance length): bisection, the function
+    rising from 1 at a = 0 to k + 1 at a = 1."""
+    if not 1.0 <= length <= k + 1:
+        raise ValueError(f"an acceptance length of {k} draft tokens is in [1, {k + 1}]: {length}")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tokens_per_verify(k, mid) < length else (lo, mid)
+    return (lo + hi) / 2
 
 
 @lru_cache(maxsize=4096)
@@ -254,6 +329,7 @@ def _value(row_id: str, step: float, coll: float, factor: float) -> float:
         collective_fixed_s=coll,
         collective_bandwidth_factor=factor,
         check_memory=False,
+        **_speculation(row.get("speculative", {})),
     )
     counted = row.get("counted_output_tokens")
     if row["metric"] == "tpot_s" and counted is not None:
@@ -268,6 +344,11 @@ def _load(row: dict) -> dict | None:
     stack = STACKS.get(row["source"])
     rate, clients = row.get("qps"), row.get("concurrency") or 1
     if stack is None or (rate is None and clients == 1):
+        return None
+    if row.get("speculative", {}).get("method", "none") != "none":
+        # the serving simulation has no speculation: a speculative TPOT under a closed loop
+        # is the decode of the clients' batch (estimate's); the plain run's closed loop adds
+        # 0.85 % to it (the other client's prefill spread over 127 tokens)
         return None
     if rate is not None:
         arrivals = dict(rate=float(rate), requests=LOAD_REQUESTS, seed=LOAD_SEED)
@@ -432,7 +513,7 @@ def validate_inference() -> InferenceValidation:
         load = _load(row)
         if load is None:
             case = f"{s['model']} tp {s['tp']} batch {s['batch']} {s['prompt']}/{s['output']}"
-            case += f" {s['fmt']}"
+            case += f" {s['fmt']}" + _speculation_text(row)
         else:
             case = f"{s['model']} tp {s['tp']} {row['prompt']}/{row['output']} {s['fmt']}; "
             case += _load_text(load)
