@@ -476,6 +476,13 @@ def test_study_names_the_part_that_does_not_fit():
     with pytest.raises(InputError) as error:
         run_study("infer", model="llama3-8b", tp=1, draft_model="llama9")
     assert error.value.field == "draft_model"
+    with pytest.raises(InputError) as error:
+        run_study("infer", model="llama3-8b", tp=1, draft_fused=True)
+    assert str(error.value) == "draft_fused: True is not allowed; allowed: only with --draft-model"
+    fused = run_study(
+        "infer", model="llama3.3-70b", tp=16, draft_model="llama3.2-1b", draft_fused=True
+    )
+    assert fused.inputs.draft_fused is True  # in the JSON contract's inputs
 
 
 def test_study_spec_decoding_and_plot(tmp_path):
