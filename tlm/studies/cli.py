@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import typing
 
@@ -49,6 +50,8 @@ __all__ = ["main", "parser", "flag"]
 
 #: Options of the protocol itself, not inputs of a study.
 PROTOCOL = ("config", "json", "out")
+#: The width of the tables written to a pipe or a file (no terminal, no $COLUMNS).
+_PIPE_COLUMNS = 200
 
 
 def flag(field: str) -> str:
@@ -201,7 +204,10 @@ def render(study: Study, report: Report):
     """The tables a person reads: inputs, results, the series, and the study's own."""
     from rich.console import Console
 
-    console = Console()
+    # a pipe or a file has no width: rich would take 80 columns and fold the wide tables
+    # (validate's rows) into unreadable slivers; a terminal or $COLUMNS keeps its own
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    console = Console(width=None if wide else _PIPE_COLUMNS)
     inputs = report.inputs.model_dump()
     console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}")
     console.print(_figures("inputs", inputs))
