@@ -8,7 +8,9 @@ before the cold-path work (commit d603696): a change to how the figures are comp
 leave them bit-identical (or say which figure moved, by how much and why). Moved since: the
 draft layout's TTFT (0.498 -> 0.553 s, and with it e2e and tokens/s) when the draft's prefill
 and its first proposals joined the time to the first token (speculative rows of the
-validation).
+validation); the decode of the FP8-KV layouts (405b-server-tp16-kvfp8-b8,
+dsv3-ultra-tp64-ep64-fp8) when the attention products stopped charging an FP8 cache's key
+stream at BF16's bytes.
 """
 
 from __future__ import annotations

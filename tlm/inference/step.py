@@ -22,7 +22,9 @@ Per operator on one chip (shapes from :func:`tlm.workloads.layer_ops` and
   heads sharing a KV head stacked as rows, as flash-decoding kernels do): FLOPs
   ``2 a_l (d_qk + d_v) pairs`` at the calibrated efficiency of a product of
   :data:`ATTENTION_KEY_BLOCK` keys (the steady state) against ``R = group x tokens /
-  sequences`` query rows (``K = d_qk``), against the KV bytes read (``kv_tokens``) and
+  sequences`` query rows (``K = d_qk``; x 2 over an FP8 KV cache: the calibrated kernel streams
+  BF16 keys, so at half the bytes a row is the arithmetic intensity of two - the key stream
+  is not charged at twice the KV format's bytes), against the KV bytes read (``kv_tokens``) and
   written (``tokens``) and Q/O, against the softmax on the Vector/Scalar engines; a flash
   kernel overlaps the three, so the slowest sets the time.
 - **Vector/Scalar work** (:meth:`OpCosts.vector_s`, unfused, from HBM): two RMS/LayerNorms,
@@ -545,6 +547,12 @@ class Engine:
             per_head = m.kv_cache_per_token_layer_bytes(FORMATS[self.kv_fmt]) / m.kv_heads
             self.kv_token_layer_bytes = per_head * self.kv_l
         self.group = self.a_l / self.kv_l
+        # the products stream the cached keys and values in the KV format: at a narrower one
+        # (FP8: 1 byte against the activations' 2) a query row does the work of 2 on the
+        # same bytes, so the kernel's efficiency is the calibrated one at that arithmetic
+        # intensity - its efficiency at (activation bytes / KV bytes) x the query rows
+        kv_elem = element_bytes(FORMATS[self.kv_fmt])
+        self.attention_rows_per_query = self.group * self.ab / kv_elem
         self.attention_efficiency, self._eff_list = _attention_efficiency(c, self.dqk)
         peak = c.peak_flops(ACTIVATION_FORMAT)
         self.attn_s_per_pair = 2.0 * self.a_l * (self.dqk + self.dv) / peak  # / efficiency
@@ -771,7 +779,7 @@ class Engine:
     def _attention(self, tokens, sequences, kv_tokens, pairs):
         """One layer's attention on one chip (arrays): the products' compute, the HBM
         traffic and the softmax, seconds; and the HBM bytes."""
-        rows = self.group * tokens / sequences
+        rows = self.attention_rows_per_query * tokens / sequences
         idx = np.minimum(np.ceil(rows), ATTENTION_ROWS_MAX).astype(np.intp) - 1
         eff = self.attention_efficiency[np.maximum(idx, 0)]
         compute = self.attn_s_per_pair * pairs / eff
@@ -873,7 +881,7 @@ class Engine:
             tokens, sequences = int(tokens), int(sequences)
             if tokens > len(self._tok_table) or sequences > len(self._seq_table):
                 self._grow(tokens, sequences)
-            rows = self.group * tokens / sequences
+            rows = self.attention_rows_per_query * tokens / sequences
             idx = min(math.ceil(rows), ATTENTION_ROWS_MAX) - 1
             compute = self.attn_s_per_pair * pairs / self._eff_list[idx]
             memory = (
