@@ -143,6 +143,10 @@ ASSUMED = {
     "nearest file (llama3-70b, llama3-8b), marked model_substitute",
     "h100_gemm": "H100 GEMMs at OpCosts.for_hardware's roofline with the training validation's "
     "fitted efficiency (not refitted here)",
+    "max_throughput": "trtllm-bench rows run offline: the limits of trtllm-bench's heuristic "
+    "(trtllm_bench_limits, NVML's 81,559 MiB), the runtime's default GUARANTEED_NO_EVICT "
+    "(admission reserve), chunked prefill, its KV page (MAX_THROUGHPUT), and the KV cache of "
+    "the inference model's memory (not trtllm-bench's 0.95 of the free memory)",
 }
 _BUCKETS = {  # context-encoding buckets the Neuron rows' notes state (prompt -> padded)
     "trn2-llama3.3-70b-bf16-tp64-b1-10000-1500": 12288,
