@@ -231,6 +231,8 @@ def test_trtllm_bench_limits_by_hand():
     assert trtllm_bench_limits("llama3-8b", 1, 2, 16, 16)[:2] == (2048, 4096)
     with pytest.raises(ValueError, match="leaves no room for one request"):
         trtllm_bench_limits("llama3.1-405b", 1, 1, 128, 128)
+    with pytest.raises(ValueError, match="output must be an integer >= 1, not 0"):
+        trtllm_bench_limits("llama3-8b", 1, 1, 128, 0)
 
 
 def _offline_rows(v):

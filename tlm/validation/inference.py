@@ -416,10 +416,9 @@ def trtllm_bench_limits(
     (640, 2048)
     """
     m = as_model(model)
-    if min(tp, pp, prompt, output) < 1:
-        raise ValueError(
-            f"tp, pp, prompt and output must be >= 1, not {(tp, pp, prompt, output)!r}"
-        )
+    for name, value in (("tp", tp), ("pp", pp), ("prompt", prompt), ("output", output)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
     kv_heads = max(tp, m.kv_heads)
     kv_element = element_bytes(FORMATS[check_format("kv_fmt", kv_fmt)])
     token_bytes = 2 * m.layers * kv_heads * m.head_dim * kv_element
