@@ -85,6 +85,25 @@ def test_a_closed_loop_of_clients_keeps_that_many_in_the_system():
     assert alone.completed == 40
 
 
+def test_admission_reserve_never_preempts_where_greedy_does(capsys):
+    """192 clients of 4,096 + 1,024 tokens on a Llama 3 70B replica of 4 chips whose KV cache
+    holds about 150 of them: greedily the cache runs out and the latest are preempted;
+    --admission reserve (in the JSON contract's inputs) starts a request only when its whole
+    KV is there, so none is, and fewer run at once."""
+    args = ["serve", "--model", "llama3-70b", "--tp", "4", "--concurrency", "192"]
+    args += ["--requests", "192", "--prompt", "4096", "--output", "1024", "--max-batch", "192"]
+    args += ["--token-budget", "4096", "--json"]
+    runs = {}
+    for admission in ("greedy", "reserve"):
+        assert main([*args, "--admission", admission]) == 0
+        runs[admission] = json.loads(capsys.readouterr().out)
+        assert runs[admission]["inputs"]["admission"] == admission
+        assert runs[admission]["results"]["completed"] == 192
+    greedy, reserve = runs["greedy"]["results"], runs["reserve"]["results"]
+    assert greedy["preemptions"] > 0 and reserve["preemptions"] == 0
+    assert reserve["mean_batch"] < greedy["mean_batch"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -103,6 +122,10 @@ def test_a_closed_loop_of_clients_keeps_that_many_in_the_system():
         ),
         (["--concurrency", "-1"], "--concurrency: -1 is not allowed"),
         (["--prefill", "mixed"], "--prefill: 'mixed' is not allowed; allowed: one of chunked"),
+        (
+            ["--admission", "lazy"],
+            "--admission: 'lazy' is not allowed; allowed: one of greedy, reserve",
+        ),
         (["--prefill-replicas", "2"], "--decode-replicas: 0 is not allowed"),
         (["--max-batch", "64", "--token-budget", "32"], "--token-budget: 32 is not allowed"),
         (["--prompt", "uniform:9"], "--prompt: 'uniform:9' is not allowed"),

@@ -238,6 +238,98 @@ def test_preemption_when_the_cache_runs_out(tmp_path):
     np.testing.assert_allclose(run.per_request["e2e_s"], [ends[7], ends[11]], rtol=1e-12)
 
 
+def test_reserve_admits_one_where_greedy_admits_two(tmp_path):
+    """The preemption case above under admission "reserve": each request reserves
+    ceil((4 + 8) / 4) = 3 of the 4 blocks, so the second waits for the first to finish
+    instead of starting beside it and being preempted.
+
+    iteration:  1   2..8        9   10..16
+    request 0:  P4  d x 7(done)
+    request 1:  (waits)         P4  d x 7(done)
+    """
+    e = Linear(a=0.01, b=0.001, capacity=16, block=4)
+    run = simulate(
+        e,
+        trace=write_trace(tmp_path, [(0, 4, 8), (0, 4, 8)]),
+        max_batch=2,
+        token_budget=8,
+        admission="reserve",
+        timeline=True,
+    )
+    assert run.timeline["tokens"].tolist() == [4] + [1] * 7 + [4] + [1] * 7
+    assert run.timeline["sequences"].tolist() == [1] * 16
+    assert run.preemptions == 0 and run.completed == 2
+    # physical blocks as the KV grows (never above the 4 of the cache; 3 reserved)
+    assert run.timeline["kv_blocks"].tolist() == [1, 2, 2, 2, 2, 3, 3, 3] * 2
+    ends = np.cumsum(run.timeline["duration_s"])
+    np.testing.assert_allclose(run.per_request["ttft_s"], [ends[0], ends[8]], rtol=1e-12)
+    np.testing.assert_allclose(run.per_request["e2e_s"], [ends[7], ends[15]], rtol=1e-12)
+    greedy = simulate(
+        e, trace=write_trace(tmp_path, [(0, 4, 8), (0, 4, 8)]), max_batch=2, token_budget=8
+    )
+    assert greedy.iterations == 12 and greedy.preemptions == 1  # both admitted at once
+    assert greedy.per_request["ttft_s"][1] < run.per_request["ttft_s"][1]
+
+
+def test_reserve_rejects_a_request_whose_whole_kv_never_fits(tmp_path):
+    """16 tokens of cache in blocks of 4: prompt 10 + output 7 needs 16 tokens of KV (fits
+    greedily) but reserves ceil(17 / 4) = 5 blocks, more than the 4 there are: rejected."""
+    rows = [(0, 10, 7), (0.1, 3, 3)]
+    greedy = simulate(Linear(capacity=16, block=4), trace=write_trace(tmp_path, rows))
+    assert greedy.rejected == 0
+    run = simulate(
+        Linear(capacity=16, block=4), trace=write_trace(tmp_path, rows), admission="reserve"
+    )
+    assert run.rejected_reasons == {"kv_capacity": 1} and run.completed == 1
+
+
+@pytest.mark.parametrize("prefill", ["chunked", "separate"])
+def test_reserve_never_preempts_nor_overfills_the_cache(seed, prefill):
+    """A cache that holds a few requests at a time under a heavy load: greedily the latest
+    are preempted; reserving, none ever is, every request finishes and the blocks in use
+    never exceed the cache (each iteration's, the timeline's)."""
+    e = Linear(a=0.01, b=1e-4, capacity=512, block=8)
+    args = dict(
+        rate=100.0,
+        requests=300,
+        prompt="uniform:10:100",
+        output="uniform:20:120",
+        max_batch=16,
+        token_budget=64,
+        seed=seed,
+        prefill=prefill,
+        timeline=True,
+    )
+    greedy = simulate(e, **args)
+    assert greedy.preemptions > 0
+    run = simulate(e, admission="reserve", **args)
+    assert run.preemptions == 0 and run.completed == 300 and run.rejected == 0
+    assert run.timeline["kv_blocks"].max() <= 512 // 8
+    assert run.mean_batch < greedy.mean_batch  # reserving admits fewer at a time
+
+
+def test_reserve_disaggregated_pools_serve_everyone(seed):
+    """Reserving on both pools (the prefill pool a prompt's blocks, the decode pool a whole
+    request's): every request finishes, none preempted, with a decode cache of a few
+    requests."""
+    e = Linear(a=0.005, b=1e-4, capacity=2048, block=16)
+    run = simulate(
+        e,
+        rate=40.0,
+        requests=400,
+        prompt="uniform:50:400",
+        output="uniform:10:200",
+        prefill_replicas=2,
+        decode_replicas=3,
+        kv_transfer_s=lambda tokens: 0.01,
+        max_batch=32,
+        token_budget=512,
+        seed=seed,
+        admission="reserve",
+    )
+    assert run.completed == 400 and run.preemptions == 0 and run.rejected == 0
+
+
 def test_tight_cache_everyone_finishes(seed):
     """Many requests through a cache that holds two or three at a time: preemptions happen,
     every request finishes, none is rejected."""
@@ -391,12 +483,22 @@ def test_slo_attainment(tmp_path):
 
 
 def reference(
-    arrival, prompt, output, engine, max_batch, budget, prefill="chunked", concurrency=None
+    arrival,
+    prompt,
+    output,
+    engine,
+    max_batch,
+    budget,
+    prefill="chunked",
+    concurrency=None,
+    admission="greedy",
 ):
     """The scheduling policy of the module's docstring, one sequence at a time: explicit KV
     lengths, blocks counted from them, no aggregates, no SimPy. One replica. With
     ``concurrency``, a closed loop: ``arrival`` is ignored and filled in as the clients send
-    (each at once after its previous request finishes or is rejected)."""
+    (each at once after its previous request finishes or is rejected). With ``admission=
+    "reserve"`` a request starts only if the blocks of its prompt + output, added to those of
+    the running sequences, fit the cache (and one needing more than the cache is rejected)."""
     arrival = np.array(arrival, float)
     if concurrency is not None:
         arrival[:] = np.inf
@@ -406,6 +508,12 @@ def reference(
 
     def blocks(c):
         return -(-c // B)
+
+    def whole(s):  # the blocks a request needs at most (what "reserve" holds for it)
+        return blocks(s["P"] + s["O"] - (admission == "greedy"))
+
+    def reserves(s):
+        return admission == "greedy" or sum(whole(r) for r in running) + whole(s) <= total
 
     n = len(arrival)
     seqs = [
@@ -422,7 +530,7 @@ def reference(
     while done + rejected < n:
         while nxt < n and arrival[nxt] <= t:
             s = seqs[nxt]
-            if blocks(s["P"] + s["O"] - 1) > total:
+            if whole(s) > total:
                 rejected += 1
                 later = np.flatnonzero(np.isinf(arrival))
                 if concurrency is not None and later.size:
@@ -435,6 +543,7 @@ def reference(
             return sum(blocks(s["ctx"]) for s in running)
 
         def preempt():
+            assert admission == "greedy", "a reserved sequence was preempted"
             v = max(running, key=lambda r: r["rid"])
             running.remove(v)
             v.update(ctx=0, target=v["P"] + v["gen"], dec=False)
@@ -454,7 +563,7 @@ def reference(
             elif waiting and len(running) < max_batch:
                 s = waiting[0]
                 c = min(s["target"], budget)
-                if blocks(c) <= total - used():
+                if blocks(c) <= total - used() and reserves(s):
                     waiting.popleft()
                     running.append(s)
                     work = [(s, c)]
@@ -490,7 +599,7 @@ def reference(
             while waiting and left > 0 and len(running) < max_batch:
                 s = waiting[0]
                 c = min(s["target"], left)
-                if blocks(c) > free:
+                if blocks(c) > free or not reserves(s):
                     break
                 waiting.popleft()
                 running.append(s)
@@ -531,12 +640,14 @@ def reference(
     return first - arrival, finish - arrival, pre, calls
 
 
+@pytest.mark.parametrize("admission", serving.ADMISSIONS)
 @pytest.mark.parametrize("prefill", ["chunked", "separate"])
 @pytest.mark.parametrize("cache", ["roomy", "tight"])
-def test_fast_scheduler_equals_the_reference(seed, cache, prefill):
-    """Random workloads, with a cache that never runs out and one that preempts often, under
-    both prefill policies: every iteration's arguments and every request's TTFT and end-to-end
-    latency are the reference's."""
+def test_fast_scheduler_equals_the_reference(seed, cache, prefill, admission):
+    """Random workloads, with a cache that never runs out and one that preempts often (or,
+    reserving, holds requests back), under both prefill policies and both admissions: every
+    iteration's arguments and every request's TTFT and end-to-end latency are the
+    reference's."""
     rng = np.random.default_rng(seed)
     n = 150
     arrival = np.cumsum(rng.exponential(0.02, n))
@@ -558,18 +669,30 @@ def test_fast_scheduler_equals_the_reference(seed, cache, prefill):
     )
     e_fast = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
     e_ref = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
-    run = simulate(e_fast, trace=path, max_batch=max_batch, token_budget=budget, prefill=prefill)
-    ttft, e2e, pre, calls = reference(arrival, prompt, output, e_ref, max_batch, budget, prefill)
+    run = simulate(
+        e_fast,
+        trace=path,
+        max_batch=max_batch,
+        token_budget=budget,
+        prefill=prefill,
+        admission=admission,
+    )
+    ttft, e2e, pre, calls = reference(
+        arrival, prompt, output, e_ref, max_batch, budget, prefill, admission=admission
+    )
     assert e_fast.calls == calls
     np.testing.assert_allclose(run.per_request["ttft_s"], ttft, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(run.per_request["e2e_s"], e2e, rtol=1e-9, atol=1e-12)
     assert run.per_request["preemptions"].tolist() == pre.tolist()
-    if cache == "tight":
+    if admission == "reserve":
+        assert run.preemptions == 0
+    elif cache == "tight":
         assert run.rejected > 0 or run.preemptions > 0
 
 
+@pytest.mark.parametrize("admission", serving.ADMISSIONS)
 @pytest.mark.parametrize("prefill", ["chunked", "separate"])
-def test_closed_loop_equals_the_reference(seed, prefill):
+def test_closed_loop_equals_the_reference(seed, prefill, admission):
     """Random lengths, a random number of clients and a cache that may run out: the closed
     loop's arrivals, iterations and latencies are the reference's."""
     rng = np.random.default_rng(seed)
@@ -591,11 +714,12 @@ def test_closed_loop_equals_the_reference(seed, prefill):
         max_batch=max_batch,
         token_budget=budget,
         prefill=prefill,
+        admission=admission,
     )
     r = run.per_request
     arrival = np.zeros(120)
     ttft, e2e, pre, calls = reference(
-        arrival, r["prompt"], r["output"], e_ref, max_batch, budget, prefill, clients
+        arrival, r["prompt"], r["output"], e_ref, max_batch, budget, prefill, clients, admission
     )
     assert e_fast.calls == calls
     np.testing.assert_allclose(r["ttft_s"], ttft, rtol=1e-9, atol=1e-12)
@@ -791,6 +915,7 @@ def test_max_rate_unreachable():
         (dict(output=("uniform", "a", 3)), "output must be an integer >= 1"),
         (dict(slo_ttft_s=0), "slo_ttft_s must be a finite number > 0, not 0"),
         (dict(prefill="mixed"), "prefill must be one of chunked, separate, not 'mixed'"),
+        (dict(admission="lazy"), "admission must be one of greedy, reserve, not 'lazy'"),
         (dict(rate=None, concurrency=0), "concurrency must be an integer >= 1, not 0"),
         (dict(rate=None, concurrency=1.5), "concurrency must be an integer >= 1, not 1.5"),
         (dict(concurrency=2), "rate=1.0 must not be given with concurrency=2"),

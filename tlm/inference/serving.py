@@ -51,7 +51,18 @@ What is modelled
   else would run, the latest-arrived running sequence is preempted, so the earliest always
   progresses. A request needs at most ``prompt + output - 1`` tokens of KV (its last token is
   never fed back); one that needs more blocks than a replica has is **rejected** at arrival
-  (reason ``"kv_capacity"``), never left to hang.
+  (reason ``"kv_capacity"``), never left to hang. This is ``admission="greedy"`` (the default).
+* ``admission="reserve"``: a queued request is admitted only when the blocks of its whole KV,
+  ``ceil((prompt + output) / block_tokens)``, fit beside the blocks every running sequence has
+  reserved for its own (held or still to come); the blocks are still taken as the KV grows,
+  but they are always there, so no sequence is ever preempted (the queue's head waits,
+  first come first served). This is TensorRT-LLM's default capacity scheduler policy,
+  ``GUARANTEED_NO_EVICT`` ("guarantee that a started request is never paused", TensorRT-LLM
+  docs, "Useful Runtime Options"; the reservation is ``KVCacheManager::
+  getRemainingBlocksToCompletion``, ``ceil((prompt + max new tokens) / tokens per block)``).
+  It admits fewer sequences than ``"greedy"`` while the outputs are young and pays no
+  recompute. A request whose ``prompt + output`` tokens need more blocks than a replica has is
+  rejected. On a disaggregated prefill pool a sequence reserves its prompt's blocks.
 * **Prefill/decode disaggregation** (DistServe, Zhong et al., OSDI 2024; Splitwise, Patel et
   al., ISCA 2024): ``prefill_replicas`` replicas only prefill; at the end of its prefill a
   sequence's KV (``prompt`` tokens) moves to a decode replica in ``kv_transfer_s(prompt)``
@@ -141,12 +152,14 @@ __all__ = [
     "read_trace",
     "parse_lengths",
     "PREFILLS",
+    "ADMISSIONS",
     "ROUTERS",
     "RULES",
 ]
 
 ROUTERS = ("least_loaded", "round_robin")
 PREFILLS = ("chunked", "separate")
+ADMISSIONS = ("greedy", "reserve")
 RULES = ("attainment", "percentile")
 
 
@@ -459,6 +472,7 @@ class _Seq:
         "version",
         "chunk",
         "replica",
+        "reserved",
     )
 
     def __init__(self, rid, prompt, output):
@@ -473,6 +487,7 @@ class _Seq:
         self.version = 0
         self.chunk = 0
         self.replica = -1
+        self.reserved = 0  # blocks reserved for its whole KV (admission "reserve")
 
 
 class _Replica:
@@ -495,6 +510,10 @@ class _Replica:
         self.B = int(engine.block_tokens)
         self.total = int(engine.kv_capacity_tokens) // self.B
         self.used = 0
+        # admission "reserve": the blocks the running sequences have reserved for their whole
+        # KV (held or not yet); a request is admitted only while they fit the cache
+        self.reserve = sim.admission == "reserve"
+        self.committed = 0
         self.waiting: deque = deque()
         self.running: set = set()
         self.prefilling: list = []  # running, part way through a prefill, in arrival order
@@ -551,8 +570,37 @@ class _Replica:
         seq.ctx = self.step + seq.base
         seq.generated = seq.ctx - seq.prompt + 1
 
+    def _whole_kv_blocks(self, seq) -> int:
+        """The blocks ``seq`` reserves under admission ``"reserve"``: its prompt's on a prefill
+        pool's replica (its KV moves on), else its prompt's and every output token's (TensorRT-
+        LLM's ``getRemainingBlocksToCompletion``: ``ceil((prompt + max new tokens) / block)``)."""
+        tokens = seq.prompt if self.role == "prefill" else seq.prompt + seq.output
+        return -(-tokens // self.B)
+
+    def _reserves(self, seq) -> bool:
+        """Whether ``seq`` may be admitted under admission ``"reserve"`` (always under
+        ``"greedy"``), reserving its whole KV if so."""
+        if not self.reserve:
+            return True
+        need = self._whole_kv_blocks(seq)
+        if self.committed + need > self.total:
+            return False
+        self.committed += need
+        seq.reserved = need
+        return True
+
+    def release(self, seq):
+        """Give back the blocks ``seq`` reserved (admission ``"reserve"``)."""
+        self.committed -= seq.reserved
+        seq.reserved = 0
+
     def _preempt_latest(self):
         """Preempt the latest-arrived running sequence (recompute); return it."""
+        if self.reserve:  # reserved sequences always have their blocks: never reached
+            raise RuntimeError(
+                f"replica {self.index} would preempt under admission 'reserve' (a scheduler "
+                f"bug: {self.committed} blocks reserved, {self.used} used of {self.total})"
+            )
         seq = max(self.running, key=lambda s: s.rid)
         self._kv_mark()
         if seq in self.decoding:
@@ -621,7 +669,7 @@ class _Replica:
                     continue
                 c = min(seq.target - seq.ctx, budget)
                 grow = -(-c // B)
-                if grow > free:
+                if grow > free or not self._reserves(seq):
                     break
                 self.waiting.popleft()
                 self.used += grow
@@ -657,7 +705,7 @@ class _Replica:
         """Admit the queue's head ``seq``, whose KV is already here (moved in from a prefill
         pool), to decode now, if the blocks for its next token are free."""
         grow = -(-(seq.ctx + 1) // self.B)
-        if grow > self.total - self.used:
+        if grow > self.total - self.used or not self._reserves(seq):
             return False
         self.waiting.popleft()
         self.used += grow
@@ -706,7 +754,7 @@ class _Replica:
             ):
                 seq = self.waiting[0]
                 c = min(seq.target - seq.ctx, budget)
-                if -(-c // B) > self.total - self.used:
+                if -(-c // B) > self.total - self.used or not self._reserves(seq):
                     c = 0
                 else:
                     self.waiting.popleft()
@@ -797,6 +845,7 @@ class _Replica:
     def _finish(self, seq):
         self.running.discard(seq)
         self.used -= -(-seq.ctx // self.B)
+        self.release(seq)
         self.sim.finish(seq)
 
 
@@ -815,6 +864,7 @@ class _Simulation:
         timeline,
         prefill="chunked",
         concurrency=None,
+        admission="greedy",
     ):
         self.env = simpy.Environment()
         self.arrival = arrival
@@ -830,6 +880,7 @@ class _Simulation:
         self.max_batch = max_batch
         self.token_budget = token_budget
         self.prefill = prefill
+        self.admission = admission
         self.concurrency = concurrency
         self.issued = 0  # closed loop: requests sent so far
         self.transfer = transfer
@@ -865,15 +916,18 @@ class _Simulation:
         return min(pool, key=_Replica.load)  # min keeps the first (lowest index) of ties
 
     def _fits(self, rid):
-        """The rejection reason of request ``rid``, or None."""
+        """The rejection reason of request ``rid``, or None: its KV (``prompt + output - 1``
+        tokens, the last never fed back; ``prompt + output`` under admission ``"reserve"``,
+        what it reserves) needs more blocks than a replica has."""
         p, o = int(self.prompt[rid]), int(self.output[rid])
+        whole = p + o if self.admission == "reserve" else p + o - 1
         if not self.back:
             r = self.front[0]
-            return "kv_capacity" if -(-(p + o - 1) // r.B) > r.total else None
+            return "kv_capacity" if -(-whole // r.B) > r.total else None
         f, b = self.front[0], self.back[0]
         if -(-p // f.B) > f.total:
             return "prefill_kv_capacity"
-        if -(-(p + o - 1) // b.B) > b.total:
+        if -(-whole // b.B) > b.total:
             return "decode_kv_capacity"
         return None
 
@@ -930,6 +984,7 @@ class _Simulation:
         def arrived(_event):
             replica._kv_mark()
             replica.used -= seq.blocks
+            replica.release(seq)
             replica.wake()
             self.first_token(seq)
             if seq.generated == seq.output:
@@ -1065,6 +1120,7 @@ def simulate(
     max_batch: int = 128,
     token_budget: int = 2048,
     prefill: str = "chunked",
+    admission: str = "greedy",
     prefill_replicas: int | None = None,
     decode_replicas: int | None = None,
     decode_engine=None,
@@ -1115,6 +1171,12 @@ def simulate(
         How prefills share iterations (see the module's "What is modelled"): ``"chunked"``,
         decodes first and prefill chunks beside them within the budget; ``"separate"``, one
         sequence's prefill chunk alone or the decodes alone.
+    admission : {"greedy", "reserve"}
+        When a queued request may start (see the module's "What is modelled"): ``"greedy"``,
+        when its first chunk's blocks are free, the latest-arrived running sequence preempted
+        when blocks run out (vLLM); ``"reserve"``, only when the blocks of its whole KV
+        (``prompt + output`` tokens) are free beside those the running sequences reserved, so
+        none is ever preempted (TensorRT-LLM's ``GUARANTEED_NO_EVICT``).
     prefill_replicas, decode_replicas : int
         Disaggregated pools (both or neither).
     decode_engine
@@ -1140,6 +1202,8 @@ def simulate(
     """
     if prefill not in PREFILLS:
         raise ValueError(f"prefill must be one of {', '.join(PREFILLS)}, not {prefill!r}")
+    if admission not in ADMISSIONS:
+        raise ValueError(f"admission must be one of {', '.join(ADMISSIONS)}, not {admission!r}")
     max_batch = _check_int("max_batch", max_batch, 1)
     token_budget = _check_int("token_budget", token_budget, 1)
     if token_budget < max_batch:
@@ -1203,6 +1267,7 @@ def simulate(
         timeline,
         prefill,
         concurrency,
+        admission,
     )
     sim.run()
     return _result(sim, seed, engines, slo_ttft_s, slo_tpot_s)

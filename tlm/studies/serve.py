@@ -2,11 +2,12 @@
 from an ``--arrivals`` file, or sent by ``--concurrency`` clients in a closed loop (each sends
 its next request when its last completes) - served with iteration-level continuous batching,
 chunked prefill (or ``--prefill separate``: one prefill alone, the decodes waiting, as the
-Neuron stack schedules) and a paged KV cache, optionally disaggregated into prefill and decode
-pools: TTFT, TPOT and end-to-end percentiles, throughput, SLO attainment, power and cost per
-million tokens, and with ``--find-max-rate`` the highest rate the fleet sustains within the
-SLO. ``--arrivals FILE`` replays a trace (CSV or JSONL: ``arrival_s, prompt, output``)
-instead of Poisson arrivals.
+Neuron stack schedules) and a paged KV cache (``--admission greedy``: vLLM's preemption when
+it runs out; ``reserve``: TensorRT-LLM's whole-request reservation, never preempting),
+optionally disaggregated into prefill and decode pools: TTFT, TPOT and end-to-end
+percentiles, throughput, SLO attainment, power and cost per million tokens, and with
+``--find-max-rate`` the highest rate the fleet sustains within the SLO. ``--arrivals FILE``
+replays a trace (CSV or JSONL: ``arrival_s, prompt, output``) instead of Poisson arrivals.
 
 Each replica is :class:`tlm.inference.Engine` (``trnsim infer``'s model: calibrated operator
 costs, collectives on the system's topology, the fitted fixed costs); the simulation is
@@ -36,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from ..inference import Engine, InferenceInputError, token_economics
 from ..inference.serving import (
+    ADMISSIONS,
     PREFILLS,
     ROUTERS,
     RULES,
@@ -108,6 +110,13 @@ class ServeInputs(ReplicaInputs):
         "chunked",
         description="prefill chunks beside the decodes (chunked) or one prefill alone, the "
         "decodes waiting (separate: the Neuron stack's scheduler)",
+    )
+    admission: Literal[ADMISSIONS] = Field(
+        "greedy",
+        description="when a queued request starts: once its first chunk's KV blocks are free, "
+        "the latest preempted when they run out (greedy: vLLM), or only once its whole KV "
+        "(prompt + output) can be reserved, never preempting (reserve: TensorRT-LLM's "
+        "GUARANTEED_NO_EVICT)",
     )
     prefill_replicas: int = Field(0, ge=0, description="disaggregated prefill pool (0: none)")
     decode_replicas: int = Field(0, ge=0, description="disaggregated decode pool (0: none)")
@@ -231,6 +240,7 @@ class ServeInputs(ReplicaInputs):
             max_batch=self.max_batch,
             token_budget=self.token_budget,
             prefill=self.prefill,
+            admission=self.admission,
             slo_ttft_s=self.slo_ttft_s,
             slo_tpot_s=self.slo_tpot_s,
         )

@@ -14,10 +14,15 @@ does, :data:`STACKS`) and the row's statistic taken. A TPOT the tool divides by 
 of output tokens uses that count (``counted_output_tokens``). What a source does not give is
 ASSUMED (:data:`ASSUMED`, docs/validation.md).
 
-**Which rows.** Latencies - TTFT, TPOT, end-to-end - of plain decoding. Not modelled, each
-reported with the reason (:attr:`InferenceValidation.skipped`): throughput rows of a maximum-
-throughput benchmark (the batch limits the tool chose are not published), speculative rows
-whose acceptance rate is not published, formats the model does not have (FP8 in the MLPs only).
+**Which rows.** Latencies - TTFT, TPOT, end-to-end - of plain decoding; and the throughputs
+of TensorRT-LLM's maximum-throughput benchmark (``trtllm-bench throughput``: sources
+:data:`MAX_THROUGHPUT`), each one offline run (:func:`_offline`: every request at time 0, the
+batch limits of trtllm-bench's public heuristic, :func:`trtllm_bench_limits`, and the
+runtime's default admission, whole-request KV reservation). Not modelled, each reported with
+the reason (:attr:`InferenceValidation.skipped`): other maximum-throughput rows (the batch
+limits the tool chose are not published), MLPerf's (the layout and the length distribution
+are not published), speculative rows whose acceptance rate is not published, formats the
+model does not have (FP8 in the MLPs only).
 
 **What is fitted.** Per system, the named fixed costs of an iteration
 (:class:`tlm.inference.FixedCosts`): ``step_fixed_s`` (each iteration: the runtime's launch,
@@ -38,12 +43,15 @@ Examples
 >>> v = validate_inference()
 >>> sorted(v.parameters)
 ['h100', 'trn2']
->>> max(abs(r.error) for r in v.rows if r.role == "judge" and r.reliability == "good") < BOUND
+>>> latency = [r for r in v.rows if r.source not in MAX_THROUGHPUT]  # throughputs: see docs
+>>> max(abs(r.error) for r in latency if r.role == "judge" and r.reliability == "good") < BOUND
 True
 """
 
 from __future__ import annotations
 
+import copy
+import math
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
@@ -53,7 +61,9 @@ import numpy as np
 
 from ..inference import Engine, estimate
 from ..inference.estimate import tokens_per_verify
+from ..inference.layout import FORMATS, as_model, check_format
 from ..inference.serving import simulate
+from ..workloads.model import element_bytes
 
 __all__ = [
     "ASSUMED",
@@ -64,7 +74,11 @@ __all__ = [
     "InferenceValidation",
     "LOAD_REQUESTS",
     "LOAD_SEED",
+    "MAX_THROUGHPUT",
     "STACKS",
+    "TRTLLM_BENCH_DEVICE_MEMORY_BYTES",
+    "TRTLLM_BENCH_KV_FRACTION",
+    "trtllm_bench_limits",
     "validate_inference",
 ]
 
@@ -130,6 +144,10 @@ ASSUMED = {
     "nearest file (llama3-70b, llama3-8b), marked model_substitute",
     "h100_gemm": "H100 GEMMs at OpCosts.for_hardware's roofline with the training validation's "
     "fitted efficiency (not refitted here)",
+    "max_throughput": "trtllm-bench rows run offline: the limits of trtllm-bench's heuristic "
+    "(trtllm_bench_limits, NVML's 81,559 MiB), the runtime's default GUARANTEED_NO_EVICT "
+    "(admission reserve), chunked prefill, its KV page (MAX_THROUGHPUT), and the KV cache of "
+    "the inference model's memory (not trtllm-bench's 0.95 of the free memory)",
 }
 #: EAGLE-3 draft heads of the rows (checkpoint -> target model file, draft vocabulary):
 #: RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3's config.json on Hugging Face (commit
@@ -155,12 +173,14 @@ class InferenceRow:
     role : str
         ``fit`` or ``judge``.
     published, shipped, modelled : float
-        Seconds: as published; the bare model (no fixed costs, the collectives at the modelled
-        bandwidth: what a per-operator estimator says); the model with the fitted
-        parameters (what ``tlm/inference/data/fixed_costs.toml`` ships).
+        Seconds (tokens per second for a throughput): as published; the bare model (no
+        fixed costs, the collectives at the modelled bandwidth: what a per-operator
+        estimator says); the model with the fitted parameters (what
+        ``tlm/inference/data/fixed_costs.toml`` ships).
     load : str
         How the load was modelled: ``""`` for one request alone (:func:`estimate`), else the
-        simulation's arrivals (a closed loop or Poisson) and its prefill policy.
+        simulation's arrivals (a closed loop or Poisson) and its prefill policy, or the
+        offline run of a maximum-throughput row (its limits and KV cache).
     """
 
     id: str
@@ -207,7 +227,12 @@ def _published() -> tuple[dict, tuple]:
 
 
 def _why_not(row: dict) -> str | None:
-    if row["metric"] not in _METRICS:
+    if row["metric"] not in _METRICS and row["source"] not in MAX_THROUGHPUT:
+        if row["source"].startswith("MLPERF"):
+            return (
+                "an MLPerf throughput: the layout of the model copies on the GPUs and the "
+                "dataset's length distribution are not published"
+            )
         return "a throughput of a maximum-throughput run: the batch limits are not published"
     if row["system"] not in FIT:
         return f"no parameters fitted for {row['system']} (extra rows)"
@@ -392,12 +417,218 @@ def _served(key: tuple, step: float, coll: float, factor: float):
     return {"ttft_s": run.ttft_s, "tpot_s": run.tpot_s, "e2e_s": run.e2e_s}
 
 
+# ------------------------------------------------------------------ maximum-throughput rows
+#
+# trtllm-bench throughput (TensorRT-LLM's offline benchmark): N requests of fixed lengths all
+# queued at once, in-flight batching, throughput = output tokens of all requests / wall time.
+# Its batch limits are not printed but come from a public, deterministic heuristic
+# (trtllm_bench_limits); at run time the default capacity scheduler reserves each request's
+# whole KV (admission "reserve"). Each row is one offline simulation (_offline).
+
+#: The sources whose rows are trtllm-bench maximum-throughput runs, and the KV page size
+#: (tokens per block) of each one's runtime: the TensorRT engine flow of v0.17 builds with
+#: the plugin default ``tokens_per_block`` 64 (``PluginConfig``); the PyTorch backend of v1.0
+#: and after pages its cache by ``KvCacheConfig.tokens_per_block``, default 32.
+MAX_THROUGHPUT = {
+    "TRTLLM_V017": {"block_tokens": 64},
+    "TRTLLM_V10": {"block_tokens": 32},
+    "TRTLLM_PERGPU": {"block_tokens": 32},
+}
+#: trtllm-bench's heuristic reads the GPU's memory from NVML (``get_device_memory``: the
+#: total, in GiB): an H100 80GB HBM3 reports 81,559 MiB (``nvidia-smi``, e.g. NVIDIA/nccl
+#: issue 1264). Only the heuristic uses it: the KV cache of the simulation is the inference
+#: model's own (:mod:`tlm.inference.memory`, on the hardware file's HBM).
+TRTLLM_BENCH_DEVICE_MEMORY_BYTES = 81559 * 2**20
+#: The fraction of the memory left by the weights the heuristic gives the KV cache (its
+#: ``kv_cache_gpu_mem_fraction`` default; the runs' ``--kv_cache_free_gpu_mem_fraction``).
+TRTLLM_BENCH_KV_FRACTION = 0.95
+
+
+def trtllm_bench_limits(
+    model,
+    tp: int,
+    pp: int,
+    prompt: int,
+    output: int,
+    fmt: str = "fp8",
+    kv_fmt: str = "fp8",
+    device_memory_bytes: float = TRTLLM_BENCH_DEVICE_MEMORY_BYTES,
+    kv_fraction: float = TRTLLM_BENCH_KV_FRACTION,
+) -> tuple[int, int, float]:
+    """The max batch and max tokens per iteration trtllm-bench chooses for a run of requests
+    of ``prompt`` + ``output`` tokens: TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``,
+    ``calc_engine_setting`` and ``finetune_setting`` (NVIDIA/TensorRT-LLM 04cba882), re-derived.
+
+    The KV cache estimate: the GPUs' memory less the weights (every parameter in the weight
+    format), times ``kv_fraction``, over the KV bytes of a token (``2 x layers x max(tp, KV
+    heads) x head size`` elements: each GPU holds at least one KV head), over ``prompt +
+    output``: the requests that fit whole. Then the batch limit is that (at most 4,096, per
+    pipeline stage) rounded UP - to 32s below 256 (at least 64), 128s below 1,024, 256s
+    above - and the token budget ``batch x (1 + prompt / output)`` (before the rounding, at
+    most 32,768) rounded up to 256s below 4,096 (at least 2,048), 512s below 8,192, 1,024s
+    above: optimistic limits, the runtime's KV cache (not this estimate) deciding how many
+    run. (The early text of the file, of the v0.17 era, subtracts the weights in units of
+    10^9 bytes from memory in GiB; for the rows here that moves one batch limit from 384 to
+    256 and one token budget from 13,312 to 12,288, both off the figures' critical path: the
+    KV cache holds fewer requests than either limit.)
+
+    Parameters
+    ----------
+    model : Model or str
+    tp, pp : int
+        Tensor and pipeline parallelism (GPUs).
+    prompt, output : int
+        Tokens per request (ISL, OSL).
+    fmt, kv_fmt : str
+        Weight and KV formats (``fp8``: one byte an element; ``bf16``: two).
+    device_memory_bytes : float
+        One GPU's memory as NVML reports it.
+    kv_fraction : float
+        The share of the memory after the weights given to the KV cache.
+
+    Returns
+    -------
+    (max_batch, max_tokens, requests) : (int, int, float)
+        The limits, and the requests the estimate fits (before the rounding).
+
+    Examples
+    --------
+    >>> trtllm_bench_limits("llama3-8b", 1, 1, 128, 2048)[:2]
+    (640, 2048)
+    """
+    m = as_model(model)
+    for name, value in (("tp", tp), ("pp", pp), ("prompt", prompt), ("output", output)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, not {value!r}")
+    kv_heads = max(tp, m.kv_heads)
+    kv_element = element_bytes(FORMATS[check_format("kv_fmt", kv_fmt)])
+    token_bytes = 2 * m.layers * kv_heads * m.head_dim * kv_element
+    weights = m.parameters * element_bytes(FORMATS[check_format("fmt", fmt)])
+    free = device_memory_bytes * tp * pp - weights
+    requests = free * kv_fraction / token_bytes / (prompt + output)
+    if requests < 1:
+        raise ValueError(
+            f"{m.name} on {tp * pp} GPUs of {device_memory_bytes / 2**30:.1f} GiB leaves no "
+            f"room for one request of {prompt + output} tokens (trtllm-bench would refuse)"
+        )
+    batch = min(requests, 4096) / pp
+    tokens = min(batch * (1 + prompt / output), 32768)
+
+    def up(x, step, least=0):
+        return max(least, step * math.ceil(x / step))
+
+    max_batch = up(batch, 32, 64) if batch < 256 else up(batch, 128 if batch < 1024 else 256)
+    if tokens < 4096:
+        max_tokens = up(tokens, 256, 2048)
+    else:
+        max_tokens = up(tokens, 512 if tokens < 8192 else 1024)
+    return int(max_batch), int(max_tokens), float(requests)
+
+
+def _offline_setup(row: dict) -> dict:
+    """The offline run of a maximum-throughput row: its engine's settings, the heuristic's
+    limits, the requests and the KV page size."""
+    s = _settings(row)
+    pp = row.get("pp") or 1
+    max_batch, max_tokens, fits = trtllm_bench_limits(
+        s["model"], s["tp"], pp, row["prompt"], row["output"], s["fmt"], s["kv_fmt"]
+    )
+    return s | dict(
+        pp=pp,
+        max_batch=max_batch,
+        max_tokens=max_tokens,
+        heuristic_requests=fits,
+        requests=int(row["requests"]),
+        block_tokens=MAX_THROUGHPUT[row["source"]]["block_tokens"],
+    )
+
+
+def _offline_engine(row: dict, step: float, coll: float, factor: float):
+    """The row's replica at the given fixed costs, its KV cache the inference model's memory
+    beside an iteration of ``max_tokens`` tokens sampling ``max_batch`` sequences (TensorRT-
+    LLM computes logits for the sequences' last tokens only)."""
+    o = _offline_setup(row)
+    engine = Engine.build(
+        o["model"],
+        row["system"],
+        row["chips"],
+        tp=o["tp"],
+        pp=o["pp"],
+        fmt=o["fmt"],
+        kv_fmt=o["kv_fmt"],
+        block_tokens=o["block_tokens"],
+        step_fixed_s=step,
+        collective_fixed_s=coll,
+        collective_bandwidth_factor=factor,
+        max_tokens=o["max_tokens"],
+    )
+    # a copy (Engine.build shares its engines) with the capacity of max_batch sampled rows
+    # rather than max_tokens: the same tables, as Engine.build's own copies
+    engine = copy.copy(engine)
+    engine.kv_capacity_tokens = engine.memory.kv_capacity_tokens(o["max_tokens"], o["max_batch"])
+    return engine, o
+
+
+@lru_cache(maxsize=256)
+def _offline(row_id: str, step: float, coll: float, factor: float):
+    """The offline simulation of a maximum-throughput row at the given fixed costs: every
+    request sent at time 0 (a closed loop of as many clients as requests), the heuristic's
+    limits, chunked prefill (in-flight batching mixes context and generation), admission
+    ``"reserve"`` (``GUARANTEED_NO_EVICT``). Returns the run."""
+    row = _row(row_id)
+    engine, o = _offline_engine(row, step, coll, factor)
+    if engine.kv_capacity_tokens < engine.block_tokens:
+        raise RuntimeError(f"{row_id}: no KV cache beside the weights on {engine!r}")
+    n = o["requests"]
+    run = simulate(
+        engine,
+        concurrency=n,
+        requests=n,
+        prompt=row["prompt"],
+        output=row["output"],
+        max_batch=o["max_batch"],
+        token_budget=o["max_tokens"],
+        prefill="chunked",
+        admission="reserve",
+    )
+    if run.completed != n or run.preemptions:
+        raise RuntimeError(f"the offline run of {row_id} rejected or preempted requests: {run}")
+    return run
+
+
+def _offline_value(row_id: str, step: float, coll: float, factor: float) -> float:
+    """A maximum-throughput row's figure: output tokens of all requests over the time from 0
+    to the last completion, per GPU for a per-GPU metric (trtllm-bench's output tokens count
+    the first)."""
+    run = _offline(row_id, step, coll, factor)
+    if _row(row_id)["metric"].endswith("_per_chip"):
+        return float(run.output_tokens_per_s_per_chip)
+    return float(run.output_tokens_per_s)
+
+
+def _offline_text(row: dict) -> str:
+    """What the offline run of a maximum-throughput row is (its ``load``)."""
+    o = _offline_setup(row)
+    engine, _ = _offline_engine(row, 0.0, 0.0, 1.0)
+    per_request = -(-(row["prompt"] + row["output"]) // o["block_tokens"])
+    whole = engine.kv_capacity_tokens // o["block_tokens"] // per_request
+    return (
+        f"offline: {o['requests']:,} requests at once, max batch {o['max_batch']}, max tokens "
+        f"{o['max_tokens']:,} (trtllm-bench's heuristic: {o['heuristic_requests']:.0f} fit), "
+        f"KV {whole} requests ({engine.kv_capacity_tokens:,} tokens in blocks of "
+        f"{o['block_tokens']}), admission reserve, prefill chunked"
+    )
+
+
 def _modelled(row_id: str, step: float, coll: float, factor: float) -> float:
     """A row's modelled figure: the serving simulation's statistic for a row under load (the
     row's statistic of the metric as the simulation defines it: TPOT per request (e2e - TTFT)
-    / (output - 1), which is also the mean of the gaps between tokens for equal outputs), else
+    / (output - 1), which is also the mean of the gaps between tokens for equal outputs), the
+    offline run's throughput for a maximum-throughput row (:func:`_offline_value`), else
     :func:`_value` (one request alone)."""
     row = _row(row_id)
+    if row["source"] in MAX_THROUGHPUT:
+        return _offline_value(row_id, step, coll, factor)
     load = _load(row)
     if load is None:
         return _value(row_id, step, coll, factor)
@@ -511,12 +742,18 @@ def validate_inference() -> InferenceValidation:
         p = params[row["system"]]
         s = _settings(row)
         load = _load(row)
-        if load is None:
+        if row["source"] in MAX_THROUGHPUT:
+            load_text = _offline_text(row)
+            case = f"{s['model']} tp {s['tp']} {row['prompt']}/{row['output']} {s['fmt']}; "
+            case += load_text
+        elif load is None:
+            load_text = ""
             case = f"{s['model']} tp {s['tp']} batch {s['batch']} {s['prompt']}/{s['output']}"
             case += f" {s['fmt']}" + _speculation_text(row)
         else:
+            load_text = _load_text(load)
             case = f"{s['model']} tp {s['tp']} {row['prompt']}/{row['output']} {s['fmt']}; "
-            case += _load_text(load)
+            case += load_text
         out.append(
             InferenceRow(
                 id=row["id"],
@@ -535,7 +772,7 @@ def validate_inference() -> InferenceValidation:
                 ),
                 source=row["source"],
                 reliability=row["reliability"],
-                load="" if load is None else _load_text(load),
+                load=load_text,
             )
         )
     return InferenceValidation(
