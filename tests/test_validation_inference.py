@@ -147,8 +147,12 @@ def test_rows_under_load_are_simulated_as_published(v):
         if (r.get("qps") or (r.get("concurrency") or 1) > 1)
         and i in {x.id for x in v.rows}
         and r["speculative"]["method"] == "none"
+        and r["source"] not in MAX_THROUGHPUT
     }
-    assert set(loaded) == expect and len(expect) == 7
+    assert set(loaded) == expect and len(expect) == 8
+    # the closed loop's output tokens/s: the simulation's, tokens over the time to the last
+    r = loaded["trn2-llama3-8b-bf16-tp8-c2-512-128-throughput"]
+    assert r.metric == "throughput_tokens_per_s" and "2 clients" in r.load
     # a speculative row of two clients is their batch's decode (no speculation in serving)
     r = next(x for x in v.rows if x.id == "trn2-llama3-8b-bf16-tp8-c2-512-128-eagle3k3-tpot")
     assert not r.load and "batch 2" in r.case and "EAGLE-3" in r.case

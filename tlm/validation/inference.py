@@ -227,7 +227,8 @@ def _published() -> tuple[dict, tuple]:
 
 
 def _why_not(row: dict) -> str | None:
-    if row["metric"] not in _METRICS and row["source"] not in MAX_THROUGHPUT:
+    measured = row["metric"] in _METRICS or _served_throughput(row)
+    if not measured and row["source"] not in MAX_THROUGHPUT:
         if row["source"].startswith("MLPERF"):
             return (
                 "an MLPerf throughput: the layout of the model copies on the GPUs and the "
@@ -245,6 +246,17 @@ def _why_not(row: dict) -> str | None:
     if row.get("tp") is None or row.get("prompt") is None:
         return "no tensor-parallel degree or prompt length published"
     return None
+
+
+def _served_throughput(row: dict) -> bool:
+    """Whether a row is the output tokens/s of a run under a published load (not a maximum-
+    throughput run): its serving simulation's output tokens over the time to its last
+    completion, as `vllm bench serve`'s output_throughput (plain decoding only)."""
+    return (
+        row["metric"] == "throughput_tokens_per_s"
+        and row.get("speculative", {}).get("method", "none") == "none"
+        and _load(row) is not None
+    )
 
 
 def _settings(row: dict) -> dict:
@@ -414,7 +426,12 @@ def _served(key: tuple, step: float, coll: float, factor: float):
     run = simulate(engine, prompt=prompt, output=output, **load)
     if run.completed != run.requests:
         raise RuntimeError(f"the validation's serving run {key} rejected requests: {run}")
-    return {"ttft_s": run.ttft_s, "tpot_s": run.tpot_s, "e2e_s": run.e2e_s}
+    return {
+        "ttft_s": run.ttft_s,
+        "tpot_s": run.tpot_s,
+        "e2e_s": run.e2e_s,
+        "output_tokens_per_s": run.output_tokens_per_s,
+    }
 
 
 # ------------------------------------------------------------------ maximum-throughput rows
@@ -635,7 +652,10 @@ def _modelled(row_id: str, step: float, coll: float, factor: float) -> float:
     s = _settings(row)
     key = (row["system"], row["chips"], s["model"], s["tp"], s["fmt"], s["kv_fmt"])
     key += (row["prompt"], row["output"], tuple(sorted(load.items())))
-    summary = _served(key, step, coll, factor)[_METRICS[row["metric"]]]
+    served = _served(key, step, coll, factor)
+    if row["metric"] == "throughput_tokens_per_s":
+        return float(served["output_tokens_per_s"])
+    summary = served[_METRICS[row["metric"]]]
     statistic = {"p50": "p50", "median": "p50", "mean": "mean"}[row["statistic"]]
     return float(getattr(summary, statistic))
 
