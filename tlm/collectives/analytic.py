@@ -22,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from .schedule import Schedule
@@ -49,30 +51,58 @@ class Analytic:
     """
 
     def __init__(self, schedule: Schedule, system):
-        bw, lat = system.bandwidth_Bps, list(system.latency_s)
+        bw = system.bandwidth_Bps
         links = len(system.links)
-        chips = schedule.chips
-        fixed, per_unit, self.paths = [], [], []
-        for step in schedule.steps:
-            crossed, weights = [], []
-            longest = 0.0
-            self.paths.append([])
-            for t in step.transfers:
-                path = system.path(chips[t.src], chips[t.dst])
-                self.paths[-1].append(path)
-                crossed += path
-                weights += [t.units] * len(path)
-                longest = max(longest, sum(lat[i] for i in path))
-            load = np.bincount(crossed, weights, minlength=links) if crossed else np.zeros(links)
-            fixed.append(system.step_fixed_s + longest)
-            per_unit.append(float((load / bw).max()) if links else 0.0)
+        steps = schedule.steps
+        # every transfer of every step as arrays (step, source and destination chips, units):
+        # a node's groups run together are tens of thousands of transfers
+        per_step = np.array([len(step.transfers) for step in steps], dtype=np.intp)
+        moves = [(t.src, t.dst, t.stop - t.first) for step in steps for t in step.transfers]
+        ranks = np.array(moves, dtype=np.int64).reshape(-1, 3)
+        chips = np.asarray(schedule.chips, dtype=np.int64)
+        src, dst, units = chips[ranks[:, 0]], chips[ranks[:, 1]], ranks[:, 2]
+        # each pair's route and its latency once (a ring's steps repeat their pairs)
+        base = int(max(src.max(initial=0), dst.max(initial=0))) + 1
+        which = np.unique(src * base + dst, return_inverse=True)[1].ravel()
+        first = np.unique(which, return_index=True)[1]
+        lat = system.latency_s.tolist()
+        routes, latency = [], []
+        for a, b in zip(src[first].tolist(), dst[first].tolist(), strict=True):
+            path = system.path(a, b)
+            routes.append(path)
+            latency.append(sum(lat[i] for i in path))
+        step = np.repeat(np.arange(len(steps)), per_step)
+        # the links each step loads, chunks per link: one count over (step, link)
+        lengths = np.array([len(r) for r in routes], dtype=np.intp)[which]
+        crossed = np.fromiter(
+            (i for w in which.tolist() for i in routes[w]), dtype=np.intp, count=lengths.sum()
+        )
+        bins = np.repeat(step * links, lengths) + crossed
+        load = np.bincount(bins, np.repeat(units, lengths), minlength=len(steps) * links)
+        load = load.reshape(len(steps), links)
+        longest = np.zeros(len(steps))
+        np.maximum.at(longest, step, np.asarray(latency, dtype=float)[which])
         self.schedule = schedule
-        self.fixed_s = np.array(fixed)
-        self.per_unit_s_per_byte = np.array(per_unit)
+        self.fixed_s = system.step_fixed_s + longest
+        if links:
+            self.per_unit_s_per_byte = (load / bw).max(axis=1, initial=0.0)
+        else:
+            self.per_unit_s_per_byte = np.zeros(len(steps))
+        self._routes, self._which, self._per_step = routes, which, per_step
         self.after = [step.after for step in schedule.steps]
         self.chain = all(a == ((i - 1,) if i else ()) for i, a in enumerate(self.after))
         self.total_fixed_s = float(self.fixed_s.sum())
         self.total_per_unit_s_per_byte = float(self.per_unit_s_per_byte.sum())
+
+    @cached_property
+    def paths(self) -> list:
+        """Per step, per transfer: the links it crosses (the flow engine reuses the
+        routes)."""
+        routes, out, at = self._routes, [], 0
+        for n in self._per_step.tolist():
+            out.append([routes[w] for w in self._which[at : at + n].tolist()])
+            at += n
+        return out
 
     def chunk_bytes(self, size_bytes, itemsize: int) -> np.ndarray:
         """Bytes of the largest chunk for buffers of ``size_bytes`` (a multiple of
