@@ -659,8 +659,14 @@ class Engine:
             ns.append(float(n))
             ks.append(float(k))
             wts.append(float(w))
-        if one:  # operator by operator on floats
-            terms = [self._gemm_terms(*row) for row in zip(ms, ns, ks, wts, mult, strict=True)]
+        if one:  # operator by operator on floats, each distinct product once (a dense and a
+            # MoE layer share their attention's products)
+            done: dict = {}
+            terms = []
+            for row in zip(ms, ns, ks, wts, mult, strict=True):
+                if row not in done:
+                    done[row] = self._gemm_terms(*row)
+                terms.append(done[row])
             gemm, seconds, flop, nbytes, bound = (list(c) for c in zip(*terms, strict=True))
         else:
             M = np.stack(ms)
