@@ -51,8 +51,8 @@ def _steps(count: int, step, src, dst, units, system) -> tuple:
     links = len(system.links)
     # each pair's route and its latency once (a ring's steps repeat their pairs)
     base = int(max(src.max(initial=0), dst.max(initial=0))) + 1
-    which = np.unique(src * base + dst, return_inverse=True)[1].ravel()
-    first = np.unique(which, return_index=True)[1]
+    _, first, which = np.unique(src * base + dst, return_index=True, return_inverse=True)
+    which = which.ravel()
     lat = system.latency_s.tolist()
     routes, latency = [], []
     for a, b in zip(src[first].tolist(), dst[first].tolist(), strict=True):
