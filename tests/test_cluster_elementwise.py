@@ -59,6 +59,28 @@ def test_scalars_give_the_arrays_figures(name, reference):
         assert got == many[i], (name, i, got, many[i])
 
 
+@pytest.mark.parametrize("name", ["log2", "exp", "power"])
+def test_transcendental_scalars_give_the_arrays_bits(name):
+    """numpy's loops on one scalar and on an array's element: the same bits (the engines'
+    one-row path relies on it), over the magnitudes the cost models use."""
+    rng = np.random.default_rng(SEED)
+    print(f"SEED={SEED}")
+    n = 20000
+    if name == "log2":
+        args = (np.exp(rng.uniform(-10, 40, n)),)
+    elif name == "exp":
+        args = (rng.uniform(-30, 5, n),)
+    else:  # (1 - k / E) ** tokens, as the routed experts' activity
+        args = (rng.uniform(0.5, 1.0, n), np.round(rng.uniform(1, 1e5, n)))
+    many = getattr(np, name)(*args)
+    fn = getattr(ew, name)
+    for i in range(n):
+        got = fn(*(float(a[i]) for a in args))
+        assert type(got) is float, (name, i)
+        assert got == many[i], (name, i, got, many[i])
+    np.testing.assert_array_equal(fn(*args), many)
+
+
 def test_booleans_reductions_and_shapes():
     assert ew.logical_not(True) is False and ew.logical_not(np.bool_(False))
     assert ew.logical_not(np.array([True, False])).tolist() == [False, True]

@@ -83,6 +83,25 @@ def test_groups_alone_where_their_links_are_their_own(trn2):
             assert together.time_s([4 * MiB], 2) == pytest.approx(alone, rel=1e-12)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_closed_forms_are_the_analytic_engine_on_the_groups_run_together(trn2, op):
+    """The closed forms the network keeps (worked out from one group's transfers tiled over
+    the groups, without building their schedule) are the analytic engine's figures on the
+    run-together schedule, bit for bit: groups alone, groups sharing links (stride 2), a
+    group that does not tile the node (stride 3: one group of three)."""
+    for group, stride in [*CASES, (2, 2), (8, 2), (4, 4), (2, 8), (3, 3)]:
+        phase = trn2._up_phase(op, group, stride)
+        assert phase.names, (op, group, stride)
+        for name, a, k, c in zip(phase.names, phase.A, phase.K, phase.C, strict=True):
+            schedule, system = trn2.schedule(op, group, stride, name)
+            together = Analytic(schedule, system)
+            assert (a, k, c) == (
+                together.total_fixed_s,
+                together.total_per_unit_s_per_byte,
+                schedule.chunks,
+            ), (op, group, stride, name)
+
+
 def test_groups_that_share_links_share_them(trn2):
     """Every other chip of an x ring (stride 2): group {0, 2} routes through chip 1, which
     routes group {1, 3} through chip 2 - the link 1 -> 2 carries both: the bandwidth term

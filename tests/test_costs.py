@@ -145,6 +145,8 @@ def test_interpolates_log_efficiency_linearly_in_log_shape(tmp_path):
     want = eff(m, n, k)
     np.testing.assert_allclose(costs.gemm_efficiency(m, n, k), want, rtol=1e-12)
     assert (costs.gemm_basis(m, n, k) == 0).all()
+    vec = costs.gemm_s(m, n, k)  # axes 4 apart: the scalar path's search, as the arrays'
+    assert all(vec[i] == costs.gemm_s(float(m[i]), n[i], k[i]) for i in range(0, 1000, 7))
     # beyond the top (16): the edge's time less the fixed time (the 1x1x1 point), scaled by
     # the work's ratio to the edge, plus the fixed time once
     fixed, edge = fn(1, 1, 1, "bf16", "all"), fn(16, 16, 16, "bf16", "all")
@@ -263,8 +265,23 @@ def test_vectorised_equals_scalar(trn2):
             assert basis[i] == trn2.gemm_basis(m[i], nn[i], k[i], batch[i], fmt)
     elements = rng.integers(0, 10**9, n)
     for op in ("elementwise", "activation", "softmax", "norm"):
-        vec = trn2.vector_s(elements, op)
-        assert all(vec[i] == trn2.vector_s(int(elements[i]), op) for i in range(n))
+        for fmt, from_hbm in (("bf16", True), ("fp32", True), ("bf16", False)):
+            vec = trn2.vector_s(elements, op, fmt, from_hbm)
+            for i in range(n):
+                one = trn2.vector_s(int(elements[i]), op, fmt, from_hbm)
+                assert type(one) is np.float64 and vec[i] == one
+    nbytes = rng.uniform(0, 1e10, n)
+    assert all(trn2.memory_s(nbytes)[i] == trn2.memory_s(float(nbytes[i])) for i in range(n))
+    # a chip with no calibration (the roofline, a kernel's fixed cost) and an uncalibrated
+    # format of a calibrated one
+    gpu = OpCosts.for_hardware(load_hardware("h100"), call_s=2e-6)
+    for costs, fmt in ((gpu, "bf16"), (gpu, "fp8"), (trn2, "fp32")):
+        vec = costs.gemm_s(m, nn, k, batch, fmt)
+        for i in range(n):
+            one = costs.gemm_s(float(m[i]), int(nn[i]), int(k[i]), int(batch[i]), fmt)
+            assert type(one) is np.float64 and vec[i] == one
+        vec = costs.vector_s(elements, "norm", fmt)
+        assert all(vec[i] == costs.vector_s(int(elements[i]), "norm", fmt) for i in range(n))
 
 
 def test_broadcasting_and_scalar_results(trn2):

@@ -4,6 +4,7 @@ files that do not load, and what it refuses to write."""
 import doctest
 import os
 import pickle
+import time
 
 import pytest
 
@@ -89,6 +90,68 @@ def test_the_fingerprint_follows_every_file_of_the_package(tmp_path, monkeypatch
     (root / "new").mkdir()
     (root / "new" / "c.py").write_text("")
     assert fingerprint() not in seen
+    diskcache._STATE.pop("fingerprint", None)
+
+
+def test_the_manifest_gives_the_listing_s_fingerprint_until_anything_changes(tmp_path, monkeypatch):
+    """Through the manifest kept in the cache: the same fingerprint as a full listing while
+    nothing changed; an edit of a file in place (same size, a later time; another size), a
+    new file, a new folder, a removed file each make a new one (the manifest is not
+    trusted); a listing younger than SETTLE_S is not kept."""
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.py").write_text("x = 1\n")
+    (root / "sub" / "data.toml").write_text("y = 2\n")
+    monkeypatch.setattr(diskcache, "_ROOT", root)
+    cache = tmp_path / "cache"
+
+    settled = [10**18]
+
+    def settle():  # every entry of the package older than SETTLE_S (a time of its own)
+        settled[0] += 1000
+        for path in [root, *root.rglob("*")]:
+            os.utime(path, ns=(settled[0], settled[0]))
+
+    def fingerprint(listed=False):
+        """A new process's fingerprint (through the manifest unless ``listed``), and whether
+        it came from the manifest; its manifest written as trnsim does after a command."""
+        diskcache._STATE.pop("fingerprint", None)
+        diskcache._STATE.pop("manifest", None)
+        calls = []
+        listing = diskcache._listing
+        monkeypatch.setattr(diskcache, "_listing", lambda: calls.append(1) or listing())
+        with diskcache.cache_dir("off" if listed else cache):
+            got = diskcache.fingerprint()
+            diskcache.flush()
+        monkeypatch.setattr(diskcache, "_listing", listing)
+        return got, not calls
+
+    settle()
+    first, kept = fingerprint()
+    assert not kept and list(cache.glob("manifest-*.pickle"))
+    assert fingerprint() == (first, True)  # from the manifest
+    assert fingerprint(listed=True) == (first, False)  # a listing agrees
+    seen = {first}
+    changes = [
+        lambda: os.utime(root / "sub" / "data.toml", ns=(1, time.time_ns())),  # time only
+        lambda: (root / "a.py").write_text("x = 10\n"),  # another size
+        lambda: (root / "b.py").write_text(""),
+        lambda: (root / "new").mkdir() or (root / "new" / "c.py").write_text(""),
+        lambda: (root / "sub" / "d.toml").write_text(""),  # only its folder's time moves
+        lambda: (root / "b.py").unlink(),
+    ]
+    for i, change in enumerate(changes):
+        change()
+        got, kept = fingerprint()
+        assert not kept and got not in seen, i
+        assert fingerprint(listed=True) == (got, False), i
+        seen.add(got)
+        assert fingerprint() == (got, False), i  # too young to be kept: listed again
+        settle()
+        assert fingerprint()[0] != got  # (the times moved: another fingerprint)
+        got, kept = fingerprint()
+        assert kept, i  # settled: the manifest kept and used
+        seen.add(got)
     diskcache._STATE.pop("fingerprint", None)
 
 

@@ -237,7 +237,7 @@ def counted(monkeypatch):
 
         @functools.wraps(original)
         def part(self, values):
-            counts[name] += len(values)
+            counts[name] += np.size(values)  # rows (a float: one)
             return original(self, values)
 
         monkeypatch.setattr(Engine, name, part)
@@ -329,6 +329,7 @@ ON_DISK = (
 
 _CHILD = """
 import json, sys
+import numpy as np
 sys.path.insert(0, "tests")
 from tlm import diskcache
 from tlm.cluster import hardware, network
@@ -342,7 +343,7 @@ work = {"parts": 0, "closed forms": 0, "hardware files": 0, "costs": 0, "attenti
 def counting(owner, name, what, rows=False):
     original = getattr(owner, name)
     def wrapper(*args, **kwargs):
-        work[what] += len(args[1]) if rows else 1
+        work[what] += int(np.size(args[1])) if rows else 1
         return original(*args, **kwargs)
     wrapper.__name__ = original.__name__
     setattr(owner, name, wrapper)
@@ -386,3 +387,53 @@ def test_figures_from_the_cache_on_disk_are_golden_and_cost_no_tables(tmp_path):
         assert run["engine"] == golden["engine"]["405b-server-tp16"]
     assert second["work"] == dict.fromkeys(first["work"], 0)
     assert second["written"] == 0
+
+
+# ---- one value on floats, many on arrays: the same bits ---------------------------------
+
+#: Engines of every kind of part: dense and MoE (17 GEMM rows: DeepSeek-V3's dense and MoE
+#: layers), data-parallel attention, a pipeline over EFA, a GPU.
+PART_ENGINES = {
+    "405b-server-tp16": dict(model="llama3.1-405b", hardware="trn2", system="server", tp=16),
+    "dsv3-ultra-tp64-ep64-fp8": dict(
+        model="deepseek-v3", hardware="trn2", system="ultraserver", tp=64, ep=64, fmt="fp8"
+    ),
+    "dsv3-ultra-tp8-ep64-dp": dict(
+        model="deepseek-v3",
+        hardware="trn2",
+        system="ultraserver",
+        tp=8,
+        ep=64,
+        dp_attention=True,
+    ),
+    "mixtral-2xserver-tp8-ep2-pp2": dict(
+        model="mixtral-8x7b", hardware="trn2", system="2xserver", tp=8, ep=2, pp=2
+    ),
+    "70b-h100-tp8": dict(model="llama3.3-70b", hardware="h100", system="server", tp=8),
+}
+
+
+@pytest.mark.parametrize("name", list(PART_ENGINES))
+def test_a_part_on_one_float_is_its_row_of_the_arrays(name):
+    """``_token_part`` and ``_sequence_part`` on a float (a new request's few values) give
+    exactly their row of the vectorised call, and a one-row array the same: a value's
+    figures do not depend on what was evaluated with it (nor on what the cache on disk
+    holds)."""
+    from tlm.inference import Engine
+
+    seed = 1124
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    engine = Engine.build(**PART_ENGINES[name], micro_batches=1, **FREE)
+    values = np.unique(np.concatenate([[1, 2, 3, 64, 2048], rng.integers(1, 200_000, 40)]))
+    values = values.astype(float)
+    for part in (engine._token_part, engine._sequence_part):
+        many = part(values)
+        for i in range(0, len(values), 3):
+            one = part(float(values[i]))
+            row = part(values[i : i + 1])
+            assert set(one) == set(many)
+            for key in many:
+                assert type(one[key]) is float, (part.__name__, key)
+                assert one[key] == many[key][i], (part.__name__, key, values[i])
+                assert row[key][0] == many[key][i], (part.__name__, key, values[i])

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tlm.link.topology import Torus
+from tlm.link.routing import route
+from tlm.link.topology import Torus, port_name
 from tlm.system import SYSTEMS, SystemSpecError, load_system
 from tlm.system.schema import SystemFile
 
@@ -72,6 +73,22 @@ def test_routes_follow_tlm_link_routing(name):
             assert s.links[i].src == here
             here = s.links[i].dst
         assert here == b
+
+
+@pytest.mark.parametrize("name", ["trn2-server", "trn2-ultraserver"])
+def test_routes_take_route_s_port_at_every_router(name):
+    """Each route's links are the ports :func:`tlm.link.routing.route` gives router by router
+    (the routes are worked out once per displacement: the ports depend on the coordinates
+    only through their differences)."""
+    s = load_system(name)
+    t = s.torus
+    for a, b in product(range(s.chips), repeat=2):
+        here, ports = t.coord(a), []
+        while (port := route(t.shape, here, t.coord(a), t.coord(b))[0]) != 0:
+            ports.append((t.node(here), port))
+            here = t.neighbour(here, port)
+        got = [(s.links[i].src, s.links[i].name.split()[-1]) for i in s.path(a, b)]
+        assert got == [(chip, port_name(port)) for chip, port in ports], (a, b)
 
 
 def test_nodes_joined_by_efa_with_oversubscription(tmp_path):

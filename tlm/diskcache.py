@@ -13,7 +13,14 @@ a later process loads them in a fraction of a millisecond.
 - **When it is stale**: every entry lives under a *fingerprint* of the ``tlm`` package (each
   file's path, size and modification time), the Python and numpy versions and
   :data:`FORMAT`: editing, adding or checking out any file of the package starts a new, empty
-  cache. Objects loaded from a file outside the package are keyed by their content.
+  cache. Objects loaded from a file outside the package are keyed by their content. Listing
+  the package's folders costs more than the ``stat`` of its files, so the cache keeps a
+  *manifest* of the last listing (each folder's modification time, each file's size and
+  time, the fingerprint): when every folder's time is the same - no entry added, removed or
+  renamed in any of them - and every file's size and time, the fingerprint is the manifest's
+  (the same one a listing gives). A listing whose times are under :data:`SETTLE_S` old is
+  not kept as a manifest (a change within the file system's clock tick could hide behind an
+  equal time).
 - **Where**: ``$TRNSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/trnsim``, else
   ``~/.cache/trnsim``; ``TRNSIM_CACHE_DIR=off`` (or empty) turns it off (the tests do). Only
   :data:`KEEP_FINGERPRINTS` fingerprints are kept (other checkouts of the package each have
@@ -50,6 +57,7 @@ import pickle
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +65,7 @@ import numpy as np
 __all__ = [
     "FORMAT",
     "KEEP_FINGERPRINTS",
+    "SETTLE_S",
     "cache_dir",
     "content_key",
     "directory",
@@ -77,6 +86,10 @@ KEEP_FINGERPRINTS = 4
 MAX_BYTES = 2 << 20
 #: Objects marked for writing at most (a long search builds thousands of engines).
 MAX_PENDING = 1024
+#: Seconds a folder's or file's modification time must be in the past for a listing to be
+#: kept as the manifest (file systems' times move in ticks of up to a few milliseconds, 2 s
+#: on FAT: an entry changed within the tick of the listing would show the same time).
+SETTLE_S = 2.0
 #: The package's root folder: its files make the fingerprint.
 _ROOT = Path(__file__).resolve().parent
 _OFF = ("", "off", "0", "none")
@@ -106,23 +119,69 @@ def directory() -> Path | None:
 
 def fingerprint() -> str:
     """Of the package's files (path, size, modification time, every file but byte code), the
-    Python and numpy versions and :data:`FORMAT`; worked out once per process."""
+    Python and numpy versions and :data:`FORMAT`; worked out once per process (from the
+    manifest when nothing in the package changed since it was written)."""
     if "fingerprint" not in _STATE:
-        rows = [f"{FORMAT} {sys.version} {np.__version__}"]
-        folders = [str(_ROOT)]
-        for folder in folders:  # grows as it goes: every folder of the package
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        if entry.name != "__pycache__":
-                            folders.append(entry.path)
-                    else:
-                        s = entry.stat()
-                        rows.append(f"{entry.path} {s.st_size} {s.st_mtime_ns}")
+        versions = f"{FORMAT} {sys.version} {np.__version__}"
+        where = directory()
+        manifest = None
+        if where is not None:
+            name = hashlib.blake2b(f"{_ROOT}\n{versions}".encode(), digest_size=8).hexdigest()
+            manifest = os.path.join(where, f"manifest-{name}.pickle")
+            digest = _from_manifest(manifest)
+            if digest is not None:
+                _STATE["fingerprint"] = digest
+                return digest
+        folders, files = _listing()
+        rows = [versions] + [f"{path} {size} {mtime}" for path, size, mtime in files]
         rows.sort()
         digest = hashlib.blake2b("\n".join(rows).encode(), digest_size=10).hexdigest()
         _STATE["fingerprint"] = digest
+        settled = time.time_ns() - int(SETTLE_S * 1e9)
+        times = [t for _, t in folders] + [t for _, _, t in files]
+        if manifest is not None and max(times) < settled:  # written at the next flush
+            _STATE["manifest"] = (manifest, (str(_ROOT), folders, files, digest))
     return _STATE["fingerprint"]
+
+
+def _listing() -> tuple[list, list]:
+    """Every folder of the package but byte code's, with its modification time (taken before
+    it is listed: an entry added meanwhile leaves a later time), and every file in them with
+    its size and modification time (ns)."""
+    folders, files = [], []
+    todo = [str(_ROOT)]
+    for folder in todo:  # grows as it goes
+        folders.append((folder, os.stat(folder).st_mtime_ns))
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        todo.append(entry.path)
+                else:
+                    s = entry.stat()
+                    files.append((entry.path, s.st_size, s.st_mtime_ns))
+    return folders, files
+
+
+def _from_manifest(path: str) -> str | None:
+    """The manifest's fingerprint when every folder and file it lists is as it was, else
+    None (no manifest, another package root, anything changed or gone)."""
+    try:
+        with open(path, "rb") as f:
+            root, folders, files, digest = pickle.load(f)
+        if root != str(_ROOT):
+            return None
+        stat = os.stat
+        for folder, mtime in folders:
+            if stat(folder).st_mtime_ns != mtime:
+                return None
+        for file, size, mtime in files:
+            s = stat(file)
+            if s.st_mtime_ns != mtime or s.st_size != size:
+                return None
+    except Exception:  # noqa: BLE001 - missing, truncated, a file gone: list the package
+        return None
+    return digest
 
 
 def content_key(obj) -> str:
@@ -200,7 +259,12 @@ def flush() -> int:
     """Write the objects kept since they were loaded or last written; the number written.
     Never raises for the cache's sake (a full disk, a read-only home): it stays unwritten."""
     folder = _folder()
-    if folder is None or not _PENDING:
+    if folder is None:
+        return 0
+    manifest = _STATE.pop("manifest", None)
+    if manifest is not None:
+        _write(Path(manifest[0]), pickle.dumps(manifest[1], protocol=pickle.HIGHEST_PROTOCOL))
+    if not _PENDING:
         return 0
     written = 0
     for (kind, key), (value, was, size) in list(_PENDING.items()):
@@ -214,23 +278,28 @@ def flush() -> int:
             continue
         if len(data) > MAX_BYTES:
             continue
-        path = Path(_file(folder, kind, key))
-        temporary = None
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-            with os.fdopen(handle, "wb") as f:
-                f.write(data)
-            os.replace(temporary, path)
-        except OSError:  # a full disk, a read-only home: not kept
-            if temporary is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
-            continue
-        written += 1
+        written += _write(Path(_file(folder, kind, key)), data)
     if written:
         _prune(Path(folder))
     return written
+
+
+def _write(path: Path, data: bytes) -> bool:
+    """Write ``data`` to ``path`` whole (a temporary file renamed into place); False when it
+    cannot be (a full disk, a read-only home: not kept)."""
+    temporary = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "wb") as f:
+            f.write(data)
+        os.replace(temporary, path)
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        return False
+    return True
 
 
 def _prune(folder: Path) -> None:

@@ -10,6 +10,11 @@ double results: each is exact (a selection, a comparison, a rounding to an integ
 Python's ``+ - * /`` on floats are numpy's (tests/test_cluster_training.py and
 tests/test_cluster_search.py check one configuration against its vectorised row bit for bit).
 
+:func:`log2`, :func:`exp` and :func:`power` call numpy on scalars too (returning a float):
+numpy's transcendental loops need not round as :mod:`math`'s do (its SIMD builds have their
+own), and a scalar goes through the same loop as an array's element, so the bits agree
+(tests/test_cluster_elementwise.py checks it on random values).
+
 Scalars here are finite numbers: :func:`maximum` and :func:`minimum` of a scalar NaN follow
 Python's comparisons, not numpy's NaN propagation (the models mark an invalid configuration
 with NaN only at the end, after these functions). A Python ``bool`` is negated with
@@ -37,6 +42,9 @@ __all__ = [
     "clip",
     "ceil",
     "floor",
+    "log2",
+    "exp",
+    "power",
     "any_",
     "isfinite",
     "all_",
@@ -95,6 +103,27 @@ def floor(x):
     if type(x) is np.ndarray:
         return np.floor(x)
     return float(math.floor(x)) if math.isfinite(x) else x
+
+
+def log2(x):
+    """``np.log2(x)``; on a scalar numpy's own as a float (the same bits as an array's)."""
+    if type(x) is np.ndarray:
+        return np.log2(x)
+    return float(np.log2(x))
+
+
+def exp(x):
+    """``np.exp(x)``; on a scalar numpy's own as a float (the same bits as an array's)."""
+    if type(x) is np.ndarray:
+        return np.exp(x)
+    return float(np.exp(x))
+
+
+def power(x, y):
+    """``np.power(x, y)``; on scalars numpy's own as a float (the same bits as an array's)."""
+    if type(x) is np.ndarray or type(y) is np.ndarray:
+        return np.power(x, y)
+    return float(np.power(float(x), float(y)))
 
 
 def isfinite(x):

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import ALGORITHMS, Analytic, build, unfit
+from ..collectives.analytic import together_totals
 from ..collectives.schedule import Schedule, Step, Transfer
 from ..system import System, load_system
 from .cost import DEFAULT_FABRIC, Fabric, clos_tiers
@@ -214,6 +215,9 @@ def run_together(schedule: Schedule, systems) -> Schedule:
         base = len(chips)
         chips += [sub.members[c] for c in schedule.chips]
         for i, step in enumerate(schedule.steps):
+            if not base:  # the first group's ranks are the schedule's own
+                steps[i] += step.transfers
+                continue
             steps[i] += [
                 Transfer(base + t.src, base + t.dst, t.first, t.stop, t.reduce, t.at)
                 for t in step.transfers
@@ -229,6 +233,13 @@ def run_together(schedule: Schedule, systems) -> Schedule:
             for moves, s in zip(steps, schedule.steps, strict=True)
         ),
     )
+
+
+def _translates(subs: list) -> list:
+    """The groups' sub-systems that are translates of the first (a group that does not tile
+    the node is left out of the groups run together)."""
+    first = subs[0]
+    return [sub for sub in subs if sub.torus == first.torus and sub.nodes == first.nodes]
 
 
 def _send_s(forms, nbytes):
@@ -488,10 +499,7 @@ class Network:
             if why is not None:
                 raise ValueError(f"algorithm {algorithm} does not fit {first.name}: it {why}")
             one = build(algorithm, op, first)
-            # groups that are not translates of the first (a group that does not tile the
-            # node) are left out
-            same = [sub for sub in subs if sub.torus == first.torus and sub.nodes == first.nodes]
-            together = run_together(one, same)
+            together = run_together(one, _translates(subs))
             self._schedules[key] = (together, self.node)
         return self._schedules[key]
 
@@ -512,22 +520,20 @@ class Network:
                 rows = self._switch(op, group)
             else:
                 rows = []
-                first = self._group_systems(group, stride)[0]
+                subs = self._group_systems(group, stride)
+                first = subs[0]
+                same = _translates(subs)
                 for algorithm in ALGORITHMS:
                     if unfit(algorithm, op, first) is not None:
                         continue
-                    schedule, system = self.schedule(op, group, stride, algorithm)
-                    cost = Analytic(schedule, system)
-                    if not cost.chain:  # every shipped algorithm is a chain of steps
+                    one = build(algorithm, op, first)
+                    chain = all(s.after == ((i - 1,) if i else ()) for i, s in enumerate(one.steps))
+                    if not chain:  # every shipped algorithm is a chain of steps
                         raise NotImplementedError(f"{algorithm} {op}: steps that overlap")
-                    rows.append(
-                        (
-                            algorithm,
-                            cost.total_fixed_s,
-                            cost.total_per_unit_s_per_byte,
-                            schedule.chunks,
-                        )
-                    )
+                    # the analytic engine's figures of the groups' schedule run together
+                    # (:meth:`schedule`), worked out without building it
+                    fixed, per_unit = together_totals(one, same, self.node)
+                    rows.append((algorithm, fixed, per_unit, one.chunks))
             names, A, K, C = zip(*rows, strict=True)
             self._up[key] = (names, A, K, C)
         names, A, K, C = self._up[key]

@@ -22,11 +22,83 @@ Examples
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from .schedule import Schedule
 
-__all__ = ["Analytic"]
+__all__ = ["Analytic", "together_totals"]
+
+
+def _transfers(schedule: Schedule) -> tuple:
+    """Every transfer of ``schedule`` as arrays, step by step in order: its step, source
+    and destination ranks and chunks."""
+    moves = [
+        (i, t.src, t.dst, t.stop - t.first)
+        for i, step in enumerate(schedule.steps)
+        for t in step.transfers
+    ]
+    return tuple(np.array(moves, dtype=np.int64).reshape(-1, 4).T)
+
+
+def _steps(count: int, step, src, dst, units, system) -> tuple:
+    """Per step of ``count``: fixed cost plus the longest path latency, and seconds per
+    byte of a chunk on the busiest link, for transfers given as arrays (their step, source
+    and destination chips of ``system``, chunks); and the routes of the distinct pairs and
+    each transfer's pair."""
+    bw = system.bandwidth_Bps
+    links = len(system.links)
+    # each pair's route and its latency once (a ring's steps repeat their pairs)
+    base = int(max(src.max(initial=0), dst.max(initial=0))) + 1
+    _, first, which = np.unique(src * base + dst, return_index=True, return_inverse=True)
+    which = which.ravel()
+    lat = system.latency_s.tolist()
+    routes, latency = [], []
+    for a, b in zip(src[first].tolist(), dst[first].tolist(), strict=True):
+        path = system.path(a, b)
+        routes.append(path)
+        latency.append(sum(lat[i] for i in path))
+    # the chunks each step puts on each link: one count over (step, link) (integers: exact
+    # in any order)
+    lengths = np.array([len(r) for r in routes], dtype=np.intp)[which]
+    crossed = np.fromiter(
+        (i for w in which.tolist() for i in routes[w]), dtype=np.intp, count=lengths.sum()
+    )
+    bins = np.repeat(step * links, lengths) + crossed
+    load = np.bincount(bins, np.repeat(units, lengths), minlength=count * links)
+    longest = np.zeros(count)
+    np.maximum.at(longest, step, np.asarray(latency, dtype=float)[which])
+    fixed = system.step_fixed_s + longest
+    if links:
+        per_unit = (load.reshape(count, links) / bw).max(axis=1, initial=0.0)
+    else:
+        per_unit = np.zeros(count)
+    return fixed, per_unit, routes, which
+
+
+def together_totals(schedule: Schedule, systems, parent) -> tuple[float, float]:
+    """``(A, K)`` - the summed fixed seconds and seconds per chunk byte - of ``schedule``
+    (built on one group's sub-system, a chain of steps) run by every group of ``systems``
+    at once on ``parent`` (:func:`tlm.cluster.network.run_together`'s schedule, without
+    making it): each step's transfers are every group's, their chunks loading the parent's
+    links together; the same figures as :class:`Analytic` of that schedule.
+    """
+    step, src, dst, units = _transfers(schedule)
+    # chip of the parent of each group's each rank
+    members = np.array(
+        [[sub.members[c] for c in schedule.chips] for sub in systems], dtype=np.int64
+    ).reshape(len(systems), len(schedule.chips))
+    groups = len(systems)
+    fixed, per_unit, _, _ = _steps(
+        len(schedule.steps),
+        np.tile(step, groups),
+        members[:, src].ravel(),
+        members[:, dst].ravel(),
+        np.tile(units, groups),
+        parent,
+    )
+    return float(fixed.sum()), float(per_unit.sum())
 
 
 class Analytic:
@@ -49,30 +121,28 @@ class Analytic:
     """
 
     def __init__(self, schedule: Schedule, system):
-        bw, lat = system.bandwidth_Bps, list(system.latency_s)
-        links = len(system.links)
-        chips = schedule.chips
-        fixed, per_unit, self.paths = [], [], []
-        for step in schedule.steps:
-            crossed, weights = [], []
-            longest = 0.0
-            self.paths.append([])
-            for t in step.transfers:
-                path = system.path(chips[t.src], chips[t.dst])
-                self.paths[-1].append(path)
-                crossed += path
-                weights += [t.units] * len(path)
-                longest = max(longest, sum(lat[i] for i in path))
-            load = np.bincount(crossed, weights, minlength=links) if crossed else np.zeros(links)
-            fixed.append(system.step_fixed_s + longest)
-            per_unit.append(float((load / bw).max()) if links else 0.0)
+        step, src, dst, units = _transfers(schedule)
+        chips = np.asarray(schedule.chips, dtype=np.int64)
+        self.fixed_s, self.per_unit_s_per_byte, routes, which = _steps(
+            len(schedule.steps), step, chips[src], chips[dst], units, system
+        )
         self.schedule = schedule
-        self.fixed_s = np.array(fixed)
-        self.per_unit_s_per_byte = np.array(per_unit)
+        self._routes, self._which = routes, which
+        self._per_step = np.bincount(step, minlength=len(schedule.steps))
         self.after = [step.after for step in schedule.steps]
         self.chain = all(a == ((i - 1,) if i else ()) for i, a in enumerate(self.after))
         self.total_fixed_s = float(self.fixed_s.sum())
         self.total_per_unit_s_per_byte = float(self.per_unit_s_per_byte.sum())
+
+    @cached_property
+    def paths(self) -> list:
+        """Per step, per transfer: the links it crosses (the flow engine reuses the
+        routes)."""
+        routes, out, at = self._routes, [], 0
+        for n in self._per_step.tolist():
+            out.append([routes[w] for w in self._which[at : at + n].tolist()])
+            at += n
+        return out
 
     def chunk_bytes(self, size_bytes, itemsize: int) -> np.ndarray:
         """Bytes of the largest chunk for buffers of ``size_bytes`` (a multiple of

@@ -7,8 +7,12 @@ efficiency between its points; :meth:`OpCosts.for_hardware` gives a chip with no
 A100, an H100) the roofline ``max(flops / (peak x efficiency), bytes / HBM bandwidth)`` with a
 named, ASSUMED ``efficiency``. Every method takes numpy arrays (broadcast against each other)
 and returns an array of the broadcast shape - a numpy scalar for scalar inputs - so a strategy
-search costs a million shapes in a few numpy operations. ``source`` says where the figures
-come from, for the outputs to print; :meth:`OpCosts.gemm_basis` says it per shape.
+search costs a million shapes in a few numpy operations. Scalars are worked out on Python
+floats with the same formulas (:mod:`tlm.cluster.elementwise`): numpy's per-call cost, paid a
+few hundred times by one shape, would be most of a single estimate's time; the bits are the
+same (``tests/test_costs.py`` holds scalars to their vectorised rows). ``source`` says where
+the figures come from, for the outputs to print; :meth:`OpCosts.gemm_basis` says it per
+shape.
 
 See ``docs/costs.md``.
 
@@ -35,12 +39,15 @@ True
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..cluster.elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
 from .calibrate import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
@@ -116,7 +123,17 @@ def _fmt_key(fmt, allowed) -> str:
     return key
 
 
+#: Scalar types taken on the scalar path (a bool is not a number here).
+_SCALARS = frozenset({int, float, np.float64, np.int64, np.float32, np.int32})
+
+
 def _array(name, value, low, inclusive, what):
+    """``value`` checked: a float for a scalar (the scalar path), else a float array."""
+    if type(value) in _SCALARS:
+        x = float(value)
+        if math.isfinite(x) and (x >= low if inclusive else x > low):
+            return x
+        raise CostsError(f"{name} must be {what}, not {x!r}")
     try:
         a = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -127,7 +144,9 @@ def _array(name, value, low, inclusive, what):
     return a
 
 
-def _out(a: np.ndarray):
+def _out(a):
+    if type(a) is not np.ndarray:
+        return np.float64(a)  # a scalar's figure, as numpy gives it
     return a[()] if a.ndim == 0 else a
 
 
@@ -142,6 +161,19 @@ class _Table:
     uniform: bool  # every axis is consecutive powers of two
 
 
+#: A table's axes and grids as Python lists, by the table's identity (kept with it): the
+#: scalar path indexes them without numpy's per-item cost.
+_LISTS: dict = {}
+
+
+def _as_lists(table: _Table, cores: str) -> tuple:
+    hit = _LISTS.get(id(table))
+    if hit is None or hit[0] is not table:
+        grids = {c: g.tolist() for c, g in table.log_efficiency.items()}
+        hit = _LISTS[id(table)] = (table, [a.tolist() for a in table.log_axes], grids)
+    return hit[1], hit[2][cores]
+
+
 def _interpolate(table: _Table, cores: str, m, n, k):
     """Efficiency, trilinear in (log2 m, log2 n, log2 k) on its logarithm, inside the grid
     (the caller clamps the shape to it).
@@ -151,31 +183,43 @@ def _interpolate(table: _Table, cores: str, m, n, k):
     so does the interpolated time (linear interpolation of the efficiency itself would dip
     between points where fixed costs dominate).
     """
+    one = type(m) is not np.ndarray  # a scalar shape: Python floats and ints throughout
+    if one:
+        axes, grid = _as_lists(table, cores)
+    else:
+        axes, grid = table.log_axes, table.log_efficiency[cores]
     idx, frac = [], []
-    for axis, x in zip(table.log_axes, (m, n, k), strict=True):
-        lx = np.log2(x)
-        if table.uniform:  # powers of two: the cell is the integer part (no search)
-            i = np.floor(lx - axis[0]).astype(np.intp)
+    for axis, x in zip(axes, (m, n, k), strict=True):
+        lx = log2(x)
+        if one:
+            if table.uniform:  # powers of two: the cell is the integer part (no search)
+                i = int(floor(lx - axis[0]))
+            else:
+                i = bisect.bisect_right(axis, lx) - 1
+            i = min(max(i, 0), len(axis) - 2)
         else:
-            i = np.searchsorted(axis, lx, side="right") - 1
-        i = np.minimum(np.maximum(i, 0), len(axis) - 2)
+            if table.uniform:
+                i = np.floor(lx - axis[0]).astype(np.intp)
+            else:
+                i = np.searchsorted(axis, lx, side="right") - 1
+            i = np.minimum(np.maximum(i, 0), len(axis) - 2)
         f = (lx - axis[i]) / (axis[i + 1] - axis[i])
         idx.append(i)
-        frac.append(np.minimum(np.maximum(f, 0.0), 1.0))
+        frac.append(minimum(maximum(f, 0.0), 1.0))
     (i, j, q), (fi, fj, fq) = idx, frac
-    g = table.log_efficiency[cores]  # flat, (m, n, k) C order
     nn, nk = len(table.log_axes[1]), len(table.log_axes[2])
-    base = (i * nn + j) * nk + q
+    base = (i * nn + j) * nk + q  # into the grid: flat, (m, n, k) C order
+    take = grid.__getitem__ if one else grid.take
 
     def along_k(offset):
-        low = g.take(base + offset)
-        return low + fq * (g.take(base + offset + 1) - low)
+        low = take(base + offset)
+        return low + fq * (take(base + offset + 1) - low)
 
     c00, c01 = along_k(0), along_k(nk)
     c10, c11 = along_k(nn * nk), along_k(nn * nk + nk)
     c0 = c00 + fj * (c01 - c00)
     c1 = c10 + fj * (c11 - c10)
-    return np.exp(c0 + fi * (c1 - c0))
+    return exp(c0 + fi * (c1 - c0))
 
 
 #: The shipped kernel's output blocks (:func:`tlm.kernels.gemm_blocks`): up to 512 x 1024,
@@ -194,8 +238,8 @@ def kernel_blocks(m, n, cores):
     """
     # gemm_blocks' halving loop in closed form: N from 1024 to 512 first, then M from 512
     # to 256 and 128, each only while there are fewer blocks than cores
-    rows = {b: np.ceil(m / b) for b in (BLOCK_M, BLOCK_M // 2, MIN_BLOCK_M)}
-    cols = {b: np.ceil(n / b) for b in (BLOCK_N, MIN_BLOCK_N)}
+    rows = {b: ceil(m / b) for b in (BLOCK_M, BLOCK_M // 2, MIN_BLOCK_M)}
+    cols = {b: ceil(n / b) for b in (BLOCK_N, MIN_BLOCK_N)}
     steps = [
         (BLOCK_M, BLOCK_N),
         (BLOCK_M, MIN_BLOCK_N),
@@ -206,9 +250,9 @@ def kernel_blocks(m, n, cores):
     blocks = rows[MIN_BLOCK_M] * cols[MIN_BLOCK_N]
     for r, c in reversed(steps[:-1]):  # the first step with enough blocks wins
         enough = rows[r] * cols[c] >= cores
-        bm = np.where(enough, float(r), bm)
-        bn = np.where(enough, float(c), bn)
-        blocks = np.where(enough, rows[r] * cols[c], blocks)
+        bm = where(enough, float(r), bm)
+        bn = where(enough, float(c), bn)
+        blocks = where(enough, rows[r] * cols[c], blocks)
     return bm, bn, blocks
 
 
@@ -218,10 +262,10 @@ def balanced_shape(m, n, cores):
     blocks on the busiest core take as long as a shape with that many on every core. Equal
     to ``(m, n)`` when the blocks divide evenly (every grid shape)."""
     bm, bn, blocks = kernel_blocks(m, n, cores)
-    rows = np.minimum(bm, m)
-    cols = np.minimum(bn, n)
-    used = np.where(blocks <= cores, blocks, np.ceil(blocks / cores) * cores)
-    padded_m = np.ceil(m / bm) * rows
+    rows = minimum(bm, m)
+    cols = minimum(bn, n)
+    used = where(blocks <= cores, blocks, ceil(blocks / cores) * cores)
+    padded_m = ceil(m / bm) * rows
     return padded_m, used * rows * cols / padded_m
 
 
@@ -423,6 +467,12 @@ class OpCosts:
         n = _array("n", n, 1, True, "a number >= 1")
         k = _array("k", k, 1, True, "a number >= 1")
         batch = _array("batch", batch, 1, True, "an integer >= 1")
+        if type(batch) is float:
+            if batch != math.floor(batch):
+                raise CostsError(f"batch must be an integer >= 1, not {batch!r}")
+            if not any(type(x) is np.ndarray for x in (m, n, k)):
+                return key, m, n, k, batch  # one shape: the scalar path
+            batch = np.asarray(batch)
         whole = batch == np.floor(batch)
         if not whole.all():
             raise CostsError(f"batch must be an integer >= 1, not {float(batch[~whole].flat[0])!r}")
@@ -434,7 +484,7 @@ class OpCosts:
         out = 4 if key == "fp32" else 2
         nbytes = batch * ((m * k + k * n) * size + m * n * out)
         compute = flop / (self._peaks[key] * self.efficiency)
-        return self.call_s + np.maximum(compute, nbytes / self.hbm_bandwidth_Bps)
+        return self.call_s + maximum(compute, nbytes / self.hbm_bandwidth_Bps)
 
     def _product_s(self, key, cores, m, n, k):
         """Seconds of one product on ``cores`` (``all`` or ``one``) from the calibration.
@@ -450,17 +500,17 @@ class OpCosts:
         costs that fraction of a one-row product.
         """
         table = self._tables[key]
-        rows = np.maximum(m, 1.0)
+        rows = maximum(m, 1.0)
         if cores == "all":
             rows, n = balanced_shape(rows, n, self._cores)
-        cm, cn, ck = (np.minimum(x, top) for x, top in zip((rows, n, k), table.top, strict=True))
+        cm, cn, ck = (minimum(x, top) for x, top in zip((rows, n, k), table.top, strict=True))
         eff = _interpolate(table, cores, cm, cn, ck)
         peak = self._peaks[key] / (1 if cores == "all" else self._cores)
         edge = 2.0 * cm * cn * ck / (peak * eff)
         ratio = (rows / cm) * (n / cn) * (k / ck)
         fixed = table.fixed_s[cores]
-        t = np.where(ratio > 1, fixed + (edge - fixed) * ratio, edge)
-        return t * np.minimum(m, 1.0)
+        t = where(ratio > 1, fixed + (edge - fixed) * ratio, edge)
+        return t * minimum(m, 1.0)
 
     def gemm_s(self, m, n, k, batch=1, fmt: str = "bf16"):
         """Seconds for ``batch`` products ``[m, k] x [k, n]`` on one chip.
@@ -497,6 +547,13 @@ class OpCosts:
         if key not in self._tables:
             return _out(self._roofline(key, m, n, k, batch))
         t = self._product_s(key, "all", m, n, k)
+        if type(t) is not np.ndarray:  # one shape
+            if batch > 1:
+                side = ceil(batch / self._cores) * self._product_s(key, "one", m, n, k)
+                nbytes = batch * ((m * k + k * n) * _OPERAND_BYTES[key] + m * n * 2)
+                side = maximum(side, nbytes / self.hbm_bandwidth_Bps)
+                t = minimum(batch * t, side)
+            return _out(t)
         many = batch > 1
         if many.any():  # the one-core table only where it can matter
             b, mm, nn, kk = (x[many] for x in (batch, m, n, k))
@@ -516,7 +573,8 @@ class OpCosts:
     def gemm_basis(self, m, n, k, batch=1, fmt: str = "bf16"):
         """Where each :meth:`gemm_s` figure comes from: codes into :data:`BASIS`
         (0 calibrated, 1 extrapolated beyond the grid, 2 roofline), an int8 array."""
-        key, m, n, k, batch = self._shape(m, n, k, batch, fmt)
+        key, *shape = self._shape(m, n, k, batch, fmt)
+        m, n, k, batch = (np.asarray(x, dtype=float) for x in shape)
         if key not in self._tables:
             return _out(np.full(m.shape, 2, dtype=np.int8))
         top = self._tables[key].top
@@ -562,24 +620,24 @@ class OpCosts:
             raise CostsError(f"from_hbm must be True or False, not {from_hbm!r}")
         spec = VECTOR_OPS[op]
         nbytes = elements * spec["hbm_elements"] * _OPERAND_BYTES[key]
-        hbm = nbytes / self.hbm_bandwidth_Bps if from_hbm else np.zeros_like(elements)
+        hbm = nbytes / self.hbm_bandwidth_Bps if from_hbm else zeros_like(elements)
         if self._spec is None:
             return _out(hbm)
         wide = spec["fp32"] or _OPERAND_BYTES[key] > 2
-        per_partition = np.ceil(elements / (self._cores * self._spec.core.sbuf_partitions))
-        instructions = np.ceil(per_partition / VECTOR_TILE_ELEMENTS)
-        engine_s = np.zeros_like(elements)
+        per_partition = ceil(elements / (self._cores * self._spec.core.sbuf_partitions))
+        instructions = ceil(per_partition / VECTOR_TILE_ELEMENTS)
+        engine_s = zeros_like(elements)
         for name in ("vector", "scalar"):
             if not spec[name]:
                 continue
             e = getattr(self._spec, name)
             rate = e.elements_per_cycle_4byte if wide else e.elements_per_cycle_2byte
             # isa.stream_cycles per instruction, summed over the instructions of one pass
-            cycles = instructions * e.fixed_cycles + np.ceil(
+            cycles = instructions * e.fixed_cycles + ceil(
                 per_partition * self._spec.core.sbuf_partitions / rate
             )
-            engine_s = np.maximum(engine_s, spec[name] * cycles / e.freq_hz)
-        return _out(np.maximum(engine_s, hbm))
+            engine_s = maximum(engine_s, spec[name] * cycles / e.freq_hz)
+        return _out(maximum(engine_s, hbm))
 
 
 def _parse(text: str, where: str, preset: str) -> dict:

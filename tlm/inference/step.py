@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import diskcache
+from ..cluster.elementwise import maximum, power, where, zeros_like
 from ..cluster.hardware import Hardware
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..costs.opcosts import VECTOR_OPS
@@ -116,6 +117,10 @@ _SOFTMAX_REFERENCE = float(2**24)
 #: Scalar types the fast path takes (numpy's too: a simulation's counters often are).
 _INTEGERS = frozenset({int, np.int64, np.int32})
 _NUMBERS = _INTEGERS | {float, np.float64, np.float32}
+#: Values a part's memo misses at most for them to be worked out one by one on Python floats
+#: (the same formulas and bits as the arrays'; numpy's per-call cost would be most of a few
+#: rows' time: a new request's prefill tokens on a layout already seen).
+_FEW_VALUES = 8
 #: Engines already built, by their arguments but the fixed costs (the model and hardware by
 #: identity, kept with them): a search or a serving simulation builds the same replica many
 #: times, a fit of the fixed costs the same replica under many fixed costs.
@@ -140,6 +145,22 @@ def _on_disk(kind: str, owners: tuple, shape: tuple, make, size=None):
 
 def _entries(memo: dict) -> int:
     return sum(len(v) for v in memo.values())
+
+
+def _like(x, value):
+    """``value`` (a figure of a cost model) as a float when ``x`` is one: the one-value path
+    stays on Python floats."""
+    return float(value) if type(x) is float else value
+
+
+def _rows_sum(rows):
+    """The sum of ``rows`` (a list of floats or a 2-D array's rows), first to last: one
+    order whatever the columns (numpy's ``sum(axis=0)`` adds a single column pairwise), so a
+    value's figures do not depend on what was evaluated with it."""
+    total = rows[0]
+    for row in rows[1:]:
+        total = total + row
+    return total
 
 
 def _shared_memo(key: tuple, owners: tuple, shape: tuple) -> dict:
@@ -623,15 +644,17 @@ class Engine:
     def _active_experts(self, tokens):
         """Expected experts of a chip's ``E/ep`` that get at least one of ``tokens``."""
         x = self.model.moe
-        return self.local_experts * (1.0 - (1.0 - x.top_k / x.experts) ** tokens)
+        return self.local_experts * (1.0 - power(1.0 - x.top_k / x.experts, tokens))
 
     def gemm_times(self, tokens) -> dict:
         """Every layer GEMM of one chip at ``tokens`` tokens (array): ``names`` and
         ``layers`` (how many layers have it) per operator, and arrays of shape
         ``(operators, len(tokens))`` of one layer's ``seconds`` (``max(OpCosts.gemm_s, HBM
         bytes / bandwidth)``, routed experts: times the active experts), ``gemm_s`` (the
-        calibrated product alone), ``flop``, ``hbm_bytes`` and ``memory_bound``."""
-        T = np.asarray(tokens, dtype=float)
+        calibrated product alone), ``flop``, ``hbm_bytes`` and ``memory_bound``; for a
+        float ``tokens``, lists of one float (bool) per operator instead."""
+        one = type(tokens) in _NUMBERS
+        T = float(tokens) if one else np.asarray(tokens, dtype=float)
         ms, ns, ks, mult, wts = [], [], [], [], []
         for _count, _name, per_token, n, k, w, expert in self.gemm_rows:
             if expert:
@@ -640,62 +663,103 @@ class Engine:
                 mult.append(active)
             else:
                 ms.append(T * per_token)
-                mult.append(np.ones_like(T))
-            ns.append(n)
-            ks.append(k)
-            wts.append(w)
-        M = np.stack(ms)
-        N = np.asarray(ns, dtype=float)[:, None]
-        K = np.asarray(ks, dtype=float)[:, None]
-        mult = np.stack(mult)
-        W = np.asarray(wts, dtype=float)[:, None]
-        gemm = np.asarray(self.costs.gemm_s(M, N, K, fmt=self.gemm_fmt))
-        nbytes = W * self.wb + (M * K + M * N) * self.ab
-        flop = 2.0 * M * N * K
+                mult.append(1.0 if one else np.ones_like(T))
+            ns.append(float(n))
+            ks.append(float(k))
+            wts.append(float(w))
+        if one:  # operator by operator on floats, each distinct product once (a dense and a
+            # MoE layer share their attention's products)
+            done: dict = {}
+            terms = []
+            for row in zip(ms, ns, ks, wts, mult, strict=True):
+                if row not in done:
+                    done[row] = self._gemm_terms(*row)
+                terms.append(done[row])
+            gemm, seconds, flop, nbytes, bound = (list(c) for c in zip(*terms, strict=True))
+        else:
+            M = np.stack(ms)
+            N = np.asarray(ns, dtype=float)[:, None]
+            K = np.asarray(ks, dtype=float)[:, None]
+            W = np.asarray(wts, dtype=float)[:, None]
+            gemm, seconds, flop, nbytes, bound = self._gemm_terms(M, N, K, W, np.stack(mult))
         return {
             "names": [r[1] for r in self.gemm_rows],
             "layers": [r[0] for r in self.gemm_rows],
             "gemm_s": gemm,
-            "seconds": mult * np.maximum(gemm, nbytes / self.bw),
-            "flop": mult * flop,
-            "hbm_bytes": mult * nbytes,
-            "memory_bound": flop < self.ridge * nbytes,
+            "seconds": seconds,
+            "flop": flop,
+            "hbm_bytes": nbytes,
+            "memory_bound": bound,
         }
+
+    def _gemm_terms(self, M, N, K, W, mult):
+        """GEMMs' calibrated seconds, seconds, FLOPs, HBM bytes (times ``mult``, the active
+        experts) and whether memory-bound: arrays of operators x rows, or one operator's
+        floats."""
+        gemm = self.costs.gemm_s(M, N, K, fmt=self.gemm_fmt)
+        gemm = float(gemm) if type(M) is float else np.asarray(gemm)
+        nbytes = W * self.wb + (M * K + M * N) * self.ab
+        flop = 2.0 * M * N * K
+        seconds = mult * maximum(gemm, nbytes / self.bw)
+        return gemm, seconds, mult * flop, mult * nbytes, flop < self.ridge * nbytes
 
     def _vector(self, work, like):
         """Vector/Scalar operators ``(op, elements, fmt)`` (elements: arrays shaped as
-        ``like``): their seconds as compute and as memory (an operator whose time is its HBM
-        roofline is memory), and their HBM bytes - one :meth:`OpCosts.vector_s` call per
-        kind of operator."""
-        compute = np.zeros_like(like)
-        memory = np.zeros_like(like)
-        hbm = np.zeros_like(like)
+        ``like``, or floats when ``like`` is one): their seconds as compute and as memory (an
+        operator whose time is its HBM roofline is memory), and their HBM bytes - one
+        :meth:`OpCosts.vector_s` call per kind of operator (per operator on floats)."""
+        one = type(like) is float
+        compute = memory = hbm = zeros_like(like)
         groups: dict = {}
         for op, elements, fmt in work:
-            el = np.broadcast_to(np.asarray(elements, dtype=float), like.shape)
+            if one:
+                el = float(elements)
+            else:
+                el = np.broadcast_to(np.asarray(elements, dtype=float), like.shape)
             groups.setdefault((op, fmt), []).append(el)
+        costs = self.costs
         for (op, fmt), items in groups.items():
-            el = np.stack(items)
-            total = self.costs.vector_s(el, op=op, fmt=fmt)
-            nbytes = el * VECTOR_OPS[op]["hbm_elements"] * element_bytes(fmt)
-            on_hbm = self.costs.memory_s(nbytes) >= total
-            compute = compute + np.where(on_hbm, 0.0, total).sum(axis=0)
-            memory = memory + np.where(on_hbm, total, 0.0).sum(axis=0)
-            hbm = hbm + nbytes.sum(axis=0)
+            passes, width = VECTOR_OPS[op]["hbm_elements"], element_bytes(fmt)
+            if one:
+                total = [float(costs.vector_s(el, op=op, fmt=fmt)) for el in items]
+                nbytes = [el * passes * width for el in items]
+                on_hbm = [costs.memory_s(b) >= t for b, t in zip(nbytes, total, strict=True)]
+                pairs = list(zip(on_hbm, total, strict=True))
+                busy = [0.0 if h else t for h, t in pairs]
+                streaming = [t if h else 0.0 for h, t in pairs]
+            else:
+                el = np.stack(items)
+                total = costs.vector_s(el, op=op, fmt=fmt)
+                nbytes = el * passes * width
+                on_hbm = costs.memory_s(nbytes) >= total
+                busy = np.where(on_hbm, 0.0, total)
+                streaming = np.where(on_hbm, total, 0.0)
+            compute = compute + _rows_sum(busy)
+            memory = memory + _rows_sum(streaming)
+            hbm = hbm + _rows_sum(nbytes)
         return compute, memory, hbm
 
-    def _token_part(self, tokens: np.ndarray) -> dict:
-        """The parts that depend on the tokens only (1-D float array): every layer's GEMMs,
-        vector work and collectives, the embedding, the pipeline's sends; seconds on the
-        replica per category, and HBM bytes summed over its chips."""
+    def _token_part(self, tokens) -> dict:
+        """The parts that depend on the tokens only (1-D float array, or a float: the same
+        figures on Python floats): every layer's GEMMs, vector work and collectives, the
+        embedding, the pipeline's sends; seconds on the replica per category, and HBM bytes
+        summed over its chips."""
         m, c, tp = self.model, self.costs, self.tp
         T = tokens
+        one = type(T) is float
         g = self.gemm_times(T)
-        L = np.asarray(g["layers"], dtype=float)[:, None]
         t, memory_bound = g["seconds"], g["memory_bound"]
-        compute = (L * np.where(memory_bound, 0.0, t)).sum(axis=0)
-        memory = (L * np.where(memory_bound, t, 0.0)).sum(axis=0)
-        hbm = (L * g["hbm_bytes"]).sum(axis=0)
+        if one:
+            L = [float(layers) for layers in g["layers"]]
+            rows = list(zip(L, memory_bound, t, strict=True))
+            compute = _rows_sum([n * (0.0 if bound else x) for n, bound, x in rows])
+            memory = _rows_sum([n * (x if bound else 0.0) for n, bound, x in rows])
+            hbm = _rows_sum([n * b for n, b in zip(L, g["hbm_bytes"], strict=True)])
+        else:
+            L = np.asarray(g["layers"], dtype=float)[:, None]
+            compute = _rows_sum(L * np.where(memory_bound, 0.0, t))
+            memory = _rows_sum(L * np.where(memory_bound, t, 0.0))
+            hbm = _rows_sum(L * g["hbm_bytes"])
         # vector work per layer kind
         h = m.hidden
         for kind, count in self.kinds:
@@ -720,21 +784,22 @@ class Engine:
             compute, memory, hbm = compute + count * vc, memory + count * vm, hbm + count * vb
         # embedding: a row per token
         emb = T * h * self.ab
-        memory = memory + c.memory_s(emb)
+        memory = memory + _like(T, c.memory_s(emb))
         hbm = hbm + emb
         # collectives
         hidden = T * h * self.ab / self.collective_bandwidth_factor  # as the network sees it
-        comm = np.zeros_like(T)
-        net, ones = self.network, np.ones_like(T, dtype=np.int64)
+        comm = zeros_like(T)
+        net, ones = self.network, 1 if one else np.ones_like(T, dtype=np.int64)
         if tp > 1:
             ar = net.collective_s("all_reduce", tp * ones, ones, hidden, dtype_bytes=int(self.ab))
-            comm = comm + (2 * m.layers + 1) * ar
+            comm = comm + (2 * m.layers + 1) * _like(T, ar)
         if self.pp > 1:
-            send = net.p2p_s(hidden / tp, self.stage_chips * ones, self.pp * ones)
+            send = _like(T, net.p2p_s(hidden / tp, self.stage_chips * ones, self.pp * ones))
             if tp > 1:
-                send = send + net.collective_s(
+                gather = net.collective_s(
                     "all_gather", tp * ones, ones, hidden, dtype_bytes=int(self.ab)
                 )
+                send = send + _like(T, gather)
             comm = comm + (self.pp - 1) * send
         # per chip -> the replica: every stage's chips do their layers' share, one after the
         # other; HBM bytes summed over the chips of each stage
@@ -745,30 +810,34 @@ class Engine:
             "hbm": hbm * self.stage_chips,
         }
 
-    def _sequence_part(self, sequences: np.ndarray) -> dict:
-        """The parts that depend on the sequences only: the final norm, the LM head, the
-        sampling softmax over the local vocabulary, the logits' all-gather."""
+    def _sequence_part(self, sequences) -> dict:
+        """The parts that depend on the sequences only (a 1-D float array, or a float): the
+        final norm, the LM head, the sampling softmax over the local vocabulary, the logits'
+        all-gather."""
         m, c, tp = self.model, self.costs, self.tp
         S = sequences
         op = self.head
         M = S * op.m
-        gemm = c.gemm_s(M, op.n, op.k, fmt=self.gemm_fmt)
+        gemm = _like(S, c.gemm_s(M, op.n, op.k, fmt=self.gemm_fmt))
         nbytes = op.weights * self.wb + (M * op.k + M * op.n) * self.ab
-        t = np.maximum(gemm, nbytes / self.bw)
+        t = maximum(gemm, nbytes / self.bw)
         memory_bound = 2.0 * M * op.n * op.k < self.ridge * nbytes
-        compute = np.where(memory_bound, 0.0, t)
-        memory = np.where(memory_bound, t, 0.0)
+        compute = where(memory_bound, 0.0, t)
+        memory = where(memory_bound, t, 0.0)
         hbm = nbytes
         vc, vm, vb = self._vector(
             [("norm", S * m.hidden, ACTIVATION_FORMAT), ("softmax", S * self.vocab_local, "fp32")],
             S,
         )
         compute, memory, hbm = compute + vc, memory + vm, hbm + vb
-        comm = np.zeros_like(S)
+        comm = zeros_like(S)
         if tp > 1:
-            ones = np.ones_like(S, dtype=np.int64)
+            ones = 1 if type(S) is float else np.ones_like(S, dtype=np.int64)
             logits = S * self.vocab_local * tp * 4.0 / self.collective_bandwidth_factor
-            comm = self.network.collective_s("all_gather", tp * ones, ones, logits, dtype_bytes=4)
+            comm = _like(
+                S,
+                self.network.collective_s("all_gather", tp * ones, ones, logits, dtype_bytes=4),
+            )
         return {
             "compute": compute,
             "memory": memory,
@@ -806,10 +875,16 @@ class Engine:
             if len(memo) + len(missing) > 65536:
                 memo.clear()
                 missing = uniq.tolist()
-            new = part(np.asarray(missing, dtype=float))
-            keys = tuple(new)
-            for i, v in enumerate(missing):
-                memo[v] = tuple(float(new[k][i]) for k in keys)
+            if len(missing) <= _FEW_VALUES:  # one by one on floats: the same figures
+                for v in missing:
+                    new = part(float(v))
+                    keys = tuple(new)
+                    memo[v] = tuple(float(new[k]) for k in keys)
+            else:
+                new = part(np.asarray(missing, dtype=float))
+                keys = tuple(new)
+                for i, v in enumerate(missing):
+                    memo[v] = tuple(float(new[k][i]) for k in keys)
             names[part.__name__] = keys
         keys = names[part.__name__]
         table = np.array([memo[v] for v in uniq.tolist()], dtype=float).reshape(len(uniq), -1)

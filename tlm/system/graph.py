@@ -204,22 +204,41 @@ class System:
         else:
             base = na[0] * per
             t = self.torus
-            here, start, goal = t.coord(na[1]), t.coord(na[1]), t.coord(nb[1])
+            here, goal = t.coord(na[1]), t.coord(nb[1])
             hops = []
-            while True:
-                port, _vc = route(t.shape, here, start, goal)
-                if port == 0:
-                    break
+            for d, step, port in self._torus_moves(here, goal):
                 link = ports.get(("torus", base + t.node(here), port))
                 if link is None:  # a failed link: the shortest way round it
                     hops = self._detour(src, dst)
                     self._cache.setdefault("detours", set()).add(key)
                     break
                 hops.append(link)
-                here = t.neighbour(here, port)
+                here = here[:d] + ((here[d] + step) % t.shape[d],) + here[d + 1 :]
             out = tuple(hops)
         cache[key] = out
         return out
+
+    def _torus_moves(self, here: tuple, goal: tuple) -> list:
+        """The hops :func:`tlm.link.routing.route` takes from coordinate ``here`` to
+        ``goal`` of the node's torus, as ``(dimension, +1 or -1, port)``: its port at each
+        router depends on the coordinates only through their differences around each ring,
+        so the hops are worked out once per displacement (kept) and every pair of chips that
+        far apart takes them."""
+        t = self.torus
+        shift = tuple((g - h) % k for g, h, k in zip(goal, here, t.shape, strict=True))
+        moves = self._cache.setdefault("torus moves", {})
+        hit = moves.get(shift)
+        if hit is None:
+            hit, at, origin = [], tuple(0 for _ in t.shape), tuple(0 for _ in t.shape)
+            while True:
+                port, _vc = route(t.shape, at, origin, shift)
+                if port == 0:
+                    break
+                d, side = divmod(port - 1, 2)
+                hit.append((d, 1 if side == 0 else -1, port))
+                at = t.neighbour(at, port)
+            moves[shift] = hit
+        return hit
 
     def _detour(self, src: int, dst: int) -> list[int]:
         """The fewest links from chip ``src`` to ``dst`` over the links left (breadth first,
