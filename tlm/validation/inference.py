@@ -587,11 +587,12 @@ def _offline_engine(row: dict, step: float, coll: float, factor: float):
 
 
 @lru_cache(maxsize=256)
-def _offline(row_id: str, step: float, coll: float, factor: float):
+def _offline(row_id: str, step: float, coll: float, factor: float, timeline: bool = False):
     """The offline simulation of a maximum-throughput row at the given fixed costs: every
     request sent at time 0 (a closed loop of as many clients as requests), the heuristic's
     limits, chunked prefill (in-flight batching mixes context and generation), admission
-    ``"reserve"`` (``GUARANTEED_NO_EVICT``). Returns the run."""
+    ``"reserve"`` (``GUARANTEED_NO_EVICT``). Returns the run (with its iterations if
+    ``timeline``)."""
     row = _row(row_id)
     engine, o = _offline_engine(row, step, coll, factor)
     if engine.kv_capacity_tokens < engine.block_tokens:
@@ -607,20 +608,42 @@ def _offline(row_id: str, step: float, coll: float, factor: float):
         token_budget=o["max_tokens"],
         prefill="chunked",
         admission="reserve",
+        timeline=timeline,
     )
     if run.completed != n or run.preemptions:
         raise RuntimeError(f"the offline run of {row_id} rejected or preempted requests: {run}")
     return run
 
 
+@lru_cache(maxsize=64)
+def _offline_schedule(row_id: str) -> tuple:
+    """The iterations of a maximum-throughput row's offline run - each one's tokens,
+    sequences, KV tokens and query-key pairs - and the output tokens it counts. What an
+    iteration holds depends on the blocks and the token budget only, never on time (every
+    request is there at 0, admission is by blocks), so one run's iterations are every run's,
+    whatever the costs: the run is simulated once (at no fixed cost) and priced
+    (:func:`_offline_value`). A test checks the pricing equals the simulation at other costs."""
+    run = _offline(row_id, 0.0, 0.0, 1.0, timeline=True)
+    t = run.timeline
+    work = tuple(np.asarray(t[c], float) for c in ("tokens", "sequences", "kv_tokens", "pairs"))
+    for a in work:
+        a.flags.writeable = False
+    row = _row(row_id)
+    tokens = float(run.output_tokens_per_s * run.simulated_s)
+    if row["metric"].endswith("_per_chip"):
+        tokens /= row["chips"]
+    return work, tokens
+
+
 def _offline_value(row_id: str, step: float, coll: float, factor: float) -> float:
     """A maximum-throughput row's figure: output tokens of all requests over the time from 0
-    to the last completion, per GPU for a per-GPU metric (trtllm-bench's output tokens count
-    the first)."""
-    run = _offline(row_id, step, coll, factor)
-    if _row(row_id)["metric"].endswith("_per_chip"):
-        return float(run.output_tokens_per_s_per_chip)
-    return float(run.output_tokens_per_s)
+    to the last completion - the sum of the run's iterations (:func:`_offline_schedule`) priced
+    at the given costs - per GPU for a per-GPU metric (trtllm-bench's output tokens count the
+    first). Exactly linear in the two fixed costs: seconds per token are the iterations'
+    times, each ``base + step_fixed_s + calls x collective_fixed_s``."""
+    work, tokens = _offline_schedule(row_id)
+    engine, _ = _offline_engine(_row(row_id), step, coll, factor)
+    return tokens / float(np.sum(engine.step(*work).time_s))
 
 
 def _offline_text(row: dict) -> str:
