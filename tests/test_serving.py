@@ -308,25 +308,31 @@ def test_reserve_never_preempts_nor_overfills_the_cache(seed, prefill):
     assert run.mean_batch < greedy.mean_batch  # reserving admits fewer at a time
 
 
+#: Two prefill and three decode replicas under load with a small decode cache (the
+#: disaggregated tests' setting; the engine a fresh ``Linear(a=0.005, b=1e-4, capacity=2048,
+#: block=16)`` each, its calls being recorded).
+_POOLS = dict(
+    rate=40.0,
+    requests=400,
+    prompt="uniform:50:400",
+    output="uniform:10:200",
+    prefill_replicas=2,
+    decode_replicas=3,
+    kv_transfer_s=lambda tokens: 0.01,
+    max_batch=32,
+    token_budget=512,
+)
+
+
+def _pools_engine():
+    return Linear(a=0.005, b=1e-4, capacity=2048, block=16)
+
+
 def test_reserve_disaggregated_pools_serve_everyone(seed):
     """Reserving on both pools (the prefill pool a prompt's blocks, the decode pool a whole
     request's): every request finishes, none preempted, with a decode cache of a few
     requests."""
-    e = Linear(a=0.005, b=1e-4, capacity=2048, block=16)
-    run = simulate(
-        e,
-        rate=40.0,
-        requests=400,
-        prompt="uniform:50:400",
-        output="uniform:10:200",
-        prefill_replicas=2,
-        decode_replicas=3,
-        kv_transfer_s=lambda tokens: 0.01,
-        max_batch=32,
-        token_budget=512,
-        seed=seed,
-        admission="reserve",
-    )
+    run = simulate(_pools_engine(), seed=seed, admission="reserve", **_POOLS)
     assert run.completed == 400 and run.preemptions == 0 and run.rejected == 0
 
 
@@ -438,20 +444,7 @@ def test_disaggregated_pools_serve_everyone(seed):
     """Two prefill and three decode replicas under load with a small decode cache: every
     request finishes, decode replicas preempt and recompute, and no TTFT beats its prefill
     plus transfer."""
-    e = Linear(a=0.005, b=1e-4, capacity=2048, block=16)
-    run = simulate(
-        e,
-        rate=40.0,
-        requests=400,
-        prompt="uniform:50:400",
-        output="uniform:10:200",
-        prefill_replicas=2,
-        decode_replicas=3,
-        kv_transfer_s=lambda tokens: 0.01,
-        max_batch=32,
-        token_budget=512,
-        seed=seed,
-    )
+    run = simulate(_pools_engine(), seed=seed, **_POOLS)
     assert run.completed == 400 and run.chips == 5 and run.preemptions > 0
     prompt = run.per_request["prompt"]
     floor = 0.005 + 1e-4 * prompt + 0.01
