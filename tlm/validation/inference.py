@@ -14,11 +14,14 @@ does, :data:`STACKS`) and the row's statistic taken. A TPOT the tool divides by 
 of output tokens uses that count (``counted_output_tokens``). What a source does not give is
 ASSUMED (:data:`ASSUMED`, docs/validation.md).
 
-**Which rows.** Latencies - TTFT, TPOT, end-to-end - of plain decoding; and the throughputs
-of TensorRT-LLM's maximum-throughput benchmark (``trtllm-bench throughput``: sources
-:data:`MAX_THROUGHPUT`), each one offline run (:func:`_offline`: every request at time 0, the
-batch limits of trtllm-bench's public heuristic, :func:`trtllm_bench_limits`, and the
-runtime's default admission, whole-request KV reservation). Not modelled, each reported with
+**Which rows.** Latencies - TTFT, TPOT, end-to-end - of plain decoding, and of speculative
+decoding where they do not need an acceptance rate (a TTFT holds the draft's prefill) or the
+source publishes one (its mean acceptance length); the output tokens/s of a run under a
+published load (its serving simulation); and the throughputs of TensorRT-LLM's
+maximum-throughput benchmark (``trtllm-bench throughput``: sources :data:`MAX_THROUGHPUT`),
+each one offline run (:func:`_offline`: every request at time 0, the batch limits of
+trtllm-bench's public heuristic, :func:`trtllm_bench_limits`, and the runtime's default
+admission, whole-request KV reservation). Not modelled, each reported with
 the reason (:attr:`InferenceValidation.skipped`): other maximum-throughput rows (the batch
 limits the tool chose are not published), MLPerf's (the layout and the length distribution
 are not published), speculative rows whose acceptance rate is not published, formats the
