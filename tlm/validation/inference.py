@@ -22,10 +22,10 @@ maximum-throughput benchmark (``trtllm-bench throughput``: sources :data:`MAX_TH
 each one offline run (:func:`_offline`: every request at time 0, the batch limits of
 trtllm-bench's public heuristic, :func:`trtllm_bench_limits`, and the runtime's default
 admission, whole-request KV reservation). Not modelled, each reported with
-the reason (:attr:`InferenceValidation.skipped`): other maximum-throughput rows (the batch
-limits the tool chose are not published), MLPerf's (the layout and the length distribution
-are not published), speculative rows whose acceptance rate is not published, formats the
-model does not have (FP8 in the MLPs only).
+the reason (:attr:`InferenceValidation.skipped`): rows of a system without fitted costs
+(trn1), speculative rows that need an acceptance rate the source does not publish, MLPerf's
+throughputs (the layout and the length distribution are not published), formats the model
+does not have (FP8 in the MLPs only).
 
 **What is fitted.** Per system, the named fixed costs of an iteration
 (:class:`tlm.inference.FixedCosts`): ``step_fixed_s`` (each iteration: the runtime's launch,
@@ -230,6 +230,12 @@ def _published() -> tuple[dict, tuple]:
 
 
 def _why_not(row: dict) -> str | None:
+    if row["system"] not in FIT:
+        return f"no parameters fitted for {row['system']} (extra rows)"
+    spec = row.get("speculative", {})
+    if spec.get("method", "none") != "none" and row["metric"] != "ttft_s":
+        if spec.get("acceptance_length") is None:
+            return "speculative decoding (draft) without a published acceptance rate"
     measured = row["metric"] in _METRICS or _served_throughput(row)
     if not measured and row["source"] not in MAX_THROUGHPUT:
         if row["source"].startswith("MLPERF"):
@@ -237,13 +243,7 @@ def _why_not(row: dict) -> str | None:
                 "an MLPerf throughput: the layout of the model copies on the GPUs and the "
                 "dataset's length distribution are not published"
             )
-        return "a throughput of a maximum-throughput run: the batch limits are not published"
-    if row["system"] not in FIT:
-        return f"no parameters fitted for {row['system']} (extra rows)"
-    spec = row.get("speculative", {})
-    if spec.get("method", "none") != "none" and row["metric"] != "ttft_s":
-        if spec.get("acceptance_length") is None:
-            return "speculative decoding (draft) without a published acceptance rate"
+        return "a throughput of a run whose batching is not published"
     if row["weights"] not in ("bf16", "fp8"):
         return f"weights in {row['weights']}: the model has whole-model formats only"
     if row.get("tp") is None or row.get("prompt") is None:
