@@ -78,7 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collectives import ALGORITHMS, Analytic, build, unfit
-from ..collectives.analytic import together_totals
+from ..collectives.analytic import is_chain, together_totals
 from ..collectives.schedule import Schedule, Step, Transfer
 from ..system import System, load_system
 from .cost import DEFAULT_FABRIC, Fabric, clos_tiers
@@ -527,8 +527,7 @@ class Network:
                     if unfit(algorithm, op, first) is not None:
                         continue
                     one = build(algorithm, op, first)
-                    chain = all(s.after == ((i - 1,) if i else ()) for i, s in enumerate(one.steps))
-                    if not chain:  # every shipped algorithm is a chain of steps
+                    if not is_chain(one):  # every shipped algorithm is a chain of steps
                         raise NotImplementedError(f"{algorithm} {op}: steps that overlap")
                     # the analytic engine's figures of the groups' schedule run together
                     # (:meth:`schedule`), worked out without building it

@@ -28,7 +28,13 @@ import numpy as np
 
 from .schedule import Schedule
 
-__all__ = ["Analytic", "together_totals"]
+__all__ = ["Analytic", "is_chain", "together_totals"]
+
+
+def is_chain(schedule: Schedule) -> bool:
+    """Whether each step of ``schedule`` waits for the one before and only it (the closed
+    forms' sum of steps holds for a chain; every shipped algorithm is one)."""
+    return all(s.after == ((i - 1,) if i else ()) for i, s in enumerate(schedule.steps))
 
 
 def _transfers(schedule: Schedule) -> tuple:
@@ -130,7 +136,7 @@ class Analytic:
         self._routes, self._which = routes, which
         self._per_step = np.bincount(step, minlength=len(schedule.steps))
         self.after = [step.after for step in schedule.steps]
-        self.chain = all(a == ((i - 1,) if i else ()) for i, a in enumerate(self.after))
+        self.chain = is_chain(schedule)
         self.total_fixed_s = float(self.fixed_s.sum())
         self.total_per_unit_s_per_byte = float(self.per_unit_s_per_byte.sum())
 

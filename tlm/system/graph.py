@@ -206,21 +206,21 @@ class System:
             t = self.torus
             here, goal = t.coord(na[1]), t.coord(nb[1])
             hops = []
-            for d, step, port in self._torus_moves(here, goal):
+            for port in self._torus_moves(here, goal):
                 link = ports.get(("torus", base + t.node(here), port))
                 if link is None:  # a failed link: the shortest way round it
                     hops = self._detour(src, dst)
                     self._cache.setdefault("detours", set()).add(key)
                     break
                 hops.append(link)
-                here = here[:d] + ((here[d] + step) % t.shape[d],) + here[d + 1 :]
+                here = t.neighbour(here, port)
             out = tuple(hops)
         cache[key] = out
         return out
 
     def _torus_moves(self, here: tuple, goal: tuple) -> list:
         """The hops :func:`tlm.link.routing.route` takes from coordinate ``here`` to
-        ``goal`` of the node's torus, as ``(dimension, +1 or -1, port)``: its port at each
+        ``goal`` of the node's torus, as the link ports it leaves by: its port at each
         router depends on the coordinates only through their differences around each ring,
         so the hops are worked out once per displacement (kept) and every pair of chips that
         far apart takes them."""
@@ -234,8 +234,7 @@ class System:
                 port, _vc = route(t.shape, at, origin, shift)
                 if port == 0:
                     break
-                d, side = divmod(port - 1, 2)
-                hit.append((d, 1 if side == 0 else -1, port))
+                hit.append(port)
                 at = t.neighbour(at, port)
             moves[shift] = hit
         return hit

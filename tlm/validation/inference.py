@@ -351,6 +351,11 @@ def _acceptance_for(k: int, length: float) -> float:
     return (lo + hi) / 2
 
 
+def _costs(step: float, coll: float, factor: float) -> dict:
+    """The three figures being tried, as the model's keyword arguments."""
+    return dict(step_fixed_s=step, collective_fixed_s=coll, collective_bandwidth_factor=factor)
+
+
 @lru_cache(maxsize=4096)
 def _value(row_id: str, step: float, coll: float, factor: float) -> float:
     row = _row(row_id)
@@ -365,9 +370,7 @@ def _value(row_id: str, step: float, coll: float, factor: float) -> float:
         output=s["output"],
         fmt=s["fmt"],
         kv_fmt=s["kv_fmt"],
-        step_fixed_s=step,
-        collective_fixed_s=coll,
-        collective_bandwidth_factor=factor,
+        **_costs(step, coll, factor),
         check_memory=False,
         **_speculation(row.get("speculative", {})),
     )
@@ -421,9 +424,7 @@ def _served(key: tuple, step: float, coll: float, factor: float):
         tp=tp,
         fmt=fmt,
         kv_fmt=kv_fmt,
-        step_fixed_s=step,
-        collective_fixed_s=coll,
-        collective_bandwidth_factor=factor,
+        **_costs(step, coll, factor),
         max_tokens=load["token_budget"],
     )
     run = simulate(engine, prompt=prompt, output=output, **load)
@@ -577,9 +578,7 @@ def _offline_engine(row: dict, step: float, coll: float, factor: float):
         fmt=o["fmt"],
         kv_fmt=o["kv_fmt"],
         block_tokens=o["block_tokens"],
-        step_fixed_s=step,
-        collective_fixed_s=coll,
-        collective_bandwidth_factor=factor,
+        **_costs(step, coll, factor),
         max_tokens=o["max_tokens"],
     )
     # a copy (Engine.build shares its engines) with the capacity of max_batch sampled rows
@@ -632,7 +631,7 @@ def _offline_schedule(row_id: str) -> tuple:
     for a in work:
         a.flags.writeable = False
     row = _row(row_id)
-    tokens = float(run.output_tokens_per_s * run.simulated_s)
+    tokens = float(run.requests * row["output"])  # every request completes (_offline)
     if row["metric"].endswith("_per_chip"):
         tokens /= row["chips"]
     return work, tokens
