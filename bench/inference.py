@@ -26,7 +26,7 @@ validation.
   - the first call on the UltraServer (64 chips, TP 64) in this process, which works out its
     network's closed forms;
 
-* ``trnsim validate --suite inference`` (``python -m tlm``): the fit of the two fixed costs
+* ``trnsim validate --suite inference`` (``python -m tlm``): the fit of the three fixed costs
   and the collective bandwidth factor per system (each fit row evaluated at every factor of the
   grid) and every modelled row, the command's wall time (start-up and imports included); and
   ``validate_inference()`` alone, after the imports, in a fresh interpreter; both with the

@@ -17,6 +17,7 @@ from tlm.inference import (
     InferenceDoesNotFit,
     InferenceInputError,
     estimate,
+    fixed_costs,
 )
 from tlm.inference.estimate import request_times, tokens_per_verify
 from tlm.inference.layout import network_for
@@ -194,7 +195,28 @@ def test_decode_steps_are_each_evaluated():
     assert r["decode_steps"][0] == 100
     est = estimate("llama3-8b", "trn2", "server", tp=4, batch=8, prompt=1000, output=101)
     assert est.tpot_s == pytest.approx(float(np.mean(steps.time_s)), rel=1e-12)
-    assert est.ttft_s == pytest.approx(float(e.step(8000, 8, 8000, 8 * 1000 * 1001 / 2).time_s))
+    prefill = float(e.step(8000, 8, 8000, 8 * 1000 * 1001 / 2).time_s)
+    assert est.ttft_s == pytest.approx(prefill + e.request_fixed_s, rel=1e-12)
+    assert e.request_fixed_s == fixed_costs("trn2").request_fixed_s > 0  # the stack's, once
+
+
+def test_the_request_cost_is_in_the_ttft_and_e2e_only():
+    """request_fixed_s (the serving stack's time per request outside the iterations) adds to
+    the TTFT and the end-to-end latency, in the prefill's fixed time, and nothing else: the
+    decode, the iterations and the collectives are the same."""
+    args = dict(tp=8, batch=4, prompt=512, output=64)
+    a = estimate("llama3-8b", "trn2", "server", **args, request_fixed_s=0.0)
+    b = estimate("llama3-8b", "trn2", "server", **args, request_fixed_s=0.25)
+    assert b.ttft_s - a.ttft_s == pytest.approx(0.25, rel=1e-12)
+    assert b.e2e_s - a.e2e_s == pytest.approx(0.25, rel=1e-12)
+    assert b.prefill.fixed_s - a.prefill.fixed_s == pytest.approx(0.25, rel=1e-12)
+    assert b.tpot_s == a.tpot_s and b.decode == a.decode
+    assert b.prefill.compute_s == a.prefill.compute_s
+    assert b.engine.iteration_s(64, 4, 4 * 600, 4 * 600) == a.engine.iteration_s(
+        64, 4, 4 * 600, 4 * 600
+    )
+    with pytest.raises(InferenceInputError, match="request_fixed_s must be a number of seconds"):
+        estimate("llama3-8b", "trn2", "server", **args, request_fixed_s=-1.0)
 
 
 def test_speculative_decoding_algebra():
@@ -238,6 +260,7 @@ def test_speculative_prefill_holds_the_drafts_proposals():
     sep = request_times(e, b, p, 64, d, k, 0.7)["prefill"]["time_s"][0]
     own = [d.step(b * p, b, b * p, b * p * (p + 1) / 2)]
     own += [d.step(b, b, b * (p + i), b * (p + i)) for i in range(1, k)]
+    target += e.request_fixed_s  # the stack's time per request, once (the target's)
     assert sep == pytest.approx(target + sum(float(x.time_s) for x in own), rel=1e-12)
     fus = request_times(e, b, p, 64, fused, k, 0.7, draft_fused=True)["prefill"]
     pre = float(fused.step(b * p, b, b * p, b * p * (p + 1) / 2).time_s)

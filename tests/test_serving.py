@@ -142,6 +142,31 @@ def test_closed_loop_two_clients_with_equal_lengths_stay_in_step():
     assert run.mean_in_system == pytest.approx(2.0, rel=1e-12)
 
 
+def test_the_request_cost_delays_the_scheduler_not_the_replica(tmp_path):
+    """An engine's request_fixed_s: a request reaches the scheduler that long after it
+    arrives (its latencies count from its arrival); the replica serves another meanwhile.
+    Request 0 (0 s) starts at 0.05; request 1 (0.03 s) reaches the scheduler at 0.08, while
+    request 0's prefill (0.01 + 0.1 s) runs, and joins the next iteration."""
+    e = Linear(a=0.01, b=0.001)
+    e.request_fixed_s = 0.05
+    run = simulate(e, trace=write_trace(tmp_path, [(0.0, 100, 3), (0.03, 10, 2)]))
+    assert e.calls[:2] == [(100, 1, 100, 5050), (11, 2, 101 + 10, 101 + 55)]
+    ends = 0.05 + np.cumsum([0.01 + 0.001 * c[0] for c in e.calls])
+    np.testing.assert_allclose(run.per_request["ttft_s"], [ends[0], ends[1] - 0.03], rtol=1e-12)
+    # a closed loop: each request sent the moment the previous finishes, 0.05 s more each
+    alone = Linear()
+    alone.request_fixed_s = 0.05
+    loop = simulate(alone, concurrency=1, requests=3, prompt=100, output=11, token_budget=256)
+    np.testing.assert_allclose(loop.per_request["arrival_s"], [0, 0.27, 0.54], rtol=1e-12)
+    np.testing.assert_allclose(loop.per_request["ttft_s"], [0.16] * 3, rtol=1e-12)
+    np.testing.assert_allclose(loop.per_request["tpot_s"], [0.011] * 3, rtol=1e-12)
+    assert loop.mean_in_system == pytest.approx(1.0)  # in the system from its arrival
+    for bad in (-0.1, float("nan"), "1"):
+        alone.request_fixed_s = bad
+        with pytest.raises(ValueError, match="engine.request_fixed_s must be a finite number"):
+            simulate(alone, concurrency=1, requests=1)
+
+
 def test_separate_prefill_runs_one_prompt_an_iteration_and_holds_the_decodes():
     """prefill="separate", two clients: the first prompt's prefill (0.11 s), then the second's
     alone (the first's decode waits), then ten decodes of two (0.012 s each): TTFTs 0.11 and

@@ -2,7 +2,9 @@
 with the KV cache growing from the prompt to prompt + output; optionally speculative decoding.
 
 - **TTFT**: the prefill iteration (``batch x prompt`` tokens, causal attention: each prompt's
-  ``prompt (prompt + 1) / 2`` query-key pairs) - it samples the first token.
+  ``prompt (prompt + 1) / 2`` query-key pairs) - it samples the first token - and the serving
+  stack's time per request outside the iterations (``request_fixed_s``: receiving and
+  tokenising the prompts, returning the token), counted in the prefill's fixed time.
 - **TPOT**: the mean of the ``output - 1`` decode steps, each evaluated exactly (step ``j``
   attends ``prompt + j`` keys per sequence), no quadrature; 0 when ``output`` is 1.
 - **Speculative decoding** (a draft model, ``draft_tokens`` k, ``acceptance`` a): a verify
@@ -140,7 +142,8 @@ def request_times(
     """Prefill and decode of requests on ``engine``, vectorised over ``batch``, ``prompt`` and
     ``output`` (arrays broadcast together): ``{"prefill": {...}, "decode": {...}}``, each a
     dict of arrays (the :class:`Phase` sums: seconds by category, FLOPs, HBM bytes), and
-    ``decode_steps``. With ``draft``, the decode is speculative and the prefill holds the
+    ``decode_steps``. The prefill's time is the TTFT: it holds ``engine.request_fixed_s``
+    (fixed). With ``draft``, the decode is speculative and the prefill holds the
     draft's too; ``draft_fused`` says the draft runs inside the target's iterations (then
     ``draft`` must carry no per-iteration fixed cost of its own, see :func:`estimate`).
     """
@@ -190,6 +193,9 @@ def request_times(
         who, T, S, KV, P = (np.concatenate(x) for x in zip(*rows, strict=True))
         d = _sum_phase(draft.step(T, S, KV, P), who, n)
         prefill = {name: prefill[name] + d[name] for name in prefill}
+    # the requests' time outside the iterations (the serving stack's), before the first token
+    for name in ("fixed_s", "time_s"):
+        prefill[name] = prefill[name] + engine.request_fixed_s
     return {"prefill": prefill, "decode": decode, "decode_steps": steps}
 
 
@@ -224,6 +230,7 @@ def estimate(
     step_fixed_s: float | None = None,
     collective_fixed_s: float | None = None,
     collective_bandwidth_factor: float | None = None,
+    request_fixed_s: float | None = None,
     check_memory: bool = True,
     dp_attention: bool = False,
     micro_batches: int | None = None,
@@ -248,7 +255,10 @@ def estimate(
         speculation) rather than as separate calls (vLLM's draft proposer); see the module
         docstring.
     step_fixed_s, collective_fixed_s, collective_bandwidth_factor : float, optional
-        The named fixed costs (default: the data file's).
+        The named fixed costs of the iterations (default: the data file's).
+    request_fixed_s : float, optional
+        The serving stack's time per request outside the iterations, in the TTFT and the
+        end-to-end latency (default: the data file's).
     check_memory : bool
         Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
     dp_attention, micro_batches :
@@ -271,6 +281,7 @@ def estimate(
         "step_fixed_s": step_fixed_s,
         "collective_fixed_s": collective_fixed_s,
         "collective_bandwidth_factor": collective_bandwidth_factor,
+        "request_fixed_s": request_fixed_s,
     }
     draft = None
     if draft_model is not None:

@@ -31,6 +31,7 @@ from ..workloads.operators import tp_allowed
 __all__ = [
     "InferenceInputError",
     "FORMATS",
+    "FIXED_COSTS",
     "FixedCosts",
     "fixed_costs",
     "system_chips",
@@ -231,6 +232,15 @@ def _check_dp_attention(model: Model, chips: int, tp: int, pp: int, ep: int) -> 
         )
 
 
+#: The named fixed costs, as ``fixed_costs.toml`` and the model's keyword arguments name them.
+FIXED_COSTS = (
+    "step_fixed_s",
+    "collective_fixed_s",
+    "collective_bandwidth_factor",
+    "request_fixed_s",
+)
+
+
 @dataclass(frozen=True)
 class FixedCosts:
     """The named fixed costs of an inference iteration, seconds.
@@ -241,6 +251,11 @@ class FixedCosts:
         Per iteration: the runtime's launch, sampling, the host's sync.
     collective_fixed_s : float
         Added to each collective call.
+    request_fixed_s : float
+        Per request, outside the iterations: the serving stack's work between a request's
+        arrival and its admission to the batch and on its first token's way out (receiving and
+        tokenising the prompt, queueing it to the scheduler, detokenising and returning the
+        token). It adds to the TTFT and the end-to-end latency; the replica is not busy.
     collective_bandwidth_factor : float
         The fraction of the modelled link bandwidth the runtime's collectives reach, in (0, 1]:
         a collective of ``n`` bytes is priced as the network's collective of ``n / factor``.
@@ -252,6 +267,7 @@ class FixedCosts:
     collective_fixed_s: float
     collective_bandwidth_factor: float
     source: str
+    request_fixed_s: float = 0.0
 
 
 @lru_cache(maxsize=16)
@@ -266,7 +282,7 @@ def _fixed_costs(hardware_name: str) -> FixedCosts:
     data = tomllib.loads(text)
     section = hardware_name if hardware_name in data else "default"
     values, told = {}, set()
-    for key in ("step_fixed_s", "collective_fixed_s", "collective_bandwidth_factor"):
+    for key in FIXED_COSTS:
         figure = data[section][key]
         low = figure["value"] > 0 if key == "collective_bandwidth_factor" else figure["value"] >= 0
         if figure["source"] not in data["sources"] or not low or figure["value"] > 1e3:

@@ -14,6 +14,9 @@ What is modelled
   the moment the last one completes, ``requests`` in all (what ``vllm bench serve
   --max-concurrency``, LLMPerf's ``--num-concurrent-requests`` and genai-perf's
   ``--concurrency`` do); the lengths are drawn as for Poisson arrivals with the same seed.
+  A request reaches the scheduler ``engine.request_fixed_s`` after it arrives (the serving
+  stack's receiving, tokenising and queueing of it and the return of its first token, lumped
+  before; the replicas are free meanwhile); its latencies count from its arrival.
 * **Replicas** of the model (``engine``) behind a router: ``"least_loaded"`` (fewest requests
   queued or running, ties to the lowest index) or ``"round_robin"``.
 * **Iteration-level continuous batching** (Orca, Yu et al., OSDI 2022) with **chunked prefill**
@@ -94,6 +97,7 @@ or any object with these members)::
     engine.kv_capacity_tokens: int    # KV tokens that fit on the replica (all sequences)
     engine.block_tokens: int          # KV page size, tokens
     engine.iteration_s(tokens, sequences, kv_tokens, pairs) -> float seconds
+    engine.request_fixed_s: float     # optional (default 0): see "Requests" above
 
 ``tokens`` are the GEMM rows of an iteration (one per decoding sequence plus the prefill chunks'
 tokens), ``sequences`` the sequences in it, ``kv_tokens`` the sum over them of the keys each
@@ -310,6 +314,7 @@ def _check_engine(name, engine):
     if not callable(engine.iteration_s):
         raise ValueError(f"{name}.iteration_s must be callable, not {engine.iteration_s!r}")
     _check_int(f"{name}.chips", engine.chips, 1)
+    _check_positive(f"{name}.request_fixed_s", getattr(engine, "request_fixed_s", 0.0), True)
     block = _check_int(f"{name}.block_tokens", engine.block_tokens, 1)
     capacity = _check_int(f"{name}.kv_capacity_tokens", engine.kv_capacity_tokens, 1)
     if capacity < block:
@@ -883,6 +888,8 @@ class _Simulation:
         self.admission = admission
         self.concurrency = concurrency
         self.issued = 0  # closed loop: requests sent so far
+        # the serving stack's time before a request reaches the scheduler (the front engine's)
+        self.request_delay = float(getattr(engines[0], "request_fixed_s", 0.0))
         self.transfer = transfer
         self.router = router
         self.timeline = [] if timeline else None
@@ -941,13 +948,20 @@ class _Simulation:
             self._mark()
             self.in_system += 1
             seq = _Seq(rid, int(self.prompt[rid]), int(self.output[rid]))
-            replica = self._pick(self.front, "front")
-            self.replica_of[rid] = replica.index
-            replica.enqueue(seq)
+            if self.request_delay > 0:
+                self.env.timeout(self.request_delay).callbacks.append(lambda _: self._queue(seq))
+            else:
+                self._queue(seq)
         if rid == len(self.arrival) - 1:
             self._mark()
             self.window_area = self.in_area
         return reason is None
+
+    def _queue(self, seq):
+        """``seq`` reaches the scheduler: a replica of the front pool queues it."""
+        replica = self._pick(self.front, "front")
+        self.replica_of[seq.rid] = replica.index
+        replica.enqueue(seq)
 
     def _arrivals(self):
         env = self.env

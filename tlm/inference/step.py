@@ -40,7 +40,9 @@ Per operator on one chip (shapes from :func:`tlm.workloads.layer_ops` and
   pipeline parallelism ``pp - 1`` sends (:meth:`Network.p2p_s`: each chip its ``1/tp`` of the
   hidden state, then an all-gather among the receiving stage). No sequence parallelism: the
   prefill uses all-reduces too (the same bytes as reduce-scatter + all-gather).
-- **Fixed**: ``step_fixed_s`` per iteration.
+- **Fixed**: ``step_fixed_s`` per iteration. (``request_fixed_s``, the serving stack's time
+  per request outside the iterations, is carried for the request's latency - :func:`estimate`,
+  the serving simulation - and never in an iteration.)
 
 Each op's time counts as **memory** when its arithmetic intensity (FLOPs per HBM byte) is
 below the chip's (peak / bandwidth) - its time, calibrated or not, is set by streaming its
@@ -76,6 +78,7 @@ from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
 from .layout import (
     ACTIVATION_FORMAT,
+    FIXED_COSTS,
     FORMATS,
     InferenceInputError,
     as_hardware,
@@ -299,6 +302,7 @@ class Engine:
         collective_bandwidth_factor: float = 1.0,
         extra_weights_bytes: float = 0.0,
         extra_kv_per_token_bytes: float = 0.0,
+        request_fixed_s: float = 0.0,
     ):
         self.model, self.hardware, self.system = model, hardware, system
         self.tp, self.pp, self.ep = tp, pp, ep
@@ -309,6 +313,7 @@ class Engine:
         self.step_fixed_s = float(step_fixed_s)
         self.collective_fixed_s = float(collective_fixed_s)
         self.collective_bandwidth_factor = float(collective_bandwidth_factor)
+        self.request_fixed_s = float(request_fixed_s)
         self.fixed_source = fixed_source
         self.costs = costs_for(hardware)
         self.network = network_for(hardware, system)
@@ -346,6 +351,7 @@ class Engine:
         step_fixed_s: float | None = None,
         collective_fixed_s: float | None = None,
         collective_bandwidth_factor: float | None = None,
+        request_fixed_s: float | None = None,
         reserve_bytes: float = DEFAULT_RESERVE_BYTES,
         max_tokens: int = 8192,
         extra_weights_bytes: float = 0.0,
@@ -376,6 +382,10 @@ class Engine:
         collective_bandwidth_factor : float, optional
             The fraction of the modelled link bandwidth the collectives reach, in (0, 1];
             default the data file's.
+        request_fixed_s : float, optional
+            The serving stack's time per request outside the iterations (added to a request's
+            TTFT and end-to-end latency, the replica free meanwhile); default the data
+            file's.
         reserve_bytes : float
             Runtime reserve per chip.
         max_tokens : int
@@ -421,6 +431,7 @@ class Engine:
                 step_fixed_s=step_fixed_s,
                 collective_fixed_s=collective_fixed_s,
                 collective_bandwidth_factor=collective_bandwidth_factor,
+                request_fixed_s=request_fixed_s,
                 reserve_bytes=reserve_bytes,
                 max_tokens=max_tokens,
                 extra_weights_bytes=extra_weights_bytes,
@@ -443,6 +454,7 @@ class Engine:
         for name, value in (
             ("step_fixed_s", step_fixed_s),
             ("collective_fixed_s", collective_fixed_s),
+            ("request_fixed_s", request_fixed_s),
         ):
             if value is not None and (isinstance(value, bool) or not value >= 0):
                 raise InferenceInputError(f"{name} must be a number of seconds >= 0, not {value!r}")
@@ -451,11 +463,12 @@ class Engine:
             raise InferenceInputError(
                 f"collective_bandwidth_factor must be a number in (0, 1], not {factor!r}"
             )
-        asked = (step_fixed_s, collective_fixed_s, factor)
-        shipped = (fixed.step_fixed_s, fixed.collective_fixed_s, fixed.collective_bandwidth_factor)
+        asked = (step_fixed_s, collective_fixed_s, factor, request_fixed_s)
+        shipped = tuple(getattr(fixed, name) for name in FIXED_COSTS)
         given = any(a is not None and a != b for a, b in zip(asked, shipped, strict=True))
         step_s = fixed.step_fixed_s if step_fixed_s is None else step_fixed_s
         call_s = fixed.collective_fixed_s if collective_fixed_s is None else collective_fixed_s
+        request_s = fixed.request_fixed_s if request_fixed_s is None else request_fixed_s
         factor = fixed.collective_bandwidth_factor if factor is None else factor
         source = fixed.source + (" replaced by given values" if given else "")
         key = (id(m), id(hw), system, tp, pp, ep, fmt, kv_fmt, block_tokens, factor)
@@ -465,14 +478,16 @@ class Engine:
             engine = hit[2]
             # the same tables under other fixed costs (added on top of them, never in them)
             # or another KV capacity: a shallow copy shares them
-            if (engine.step_fixed_s, engine.collective_fixed_s, engine.fixed_source) != (
-                float(step_s),
-                float(call_s),
-                source,
-            ):
+            costs = (float(step_s), float(call_s), float(request_s), source)
+            if (
+                engine.step_fixed_s,
+                engine.collective_fixed_s,
+                engine.request_fixed_s,
+                engine.fixed_source,
+            ) != costs:
                 engine = copy.copy(engine)
-                engine.step_fixed_s, engine.collective_fixed_s = float(step_s), float(call_s)
-                engine.fixed_source = source
+                engine.step_fixed_s, engine.collective_fixed_s = costs[:2]
+                engine.request_fixed_s, engine.fixed_source = costs[2:]
             if engine.max_tokens != max_tokens:
                 engine = copy.copy(engine)
                 engine.max_tokens = max_tokens
@@ -496,6 +511,7 @@ class Engine:
             fixed_source=source,
             extra_weights_bytes=extra_weights_bytes,
             extra_kv_per_token_bytes=extra_kv_per_token_bytes,
+            request_fixed_s=request_s,
         )
         if len(_ENGINES) > 256:
             _ENGINES.clear()

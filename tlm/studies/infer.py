@@ -124,6 +124,12 @@ class ReplicaInputs(Inputs):
         description="fraction of the modelled link bandwidth the collectives reach",
         json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
     )
+    request_fixed_s: float | None = Field(
+        None,
+        ge=0,
+        description="the serving stack's time per request outside the iterations (in TTFT)",
+        json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
+    )
 
     def device(self):
         try:
@@ -155,6 +161,7 @@ class ReplicaInputs(Inputs):
             "collective_bandwidth_factor": pick(
                 self.collective_bandwidth_factor, fixed.collective_bandwidth_factor
             ),
+            "request_fixed_s": pick(self.request_fixed_s, fixed.request_fixed_s),
         }
 
     def layout_options(self) -> dict:
@@ -172,6 +179,7 @@ class ReplicaInputs(Inputs):
             "step_fixed_s": self.step_fixed_s,
             "collective_fixed_s": self.collective_fixed_s,
             "collective_bandwidth_factor": self.collective_bandwidth_factor,
+            "request_fixed_s": self.request_fixed_s,
         }
 
 
@@ -313,6 +321,7 @@ class InferResults(Results):
     step_fixed_s: float
     collective_fixed_s: float
     collective_bandwidth_factor: float
+    request_fixed_s: float
     costs_source: str
     fixed_costs_source: str
     series: list[PhaseRow] = Field(default_factory=list, exclude=True)
@@ -366,6 +375,7 @@ def infer_study(inputs: InferInputs) -> InferResults:
         step_fixed_s=e.step_fixed_s,
         collective_fixed_s=e.collective_fixed_s,
         collective_bandwidth_factor=e.collective_bandwidth_factor,
+        request_fixed_s=e.request_fixed_s,
         costs_source=e.costs.source,
         fixed_costs_source=e.fixed_source,
         series=rows,
