@@ -13,7 +13,9 @@ validation.
     and the network's collective closed forms worked out, then written); **a new request**
     (the cache warm from other commands on that hardware and group shape; the layout's
     operator tables evaluated at the request's new token counts); **the same command again**
-    (everything loaded). Mean and slowest of each;
+    (everything loaded); **after the warm-up** ``make setup`` runs (:mod:`tlm.inference.warm`,
+    its time printed too), a request of its own on each layout - what a user's first command
+    after installing pays. Mean and slowest of each;
   - **fingerprint**: the package's fingerprint alone (:func:`tlm.diskcache.fingerprint`,
     part of every warm command's first estimate) in a fresh interpreter, through the
     manifest the earlier commands left: the best of :data:`COLD_REPEATS`;
@@ -88,6 +90,11 @@ r = estimate(**args)
 first = time.perf_counter() - start
 diskcache.flush()  # as trnsim does after a command
 print(json.dumps({"import_s": imported, "first_s": first, "ttft_s": r.ttft_s}))
+"""
+_WARM = """
+import json
+from tlm.inference.warm import warm
+print(json.dumps({"built": warm()}))
 """
 _FINGERPRINT = """
 import json, time
@@ -183,10 +190,20 @@ def _cold() -> tuple[dict, float, dict]:
     :data:`COLD` (the best of :data:`COLD_REPEATS` interpreters for the warm states, each new
     request with a prompt of its own); the mean import time; and the fingerprint's seconds
     alone in a fresh interpreter through the manifest (the best of :data:`COLD_REPEATS`)."""
-    states = {"empty": [], "new request": [], "again": []}
+    states = {"empty": [], "new request": [], "again": [], "after the warm-up": []}
     imports = []
     fingerprint = None
     with tempfile.TemporaryDirectory() as folder:
+        warmed = os.path.join(folder, "warmed")
+        start = time.perf_counter()
+        built = _child(_WARM, cache=warmed)["built"]
+        warm_s = time.perf_counter() - start
+        for layout in COLD:  # a request of its own on each layout, after make setup's warm-up
+            runs = []
+            for r in range(COLD_REPEATS):
+                request = {**layout, **NEW_REQUEST, "prompt": NEW_REQUEST["prompt"] + 10 + r}
+                runs.append(_child(_COLD, json.dumps(request), cache=warmed))
+            states["after the warm-up"].append(min(run["first_s"] for run in runs))
         for i, layout in enumerate(COLD):
             cache = os.path.join(folder, str(i))  # empty for each layout's first sample
             runs = {"empty": [_child(_COLD, json.dumps(layout), cache=cache)]}
@@ -202,6 +219,7 @@ def _cold() -> tuple[dict, float, dict]:
                 imports += [run["import_s"] for run in samples]
         runs = [_child(_FINGERPRINT, cache=cache) for _ in range(COLD_REPEATS)]
         fingerprint = min(runs, key=lambda run: run["fingerprint_s"])
+    fingerprint |= {"warm_s": warm_s, "built": built}
     return states, sum(imports) / len(imports), fingerprint
 
 
@@ -223,6 +241,8 @@ def _bench() -> list[dict]:
         "new request": f"the cache warm from another request on the layout, a new request "
         f"({NEW_REQUEST['prompt']}/{NEW_REQUEST['output']} tokens: new operator-table entries)",
         "again": "the same command again (everything loaded from the cache)",
+        "after the warm-up": f"after make setup's warm-up ({fingerprint['built']:,} layouts in "
+        f"{fingerprint['warm_s']:.1f} s, python -m tlm.inference.warm), a request of its own",
     }
     for state, times in states.items():
         rows.append(

@@ -23,7 +23,12 @@ from tlm.inference.estimate import request_times, tokens_per_verify
 from tlm.inference.layout import network_for
 from tlm.workloads import layer_ops, load_model
 
-FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0, "collective_bandwidth_factor": 1.0}
+FREE = {
+    "step_fixed_s": 0.0,
+    "collective_fixed_s": 0.0,
+    "collective_bandwidth_factor": 1.0,
+    "request_fixed_s": 0.0,
+}
 
 
 @pytest.mark.parametrize(
@@ -35,6 +40,7 @@ FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0, "collective_bandwidth_fa
         "tlm.inference.estimate",
         "tlm.inference.expert",
         "tlm.inference.pipeline",
+        "tlm.inference.warm",
         "tlm.studies.infer",
     ],
 )
@@ -200,17 +206,26 @@ def test_decode_steps_are_each_evaluated():
     assert e.request_fixed_s == fixed_costs("trn2").request_fixed_s > 0  # the stack's, once
 
 
+def test_a_format_the_chip_does_not_have_is_an_input_error():
+    """FP8 GEMMs on an A100 (no FP8 tensor cores in its hardware file): the inference model's
+    input error naming fmt and what the chip has, not the cost table's."""
+    with pytest.raises(InferenceInputError, match="fmt must be one of bf16, fp16, not 'fp8'"):
+        estimate("llama3-8b", "a100", "server", tp=1, fmt="fp8")
+    assert estimate("llama3-8b", "a100", "server", tp=1, kv_fmt="fp8").ttft_s > 0
+
+
 def test_the_request_cost_is_in_the_ttft_and_e2e_only():
     """request_fixed_s (the serving stack's time per request outside the iterations) adds to
-    the TTFT and the end-to-end latency, in the prefill's fixed time, and nothing else: the
-    decode, the iterations and the collectives are the same."""
+    the TTFT and the end-to-end latency and nothing else: the replica is free meanwhile, so
+    the phases (their time, MFU, HBM use), the throughput and the iterations are the same."""
     args = dict(tp=8, batch=4, prompt=512, output=64)
     a = estimate("llama3-8b", "trn2", "server", **args, request_fixed_s=0.0)
     b = estimate("llama3-8b", "trn2", "server", **args, request_fixed_s=0.25)
     assert b.ttft_s - a.ttft_s == pytest.approx(0.25, rel=1e-12)
     assert b.e2e_s - a.e2e_s == pytest.approx(0.25, rel=1e-12)
-    assert b.prefill.fixed_s - a.prefill.fixed_s == pytest.approx(0.25, rel=1e-12)
-    assert b.tpot_s == a.tpot_s and b.decode == a.decode
+    assert (a.request_s, b.request_s) == (0.0, 0.25)
+    assert b.prefill == a.prefill and b.decode == a.decode and b.tpot_s == a.tpot_s
+    assert b.tokens_per_s == a.tokens_per_s  # batch x output over the replica's time
     assert b.prefill.compute_s == a.prefill.compute_s
     assert b.engine.iteration_s(64, 4, 4 * 600, 4 * 600) == a.engine.iteration_s(
         64, 4, 4 * 600, 4 * 600
@@ -260,7 +275,6 @@ def test_speculative_prefill_holds_the_drafts_proposals():
     sep = request_times(e, b, p, 64, d, k, 0.7)["prefill"]["time_s"][0]
     own = [d.step(b * p, b, b * p, b * p * (p + 1) / 2)]
     own += [d.step(b, b, b * (p + i), b * (p + i)) for i in range(1, k)]
-    target += e.request_fixed_s  # the stack's time per request, once (the target's)
     assert sep == pytest.approx(target + sum(float(x.time_s) for x in own), rel=1e-12)
     fus = request_times(e, b, p, 64, fused, k, 0.7, draft_fused=True)["prefill"]
     pre = float(fused.step(b * p, b, b * p, b * p * (p + 1) / 2).time_s)
@@ -519,7 +533,7 @@ def test_study_spec_decoding_and_plot(tmp_path):
     assert r.tokens_per_verify == pytest.approx(tokens_per_verify(4, 0.8))
     assert plot.stat().st_size > 1000
     rows = {row.phase: row for row in r.series}
-    assert rows["prefill"].time_s == pytest.approx(r.ttft_s)
+    assert rows["prefill"].time_s + r.request_fixed_s == pytest.approx(r.ttft_s)
     assert rows["decode"].time_s == pytest.approx(r.tpot_s * 63)
 
 

@@ -13,7 +13,12 @@ from tlm.inference import DpAttentionEngine, Engine, InferenceInputError, estima
 from tlm.inference.layout import network_for
 from tlm.workloads import load_model
 
-FREE = {"step_fixed_s": 0.0, "collective_fixed_s": 0.0, "collective_bandwidth_factor": 1.0}
+FREE = {
+    "step_fixed_s": 0.0,
+    "collective_fixed_s": 0.0,
+    "collective_bandwidth_factor": 1.0,
+    "request_fixed_s": 0.0,
+}
 
 
 def test_weights_per_chip_are_its_experts_and_a_groups_share_of_the_rest():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tlm.inference import estimate
+from tlm.inference import estimate, fixed_costs
 from tlm.inference.layout import InferenceInputError
 from tlm.inference.search import SloUnreachable, search
 from tlm.studies.cli import main
@@ -23,8 +23,10 @@ def test_the_best_meets_the_slo_and_nothing_meeting_it_is_cheaper(found):
     a = found.arrays
     meets = a["meets"].astype(bool)
     assert best["cost_per_hour_usd"] == a["cost_per_hour_usd"][meets].min()
-    # Little's law: enough replicas for the load
-    assert best["replicas"] * best["batch"] >= LOAD["rate_per_s"] * best["e2e_s"]
+    # Little's law: enough replicas for the load, each busy for a request's prefill and
+    # decode (its end-to-end latency less the serving stack's time, when the replica is free)
+    busy = best["e2e_s"] - fixed_costs("trn2").request_fixed_s
+    assert best["replicas"] == np.ceil(LOAD["rate_per_s"] * busy / best["batch"] - 1e-9)
 
 
 def test_a_configuration_is_priced_as_trnsim_infer_prices_it(found):
@@ -47,6 +49,7 @@ def test_a_configuration_is_priced_as_trnsim_infer_prices_it(found):
     )
     assert row["ttft_s"] == pytest.approx(r.ttft_s, rel=1e-9)
     assert row["tpot_s"] == pytest.approx(r.tpot_s, rel=1e-9)
+    assert row["e2e_s"] == pytest.approx(r.e2e_s, rel=1e-9)
 
 
 def test_an_unreachable_slo_names_the_closest():

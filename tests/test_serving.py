@@ -420,6 +420,20 @@ def test_disaggregation_adds_the_transfer(tmp_path):
         link_latency_s=0.002,
     )
     assert linked.ttft_s.mean == pytest.approx(split.ttft_s.mean, rel=1e-12)
+    # the prefill pool's engine carries the serving stack's time per request: before the
+    # prefill, added to both latencies (the decode replica's own figure is not used)
+    front, back = Linear(a=0.01, b=0.001, c=1e-5), Linear(a=0.01, b=0.001, c=1e-5)
+    front.request_fixed_s, back.request_fixed_s = 0.03, 5.0
+    delayed = simulate(
+        front,
+        trace=trace,
+        prefill_replicas=1,
+        decode_replicas=1,
+        decode_engine=back,
+        kv_transfer_s=lambda tokens: 0.002 + tokens * 1e-5,
+    )
+    assert delayed.ttft_s.mean == pytest.approx(split.ttft_s.mean + 0.03, rel=1e-12)
+    assert delayed.e2e_s.mean == pytest.approx(split.e2e_s.mean + 0.03, rel=1e-12)
 
 
 def test_prefill_blocks_held_until_the_transfer_ends(tmp_path):

@@ -193,6 +193,33 @@ def test_the_fit_under_load_is_a_fixed_point(v):
         assert 1 <= v.rounds[system] <= 20
 
 
+def test_the_non_negative_least_squares_meet_their_optimality_conditions():
+    """_nnls on random problems of the fit's shape (4-8 rows, 3 unknowns; seeded), many with
+    the unconstrained solution negative somewhere: x >= 0 and the KKT conditions of the
+    convex problem hold - the gradient a^T (a x - b) zero where x > 0 and >= 0 where x = 0 -
+    so x is the optimum; and no feasible point of a grid around it does better."""
+    seed = 2411
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    bound = 0
+    for _ in range(300):
+        rows = int(rng.integers(4, 9))
+        a = rng.normal(size=(rows, 3))
+        b = rng.normal(size=rows)
+        x = inference._nnls(a, b)
+        free, *_ = np.linalg.lstsq(a, b, rcond=None)
+        bound += bool((free < 0).any())
+        g = a.T @ (a @ x - b)
+        assert (x >= 0).all()
+        assert np.allclose(g[x > 0], 0, atol=1e-9), (x, g)
+        assert (g[x == 0] >= -1e-9).all(), (x, g)
+        best = float(np.sum((a @ x - b) ** 2))
+        for step in rng.normal(scale=0.05, size=(20, 3)):
+            y = np.maximum(x + step, 0)
+            assert np.sum((a @ y - b) ** 2) >= best - 1e-12
+    assert bound > 100  # the bound binds in many of them
+
+
 def test_the_tools_token_count_defines_the_405b_tpot(v):
     """LLMPerf counted 1,785 output tokens (Llama 2 tokenizer) for 1,500 generated: its TPOT is
     the decode time over 1,784 gaps, i.e. the model's per-token time x 1,499 / 1,784."""

@@ -1,10 +1,11 @@
 """A whole request on one replica: the prefill of ``batch`` prompts, then every decode step
 with the KV cache growing from the prompt to prompt + output; optionally speculative decoding.
 
-- **TTFT**: the prefill iteration (``batch x prompt`` tokens, causal attention: each prompt's
-  ``prompt (prompt + 1) / 2`` query-key pairs) - it samples the first token - and the serving
-  stack's time per request outside the iterations (``request_fixed_s``: receiving and
-  tokenising the prompts, returning the token), counted in the prefill's fixed time.
+- **TTFT**: the serving stack's time per request outside the iterations (``request_fixed_s``:
+  receiving and tokenising the prompts, returning the first token; the replica free
+  meanwhile, so it is in no phase's time) and the prefill iteration (``batch x prompt``
+  tokens, causal attention: each prompt's ``prompt (prompt + 1) / 2`` query-key pairs) - it
+  samples the first token.
 - **TPOT**: the mean of the ``output - 1`` decode steps, each evaluated exactly (step ``j``
   attends ``prompt + j`` keys per sequence), no quadrature; 0 when ``output`` is 1.
 - **Speculative decoding** (a draft model, ``draft_tokens`` k, ``acceptance`` a): a verify
@@ -21,7 +22,8 @@ with the KV cache growing from the prompt to prompt + output; optionally specula
   target's graphs (NxD Inference's fused speculation: the context-encoding graph holds both
   prefills and the token-generation graph the ``k`` draft steps and the verify, so the draft
   adds its work and its collectives but no iteration of its own).
-- **Throughput**: ``batch x output / e2e`` generated tokens per second per replica, per chip
+- **Throughput**: ``batch x output`` over the replica's time (``e2e - request_fixed_s``: the
+  prefill and the decode) generated tokens per second per replica, per chip
   and per server (a server's chips of replicas like this one); decode-only ``batch / TPOT``.
 - **MFU / HBM-bandwidth utilisation** per phase: model FLOPs (bytes) over the phase's time x
   the replica's chips x the dense peak in ``fmt`` (the HBM bandwidth).
@@ -89,6 +91,7 @@ class Estimate:
     decode_tokens_per_s: float
     prefill: Phase
     decode: Phase
+    request_s: float
     memory: dict
     max_batch: int
     chips: int
@@ -142,8 +145,9 @@ def request_times(
     """Prefill and decode of requests on ``engine``, vectorised over ``batch``, ``prompt`` and
     ``output`` (arrays broadcast together): ``{"prefill": {...}, "decode": {...}}``, each a
     dict of arrays (the :class:`Phase` sums: seconds by category, FLOPs, HBM bytes), and
-    ``decode_steps``. The prefill's time is the TTFT: it holds ``engine.request_fixed_s``
-    (fixed). With ``draft``, the decode is speculative and the prefill holds the
+    ``decode_steps``, and ``request_s``, the serving stack's time per request outside the
+    iterations (``engine.request_fixed_s``: in the TTFT, not in the prefill's replica time).
+    With ``draft``, the decode is speculative and the prefill holds the
     draft's too; ``draft_fused`` says the draft runs inside the target's iterations (then
     ``draft`` must carry no per-iteration fixed cost of its own, see :func:`estimate`).
     """
@@ -193,10 +197,12 @@ def request_times(
         who, T, S, KV, P = (np.concatenate(x) for x in zip(*rows, strict=True))
         d = _sum_phase(draft.step(T, S, KV, P), who, n)
         prefill = {name: prefill[name] + d[name] for name in prefill}
-    # the requests' time outside the iterations (the serving stack's), before the first token
-    for name in ("fixed_s", "time_s"):
-        prefill[name] = prefill[name] + engine.request_fixed_s
-    return {"prefill": prefill, "decode": decode, "decode_steps": steps}
+    return {
+        "prefill": prefill,
+        "decode": decode,
+        "decode_steps": steps,
+        "request_s": engine.request_fixed_s,
+    }
 
 
 def _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed, fused) -> Engine:
@@ -358,10 +364,10 @@ def estimate(
         )
 
     pre, dec = phase(r["prefill"]), phase(r["decode"])
-    ttft = pre.time_s
+    ttft = r["request_s"] + pre.time_s
     tpot = dec.time_s / (output - 1) if output > 1 else 0.0
     e2e = ttft + dec.time_s
-    rate = batch * output / e2e
+    rate = batch * output / (pre.time_s + dec.time_s)  # the replica's time, not the stack's
     return Estimate(
         ttft_s=ttft,
         tpot_s=tpot,
@@ -372,6 +378,7 @@ def estimate(
         decode_tokens_per_s=batch / tpot if tpot > 0 else 0.0,
         prefill=pre,
         decode=dec,
+        request_s=r["request_s"],
         memory=memory,
         max_batch=mem.max_batch(context, prompt),
         chips=chips,

@@ -243,7 +243,8 @@ FIXED_COSTS = (
 
 @dataclass(frozen=True)
 class FixedCosts:
-    """The named fixed costs of an inference iteration, seconds.
+    """The named fixed costs of inference (per iteration, per collective call, per request),
+    seconds, and the collectives' bandwidth factor.
 
     Attributes
     ----------

@@ -13,9 +13,11 @@ Each is priced by :func:`tlm.inference.estimate.request_times` (the same model a
 ``trnsim infer``), vectorised over the batches of a layout: TTFT, TPOT and end-to-end latency
 of ``batch`` requests of ``prompt + output`` tokens, the memory check (a batch beyond
 :meth:`InferenceMemory.max_batch` does not fit). A **load** of ``rate`` requests per second
-needs ``ceil(rate x e2e / batch)`` replicas (Little's law: each replica keeps ``batch``
-requests in flight for ``e2e`` seconds); the fleet's cost per hour and per million output
-tokens come from :func:`tlm.inference.economics.token_economics`. The best configuration is
+needs ``ceil(rate x busy / batch)`` replicas (Little's law: each replica keeps ``batch``
+requests in flight for ``busy`` seconds, their prefill and decode - the end-to-end latency
+less the serving stack's time per request, ``request_fixed_s``, when the replica is free);
+the fleet's cost per hour and per million output tokens come from
+:func:`tlm.inference.economics.token_economics`. The best configuration is
 the cheapest per hour among those that fit and meet the SLO (TTFT <= ``slo_ttft_s`` and TPOT
 <= ``slo_tpot_s``); when none meets it, :class:`SloUnreachable` names the closest.
 
@@ -195,11 +197,12 @@ def evaluate(
             micro_batches=mb,
         )
         r = request_times(engine, batch, prompt, output)
-        ttft = r["prefill"]["time_s"]
+        busy = r["prefill"]["time_s"] + r["decode"]["time_s"]  # the replica's time
+        ttft = r["request_s"] + r["prefill"]["time_s"]
         tpot = r["decode"]["time_s"] / max(output - 1, 1)
-        e2e = ttft + r["decode"]["time_s"]
+        e2e = r["request_s"] + busy
         fits = batch <= engine.memory.max_batch(prompt + output, prompt)
-        replicas = np.ceil(rate_per_s * e2e / batch)
+        replicas = np.ceil(rate_per_s * busy / batch)
         fleet = replicas * engine.chips
         money = token_economics(hw, fleet, np.maximum(rate_per_s * output, 1e-12))
         out["chips"][rows] = engine.chips

@@ -73,12 +73,11 @@ from .. import diskcache
 from ..cluster.elementwise import maximum, power, where, zeros_like
 from ..cluster.hardware import Hardware
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
-from ..costs.opcosts import VECTOR_OPS
+from ..costs.opcosts import VECTOR_OPS, CostsError
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
 from .layout import (
     ACTIVATION_FORMAT,
-    FIXED_COSTS,
     FORMATS,
     InferenceInputError,
     as_hardware,
@@ -448,6 +447,10 @@ class Engine:
             from .expert import DpAttentionEngine as cls  # noqa: N813
         check_format("fmt", fmt)
         check_format("kv_fmt", kv_fmt)
+        try:  # the GEMMs' format must be one the chip has
+            costs_for(hw).peak_flops(fmt)
+        except CostsError as error:
+            raise InferenceInputError(f"{error} on {hw.name}") from None
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise InferenceInputError(f"max_tokens must be a positive integer, not {max_tokens!r}")
         fixed = fixed_costs(hw.name)
@@ -463,9 +466,13 @@ class Engine:
             raise InferenceInputError(
                 f"collective_bandwidth_factor must be a number in (0, 1], not {factor!r}"
             )
-        asked = (step_fixed_s, collective_fixed_s, factor, request_fixed_s)
-        shipped = tuple(getattr(fixed, name) for name in FIXED_COSTS)
-        given = any(a is not None and a != b for a, b in zip(asked, shipped, strict=True))
+        asked = {
+            "step_fixed_s": step_fixed_s,
+            "collective_fixed_s": collective_fixed_s,
+            "collective_bandwidth_factor": factor,
+            "request_fixed_s": request_fixed_s,
+        }
+        given = any(v is not None and v != getattr(fixed, k) for k, v in asked.items())
         step_s = fixed.step_fixed_s if step_fixed_s is None else step_fixed_s
         call_s = fixed.collective_fixed_s if collective_fixed_s is None else collective_fixed_s
         request_s = fixed.request_fixed_s if request_fixed_s is None else request_fixed_s

@@ -37,7 +37,7 @@ from ..inference import (
     fixed_costs,
     token_economics,
 )
-from ..inference.layout import as_hardware, check_layout, system_chips
+from ..inference.layout import FIXED_COSTS, as_hardware, check_layout, system_chips
 from ..workloads import WorkloadError, load_model
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import (
@@ -156,12 +156,7 @@ class ReplicaInputs(Inputs):
         return {
             "micro_batches": self.pp if self.micro_batches is None else self.micro_batches,
             "kv_dtype": self.dtype if self.kv_dtype is None else self.kv_dtype,
-            "step_fixed_s": pick(self.step_fixed_s, fixed.step_fixed_s),
-            "collective_fixed_s": pick(self.collective_fixed_s, fixed.collective_fixed_s),
-            "collective_bandwidth_factor": pick(
-                self.collective_bandwidth_factor, fixed.collective_bandwidth_factor
-            ),
-            "request_fixed_s": pick(self.request_fixed_s, fixed.request_fixed_s),
+            **{k: pick(getattr(self, k), getattr(fixed, k)) for k in FIXED_COSTS},
         }
 
     def layout_options(self) -> dict:
@@ -175,12 +170,7 @@ class ReplicaInputs(Inputs):
 
     def fixed(self) -> dict:
         """The named fixed costs as the model's keyword arguments."""
-        return {
-            "step_fixed_s": self.step_fixed_s,
-            "collective_fixed_s": self.collective_fixed_s,
-            "collective_bandwidth_factor": self.collective_bandwidth_factor,
-            "request_fixed_s": self.request_fixed_s,
-        }
+        return {k: getattr(self, k) for k in FIXED_COSTS}
 
 
 class InferInputs(ReplicaInputs):
@@ -285,7 +275,10 @@ class PhaseRow(BaseModel):
 class InferResults(Results):
     """The request's latency, throughput, utilisations and memory; the series: the phases."""
 
-    ttft_s: float = Field(description="time to first token: the prefill of the batch")
+    ttft_s: float = Field(
+        description="time to first token: the serving stack's time per request and the "
+        "prefill of the batch"
+    )
     tpot_s: float = Field(description="mean time per output token after the first")
     e2e_s: float = Field(description="end-to-end latency of a request")
     replica_tokens_per_s: float = Field(description="generated tokens / e2e, one replica")

@@ -12,9 +12,9 @@ Three suites (``--suite all`` runs every one):
   ``fit`` rows, every other row judged;
 - ``inference``: published latencies (TTFT, TPOT, end-to-end) of Trn2 (AWS Neuron tutorials) and
   H100 (TensorRT-LLM, NIM) in ``tlm/validation/inference.toml`` on the inference model
-  (:mod:`tlm.validation.inference`): per system the two fixed costs and the collective
-  bandwidth factor fitted on its ``fit`` rows, every other modelled row judged; the rows not
-  modelled are listed with the reason.
+  (:mod:`tlm.validation.inference`): per system the three fixed costs (per iteration, per
+  collective call, per request) and the collective bandwidth factor fitted on its ``fit``
+  rows, every other modelled row judged; the rows not modelled are listed with the reason.
 
 The series: one row per published measurement. See docs/validation.md.
 

@@ -652,8 +652,9 @@ def _offline_value(row_id: str, step: float, coll: float, factor: float, req: fl
     """A maximum-throughput row's figure: output tokens of all requests over the time from 0
     to the last completion - the sum of the run's iterations (:func:`_offline_schedule`) priced
     at the given costs - per GPU for a per-GPU metric (trtllm-bench's output tokens count the
-    first). Exactly linear in the two fixed costs: seconds per token are the iterations'
-    times, each ``base + step_fixed_s + calls x collective_fixed_s``."""
+    first). Exactly linear in the three costs: seconds per token are ``request_fixed_s`` (the
+    requests all reach the scheduler that long after 0) plus the iterations' times, each
+    ``base + step_fixed_s + calls x collective_fixed_s``."""
     work, tokens = _offline_schedule(row_id)
     engine, _ = _offline_engine(_row(row_id), step, coll, factor, req)
     # the requests reach the scheduler request_fixed_s after time 0, then the iterations
@@ -742,7 +743,7 @@ def _moved(a: dict, b: dict) -> bool:
     (a cost at 0 in both has not moved; a factor is compared exactly, being on a grid)."""
     if a["collective_bandwidth_factor"] != b["collective_bandwidth_factor"]:
         return True
-    for k in ("step_fixed_s", "collective_fixed_s", "request_fixed_s"):
+    for k in (k for k in FIXED_COSTS if k != "collective_bandwidth_factor"):
         scale = max(abs(a[k]), abs(b[k]))
         if scale > 0 and abs(a[k] - b[k]) > _CONVERGED * scale:
             return True
