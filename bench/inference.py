@@ -185,11 +185,12 @@ def _search() -> list[dict]:
     return rows
 
 
-def _cold() -> tuple[dict, float, dict]:
+def _cold() -> tuple[dict, float, dict, dict]:
     """Per cache state, the first estimate's seconds in a fresh interpreter on every layout of
     :data:`COLD` (the best of :data:`COLD_REPEATS` interpreters for the warm states, each new
-    request with a prompt of its own); the mean import time; and the fingerprint's seconds
-    alone in a fresh interpreter through the manifest (the best of :data:`COLD_REPEATS`)."""
+    request with a prompt of its own); the mean import time; the fingerprint's seconds
+    alone in a fresh interpreter through the manifest (the best of :data:`COLD_REPEATS`); and
+    the warm-up's seconds and layouts built."""
     states = {"empty": [], "new request": [], "again": [], "after the warm-up": []}
     imports = []
     fingerprint = None
@@ -219,8 +220,8 @@ def _cold() -> tuple[dict, float, dict]:
                 imports += [run["import_s"] for run in samples]
         runs = [_child(_FINGERPRINT, cache=cache) for _ in range(COLD_REPEATS)]
         fingerprint = min(runs, key=lambda run: run["fingerprint_s"])
-    fingerprint |= {"warm_s": warm_s, "built": built}
-    return states, sum(imports) / len(imports), fingerprint
+    warmup = {"seconds": warm_s, "built": built}
+    return states, sum(imports) / len(imports), fingerprint, warmup
 
 
 def bench_inference() -> list[dict]:
@@ -234,15 +235,15 @@ def bench_inference() -> list[dict]:
 
 def _bench() -> list[dict]:
     rows = []
-    states, imported, fingerprint = _cold()
+    states, imported, fingerprint, warmup = _cold()
     what = {
         "empty": "the cache on disk empty (the first command after installing or changing the "
         "package)",
         "new request": f"the cache warm from another request on the layout, a new request "
         f"({NEW_REQUEST['prompt']}/{NEW_REQUEST['output']} tokens: new operator-table entries)",
         "again": "the same command again (everything loaded from the cache)",
-        "after the warm-up": f"after make setup's warm-up ({fingerprint['built']:,} layouts in "
-        f"{fingerprint['warm_s']:.1f} s, python -m tlm.inference.warm), a request of its own",
+        "after the warm-up": f"after make setup's warm-up ({warmup['built']:,} layouts in "
+        f"{warmup['seconds']:.1f} s, python -m tlm.inference.warm), a request of its own",
     }
     for state, times in states.items():
         rows.append(

@@ -707,12 +707,11 @@ def _solve(ids: tuple, y: np.ndarray, f: float, ratio: np.ndarray):
     residual, each row's one-request figure scaled by its ``ratio`` (its load's, held: see
     :func:`_fit`)."""
     base = np.array([_value(i, 0.0, 0.0, f, 0.0) for i in ids])
-    columns = []
-    for k, unit in enumerate(_UNITS):
-        costs = [0.0, 0.0, 0.0]
-        costs[k] = unit
-        step, coll, req = costs
-        columns.append(np.array([_value(i, step, coll, f, req) for i in ids]) - base)
+    # one cost at its unit, the others at 0: each column the rows' change per unit
+    columns = [
+        np.array([_value(i, step, coll, f, req) for i in ids]) - base
+        for step, coll, req in np.diag(_UNITS).tolist()
+    ]
     a = np.stack(columns, axis=1) * ratio[:, None] / y[:, None]
     b = (y - base * ratio) / y
     x = _nnls(a, b)
