@@ -1,16 +1,11 @@
-"""The inference model's cold path: its figures bit-identical to golden ones, whatever was
-built before them in the process or kept on disk, and the work a new layout costs.
+"""The inference model's figures against golden ones, and the work a new layout costs.
 
-``tests/data/inference_golden.json`` pins every figure of :func:`tlm.inference.estimate` on
-:data:`LAYOUTS` and of :meth:`Engine.step` / :meth:`Engine.iteration_s` on :data:`ENGINES`. It
-was written by this module (``python -m tests.test_inference_cold --write``) on the code
-before the cold-path work (commit d603696): a change to how the figures are computed must
-leave them bit-identical (or say which figure moved, by how much and why). Moved since: the
-draft layout's TTFT (0.498 -> 0.553 s, and with it e2e and tokens/s) when the draft's prefill
-and its first proposals joined the time to the first token (speculative rows of the
-validation); the decode of the FP8-KV layouts (405b-server-tp16-kvfp8-b8,
-dsv3-ultra-tp64-ep64-fp8) when the attention products stopped charging an FP8 cache's key
-stream at BF16's bytes.
+``tests/data/inference_golden.json`` holds every figure of :func:`tlm.inference.estimate` on
+:data:`LAYOUTS` and of :meth:`Engine.step` / :meth:`Engine.iteration_s` on :data:`ENGINES`, at
+pinned fixed costs (:data:`GOLDEN_FIXED`), so the test checks how figures are computed, not the
+validation's latest fit. Floats match within :data:`golden.REL` (numpy's SIMD loops change last
+bits from one CPU to the next); a change that moves a figure rewrites the file with
+``python tests/test_inference_cold.py --write`` and says why in its commit.
 """
 
 from __future__ import annotations
@@ -24,6 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from golden import REL, assert_matches
+
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
 FREE = {
     "step_fixed_s": 0.0,
@@ -144,6 +142,100 @@ LAYOUTS = {
     "405b-h100-2xserver-tp8-pp2-fp8": dict(
         model="llama3.1-405b", hardware="h100", system="2xserver", tp=8, pp=2, fmt="fp8"
     ),
+    # layouts that existed before data-parallel attention and pipeline micro-batches
+    "70b-server-tp16-b1-p2048": dict(
+        model="llama3.3-70b",
+        hardware="trn2",
+        system="server",
+        tp=16,
+        batch=1,
+        prompt=2048,
+        output=64,
+    ),
+    "70b-server-tp16-fp8-kvfp8-b32": dict(
+        model="llama3.3-70b",
+        hardware="trn2",
+        system="server",
+        tp=16,
+        batch=32,
+        prompt=512,
+        output=32,
+        fmt="fp8",
+        kv_fmt="fp8",
+    ),
+    "mixtral-server-tp8-ep8-b32-p1024": dict(
+        model="mixtral-8x7b",
+        hardware="trn2",
+        system="server",
+        tp=8,
+        ep=8,
+        batch=32,
+        prompt=1024,
+        output=32,
+    ),
+    "mixtral-server-tp8-ep2-b4": dict(
+        model="mixtral-8x7b",
+        hardware="trn2",
+        system="server",
+        tp=8,
+        ep=2,
+        batch=4,
+        prompt=256,
+        output=16,
+    ),
+    "dsv3-ultra-tp64-ep8-fp8-b8": dict(
+        model="deepseek-v3",
+        hardware="trn2",
+        system="ultraserver",
+        tp=64,
+        ep=8,
+        batch=8,
+        prompt=1024,
+        output=16,
+        fmt="fp8",
+    ),
+    "8b-server-tp4-self-draft": dict(
+        model="llama3-8b",
+        hardware="trn2",
+        system="server",
+        tp=4,
+        batch=2,
+        prompt=300,
+        output=8,
+        draft_model="llama3-8b",
+        draft_tokens=3,
+        acceptance=0.6,
+    ),
+    "70b-h100-tp8-b4": dict(
+        model="llama3.3-70b",
+        hardware="h100",
+        system="server",
+        tp=8,
+        batch=4,
+        prompt=1000,
+        output=20,
+    ),
+    "8b-2xserver-tp8-pp4": dict(
+        model="llama3-8b",
+        hardware="trn2",
+        system="2xserver",
+        tp=8,
+        pp=4,
+        batch=8,
+        prompt=256,
+        output=16,
+    ),
+    "mixtral-ultra-tp8-pp4-ep4": dict(
+        model="mixtral-8x7b",
+        hardware="trn2",
+        system="ultraserver",
+        tp=8,
+        pp=4,
+        ep=4,
+        batch=16,
+        prompt=512,
+        output=16,
+    ),
 }
 
 #: Engines whose step() and iteration_s() figures are pinned, and the iterations asked.
@@ -153,6 +245,9 @@ ENGINES = {
         model="mixtral-8x7b", hardware="trn2", system="ultraserver", tp=16, ep=4, fmt="fp8"
     ),
     "70b-h100-tp8": dict(model="llama3.3-70b", hardware="h100", system="server", tp=8),
+    "mixtral-server-tp8-ep4": dict(
+        model="mixtral-8x7b", hardware="trn2", system="server", tp=8, ep=4
+    ),
 }
 #: (tokens, sequences, kv_tokens, pairs) of mixed iterations: decode, prefill chunks, both.
 ITERATIONS = (
@@ -215,7 +310,7 @@ if __name__ == "__main__":
         print(text)
 
 
-# ---- the figures, bit for bit ------------------------------------------------------------
+# ---- the figures, within golden.REL ------------------------------------------------------------
 
 
 def _golden() -> dict:
@@ -224,14 +319,14 @@ def _golden() -> dict:
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_estimate_is_golden(name):
-    """Every figure of the estimate equals the golden one exactly (whatever engines, tables
-    and closed forms earlier tests of this process left built)."""
-    assert estimate_figures(LAYOUTS[name]) == _golden()["estimate"][name]
+    """Every figure of the estimate matches the golden one (whatever engines, tables and
+    closed forms earlier tests of this process left built)."""
+    assert_matches(estimate_figures(LAYOUTS[name]), _golden()["estimate"][name])
 
 
 @pytest.mark.parametrize("name", list(ENGINES))
 def test_engine_is_golden(name):
-    assert engine_figures(ENGINES[name]) == _golden()["engine"][name]
+    assert_matches(engine_figures(ENGINES[name]), _golden()["engine"][name])
 
 
 # ---- the work a layout costs -------------------------------------------------------------
@@ -389,7 +484,7 @@ def _child(folder) -> dict:
 
 def test_figures_from_the_cache_on_disk_are_golden_and_cost_no_tables(tmp_path):
     """A first process works everything out and writes it; a second, fresh, loads it: the
-    same figures bit for bit (the golden ones), no hardware file parsed, no operator costs,
+    golden figures, no hardware file parsed, no operator costs,
     attention table, closed form or part built again."""
     golden = _golden()
     first = _child(tmp_path)
@@ -397,13 +492,13 @@ def test_figures_from_the_cache_on_disk_are_golden_and_cost_no_tables(tmp_path):
     assert all(first["work"][k] > 0 for k in first["work"])
     second = _child(tmp_path)
     for run in (first, second):
-        assert run["figures"] == {n: golden["estimate"][n] for n in ON_DISK}
-        assert run["engine"] == golden["engine"]["405b-server-tp16"]
+        assert_matches(run["figures"], {n: golden["estimate"][n] for n in ON_DISK})
+        assert_matches(run["engine"], golden["engine"]["405b-server-tp16"])
     assert second["work"] == dict.fromkeys(first["work"], 0)
     assert second["written"] == 0
 
 
-# ---- one value on floats, many on arrays: the same bits ---------------------------------
+# ---- one value on floats, many on arrays: the same figures ---------------------------------
 
 #: Engines of every kind of part: dense and MoE (17 GEMM rows: DeepSeek-V3's dense and MoE
 #: layers), data-parallel attention, a pipeline over EFA, a GPU.
@@ -430,9 +525,9 @@ PART_ENGINES = {
 @pytest.mark.parametrize("name", list(PART_ENGINES))
 def test_a_part_on_one_float_is_its_row_of_the_arrays(name):
     """``_token_part`` and ``_sequence_part`` on a float (a new request's few values) give
-    exactly their row of the vectorised call, and a one-row array the same: a value's
-    figures do not depend on what was evaluated with it (nor on what the cache on disk
-    holds)."""
+    their row of the vectorised call, and a one-row array the same, within golden.REL (a
+    float and an array may take different SIMD loops): a value's figures do not depend on
+    what was evaluated with it (nor on what the cache on disk holds)."""
     from tlm.inference import Engine
 
     seed = 1124
@@ -449,5 +544,6 @@ def test_a_part_on_one_float_is_its_row_of_the_arrays(name):
             assert set(one) == set(many)
             for key in many:
                 assert type(one[key]) is float, (part.__name__, key)
-                assert one[key] == many[key][i], (part.__name__, key, values[i])
-                assert row[key][0] == many[key][i], (part.__name__, key, values[i])
+                want = float(many[key][i])
+                assert one[key] == pytest.approx(want, rel=REL), (part.__name__, key, values[i])
+                assert row[key][0] == pytest.approx(want, rel=REL), (part.__name__, key)
