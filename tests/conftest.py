@@ -51,7 +51,11 @@ def pytest_configure_node(node):
 
 def pytest_report_header(config):
     seed = config.hypothesis_seed
-    return f"Hypothesis seed {seed} (rerun with SEED={seed})"
+    off = os.environ.get("NPY_DISABLE_CPU_FEATURES", "")
+    return [
+        f"Hypothesis seed {seed} (rerun with SEED={seed})",
+        f"numpy SIMD loops turned off: {off or 'none'} (NPY_DISABLE_CPU_FEATURES)",
+    ]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -16,6 +16,8 @@ from tlm.cluster.hardware import HARDWARE, HardwareError, load_hardware
 from tlm.presets import load_preset
 from tlm.system import load_system
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 
 @pytest.mark.parametrize("name", HARDWARE)
 def test_every_figure_has_a_source(name):

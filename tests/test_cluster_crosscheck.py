@@ -19,6 +19,8 @@ from tlm.cluster.network import Network
 from tlm.costs import OpCosts
 from tlm.studies import run_study
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 TOLERANCE = 0.05
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from tlm.cluster import elementwise as ew
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 SEED = int(os.environ.get("SEED", "20261124"))
 
 

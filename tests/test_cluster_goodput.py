@@ -15,6 +15,8 @@ from tlm.cluster.goodput import (
 )
 from tlm.workloads import load_model
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 
 def test_llama3_interruptions_per_day_at_16k_h100():
     """Llama 3 (Table 5): 419 unexpected interruptions in 54 days on 16,384 H100 in 8s."""

@@ -16,6 +16,8 @@ from tlm.cluster import (
 )
 from tlm.workloads import load_model
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 #: Korthikanti et al. (arXiv:2205.05198) Table 3: model, tensor, pipeline, micro-batch,
 #: global batch, interleaved stages (Calculon's validation inputs for 175B and 530B: 3).
 KORTHIKANTI = [

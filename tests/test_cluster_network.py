@@ -17,6 +17,8 @@ from tlm.collectives import ALGORITHMS, Analytic, build, unfit
 from tlm.collectives.flow import Flow
 from tlm.system import load_system
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 MiB = 1 << 20
 
 

@@ -22,6 +22,8 @@ from tlm.cluster.search import (
 from tlm.workloads import load_model
 from tlm.workloads.operators import tp_allowed
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 SEED = int(os.environ.get("SEED", "20261124"))
 
 

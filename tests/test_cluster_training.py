@@ -12,6 +12,8 @@ import pytest
 from tlm.cluster.training import PARTS, training_step
 from tlm.workloads import load_model
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 SEED = int(os.environ.get("SEED", "20261124"))
 
 

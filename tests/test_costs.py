@@ -15,6 +15,8 @@ from tlm.costs.opcosts import balanced_shape, kernel_blocks
 from tlm.kernels import gemm_blocks
 from tlm.presets import load_preset
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 
 @pytest.fixture(scope="module")
 def trn2():

@@ -20,6 +20,8 @@ from tlm.costs.calibrate import (
     measure_gemm,
 )
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 REBUILD = (
     "the chip TLM no longer gives the cached time: rebuild tlm/costs/data/trn2.json with "
     "`make calibrate` (tools/calibrate_costs.py) and commit it"

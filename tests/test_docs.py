@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = [
     "tlm.formats",

@@ -23,6 +23,8 @@ from tlm.inference.estimate import request_times, tokens_per_verify
 from tlm.inference.layout import network_for
 from tlm.workloads import layer_ops, load_model
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 FREE = {
     "step_fixed_s": 0.0,
     "collective_fixed_s": 0.0,

@@ -13,6 +13,8 @@ from tlm.inference import DpAttentionEngine, Engine, InferenceInputError, estima
 from tlm.inference.layout import network_for
 from tlm.workloads import load_model
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 FREE = {
     "step_fixed_s": 0.0,
     "collective_fixed_s": 0.0,

@@ -8,6 +8,8 @@ from tlm.inference.layout import InferenceInputError
 from tlm.inference.search import SloUnreachable, search
 from tlm.studies.cli import main
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 LOAD = dict(rate_per_s=2.0, prompt=512, output=64, slo_ttft_s=0.5, slo_tpot_s=0.05)
 
 

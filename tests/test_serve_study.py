@@ -8,6 +8,8 @@ from tlm.inference import fixed_costs
 from tlm.studies import run_study
 from tlm.studies.cli import main
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 BASE = dict(model="llama3-8b", preset="trn2", system="server", tp=4, prompt="256", output="16")
 
 

@@ -14,6 +14,8 @@ import pytest
 from tlm.inference import serving
 from tlm.inference.serving import SloUnreachable, TraceError, max_rate, read_trace, simulate
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

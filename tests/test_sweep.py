@@ -5,6 +5,8 @@ import pytest
 
 from tlm.sweep import check_scheduler, digest, run_chunks
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 CALLS = []
 
 

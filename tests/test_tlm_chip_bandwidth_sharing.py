@@ -8,6 +8,8 @@ import simpy
 from tlm.chip import bandwidth_sharing
 from tlm.chip.bandwidth_sharing import FluidNetwork
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 
 def test_module_examples():
     result = doctest.testmod(bandwidth_sharing)

@@ -10,6 +10,8 @@ from tlm.kernels import assemble, build_gemm, build_matmul_softmax, softmax_refe
 from tlm.kernels.softmax import engine_scores
 from tlm.presets import load_preset
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 DTYPES = {
     "bf16": ml_dtypes.bfloat16,
     "fp8_e4m3": ml_dtypes.float8_e4m3,

@@ -15,6 +15,8 @@ from tlm.core.isa import ACTIVATIONS
 from tlm.kernels import build_gemm
 from tlm.tensor import matmul
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 MODULES = ["tlm.presets", "tlm.chip.kernel", "tlm.chip.chip", "tlm.core.memory"]
 
 

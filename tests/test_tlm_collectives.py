@@ -14,6 +14,8 @@ from tlm.collectives.values import reference, run
 from tlm.formats import get_format
 from tlm.system import load_system
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 SYSTEMS = [
     "trn2-server",
     "trn2-ultraserver",

@@ -7,6 +7,8 @@ from tlm.collectives import Analytic, build, choose
 from tlm.collectives.schedule import Schedule, Step, Transfer
 from tlm.system import load_system
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 SERVER = load_system("trn2-server")
 HOP_S = 1e-6 + 0.5e-6  # step_fixed_s + one link's latency_s (the presets' ASSUMED figures)
 

@@ -24,6 +24,8 @@ from tlm.collectives.flow import Flow
 from tlm.collectives.schedule import Schedule, Step, Transfer
 from tlm.system import load_system
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 SERVER = load_system("trn2-server")
 ULTRA = load_system("trn2-ultraserver")
 HOP_S = 1e-6 + 0.5e-6  # step_fixed_s + one link's latency_s (the presets' ASSUMED figures)

@@ -8,6 +8,8 @@ from tlm.studies import run_study
 from tlm.validation import collectives
 from tlm.validation.collectives import Section, load_file, validate
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 
 def test_every_row_names_a_source_and_every_section_two_fit_rows():
     data = load_file()

@@ -23,6 +23,8 @@ from tlm.validation.inference import (
     validate_inference,
 )
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 
 @pytest.fixture(scope="module")
 def v():

@@ -16,6 +16,8 @@ from tlm.workloads import (
     model_ops,
 )
 
+pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
+
 A100_PEAK = 312e12  # A100 BF16/FP16 dense (NVIDIA datasheet; Korthikanti footnote 5)
 
 #: The unit of each published parameter count's last digit: a count is held to the published
