@@ -84,6 +84,56 @@ def test_every_study_has_quick_inputs():
     assert set(QUICK) == set(STUDIES)
 
 
+def test_every_catalogue_entry_registers_its_study():
+    """Each study's module, imported when the study is first asked for, registers it under
+    the catalogue's name; its title is the catalogue's."""
+    from tlm.studies.catalogue import CATALOGUE
+
+    assert list(STUDIES) == list(CATALOGUE)
+    for name, entry in CATALOGUE.items():
+        study = STUDIES[name]
+        assert study.name == name and study.run.__module__ == entry.module
+        assert study.title == entry.title
+    with pytest.raises(KeyError):
+        STUDIES["nope"]
+
+
+_IMPORTED = """
+import sys
+from tlm.studies.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(" ".join(sorted(m for m in sys.modules if m.startswith(("tlm.", "numba", "dask")))))
+"""
+
+
+def _imported_by(*argv: str) -> set[str]:
+    """The tlm, numba and dask modules a fresh interpreter has imported after ``trnsim
+    ARGV``."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTED, *argv], capture_output=True, text=True, check=True
+    )
+    return set(done.stdout.split("\n")[-2].split())
+
+
+def test_a_command_imports_only_its_own_study():
+    """``trnsim --help`` imports no study; ``trnsim infer`` imports infer's module and the
+    model study's (whose input helpers it shares) alone of the studies, and neither numba
+    nor Dask (start-up is what a user waits for)."""
+    from tlm.studies.catalogue import CATALOGUE
+
+    studies = {entry.module for entry in CATALOGUE.values()}
+    assert not _imported_by("--help") & studies
+    imported = _imported_by("infer", *QUICK["infer"], "--json")
+    assert imported & studies == {"tlm.studies.infer", "tlm.studies.model"}
+    assert not {m for m in imported if m.startswith(("numba", "dask"))}
+
+
 def _run(argv, capsys) -> dict:
     assert main(argv) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
@@ -846,20 +896,22 @@ def test_model_study_memory_and_facts(capsys):
     assert trn3["results"]["hbm_bytes"] == 144 * 2**30
 
 
-def test_help_survives_percent_signs(capsys):
+def test_help_survives_percent_signs(capsys, monkeypatch):
     """A default shown in percent ('2 %') or a description with '%' must not break --help
     (argparse formats help text with %)."""
     import argparse
 
     from pydantic import Field
 
+    from tlm.studies.catalogue import CATALOGUE, Entry
     from tlm.studies.cli import _add_study
     from tlm.studies.protocol import Inputs, Results, Study
 
     class Odd(Inputs):
         spares_fraction: float = Field(0.02, description="spare servers, as a % of the fleet")
 
-    study = Study("odd", "a study with percent signs", Odd, lambda i: Results())
+    monkeypatch.setitem(CATALOGUE, "odd", Entry(__name__, "a study with 100 % percent signs"))
+    study = Study("odd", Odd, lambda i: Results())
     sub = argparse.ArgumentParser(prog="trnsim").add_subparsers()
     _add_study(sub, study)
     with pytest.raises(SystemExit):

@@ -11,7 +11,6 @@ preset), a function, and a results type; the command line is generated from the 
  'tp-step', 'train', 'train-search', 'validate']
 """
 
-from . import catalogue  # noqa: F401 - registers every study
 from .protocol import STUDIES, InputError, Inputs, Report, Results, Study, run_study
 
 __all__ = ["STUDIES", "InputError", "Inputs", "Report", "Results", "Study", "run_study"]

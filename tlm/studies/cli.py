@@ -29,8 +29,8 @@ import os
 import sys
 import typing
 
-from .. import __version__, diskcache
-from . import catalogue  # noqa: F401 - registers every study
+from .. import __version__
+from .catalogue import CATALOGUE
 from .config import load_config, write_output
 from .protocol import (
     STUDIES,
@@ -101,7 +101,7 @@ def _choices(text: str) -> tuple[str, str]:
 def _add_study(sub, study: Study):
     p = sub.add_parser(
         study.name,
-        help=study.title,
+        help=study.title.replace("%", "%%"),
         description=(sys.modules[study.run.__module__].__doc__ or study.title)
         .split("\n\n")[0]
         .replace("``", ""),
@@ -146,14 +146,23 @@ def _add_study(sub, study: Study):
     return p
 
 
-def parser() -> argparse.ArgumentParser:
-    """The ``trnsim`` parser: one subcommand per study of :data:`STUDIES`."""
+def parser(study: str | None = None) -> argparse.ArgumentParser:
+    """The ``trnsim`` parser: one subcommand per study of the catalogue, with the inputs of
+    ``study`` (the only study module it imports; the others' subcommands are their titles)."""
     p = _Parser(prog="trnsim", description="Models of a Trainium2-class machine: studies.")
     p.add_argument("--version", action="version", version=f"trnsim {__version__}")
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY", parser_class=_Parser)
-    for study in STUDIES.values():
-        _add_study(sub, study)
+    for name, entry in CATALOGUE.items():
+        if name == study:
+            _add_study(sub, STUDIES[name])
+        else:
+            sub.add_parser(name, help=entry.title.replace("%", "%%"))
     return p
+
+
+def _study_named(argv) -> str | None:
+    """The study a command line names: its first word that is not an option."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def inputs_from(study: Study, args: argparse.Namespace) -> dict:
@@ -241,7 +250,8 @@ def _progress_bar(enabled: bool):
 
 def run(argv=None) -> int:
     """``trnsim`` without its error handling (see :func:`main`)."""
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser(_study_named(argv)).parse_args(argv)
     study = STUDIES[args.study]
     inputs = validate_inputs(study, inputs_from(study, args))
     if args.out:
@@ -255,15 +265,14 @@ def run(argv=None) -> int:
         print(json.dumps(contract))
     else:
         render(study, report)
-    diskcache.flush()  # what the command derived from the data files, for the next one
     return 0
 
 
 def main(argv=None) -> int:
     """``trnsim``: run a study; user errors print one line and return 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    name = next((a for a in argv if not a.startswith("-")), None)
-    prog = f"trnsim {name}" if name in STUDIES else "trnsim"
+    name = _study_named(argv)
+    prog = f"trnsim {name}" if name in CATALOGUE else "trnsim"
     try:
         return run(argv)
     except _Fail as fail:

@@ -479,7 +479,6 @@ def schedules(inputs: CollectiveInputs, results: CollectiveResults):
 STUDY = register(
     Study(
         "collective",
-        "a collective on a server, UltraServer or N over EFA: time, algbw, busbw per size",
         CollectiveInputs,
         collective_study,
         tables=schedules,

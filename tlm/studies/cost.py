@@ -249,7 +249,6 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
 STUDY = register(
     Study(
         "cost",
-        "power, energy, owned and cloud cost, goodput and interruptions/day of a training run",
         CostInputs,
         cost_study,
     )

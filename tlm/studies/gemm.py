@@ -130,6 +130,4 @@ def gemm_study(inputs: GemmInputs) -> GemmResults:
     )
 
 
-STUDY = register(
-    Study("gemm", "a tiled GEMM on one chip: time, FLOP/s, engine use, HBM", GemmInputs, gemm_study)
-)
+STUDY = register(Study("gemm", GemmInputs, gemm_study))

@@ -411,7 +411,6 @@ def write_breakdown(inputs: InferInputs, results: InferResults) -> Path:
 STUDY = register(
     Study(
         "infer",
-        "TTFT, TPOT, throughput, utilisation and memory of LLM inference on one replica",
         InferInputs,
         infer_study,
     )

@@ -311,7 +311,6 @@ def write_scatter(inputs: InferSearchInputs, found) -> Path:
 STUDY = register(
     Study(
         "infer-search",
-        "the cheapest inference fleet meeting a latency SLO: every layout, format and batch",
         InferSearchInputs,
         infer_search_study,
     )

@@ -240,7 +240,6 @@ def model_study(inputs: ModelInputs) -> ModelResults:
 STUDY = register(
     Study(
         "model",
-        "a model's parameters, FLOPs and KV bytes; per-chip memory of a parallel layout",
         ModelInputs,
         model_study,
     )

@@ -202,7 +202,6 @@ def directions(inputs: NocInputs, results: NocResults):
 STUDY = register(
     Study(
         "noc",
-        "load study of a NeuronLink torus (cycle-exact to the RTL)",
         NocInputs,
         noc_study,
         tables=directions,

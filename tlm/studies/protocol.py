@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import os
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -47,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .. import __version__
 from ..formats import FORMATS
 from ..presets import PRESETS, ChipSpec, PresetError, load_preset
+from .catalogue import CATALOGUE
 
 __all__ = [
     "InputError",
@@ -376,9 +378,8 @@ class Study:
     Attributes
     ----------
     name : str
-        The subcommand (``trnsim NAME``).
-    title : str
-        One line: what the study answers.
+        The subcommand (``trnsim NAME``); its one-line title is the catalogue's
+        (:data:`tlm.studies.catalogue.CATALOGUE`).
     inputs : type[Inputs]
     run : callable
         ``run(resolved_inputs) -> Results``.
@@ -388,10 +389,14 @@ class Study:
     """
 
     name: str
-    title: str
     inputs: type[Inputs]
     run: Callable
     tables: Callable | None = None
+
+    @property
+    def title(self) -> str:
+        """One line: what the study answers."""
+        return CATALOGUE[self.name].title
 
     def check_choice(self, field: str, value):
         """Reject a value outside a field's ``choices`` (declared by :func:`format_field`)."""
@@ -421,15 +426,44 @@ def progress_to(listener: Callable[[int, int, str], None]):
         _PROGRESS.reset(token)
 
 
-#: Every study, by name, in the order ``trnsim --help`` lists them.
-STUDIES: dict[str, Study] = {}
+_REGISTERED: dict[str, Study] = {}
+
+
+class _Studies(Mapping):
+    """Every study of the catalogue by name, in its order; a study's module is imported the
+    first time the study is asked for, so a command loads only the study it runs."""
+
+    def __getitem__(self, name: str) -> Study:
+        if name not in CATALOGUE:
+            raise KeyError(name)
+        if name not in _REGISTERED:
+            importlib.import_module(CATALOGUE[name].module)
+            if name not in _REGISTERED:
+                raise LookupError(f"{CATALOGUE[name].module} does not register study {name!r}")
+        return _REGISTERED[name]
+
+    def __contains__(self, name) -> bool:
+        return name in CATALOGUE
+
+    def __iter__(self):
+        return iter(CATALOGUE)
+
+    def __len__(self) -> int:
+        return len(CATALOGUE)
+
+
+#: Every study, by name, in the order ``trnsim --help`` lists them (imported when asked for).
+STUDIES: Mapping[str, Study] = _Studies()
 
 
 def register(study: Study) -> Study:
-    """Add a study to :data:`STUDIES` (each study module registers itself)."""
-    if study.name in STUDIES:
+    """Add a study to :data:`STUDIES`: each study module registers itself, once, under a name
+    of the catalogue."""
+    if study.name not in CATALOGUE:
+        raise ValueError(f"study {study.name!r} is not in tlm.studies.catalogue.CATALOGUE")
+    if study.name in _REGISTERED:
         raise ValueError(f"study {study.name!r} is registered twice")
-    STUDIES[study.name] = study
+    _REGISTERED[study.name] = study
     return study
 
 
@@ -489,8 +523,6 @@ def run_study(name: str, **values) -> Report:
     InputError
         For any input that is not allowed, naming it.
     """
-    from . import catalogue  # noqa: F401 - registers every study
-
     if name not in STUDIES:
         raise InputError("study", name, "one of " + ", ".join(STUDIES))
     return execute(STUDIES[name], validate_inputs(STUDIES[name], values))

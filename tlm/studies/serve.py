@@ -492,8 +492,6 @@ def write_curve(inputs: ServeInputs, engine) -> Path:
 STUDY = register(
     Study(
         "serve",
-        "a fleet of replicas serving arriving requests: latency percentiles, throughput, SLO, "
-        "cost per token",
         ServeInputs,
         serve_study,
     )

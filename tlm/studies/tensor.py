@@ -110,7 +110,6 @@ def tensor_study(inputs: TensorInputs) -> TensorResults:
 STUDY = register(
     Study(
         "tensor",
-        "nc_matmul on one tensor engine: cycles, time, utilisation",
         TensorInputs,
         tensor_study,
     )

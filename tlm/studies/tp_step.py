@@ -211,7 +211,6 @@ def tp_step_study(inputs: TpStepInputs) -> TpStepResults:
 STUDY = register(
     Study(
         "tp-step",
-        "a tensor-parallel step on a server: GEMM shares and their all-reduce, sharing HBM",
         TpStepInputs,
         tp_step_study,
     )

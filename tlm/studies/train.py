@@ -320,7 +320,6 @@ def write_breakdown(inputs: TrainInputs, results: TrainResults) -> Path:
 STUDY = register(
     Study(
         "train",
-        "step time, MFU, memory, time and cost to train a model with one parallel layout",
         TrainInputs,
         train_study,
     )

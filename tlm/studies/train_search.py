@@ -301,7 +301,6 @@ def write_front(inputs: SearchInputs, found, results: SearchResults) -> Path:
 STUDY = register(
     Study(
         "train-search",
-        "every parallel layout on N chips (Dask): the best by time or cost, the Pareto front",
         SearchInputs,
         search_study,
     )

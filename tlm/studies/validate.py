@@ -295,7 +295,6 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
 STUDY = register(
     Study(
         "validate",
-        "the models against published measurements: the error of every row, mean and max",
         ValidateInputs,
         validate_study,
         tables=parameters,
