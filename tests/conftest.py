@@ -31,10 +31,7 @@ def seed(request):
 
 def pytest_configure(config):
     """One seed for every Hypothesis test of the session: --seed, else $SEED, else fresh;
-    pytest-xdist's workers take the controller's (see pytest_configure_node). The cache of
-    derived figures on disk (tlm.diskcache) is off: every test computes them (the tests of
-    the cache turn it on in a folder of their own)."""
-    os.environ["TRNSIM_CACHE_DIR"] = "off"
+    pytest-xdist's workers take the controller's (see pytest_configure_node)."""
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "hypothesis_seed" in workerinput:
         config.hypothesis_seed = workerinput["hypothesis_seed"]

@@ -42,7 +42,6 @@ FREE = {
         "tlm.inference.estimate",
         "tlm.inference.expert",
         "tlm.inference.pipeline",
-        "tlm.inference.warm",
         "tlm.studies.infer",
     ],
 )

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -423,81 +421,6 @@ def test_other_fixed_costs_are_added_on_top_of_the_same_tables(counted):
     assert float(t1.memory_s) == float(t0.memory_s)
 
 
-# ---- across processes: the cache on disk -------------------------------------------------
-
-#: Layouts run through the cache on disk: a server, servers over EFA with a pipeline, MoE,
-#: a GPU, a draft model, a replica across servers.
-ON_DISK = (
-    "405b-server-tp16",
-    "405b-2xserver-tp16-pp2",
-    "mixtral-server-tp8-ep8-b32",
-    "70b-h100-tp8",
-    "405b-server-tp16-draft",
-    "dsv3-2xserver-tp32-ep32-fp8",
-)
-
-_CHILD = """
-import json, sys
-import numpy as np
-sys.path.insert(0, "tests")
-from tlm import diskcache
-from tlm.cluster import hardware, network
-from tlm.costs import OpCosts
-from tlm.inference import Engine
-from tlm.inference import step
-import test_inference_cold as t
-
-work = {"parts": 0, "closed forms": 0, "hardware files": 0, "costs": 0, "attention": 0}
-
-def counting(owner, name, what, rows=False):
-    original = getattr(owner, name)
-    def wrapper(*args, **kwargs):
-        work[what] += int(np.size(args[1])) if rows else 1
-        return original(*args, **kwargs)
-    wrapper.__name__ = original.__name__
-    setattr(owner, name, wrapper)
-
-counting(Engine, "_token_part", "parts", rows=True)
-counting(Engine, "_sequence_part", "parts", rows=True)
-counting(network.Network, "_up_phase", "closed forms")
-counting(hardware, "_load_hardware", "hardware files")
-counting(OpCosts, "for_hardware", "costs")
-counting(OpCosts, "gemm_efficiency", "attention")
-figures = {n: t.estimate_figures(t.LAYOUTS[n]) for n in t.ON_DISK}
-counted = dict(work)  # the estimates' (the fast path's tables are not kept on disk)
-engine = t.engine_figures(t.ENGINES["405b-server-tp16"])
-written = diskcache.flush()
-print(json.dumps({"figures": figures, "engine": engine, "work": counted, "written": written}))
-"""
-
-
-def _child(folder) -> dict:
-    env = dict(os.environ, TRNSIM_CACHE_DIR=str(folder))
-    root = Path(__file__).resolve().parent.parent
-    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", _CHILD], capture_output=True, text=True, cwd=root, env=env
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def test_figures_from_the_cache_on_disk_are_golden_and_cost_no_tables(tmp_path):
-    """A first process works everything out and writes it; a second, fresh, loads it: the
-    golden figures, no hardware file parsed, no operator costs,
-    attention table, closed form or part built again."""
-    golden = _golden()
-    first = _child(tmp_path)
-    assert first["written"] > 0
-    assert all(first["work"][k] > 0 for k in first["work"])
-    second = _child(tmp_path)
-    for run in (first, second):
-        assert_matches(run["figures"], {n: golden["estimate"][n] for n in ON_DISK})
-        assert_matches(run["engine"], golden["engine"]["405b-server-tp16"])
-    assert second["work"] == dict.fromkeys(first["work"], 0)
-    assert second["written"] == 0
-
-
 # ---- one value on floats, many on arrays: the same figures ---------------------------------
 
 #: Engines of every kind of part: dense and MoE (17 GEMM rows: DeepSeek-V3's dense and MoE
@@ -527,7 +450,7 @@ def test_a_part_on_one_float_is_its_row_of_the_arrays(name):
     """``_token_part`` and ``_sequence_part`` on a float (a new request's few values) give
     their row of the vectorised call, and a one-row array the same, within golden.REL (a
     float and an array may take different SIMD loops): a value's figures do not depend on
-    what was evaluated with it (nor on what the cache on disk holds)."""
+    what was evaluated with it."""
     from tlm.inference import Engine
 
     seed = 1124

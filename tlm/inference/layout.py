@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 
-from .. import diskcache
 from ..cluster.hardware import HARDWARE, Hardware, HardwareError, load_hardware
 from ..cluster.network import Network
 from ..costs import OpCosts
@@ -143,23 +142,13 @@ def _server_system(hw: Hardware, system) -> str | None:
 _BUILT: dict = {}
 
 
-def _kept(kind, hw: Hardware, extra, make, size=None):
-    """``make()`` once per hardware object and ``extra``; across processes through
-    :mod:`tlm.diskcache`, by the hardware's content, when every file it reads is the
-    package's (its system a shipped preset)."""
+def _kept(kind, hw: Hardware, extra, make):
+    """``make()`` once per hardware object and ``extra``."""
     key = (kind, id(hw), extra)
     hit = _BUILT.get(key)
     if hit is None or hit[0] is not hw:
-        if hw.system is None or hw.system in SYSTEMS:
-            value = diskcache.kept(kind, (diskcache.content_key(hw), extra), make, size)
-        else:
-            value = make()
-        hit = _BUILT[key] = (hw, value)
+        hit = _BUILT[key] = (hw, make())
     return hit[1]
-
-
-def _closed_forms(network: Network) -> int:
-    return len(network._plans) + len(network._up)
 
 
 def network_for(hw: Hardware, system) -> Network:
@@ -172,7 +161,6 @@ def network_for(hw: Hardware, system) -> Network:
         hw,
         server,
         lambda: Network.for_hardware(replace(hw, system=server) if server else hw),
-        size=_closed_forms,  # written again when it has worked out new closed forms
     )
 
 
@@ -275,10 +263,6 @@ class FixedCosts:
 def fixed_costs(hardware_name: str) -> FixedCosts:
     """The fixed costs of ``tlm/inference/data/fixed_costs.toml`` for a hardware name (its
     own section, else ``default``)."""
-    return diskcache.kept("fixed costs", (hardware_name,), lambda: _fixed_costs(hardware_name))
-
-
-def _fixed_costs(hardware_name: str) -> FixedCosts:
     text = resources.files(__package__).joinpath("data/fixed_costs.toml").read_text()
     data = tomllib.loads(text)
     section = hardware_name if hardware_name in data else "default"

@@ -69,7 +69,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import diskcache
 from ..cluster.elementwise import maximum, power, where, zeros_like
 from ..cluster.hardware import Hardware
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
@@ -135,20 +134,6 @@ _MEMOS: dict = {}
 _ATTENTION: dict = {}
 
 
-def _on_disk(kind: str, owners: tuple, shape: tuple, make, size=None):
-    """``make()``, or what :mod:`tlm.diskcache` kept for it in an earlier process when the
-    objects it is derived from (``owners``: costs, a network) were themselves kept (their
-    keys name the hardware's content)."""
-    keys = tuple(diskcache.key_of(owner) for owner in owners)
-    if None in keys:
-        return make()
-    return diskcache.kept(kind, (*keys, *shape), make, size)
-
-
-def _entries(memo: dict) -> int:
-    return sum(len(v) for v in memo.values())
-
-
 def _like(x, value):
     """``value`` (a figure of a cost model) as a float when ``x`` is one: the one-value path
     stays on Python floats."""
@@ -165,18 +150,15 @@ def _rows_sum(rows):
     return total
 
 
-def _shared_memo(key: tuple, owners: tuple, shape: tuple) -> dict:
+def _shared_memo(key: tuple, owners: tuple) -> dict:
     """The parts' memo of ``key`` (identities of ``owners`` - the model, costs and network -
     in it), made on first use: what one engine evaluated, every engine of the same shapes
-    reads; across processes by ``shape`` (with the model's content) too."""
+    reads."""
     hit = _MEMOS.get(key)
     if hit is None or any(a is not b for a, b in zip(hit[0], owners, strict=True)):
         if len(_MEMOS) > 256:
             _MEMOS.clear()
-        model, costs, network = owners
-        shape = (diskcache.content_key(model), *shape)
-        memo = _on_disk("parts", (costs, network), shape, dict, size=_entries)
-        hit = _MEMOS[key] = (owners, memo)
+        hit = _MEMOS[key] = (owners, {})
     return hit[1]
 
 
@@ -258,7 +240,7 @@ def _attention_efficiency(costs, dqk) -> tuple[np.ndarray, list]:
             eff = costs.gemm_efficiency(ATTENTION_KEY_BLOCK, rows, dqk, fmt=ACTIVATION_FORMAT)
             return np.asarray(eff, dtype=float)
 
-        eff = _on_disk("attention", (costs,), (dqk,), make)
+        eff = make()
         eff.flags.writeable = False  # shared by every engine of these costs
         hit = _ATTENTION[key] = (costs, eff, eff.tolist())
     return hit[1], hit[2]
@@ -329,7 +311,6 @@ class Engine:
         self._memo = _shared_memo(
             (id(model), id(self.costs), id(self.network), kind, tp, pp, ep, fmt),
             (model, self.costs, self.network),
-            (kind, tp, pp, ep, fmt),
         )
 
     # ---- construction ---------------------------------------------------------------------

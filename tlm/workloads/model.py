@@ -31,7 +31,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import diskcache
 from ..datafile import parse_data_file
 from ..formats import FloatFormat, get_format
 from .schema import ModelFile, RunRecord
@@ -343,8 +342,7 @@ def load_model(name: str | Path) -> Model:
         return _from_file(parse_data_file(text, path, ModelFile, WorkloadError))
     if not isinstance(name, str):
         return _shipped_model(name)  # not a name: its error
-    # a shipped model: kept across processes (tlm.diskcache; an unknown name is never kept)
-    return diskcache.kept("model", (name,), lambda: _shipped_model(name))
+    return _shipped_model(name)
 
 
 def _shipped_model(name: str) -> Model:

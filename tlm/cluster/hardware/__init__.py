@@ -31,7 +31,6 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ... import diskcache
 from ...presets.schema import Figure, FigureSection
 
 __all__ = ["HARDWARE", "Hardware", "HardwareError", "load_hardware"]
@@ -189,16 +188,13 @@ def _read(name) -> tuple[str, str]:
 
 
 def load_hardware(name: str | Path) -> Hardware:
-    """Load and validate a hardware file by name (``"h100"``) or path (a shipped one's result
-    kept across processes by :mod:`tlm.diskcache`).
+    """Load and validate a hardware file by name (``"h100"``) or path.
 
     Raises
     ------
     HardwareError
         Naming the file and what does not validate.
     """
-    if isinstance(name, str) and name in HARDWARE:
-        return diskcache.kept("hardware", (name,), lambda: _load_hardware(name))
     return _load_hardware(name)
 
 
