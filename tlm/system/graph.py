@@ -130,6 +130,8 @@ class System:
         For a sub-system (:meth:`subset`): the chip of ``parent`` that each of its chips is.
     parent : System or None
         The system a sub-system was taken from (its links and routes are the parent's).
+
+    Equal and hashable by content (what it is loaded from does not matter).
     """
 
     name: str
@@ -489,6 +491,20 @@ class System:
         grid = Torus(shape) if shape else None
         rank = [grid.node(tuple(k)) if grid else 0 for k in key]
         return shape, [c for _, c in sorted(zip(rank, locals_, strict=True))]
+
+    def __hash__(self) -> int:
+        known = self.__dict__.get("_hash")
+        if known is None:  # worked out once: the compared fields never change
+            known = hash(
+                tuple(
+                    getattr(self, f.name)
+                    for f in dataclasses.fields(self)
+                    if f.compare and f.name != "file"
+                )
+                + (self.file.model_dump_json(),)
+            )
+            object.__setattr__(self, "_hash", known)
+        return known
 
     def hops(self, src: int, dst: int) -> int:
         return len(self.path(src, dst))

@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
@@ -138,6 +138,8 @@ class Hardware:
     """One accelerator with its server and cloud instance: plain numbers, units in the names.
 
     ``sources`` maps each figure's name to where it came from (the file and the source keys).
+    Equal and hashable by content (what it is loaded from does not matter), so the figures
+    derived from it are cached on it (``functools.cache``).
     """
 
     name: str
@@ -164,6 +166,18 @@ class Hardware:
     scale_out_latency_s: float | None = None
     #: The system preset a Trainium file names (``trn2-ultraserver``); None for the others.
     system: str | None = None
+
+    def __hash__(self) -> int:
+        known = self.__dict__.get("_hash")
+        if known is None:  # worked out once: the fields never change
+            known = hash(
+                tuple(
+                    tuple(sorted(v.items())) if isinstance(v, dict) else v
+                    for v in (getattr(self, f.name) for f in fields(self))
+                )
+            )
+            object.__setattr__(self, "_hash", known)
+        return known
 
     def peak_flops(self, fmt: str = "bf16") -> float:
         """Dense peak FLOP/s of one chip in ``fmt`` (``bf16``, ``fp16`` as bf16, ``fp8``)."""
