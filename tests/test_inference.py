@@ -538,9 +538,9 @@ def test_study_spec_decoding_and_plot(tmp_path):
     assert rows["decode"].time_s == pytest.approx(r.tpot_s * 63)
 
 
-def test_a_copy_built_for_another_capacity_shares_the_kept_parts_safely():
-    """Engine.build with another max_tokens returns a copy sharing the kept per-part values;
-    the copy must price what the first filled (it lost the parts' names once)."""
+def test_an_engine_built_for_another_capacity_shares_the_kept_parts_safely():
+    """Engine.build with another max_tokens builds another engine sharing the parts' figures
+    (one shape); it must price what the first filled."""
     first = Engine.build("llama3-8b", "trn2", "server", tp=2, max_tokens=333, **FREE)
     copy = Engine.build("llama3-8b", "trn2", "server", tp=2, max_tokens=444, **FREE)
     assert copy is not first and copy.kv_capacity_tokens != first.kv_capacity_tokens

@@ -211,8 +211,8 @@ def test_the_two_expert_layouts_of_one_shape_keep_their_own_parts():
     args = dict(tp=8, ep=8, batch=8, prompt=256, output=8)
 
     def both(first_dp: bool):
-        step._MEMOS.clear()
-        step._ENGINES.clear()
+        step._parts_memo.cache_clear()
+        step._built.cache_clear()
         out = {}
         for dp in (first_dp, not first_dp):
             out[dp] = estimate("mixtral-8x7b", "trn2", "server", dp_attention=dp, **args)

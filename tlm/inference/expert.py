@@ -95,23 +95,21 @@ class DpAttentionEngine(Engine):
 
     def _token_part(self, tokens) -> dict:
         """A group's share of the stage's tokens through the engine's parts, plus the
-        dispatch and combine all-to-alls of every MoE layer (a float array, or a float)."""
+        dispatch and combine all-to-alls of every MoE layer (a 1-D float array)."""
         part = super()._token_part(tokens / self.dp)
         if self.ep > 1:
-            one = type(tokens) is float
-            x, ones = self.model.moe, 1 if one else np.ones_like(tokens, dtype=np.int64)
+            x, ones = self.model.moe, np.ones_like(tokens, dtype=np.int64)
             copies = tokens / self.ep * x.top_k * x.capacity_factor
             nbytes = copies * self.model.hidden * self.ab / self.collective_bandwidth_factor
             a2a = self.network.collective_s(
                 "all_to_all", self.ep * ones, ones, nbytes, dtype_bytes=int(self.ab)
             )
-            a2a = float(a2a) if one else a2a
             part["communication"] = part["communication"] + 2 * self.model.moe_layers * a2a
         return part
 
     def _sequence_part(self, sequences) -> dict:
-        """A group's share of the sampled sequences: its LM head, softmax and logits (a
-        float array, or a float)."""
+        """A group's share of the sampled sequences: its LM head, softmax and logits (a 1-D
+        float array)."""
         return super()._sequence_part(sequences / self.dp)
 
     def _memory(self, reserve, extra_weights, extra_kv) -> InferenceMemory:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from ..cluster.hardware import HARDWARE, Hardware, HardwareError, load_hardware
@@ -65,35 +65,45 @@ def check_format(name: str, fmt) -> str:
     return fmt
 
 
-#: Models and hardware loaded by name (a shipped file does not change while we run): the
-#: networks and costs kept per hardware object then serve every later call.
-_LOADED: dict = {}
-
-
 def as_model(model) -> Model:
-    """A :class:`Model` or a model name (:func:`tlm.workloads.load_model`)."""
-    if isinstance(model, Model):
-        return model
-    key = ("model", model)
-    if key not in _LOADED:
-        _LOADED[key] = load_model(model)
-    return _LOADED[key]
+    """A :class:`Model` or a model name or file (:func:`tlm.workloads.load_model`)."""
+    return model if isinstance(model, Model) else _model_named(model)
 
 
 def as_hardware(hardware) -> Hardware:
-    """A :class:`Hardware` or a hardware name/file (:func:`load_hardware`)."""
+    """A :class:`Hardware` or a hardware name or file (:func:`load_hardware`)."""
     if isinstance(hardware, Hardware):
         return hardware
-    key = ("hardware", hardware)
-    if key not in _LOADED:
-        try:
-            _LOADED[key] = load_hardware(hardware)
-        except HardwareError:
-            raise InferenceInputError(
-                f"hardware must be one of {', '.join(HARDWARE)} or a hardware file, "
-                f"not {hardware!r}"
-            ) from None
-    return _LOADED[key]
+    try:
+        return _hardware_named(hardware)
+    except HardwareError:
+        raise InferenceInputError(
+            f"hardware must be one of {', '.join(HARDWARE)} or a hardware file, not {hardware!r}"
+        ) from None
+
+
+# A shipped name is loaded once a process (a file is read again: it may have changed); the
+# figures derived from what it loads are cached on its content.
+def _model_named(name) -> Model:
+    if isinstance(name, str) and not name.endswith(".toml"):
+        return _shipped_model(name)
+    return load_model(name)
+
+
+@cache
+def _shipped_model(name: str) -> Model:
+    return load_model(name)
+
+
+def _hardware_named(name) -> Hardware:
+    if isinstance(name, str) and name in HARDWARE:
+        return _shipped_hardware(name)
+    return load_hardware(name)
+
+
+@cache
+def _shipped_hardware(name: str) -> Hardware:
+    return load_hardware(name)
 
 
 _SYSTEM = re.compile(r"(?:(\d+)x)?(server|ultraserver)")
@@ -128,7 +138,7 @@ def system_chips(hw: Hardware, system) -> int:
     return n * hw.scale_up_chips
 
 
-def _server_system(hw: Hardware, system) -> str | None:
+def server_system(hw: Hardware, system) -> str | None:
     """The system preset of ``hw``'s server when the replica is built of servers and the
     server has one of its own (trn2: ``trn2-server``, whose servers talk over EFA)."""
     if not isinstance(system, str) or not system.endswith("server") or "ultra" in system:
@@ -137,36 +147,23 @@ def _server_system(hw: Hardware, system) -> str | None:
     return name if name in SYSTEMS and name != hw.system else None
 
 
-#: Networks and operator costs already built, by the hardware object (kept with it: a
-#: Hardware holds dicts, so it is not hashable) - building one prices its collectives' plans.
-_BUILT: dict = {}
-
-
-def _kept(kind, hw: Hardware, extra, make):
-    """``make()`` once per hardware object and ``extra``."""
-    key = (kind, id(hw), extra)
-    hit = _BUILT.get(key)
-    if hit is None or hit[0] is not hw:
-        hit = _BUILT[key] = (hw, make())
-    return hit[1]
-
-
 def network_for(hw: Hardware, system) -> Network:
     """The network the replica's collectives run on: the server's own system preset for a
     system of servers (trn2: the 4x4 torus, EFA between servers), else the hardware's (its
-    scale-up domain: the trn2 UltraServer, an 8-GPU NVSwitch board). Kept per hardware."""
-    server = _server_system(hw, system)
-    return _kept(
-        "network",
-        hw,
-        server,
-        lambda: Network.for_hardware(replace(hw, system=server) if server else hw),
-    )
+    scale-up domain: the trn2 UltraServer, an 8-GPU NVSwitch board). One per hardware and
+    server preset (it keeps the closed forms it works out)."""
+    return _network(hw, server_system(hw, system))
 
 
+@cache
+def _network(hw: Hardware, server: str | None) -> Network:
+    return Network.for_hardware(replace(hw, system=server) if server else hw)
+
+
+@cache
 def costs_for(hw: Hardware) -> OpCosts:
     """The chip's operator costs (calibrated for a Trainium preset, the roofline for a GPU)."""
-    return _kept("costs", hw, None, lambda: OpCosts.for_hardware(hw))
+    return OpCosts.for_hardware(hw)
 
 
 def check_layout(model: Model, chips: int, tp, pp, ep, dp_attention=False) -> None:
@@ -259,7 +256,7 @@ class FixedCosts:
     request_fixed_s: float = 0.0
 
 
-@lru_cache(maxsize=16)
+@cache
 def fixed_costs(hardware_name: str) -> FixedCosts:
     """The fixed costs of ``tlm/inference/data/fixed_costs.toml`` for a hardware name (its
     own section, else ``default``)."""

@@ -52,15 +52,14 @@ True
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from .layout import InferenceInputError
 from .step import Iteration, checked_iteration, scalar_iteration
 
 __all__ = ["MicroBatched"]
-
-#: Wrapped engines, by the engine's identity and the micro-batches (kept with the engine).
-_WRAPPED: dict = {}
 
 
 class MicroBatched:
@@ -90,14 +89,9 @@ class MicroBatched:
 
     @classmethod
     def of(cls, engine, micro_batches: int) -> MicroBatched:
-        """The wrapper of ``engine`` (kept: its memo of the stages' ends is reused)."""
-        key = (id(engine), micro_batches)
-        hit = _WRAPPED.get(key)
-        if hit is None or hit.engine is not engine:
-            if len(_WRAPPED) > 256:
-                _WRAPPED.clear()
-            hit = _WRAPPED[key] = cls(engine, micro_batches)
-        return hit
+        """The wrapper of ``engine`` (one per engine and micro-batches: its memo of the stages'
+        ends is reused; engines are themselves built once per value by ``Engine.build``)."""
+        return _wrapped(cls, engine, micro_batches)
 
     def __getattr__(self, name):
         # the engine's figures and parts (only called for names this object lacks)
@@ -196,3 +190,8 @@ class MicroBatched:
 
     def __repr__(self) -> str:
         return repr(self.engine)[:-1] + f", micro_batches={self.micro_batches})"
+
+
+@lru_cache(maxsize=256)
+def _wrapped(cls, engine, micro_batches: int) -> MicroBatched:
+    return cls(engine, micro_batches)

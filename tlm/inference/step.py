@@ -62,14 +62,13 @@ it to the full path.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, fields
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..cluster.elementwise import maximum, power, where, zeros_like
 from ..cluster.hardware import Hardware
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..costs.opcosts import VECTOR_OPS, CostsError
@@ -78,6 +77,7 @@ from ..workloads.operators import head_ops, layer_ops
 from .layout import (
     ACTIVATION_FORMAT,
     FORMATS,
+    FixedCosts,
     InferenceInputError,
     as_hardware,
     as_model,
@@ -86,6 +86,7 @@ from .layout import (
     costs_for,
     fixed_costs,
     network_for,
+    server_system,
     system_chips,
 )
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceMemory
@@ -118,48 +119,28 @@ _SOFTMAX_REFERENCE = float(2**24)
 #: Scalar types the fast path takes (numpy's too: a simulation's counters often are).
 _INTEGERS = frozenset({int, np.int64, np.int32})
 _NUMBERS = _INTEGERS | {float, np.float64, np.float32}
-#: Values a part's memo misses at most for them to be worked out one by one on Python floats
-#: (the same formulas and bits as the arrays'; numpy's per-call cost would be most of a few
-#: rows' time: a new request's prefill tokens on a layout already seen).
-_FEW_VALUES = 8
-#: Engines already built, by their arguments but the fixed costs (the model and hardware by
-#: identity, kept with them): a search or a serving simulation builds the same replica many
-#: times, a fit of the fixed costs the same replica under many fixed costs.
-_ENGINES: dict = {}
-#: The parts' memos (:meth:`Engine._by_unique`) by what the parts read, and the attention's
-#: efficiency table by the costs and the head dimension, each kept with the objects whose
-#: identities key it: engines of the same shapes share them (a KV format, a page size, a
-#: reserve or fixed costs of their own change none of them).
-_MEMOS: dict = {}
-_ATTENTION: dict = {}
 
 
-def _like(x, value):
-    """``value`` (a figure of a cost model) as a float when ``x`` is one: the one-value path
-    stays on Python floats."""
-    return float(value) if type(x) is float else value
+@dataclass(frozen=True)
+class _Shape:
+    """What an engine's token and sequence parts depend on: engines of one shape (another KV
+    format, page size, reserve or fixed costs) share the parts' figures."""
+
+    model: Model
+    hardware: Hardware
+    server: str | None
+    kind: str
+    tp: int
+    pp: int
+    ep: int
+    fmt: str
 
 
-def _rows_sum(rows):
-    """The sum of ``rows`` (a list of floats or a 2-D array's rows), first to last: one
-    order whatever the columns (numpy's ``sum(axis=0)`` adds a single column pairwise), so a
-    value's figures do not depend on what was evaluated with it."""
-    total = rows[0]
-    for row in rows[1:]:
-        total = total + row
-    return total
-
-
-def _shared_memo(key: tuple, owners: tuple) -> dict:
-    """The parts' memo of ``key`` (identities of ``owners`` - the model, costs and network -
-    in it), made on first use: what one engine evaluated, every engine of the same shapes
-    reads."""
-    hit = _MEMOS.get(key)
-    if hit is None or any(a is not b for a, b in zip(hit[0], owners, strict=True)):
-        if len(_MEMOS) > 256:
-            _MEMOS.clear()
-        hit = _MEMOS[key] = (owners, {})
-    return hit[1]
+@cache
+def _parts_memo(shape: _Shape) -> dict:
+    """The figures the parts of engines of ``shape`` have evaluated, by part and collective
+    bandwidth factor, and the fast path's tables: filled as engines ask."""
+    return {}
 
 
 @dataclass(frozen=True)
@@ -228,22 +209,16 @@ def scalar_iteration(tokens, sequences, kv_tokens, pairs) -> bool:
     )
 
 
-def _attention_efficiency(costs, dqk) -> tuple[np.ndarray, list]:
+@cache
+def _attention_efficiency(hw: Hardware, dqk: int) -> tuple[np.ndarray, list]:
     """The calibrated efficiency of the attention products for 1 .. :data:`ATTENTION_ROWS_MAX`
-    query rows at ``K = dqk`` (an array and its list), once per costs and head dimension."""
-    key = (id(costs), dqk)
-    hit = _ATTENTION.get(key)
-    if hit is None or hit[0] is not costs:
-
-        def make():
-            rows = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
-            eff = costs.gemm_efficiency(ATTENTION_KEY_BLOCK, rows, dqk, fmt=ACTIVATION_FORMAT)
-            return np.asarray(eff, dtype=float)
-
-        eff = make()
-        eff.flags.writeable = False  # shared by every engine of these costs
-        hit = _ATTENTION[key] = (costs, eff, eff.tolist())
-    return hit[1], hit[2]
+    query rows at ``K = dqk`` on ``hw`` (an array and its list)."""
+    rows = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
+    costs = costs_for(hw)
+    eff = costs.gemm_efficiency(ATTENTION_KEY_BLOCK, rows, dqk, fmt=ACTIVATION_FORMAT)
+    eff = np.asarray(eff, dtype=float)
+    eff.flags.writeable = False  # shared by every engine of this hardware
+    return eff, eff.tolist()
 
 
 class Engine:
@@ -302,16 +277,13 @@ class Engine:
         self.memory = self._memory(reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes)
         self.max_tokens = max_tokens
         self.kv_capacity_tokens = self.memory.kv_capacity_tokens(max_tokens)
-        self._tok_table = np.zeros(0)
-        self._seq_table = np.zeros(0)
-        # what the token and sequence parts read: the model, the chip's costs, the network,
-        # the engine's kind (experts within tp, or data-parallel attention: other parts),
-        # tp, pp, ep and the GEMMs' format (the collective bandwidth factor keys the entries)
+        # the parts' figures, shared by the engines of one shape (the collective bandwidth
+        # factor keys the entries): the model, hardware, network, the engine's kind (experts
+        # within tp, or data-parallel attention: other parts), tp, pp, ep, the GEMMs' format
+        server = server_system(hardware, system)
         kind = type(self).__name__
-        self._memo = _shared_memo(
-            (id(model), id(self.costs), id(self.network), kind, tp, pp, ep, fmt),
-            (model, self.costs, self.network),
-        )
+        self._memo = _parts_memo(_Shape(model, hardware, server, kind, tp, pp, ep, fmt))
+        self._fast = self._memo.setdefault(("fast", self.collective_bandwidth_factor), {})
 
     # ---- construction ---------------------------------------------------------------------
 
@@ -459,52 +431,16 @@ class Engine:
         request_s = fixed.request_fixed_s if request_fixed_s is None else request_fixed_s
         factor = fixed.collective_bandwidth_factor if factor is None else factor
         source = fixed.source + (" replaced by given values" if given else "")
-        key = (id(m), id(hw), system, tp, pp, ep, fmt, kv_fmt, block_tokens, factor)
-        key += (reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, dp_attention)
-        hit = _ENGINES.get(key)
-        if hit is not None and hit[0] is m and hit[1] is hw:
-            engine = hit[2]
-            # the same tables under other fixed costs (added on top of them, never in them)
-            # or another KV capacity: a shallow copy shares them
-            costs = (float(step_s), float(call_s), float(request_s), source)
-            if (
-                engine.step_fixed_s,
-                engine.collective_fixed_s,
-                engine.request_fixed_s,
-                engine.fixed_source,
-            ) != costs:
-                engine = copy.copy(engine)
-                engine.step_fixed_s, engine.collective_fixed_s = costs[:2]
-                engine.request_fixed_s, engine.fixed_source = costs[2:]
-            if engine.max_tokens != max_tokens:
-                engine = copy.copy(engine)
-                engine.max_tokens = max_tokens
-                engine.kv_capacity_tokens = engine.memory.kv_capacity_tokens(max_tokens)
-            return engine
-        engine = cls(
+        fixed = FixedCosts(float(step_s), float(call_s), float(factor), source, float(request_s))
+        return _built(
+            cls,
             m,
             hw,
             system,
-            tp=tp,
-            pp=pp,
-            ep=ep,
-            fmt=fmt,
-            kv_fmt=kv_fmt,
-            block_tokens=block_tokens,
-            step_fixed_s=step_s,
-            collective_fixed_s=call_s,
-            collective_bandwidth_factor=factor,
-            reserve_bytes=reserve_bytes,
-            max_tokens=max_tokens,
-            fixed_source=source,
-            extra_weights_bytes=extra_weights_bytes,
-            extra_kv_per_token_bytes=extra_kv_per_token_bytes,
-            request_fixed_s=request_s,
+            (tp, pp, ep, fmt, kv_fmt, block_tokens),
+            (reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, max_tokens),
+            fixed,
         )
-        if len(_ENGINES) > 256:
-            _ENGINES.clear()
-        _ENGINES[key] = (m, hw, engine)
-        return engine
 
     #: Micro-batches an iteration is split into (:mod:`tlm.inference.pipeline` wraps an
     #: engine for more): one batch through the stages.
@@ -578,7 +514,7 @@ class Engine:
         # intensity - its efficiency at (activation bytes / KV bytes) x the query rows
         kv_elem = element_bytes(FORMATS[self.kv_fmt])
         self.attention_rows_per_query = self.group * self.ab / kv_elem
-        self.attention_efficiency, self._eff_list = _attention_efficiency(c, self.dqk)
+        self.attention_efficiency, self._eff_list = _attention_efficiency(self.hardware, self.dqk)
         peak = c.peak_flops(ACTIVATION_FORMAT)
         self.attn_s_per_pair = 2.0 * self.a_l * (self.dqk + self.dv) / peak  # / efficiency
         soft = c.vector_s(_SOFTMAX_REFERENCE, op="softmax", fmt=ACTIVATION_FORMAT, from_hbm=False)
@@ -648,17 +584,15 @@ class Engine:
     def _active_experts(self, tokens):
         """Expected experts of a chip's ``E/ep`` that get at least one of ``tokens``."""
         x = self.model.moe
-        return self.local_experts * (1.0 - power(1.0 - x.top_k / x.experts, tokens))
+        return self.local_experts * (1.0 - np.power(1.0 - x.top_k / x.experts, tokens))
 
     def gemm_times(self, tokens) -> dict:
-        """Every layer GEMM of one chip at ``tokens`` tokens (array): ``names`` and
+        """Every layer GEMM of one chip at ``tokens`` tokens (a 1-D array): ``names`` and
         ``layers`` (how many layers have it) per operator, and arrays of shape
         ``(operators, len(tokens))`` of one layer's ``seconds`` (``max(OpCosts.gemm_s, HBM
         bytes / bandwidth)``, routed experts: times the active experts), ``gemm_s`` (the
-        calibrated product alone), ``flop``, ``hbm_bytes`` and ``memory_bound``; for a
-        float ``tokens``, lists of one float (bool) per operator instead."""
-        one = type(tokens) in _NUMBERS
-        T = float(tokens) if one else np.asarray(tokens, dtype=float)
+        calibrated product alone), ``flop``, ``hbm_bytes`` and ``memory_bound``."""
+        T = np.asarray(tokens, dtype=float)
         ms, ns, ks, mult, wts = [], [], [], [], []
         for _count, _name, per_token, n, k, w, expert in self.gemm_rows:
             if expert:
@@ -667,103 +601,61 @@ class Engine:
                 mult.append(active)
             else:
                 ms.append(T * per_token)
-                mult.append(1.0 if one else np.ones_like(T))
+                mult.append(np.ones_like(T))
             ns.append(float(n))
             ks.append(float(k))
             wts.append(float(w))
-        if one:  # operator by operator on floats, each distinct product once (a dense and a
-            # MoE layer share their attention's products)
-            done: dict = {}
-            terms = []
-            for row in zip(ms, ns, ks, wts, mult, strict=True):
-                if row not in done:
-                    done[row] = self._gemm_terms(*row)
-                terms.append(done[row])
-            gemm, seconds, flop, nbytes, bound = (list(c) for c in zip(*terms, strict=True))
-        else:
-            M = np.stack(ms)
-            N = np.asarray(ns, dtype=float)[:, None]
-            K = np.asarray(ks, dtype=float)[:, None]
-            W = np.asarray(wts, dtype=float)[:, None]
-            gemm, seconds, flop, nbytes, bound = self._gemm_terms(M, N, K, W, np.stack(mult))
+        M, mult = np.stack(ms), np.stack(mult)
+        N = np.asarray(ns, dtype=float)[:, None]
+        K = np.asarray(ks, dtype=float)[:, None]
+        W = np.asarray(wts, dtype=float)[:, None]
+        gemm = np.asarray(self.costs.gemm_s(M, N, K, fmt=self.gemm_fmt), dtype=float)
+        nbytes = W * self.wb + (M * K + M * N) * self.ab
+        flop = 2.0 * M * N * K
         return {
             "names": [r[1] for r in self.gemm_rows],
             "layers": [r[0] for r in self.gemm_rows],
             "gemm_s": gemm,
-            "seconds": seconds,
-            "flop": flop,
-            "hbm_bytes": nbytes,
-            "memory_bound": bound,
+            "seconds": mult * np.maximum(gemm, nbytes / self.bw),
+            "flop": mult * flop,
+            "hbm_bytes": mult * nbytes,
+            "memory_bound": flop < self.ridge * nbytes,
         }
 
-    def _gemm_terms(self, M, N, K, W, mult):
-        """GEMMs' calibrated seconds, seconds, FLOPs, HBM bytes (times ``mult``, the active
-        experts) and whether memory-bound: arrays of operators x rows, or one operator's
-        floats."""
-        gemm = self.costs.gemm_s(M, N, K, fmt=self.gemm_fmt)
-        gemm = float(gemm) if type(M) is float else np.asarray(gemm)
-        nbytes = W * self.wb + (M * K + M * N) * self.ab
-        flop = 2.0 * M * N * K
-        seconds = mult * maximum(gemm, nbytes / self.bw)
-        return gemm, seconds, mult * flop, mult * nbytes, flop < self.ridge * nbytes
-
-    def _vector(self, work, like):
-        """Vector/Scalar operators ``(op, elements, fmt)`` (elements: arrays shaped as
-        ``like``, or floats when ``like`` is one): their seconds as compute and as memory (an
-        operator whose time is its HBM roofline is memory), and their HBM bytes - one
-        :meth:`OpCosts.vector_s` call per kind of operator (per operator on floats)."""
-        one = type(like) is float
-        compute = memory = hbm = zeros_like(like)
+    def _vector(self, work, like: np.ndarray):
+        """Vector/Scalar operators ``(op, elements, fmt)`` (elements broadcast to ``like``'s
+        shape): their seconds as compute and as memory (an operator whose time is its HBM
+        roofline is memory), and their HBM bytes - one :meth:`OpCosts.vector_s` call per kind
+        of operator."""
+        compute = memory = hbm = np.zeros_like(like)
         groups: dict = {}
         for op, elements, fmt in work:
-            if one:
-                el = float(elements)
-            else:
-                el = np.broadcast_to(np.asarray(elements, dtype=float), like.shape)
+            el = np.broadcast_to(np.asarray(elements, dtype=float), like.shape)
             groups.setdefault((op, fmt), []).append(el)
         costs = self.costs
         for (op, fmt), items in groups.items():
             passes, width = VECTOR_OPS[op]["hbm_elements"], element_bytes(fmt)
-            if one:
-                total = [float(costs.vector_s(el, op=op, fmt=fmt)) for el in items]
-                nbytes = [el * passes * width for el in items]
-                on_hbm = [costs.memory_s(b) >= t for b, t in zip(nbytes, total, strict=True)]
-                pairs = list(zip(on_hbm, total, strict=True))
-                busy = [0.0 if h else t for h, t in pairs]
-                streaming = [t if h else 0.0 for h, t in pairs]
-            else:
-                el = np.stack(items)
-                total = costs.vector_s(el, op=op, fmt=fmt)
-                nbytes = el * passes * width
-                on_hbm = costs.memory_s(nbytes) >= total
-                busy = np.where(on_hbm, 0.0, total)
-                streaming = np.where(on_hbm, total, 0.0)
-            compute = compute + _rows_sum(busy)
-            memory = memory + _rows_sum(streaming)
-            hbm = hbm + _rows_sum(nbytes)
+            el = np.stack(items)
+            total = np.asarray(costs.vector_s(el, op=op, fmt=fmt), dtype=float)
+            nbytes = el * passes * width
+            on_hbm = costs.memory_s(nbytes) >= total
+            compute = compute + np.where(on_hbm, 0.0, total).sum(axis=0)
+            memory = memory + np.where(on_hbm, total, 0.0).sum(axis=0)
+            hbm = hbm + nbytes.sum(axis=0)
         return compute, memory, hbm
 
-    def _token_part(self, tokens) -> dict:
-        """The parts that depend on the tokens only (1-D float array, or a float: the same
-        figures on Python floats): every layer's GEMMs, vector work and collectives, the
-        embedding, the pipeline's sends; seconds on the replica per category, and HBM bytes
-        summed over its chips."""
+    def _token_part(self, tokens: np.ndarray) -> dict:
+        """The parts that depend on the tokens only (a 1-D float array): every layer's GEMMs,
+        vector work and collectives, the embedding, the pipeline's sends; seconds on the
+        replica per category, and HBM bytes summed over its chips."""
         m, c, tp = self.model, self.costs, self.tp
-        T = tokens
-        one = type(T) is float
+        T = np.asarray(tokens, dtype=float)
         g = self.gemm_times(T)
         t, memory_bound = g["seconds"], g["memory_bound"]
-        if one:
-            L = [float(layers) for layers in g["layers"]]
-            rows = list(zip(L, memory_bound, t, strict=True))
-            compute = _rows_sum([n * (0.0 if bound else x) for n, bound, x in rows])
-            memory = _rows_sum([n * (x if bound else 0.0) for n, bound, x in rows])
-            hbm = _rows_sum([n * b for n, b in zip(L, g["hbm_bytes"], strict=True)])
-        else:
-            L = np.asarray(g["layers"], dtype=float)[:, None]
-            compute = _rows_sum(L * np.where(memory_bound, 0.0, t))
-            memory = _rows_sum(L * np.where(memory_bound, t, 0.0))
-            hbm = _rows_sum(L * g["hbm_bytes"])
+        L = np.asarray(g["layers"], dtype=float)[:, None]
+        compute = (L * np.where(memory_bound, 0.0, t)).sum(axis=0)
+        memory = (L * np.where(memory_bound, t, 0.0)).sum(axis=0)
+        hbm = (L * g["hbm_bytes"]).sum(axis=0)
         # vector work per layer kind
         h = m.hidden
         for kind, count in self.kinds:
@@ -788,22 +680,21 @@ class Engine:
             compute, memory, hbm = compute + count * vc, memory + count * vm, hbm + count * vb
         # embedding: a row per token
         emb = T * h * self.ab
-        memory = memory + _like(T, c.memory_s(emb))
+        memory = memory + c.memory_s(emb)
         hbm = hbm + emb
         # collectives
         hidden = T * h * self.ab / self.collective_bandwidth_factor  # as the network sees it
-        comm = zeros_like(T)
-        net, ones = self.network, 1 if one else np.ones_like(T, dtype=np.int64)
+        comm = np.zeros_like(T)
+        net, ones = self.network, np.ones_like(T, dtype=np.int64)
         if tp > 1:
             ar = net.collective_s("all_reduce", tp * ones, ones, hidden, dtype_bytes=int(self.ab))
-            comm = comm + (2 * m.layers + 1) * _like(T, ar)
+            comm = comm + (2 * m.layers + 1) * ar
         if self.pp > 1:
-            send = _like(T, net.p2p_s(hidden / tp, self.stage_chips * ones, self.pp * ones))
+            send = net.p2p_s(hidden / tp, self.stage_chips * ones, self.pp * ones)
             if tp > 1:
-                gather = net.collective_s(
+                send = send + net.collective_s(
                     "all_gather", tp * ones, ones, hidden, dtype_bytes=int(self.ab)
                 )
-                send = send + _like(T, gather)
             comm = comm + (self.pp - 1) * send
         # per chip -> the replica: every stage's chips do their layers' share, one after the
         # other; HBM bytes summed over the chips of each stage
@@ -814,34 +705,31 @@ class Engine:
             "hbm": hbm * self.stage_chips,
         }
 
-    def _sequence_part(self, sequences) -> dict:
-        """The parts that depend on the sequences only (a 1-D float array, or a float): the
-        final norm, the LM head, the sampling softmax over the local vocabulary, the logits'
+    def _sequence_part(self, sequences: np.ndarray) -> dict:
+        """The parts that depend on the sequences only (a 1-D float array): the final norm,
+        the LM head, the sampling softmax over the local vocabulary, the logits'
         all-gather."""
         m, c, tp = self.model, self.costs, self.tp
-        S = sequences
+        S = np.asarray(sequences, dtype=float)
         op = self.head
         M = S * op.m
-        gemm = _like(S, c.gemm_s(M, op.n, op.k, fmt=self.gemm_fmt))
+        gemm = np.asarray(c.gemm_s(M, op.n, op.k, fmt=self.gemm_fmt), dtype=float)
         nbytes = op.weights * self.wb + (M * op.k + M * op.n) * self.ab
-        t = maximum(gemm, nbytes / self.bw)
+        t = np.maximum(gemm, nbytes / self.bw)
         memory_bound = 2.0 * M * op.n * op.k < self.ridge * nbytes
-        compute = where(memory_bound, 0.0, t)
-        memory = where(memory_bound, t, 0.0)
+        compute = np.where(memory_bound, 0.0, t)
+        memory = np.where(memory_bound, t, 0.0)
         hbm = nbytes
         vc, vm, vb = self._vector(
             [("norm", S * m.hidden, ACTIVATION_FORMAT), ("softmax", S * self.vocab_local, "fp32")],
             S,
         )
         compute, memory, hbm = compute + vc, memory + vm, hbm + vb
-        comm = zeros_like(S)
+        comm = np.zeros_like(S)
         if tp > 1:
-            ones = 1 if type(S) is float else np.ones_like(S, dtype=np.int64)
+            ones = np.ones_like(S, dtype=np.int64)
             logits = S * self.vocab_local * tp * 4.0 / self.collective_bandwidth_factor
-            comm = _like(
-                S,
-                self.network.collective_s("all_gather", tp * ones, ones, logits, dtype_bytes=4),
-            )
+            comm = self.network.collective_s("all_gather", tp * ones, ones, logits, dtype_bytes=4)
         return {
             "compute": compute,
             "memory": memory,
@@ -879,16 +767,11 @@ class Engine:
             if len(memo) + len(missing) > 65536:
                 memo.clear()
                 missing = uniq.tolist()
-            if len(missing) <= _FEW_VALUES:  # one by one on floats: the same figures
-                for v in missing:
-                    new = part(float(v))
-                    keys = tuple(new)
-                    memo[v] = tuple(float(new[k]) for k in keys)
-            else:
-                new = part(np.asarray(missing, dtype=float))
-                keys = tuple(new)
-                for i, v in enumerate(missing):
-                    memo[v] = tuple(float(new[k][i]) for k in keys)
+            new = part(np.asarray(missing, dtype=float))
+            keys = tuple(new)
+            columns = [np.asarray(new[k], dtype=float).tolist() for k in keys]
+            for i, v in enumerate(missing):
+                memo[v] = tuple(col[i] for col in columns)
             names[part.__name__] = keys
         keys = names[part.__name__]
         table = np.array([memo[v] for v in uniq.tolist()], dtype=float).reshape(len(uniq), -1)
@@ -938,27 +821,25 @@ class Engine:
 
     def _grow(self, tokens: int, sequences: int):
         """Tabulate the token and sequence parts' time for every integer up to at least
-        ``tokens`` and ``sequences`` (doubling), from the full path's functions."""
-        for attr, part, need in (
-            ("_tok_table", self._token_part, tokens),
-            ("_seq_table", self._sequence_part, sequences),
+        ``tokens`` and ``sequences`` (doubling), from the same parts :meth:`step` adds up;
+        the tables are shared by the engines of this shape."""
+        for name, part, need in (
+            ("tokens", self._token_part, tokens),
+            ("sequences", self._sequence_part, sequences),
         ):
-            table = getattr(self, attr)
-            if need <= len(table):
+            if need <= len(self._fast.get(name, ())):
                 continue
             size = max(1024, 1 << (need - 1).bit_length())
-            axis = np.arange(1, size + 1, dtype=float)
-            p = part(axis)
-            values = p["compute"] + p["memory"] + p["communication"]
-            setattr(self, attr, values)
-            setattr(self, attr + "_list", values.tolist())
+            p = self._by_unique(part, np.arange(1, size + 1, dtype=float))
+            self._fast[name] = (p["compute"] + p["memory"] + p["communication"]).tolist()
 
     def iteration_s(self, tokens, sequences, kv_tokens, pairs):
         """Seconds of iterations (:meth:`step`'s ``time_s``); integer scalars take the fast
         path (tables of the same parts, a few microseconds), arrays the full one."""
         if scalar_iteration(tokens, sequences, kv_tokens, pairs):
             tokens, sequences = int(tokens), int(sequences)
-            if tokens > len(self._tok_table) or sequences > len(self._seq_table):
+            fast = self._fast
+            if tokens > len(fast.get("tokens", ())) or sequences > len(fast.get("sequences", ())):
                 self._grow(tokens, sequences)
             rows = self.attention_rows_per_query * tokens / sequences
             idx = min(math.ceil(rows), ATTENTION_ROWS_MAX) - 1
@@ -968,8 +849,8 @@ class Engine:
             ) / self.bw
             soft = self.softmax_s_per_pair * pairs
             return (
-                self._tok_table_list[tokens - 1]
-                + self._seq_table_list[sequences - 1]
+                fast["tokens"][tokens - 1]
+                + fast["sequences"][sequences - 1]
                 + self.model.layers * max(compute, memory, soft)
                 + self.collective_calls * self.collective_fixed_s
                 + self.step_fixed_s
@@ -981,3 +862,31 @@ class Engine:
             f"Engine({self.model.name} on {self.chips} {self.hardware.name}: tp={self.tp}, "
             f"pp={self.pp}, ep={self.ep}, fmt={self.fmt}, kv_fmt={self.kv_fmt})"
         )
+
+
+@lru_cache(maxsize=256)
+def _built(cls, model, hardware, system, layout: tuple, memory: tuple, fixed: FixedCosts):
+    """An engine of ``cls``, built once per layout, memory settings and fixed costs (engines
+    of one shape share their parts' figures: :func:`_parts_memo`)."""
+    tp, pp, ep, fmt, kv_fmt, block_tokens = layout
+    reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, max_tokens = memory
+    return cls(
+        model,
+        hardware,
+        system,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        fmt=fmt,
+        kv_fmt=kv_fmt,
+        block_tokens=block_tokens,
+        step_fixed_s=fixed.step_fixed_s,
+        collective_fixed_s=fixed.collective_fixed_s,
+        collective_bandwidth_factor=fixed.collective_bandwidth_factor,
+        reserve_bytes=reserve_bytes,
+        max_tokens=max_tokens,
+        fixed_source=fixed.source,
+        extra_weights_bytes=extra_weights_bytes,
+        extra_kv_per_token_bytes=extra_kv_per_token_bytes,
+        request_fixed_s=fixed.request_fixed_s,
+    )
