@@ -62,6 +62,7 @@ MODULES = [
     "tlm.costs",
     "tlm.costs.opcosts",
     "tlm.costs.calibrate",
+    "tlm.costs.grid",
     "tlm.sweep",
     "tlm.cluster.search",
     "tlm.inference.economics",

@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cluster.elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
-from .calibrate import CORES, DATA_VERSION, FORMATS, data_path
+from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
     "BASIS",
