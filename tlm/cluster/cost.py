@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .elementwise import (
+from ..elementwise import (
     all_,
     as_int,
     broadcast_shape,

@@ -8,7 +8,7 @@ weights, gradients, optimizer state and activations (:mod:`tlm.formats`), it giv
 chip's weights, gradients, optimizer state, activations and buffers in bytes, the total, and
 whether it fits the chip's HBM. One call evaluates any number of configurations (numpy arrays
 in, arrays out): the strategy search's inner loop; one configuration runs the same formulas
-on Python numbers (:mod:`tlm.cluster.elementwise`).
+on Python numbers (:mod:`tlm.elementwise`).
 
 The peak is on the first pipeline stage (most micro-batches in flight, the embedding) or the
 last (the output projection and its logits); both are computed and the larger is kept.
@@ -43,9 +43,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..workloads.model import Model, element_bytes
-from ..workloads.operators import tp_allowed
-from .elementwise import (
+from ..elementwise import (
     as_float,
     as_int,
     ceil,
@@ -58,6 +56,8 @@ from .elementwise import (
     where,
     zeros_like,
 )
+from ..workloads.model import Model, element_bytes
+from ..workloads.operators import tp_allowed
 
 __all__ = [
     "MemoryBreakdown",

@@ -80,9 +80,9 @@ import numpy as np
 from ..collectives import ALGORITHMS, Analytic, build, unfit
 from ..collectives.analytic import is_chain, together_totals
 from ..collectives.schedule import Schedule, Step, Transfer
+from ..elementwise import ceil, maximum, minimum
 from ..system import System, load_system
 from .cost import DEFAULT_FABRIC, Fabric, clos_tiers
-from .elementwise import ceil, maximum, minimum
 from .hardware import Hardware
 
 __all__ = ["OPS", "TIERS", "Breakdown", "Network", "run_together"]
@@ -147,7 +147,7 @@ _MAX = (1 << 31) - 1
 
 #: Rows up to which an array call is evaluated row by row on Python floats (each row as a
 #: scalar call is): numpy's per-call cost exceeds the arithmetic of a few rows. The same IEEE
-#: operations either way (:mod:`tlm.cluster.elementwise`), so the same bits.
+#: operations either way (:mod:`tlm.elementwise`), so the same bits.
 _FEW_ROWS = 8
 
 #: The scalars a row's group, stride or size may be (one row: no arrays built).

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..elementwise import isfinite, shaped, where
 from ..sweep import digest, run_chunks
 from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
 from .cost import power, run_cost
-from .elementwise import isfinite, shaped, where
 from .goodput import checkpoint_bytes, goodput
 from .hardware import Hardware
 from .memory import RECOMPUTE

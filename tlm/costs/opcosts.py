@@ -8,7 +8,7 @@ A100, an H100) the roofline ``max(flops / (peak x efficiency), bytes / HBM bandw
 named, ASSUMED ``efficiency``. Every method takes numpy arrays (broadcast against each other)
 and returns an array of the broadcast shape - a numpy scalar for scalar inputs - so a strategy
 search costs a million shapes in a few numpy operations. Scalars are worked out on Python
-floats with the same formulas (:mod:`tlm.cluster.elementwise`): numpy's per-call cost, paid a
+floats with the same formulas (:mod:`tlm.elementwise`): numpy's per-call cost, paid a
 few hundred times by one shape, would be most of a single estimate's time; the bits are the
 same (``tests/test_costs.py`` holds scalars to their vectorised rows). ``source`` says where
 the figures come from, for the outputs to print; :meth:`OpCosts.gemm_basis` says it per
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cluster.elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
+from ..elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
 from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
