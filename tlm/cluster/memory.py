@@ -87,13 +87,13 @@ class DoesNotFit(ValueError):
 
 
 def hbm_capacity_bytes(spec) -> int:
-    """HBM of one chip of a preset (:class:`tlm.presets.ChipSpec` or its name): stacks x
-    stack capacity (96 GiB on trn2)."""
+    """HBM of one chip of a preset (:class:`tlm.presets.ChipSpec` or its name): its
+    :attr:`~tlm.presets.ChipSpec.hbm_capacity_bytes` (96 GiB on trn2)."""
     if isinstance(spec, str):
         from ..presets import load_preset
 
         spec = load_preset(spec)
-    return spec.chip.hbm_stacks * spec.chip.hbm_stack_capacity_bytes
+    return spec.hbm_capacity_bytes
 
 
 @dataclass(frozen=True)

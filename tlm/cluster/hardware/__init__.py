@@ -269,7 +269,6 @@ def _from_presets(data: HardwareFile, where: str, sources: dict) -> dict:
     """A Trainium file's chip figures, read from its chip and system presets."""
     from ...presets import PresetError, load_preset
     from ...system import SystemSpecError, load_system
-    from ..memory import hbm_capacity_bytes
 
     try:
         spec = load_preset(data.chip)
@@ -307,7 +306,7 @@ def _from_presets(data: HardwareFile, where: str, sources: dict) -> dict:
             "fp8": float(spec.published.dense_fp8_flops),
             "fp32": float(spec.published.dense_fp32_flops),
         },
-        hbm_bytes=float(hbm_capacity_bytes(spec)),
+        hbm_bytes=float(spec.hbm_capacity_bytes),
         hbm_bandwidth_Bps=float(spec.chip.hbm_bandwidth_Bps),
         power_w=float(spec.cost.power_w),
         capex_usd=float(spec.cost.capex_usd),
