@@ -54,7 +54,7 @@ MODULES = [
     "tlm.cluster",
     "tlm.cluster.memory",
     "tlm.studies.model",
-    "tlm.cluster.hardware",
+    "tlm.hardware",
     "tlm.cluster.network",
     "tlm.cluster.goodput",
     "tlm.cluster.cost",

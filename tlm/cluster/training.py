@@ -40,7 +40,7 @@ Examples
 --------
 >>> from tlm.workloads import load_model
 >>> from tlm.costs import OpCosts
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> from tlm.cluster.network import Network
 >>> trn2 = load_hardware("trn2")
 >>> step = training_step(load_model("llama3-70b"), OpCosts.for_preset("trn2"),

@@ -29,7 +29,7 @@ True
 (2,)
 >>> trn2.source.split(",")[0]
 'chip TLM trn2'
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> a100 = OpCosts.for_hardware(load_hardware("a100"))
 >>> a100.source.split(":")[0]
 'roofline'
@@ -391,7 +391,7 @@ class OpCosts:
     def for_hardware(
         cls, hardware, efficiency: float | None = None, call_s: float | None = None
     ) -> OpCosts:
-        """A cluster hardware file's chip (:func:`tlm.cluster.hardware.load_hardware`).
+        """A cluster hardware file's chip (:func:`tlm.hardware.load_hardware`).
 
         A Trainium file (it names a chip preset) gets :meth:`for_preset`'s calibrated costs
         unless ``efficiency`` is given; any other chip the roofline
@@ -413,12 +413,11 @@ class OpCosts:
         CostsError
             ``efficiency`` outside (0, 1], or ``hardware`` not a Hardware.
         """
-        from ..cluster.hardware import Hardware
+        from ..hardware import Hardware
 
         if not isinstance(hardware, Hardware):
             raise CostsError(
-                f"hardware must be a Hardware (tlm.cluster.hardware.load_hardware), "
-                f"not {hardware!r}"
+                f"hardware must be a Hardware (tlm.hardware.load_hardware), not {hardware!r}"
             )
         if efficiency is not None and (
             isinstance(efficiency, bool)
