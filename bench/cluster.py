@@ -105,11 +105,11 @@ def bench_training() -> list[dict]:
     """The step model, the search and the training validation."""
     import time
 
-    from tlm.cluster.hardware import load_hardware
     from tlm.cluster.network import Network
     from tlm.cluster.search import candidates, evaluate, search
     from tlm.cluster.training import training_step
     from tlm.costs import OpCosts
+    from tlm.hardware import load_hardware
     from tlm.validation.training import validate_training
     from tlm.workloads import load_model
 
@@ -227,8 +227,8 @@ def bench_training() -> list[dict]:
 def bench_network() -> list[dict]:
     import time
 
-    from tlm.cluster.hardware import load_hardware
     from tlm.cluster.network import Network
+    from tlm.hardware import load_hardware
 
     rng = np.random.default_rng(0)
     group = rng.choice([1, 2, 4, 8, 16, 32, 64, 128, 256, 1024], N)

@@ -33,8 +33,8 @@ def random_shapes(n: int, seed: int = 0) -> dict:
 
 
 def bench_costs() -> list[dict]:
-    from tlm.cluster.hardware import load_hardware
     from tlm.costs import OpCosts
+    from tlm.hardware import load_hardware
 
     trn2 = OpCosts.for_preset("trn2")
     a100 = OpCosts.for_hardware(load_hardware("a100"))

@@ -12,7 +12,7 @@ from tlm.cluster.cost import (
     run_cost,
     switch_ports_per_chip,
 )
-from tlm.cluster.hardware import HARDWARE, HardwareError, load_hardware
+from tlm.hardware import HARDWARE, HardwareError, load_hardware
 from tlm.presets import load_preset
 from tlm.system import load_system
 
@@ -159,7 +159,7 @@ def test_hardware_figures_must_be_positive():
     """Hardware files share the presets' figure check (presets.schema.FigureSection)."""
     from pydantic import ValidationError
 
-    from tlm.cluster.hardware import ChipSection
+    from tlm.hardware import ChipSection
 
     def fig(v):
         return {"value": v, "source": "X"}

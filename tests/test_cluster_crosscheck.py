@@ -14,9 +14,9 @@ at most where DMA reads and writes slow the link transfers.
 
 import pytest
 
-from tlm.cluster.hardware import load_hardware
 from tlm.cluster.network import Network
 from tlm.costs import OpCosts
+from tlm.hardware import load_hardware
 from tlm.studies import run_study
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off

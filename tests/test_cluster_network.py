@@ -11,10 +11,10 @@ import pytest
 
 import tlm.cluster.network as network_module
 from tlm.cluster.cost import Fabric
-from tlm.cluster.hardware import load_hardware
 from tlm.cluster.network import OPS, Network, run_together
 from tlm.collectives import ALGORITHMS, Analytic, build, unfit
 from tlm.collectives.flow import Flow
+from tlm.hardware import load_hardware
 from tlm.system import load_system
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
@@ -380,7 +380,7 @@ def test_groups_larger_than_the_job():
 def test_bad_networks(kwargs, message):
     with pytest.raises(ValueError, match=message):
         Network.for_hardware(load_hardware("trn2"), **kwargs)
-    with pytest.raises(ValueError, match="hw must be a tlm.cluster.hardware.Hardware"):
+    with pytest.raises(ValueError, match="hw must be a tlm.hardware.Hardware"):
         Network.for_hardware("trn2")
 
 

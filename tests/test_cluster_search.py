@@ -9,7 +9,6 @@ import os
 import numpy as np
 import pytest
 
-from tlm.cluster.hardware import load_hardware
 from tlm.cluster.memory import memory_per_chip
 from tlm.cluster.search import (
     AXES,
@@ -19,6 +18,7 @@ from tlm.cluster.search import (
     pareto_front,
     search,
 )
+from tlm.hardware import load_hardware
 from tlm.workloads import load_model
 from tlm.workloads.operators import tp_allowed
 

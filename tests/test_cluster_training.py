@@ -223,8 +223,8 @@ def test_one_configuration_is_the_vectorised_row_bit_for_bit(name):
     the real operator costs and network, every figure of one configuration - given as scalars
     or as arrays of one - equals its row of the vectorised call exactly (same dtype; invalid
     rows NaN in both, and the scalar call raises the row's reason)."""
-    from tlm.cluster.hardware import load_hardware
     from tlm.cluster.search import engines
+    from tlm.hardware import load_hardware
 
     rng = np.random.default_rng(SEED)
     print(f"SEED={SEED}")

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from tlm.chip import Kernel
-from tlm.cluster.hardware import load_hardware
 from tlm.core.isa import stream_cycles
 from tlm.costs import BASIS, DEFAULT_EFFICIENCY, VECTOR_TILE_ELEMENTS, CostsError, OpCosts
-from tlm.costs.calibrate import AXES, CORES, DATA_VERSION, FORMATS, grid_times
+from tlm.costs.grid import AXES, CORES, DATA_VERSION, FORMATS, grid_times
 from tlm.costs.opcosts import balanced_shape, kernel_blocks
+from tlm.hardware import load_hardware
 from tlm.kernels import gemm_blocks
 from tlm.presets import load_preset
 
@@ -25,7 +25,7 @@ def trn2():
 
 @pytest.fixture(scope="module")
 def data():
-    from tlm.costs.calibrate import data_path
+    from tlm.costs.grid import data_path
 
     return json.loads(data_path("trn2").read_text())
 

@@ -9,16 +9,13 @@ import json
 import pytest
 
 from tlm.costs.calibrate import (
-    AXES,
     CHECK_MAX_ERROR,
     CHECK_MEAN_ERROR,
     CHECK_SHAPES,
-    FORMATS,
     check,
-    data_path,
-    grid_times,
     measure_gemm,
 )
+from tlm.costs.grid import AXES, FORMATS, data_path, grid_times
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from tlm.cluster.hardware import load_hardware
+from tlm.hardware import load_hardware
 from tlm.inference import (
     Engine,
     InferenceDoesNotFit,

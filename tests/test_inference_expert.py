@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from tlm.cluster.hardware import load_hardware
+from tlm.hardware import load_hardware
 from tlm.inference import DpAttentionEngine, Engine, InferenceInputError, estimate
 from tlm.inference.layout import network_for
 from tlm.workloads import load_model

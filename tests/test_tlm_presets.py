@@ -118,6 +118,7 @@ def test_trn2_capacities_match_the_facts():
     assert core.sbuf_partitions * core.psum_partition_bytes == 2 * 2**20  # 2 MiB per core
     assert core.psum_partition_bytes // core.psum_banks == 2048  # 512 fp32 per bank
     assert c.hbm_stacks * c.hbm_stack_capacity_bytes == 96 * GiB
+    assert spec.hbm_capacity_bytes == 96 * GiB
     assert spec.cores_per_hbm_stack == 2
     assert c.cores * core.dma_engines == 128
 

@@ -5,7 +5,7 @@
     .venv/bin/python tools/calibrate_costs.py --check     # estimates against the TLM (~2 min)
 
 Runs the chip TLM's shipped GEMM kernel (timing only) over the grid of
-:data:`tlm.costs.calibrate.AXES` in M, N and K, on all cores and on one, per format, and writes
+:data:`tlm.costs.grid.AXES` in M, N and K, on all cores and on one, per format, and writes
 ``tlm/costs/data/<preset>.json``, which :class:`tlm.costs.OpCosts` reads. Run it again when a
 change to the chip model makes ``tests/test_costs_cache.py`` fail, and commit the new file.
 """
@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tlm.costs.calibrate import AXES, FORMATS, calibrate, check, write_data  # noqa: E402
+from tlm.costs.calibrate import calibrate, check, write_data  # noqa: E402
+from tlm.costs.grid import AXES, FORMATS  # noqa: E402
 from tlm.presets import PRESETS  # noqa: E402
 
 

@@ -26,8 +26,8 @@ def scaling(model: str, hardware: str, path: Path) -> list[dict]:
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    from tlm.cluster.hardware import load_hardware
     from tlm.cluster.search import NoValidLayout, search
+    from tlm.hardware import load_hardware
     from tlm.workloads import load_model
 
     m, hw = load_model(model), load_hardware(hardware)

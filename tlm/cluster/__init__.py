@@ -1,5 +1,5 @@
-"""The cluster training model: memory per chip (:mod:`.memory`), the accelerators as data
-(:mod:`.hardware`), goodput under failures (:mod:`.goodput`), power and cost (:mod:`.cost`);
+"""The cluster training model: memory per chip (:mod:`.memory`), goodput under failures
+(:mod:`.goodput`), power and cost (:mod:`.cost`) of the accelerators of :mod:`tlm.hardware`;
 compute, communication and the strategy search of issue 13 build on them. See
 ``docs/workloads.md`` and ``docs/cluster.md``.
 

@@ -1,7 +1,7 @@
 """Power, energy and cost of a training run, vectorised over chip counts, step times and steps.
 
 The step time is an input (the step-time model comes later), so these functions answer now:
-given N chips of a :class:`~tlm.cluster.hardware.Hardware` taking ``step_time_s`` per step,
+given N chips of a :class:`~tlm.hardware.Hardware` taking ``step_time_s`` per step,
 
 - **power**: the chips, their servers' hosts (CPUs, memory, NICs, fans; the hardware file's
   ``host_power_w``), the scale-out network (switch ports of a folded Clos, :func:`clos_tiers`,
@@ -19,7 +19,7 @@ leaf). Port power and price include the optics. Every default is ASSUMED (docs/c
 
 Examples
 --------
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> from tlm.cluster.cost import power, run_cost
 >>> h100 = load_hardware("h100")
 >>> p = power(h100, 16384)
@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .elementwise import (
+from ..elementwise import (
     all_,
     as_int,
     broadcast_shape,
@@ -47,7 +47,7 @@ from .elementwise import (
     shaped,
     where,
 )
-from .hardware import Hardware
+from ..hardware import Hardware
 
 __all__ = [
     "Fabric",
@@ -140,7 +140,7 @@ def switch_ports_per_chip(hw: Hardware, chips, fabric: Fabric = DEFAULT_FABRIC):
     """Switch ports each chip's scale-out traffic needs, and the Clos tiers (arrays; scalars
     for a scalar ``chips``).
 
-    >>> from tlm.cluster.hardware import load_hardware
+    >>> from tlm.hardware import load_hardware
     >>> ports, tiers = switch_ports_per_chip(load_hardware("h100"), 16384)
     >>> float(ports), int(tiers)            # 400 Gb/s per GPU over 400 Gb/s ports, 3 tiers
     (5.0, 3)

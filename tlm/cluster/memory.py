@@ -8,7 +8,7 @@ weights, gradients, optimizer state and activations (:mod:`tlm.formats`), it giv
 chip's weights, gradients, optimizer state, activations and buffers in bytes, the total, and
 whether it fits the chip's HBM. One call evaluates any number of configurations (numpy arrays
 in, arrays out): the strategy search's inner loop; one configuration runs the same formulas
-on Python numbers (:mod:`tlm.cluster.elementwise`).
+on Python numbers (:mod:`tlm.elementwise`).
 
 The peak is on the first pipeline stage (most micro-batches in flight, the embedding) or the
 last (the output projection and its logits); both are computed and the larger is kept.
@@ -43,9 +43,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..workloads.model import Model, element_bytes
-from ..workloads.operators import tp_allowed
-from .elementwise import (
+from ..elementwise import (
     as_float,
     as_int,
     ceil,
@@ -58,6 +56,8 @@ from .elementwise import (
     where,
     zeros_like,
 )
+from ..workloads.model import Model, element_bytes
+from ..workloads.operators import tp_allowed
 
 __all__ = [
     "MemoryBreakdown",
@@ -87,13 +87,13 @@ class DoesNotFit(ValueError):
 
 
 def hbm_capacity_bytes(spec) -> int:
-    """HBM of one chip of a preset (:class:`tlm.presets.ChipSpec` or its name): stacks x
-    stack capacity (96 GiB on trn2)."""
+    """HBM of one chip of a preset (:class:`tlm.presets.ChipSpec` or its name): its
+    :attr:`~tlm.presets.ChipSpec.hbm_capacity_bytes` (96 GiB on trn2)."""
     if isinstance(spec, str):
         from ..presets import load_preset
 
         spec = load_preset(spec)
-    return spec.chip.hbm_stacks * spec.chip.hbm_stack_capacity_bytes
+    return spec.hbm_capacity_bytes
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ sites`` chips, joined by ``site_bandwidth_Bps`` each way between neighbouring si
 spanning sites sends across a site boundary from the chips that cross it at once, as for a
 leaf, sharing the inter-site bandwidth, and each step that crosses pays ``site_latency_s``.
 
-Figures come from the hardware file (:mod:`tlm.cluster.hardware`) and, for Trainium, its system
+Figures come from the hardware file (:mod:`tlm.hardware`) and, for Trainium, its system
 preset (:mod:`tlm.system`: the torus, the EFA NIC and latencies, the step cost); the Clos from
 :data:`tlm.cluster.cost.DEFAULT_FABRIC`; ASSUMED where they say so. Each ``(op, group,
 stride)`` is worked out once (routes, schedules, the analytic engine's two numbers ``A + K x
@@ -53,7 +53,7 @@ chunk`` per algorithm) and kept; evaluating a million rows is then a few numpy o
 Examples
 --------
 >>> import numpy as np
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> net = Network.for_hardware(load_hardware("trn2"))
 >>> net.chips_per_node
 64
@@ -80,10 +80,10 @@ import numpy as np
 from ..collectives import ALGORITHMS, Analytic, build, unfit
 from ..collectives.analytic import is_chain, together_totals
 from ..collectives.schedule import Schedule, Step, Transfer
+from ..elementwise import ceil, maximum, minimum
+from ..hardware import Hardware
 from ..system import System, load_system
 from .cost import DEFAULT_FABRIC, Fabric, clos_tiers
-from .elementwise import ceil, maximum, minimum
-from .hardware import Hardware
 
 __all__ = ["OPS", "TIERS", "Breakdown", "Network", "run_together"]
 
@@ -147,7 +147,7 @@ _MAX = (1 << 31) - 1
 
 #: Rows up to which an array call is evaluated row by row on Python floats (each row as a
 #: scalar call is): numpy's per-call cost exceeds the arithmetic of a few rows. The same IEEE
-#: operations either way (:mod:`tlm.cluster.elementwise`), so the same bits.
+#: operations either way (:mod:`tlm.elementwise`), so the same bits.
 _FEW_ROWS = 8
 
 #: The scalars a row's group, stride or size may be (one row: no arrays built).
@@ -371,7 +371,7 @@ class Network:
             Naming the argument, its value and what is allowed.
         """
         if not isinstance(hw, Hardware):
-            raise ValueError(f"hw must be a tlm.cluster.hardware.Hardware, not {hw!r}")
+            raise ValueError(f"hw must be a tlm.hardware.Hardware, not {hw!r}")
         if not isinstance(fabric, Fabric):
             raise ValueError(f"fabric must be a tlm.cluster.cost.Fabric, not {fabric!r}")
         if hw.system is not None:

@@ -19,7 +19,7 @@ evaluating again: a killed worker or an interrupted search resumes from what was
 Examples
 --------
 >>> from tlm.workloads import load_model
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> found = search(load_model("llama3-8b"), load_hardware("trn2"), [64], scheduler="inline")
 >>> found.evaluated > 1000, bool(found.fits.any())
 (True, True)
@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..elementwise import isfinite, shaped, where
+from ..hardware import Hardware
 from ..sweep import digest, run_chunks
 from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
 from .cost import power, run_cost
-from .elementwise import isfinite, shaped, where
 from .goodput import checkpoint_bytes, goodput
-from .hardware import Hardware
 from .memory import RECOMPUTE
 
 __all__ = [

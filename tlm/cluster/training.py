@@ -9,7 +9,7 @@ ZeRO 0-3), tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 
 and recomputation - the step time and its breakdown, MFU and HFU, tokens/s, and each chip's
 memory (:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares). One
 configuration (scalars, or arrays of one) runs the same formulas on Python numbers
-(:mod:`tlm.cluster.elementwise`): a single estimate without numpy's per-call overhead.
+(:mod:`tlm.elementwise`): a single estimate without numpy's per-call overhead.
 
 The model of a step (the derivation and its assumptions are in docs/cluster.md):
 
@@ -40,7 +40,7 @@ Examples
 --------
 >>> from tlm.workloads import load_model
 >>> from tlm.costs import OpCosts
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> from tlm.cluster.network import Network
 >>> trn2 = load_hardware("trn2")
 >>> step = training_step(load_model("llama3-70b"), OpCosts.for_preset("trn2"),
@@ -56,9 +56,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..workloads.model import Model, element_bytes
-from ..workloads.operators import head_ops, layer_ops
-from .elementwise import (
+from ..elementwise import (
     any_,
     as_float,
     ceil,
@@ -71,6 +69,8 @@ from .elementwise import (
     where,
     zeros_like,
 )
+from ..workloads.model import Model, element_bytes
+from ..workloads.operators import head_ops, layer_ops
 from .memory import RECOMPUTE, MemoryBreakdown, memory_per_chip
 
 __all__ = [

@@ -2,10 +2,11 @@
 
 :func:`measure_gemm` times one GEMM ``[m, k] x [k, n]`` with :func:`tlm.kernels.build_gemm`
 in timing-only mode (``values=False``, ``bufs=4``, the kernel's defaults) on all the chip's
-cores or on one. :func:`calibrate` runs it over a log grid of shapes (powers of two, 1 to
-4096 in M and K, to 8192 in N) for each format the chip's tensor engine has a rate for, and
-returns the data file's contents; :func:`write_data` writes it. ``tools/calibrate_costs.py`` (``make
-calibrate``) is the command that rebuilds ``tlm/costs/data/<preset>.json``.
+cores or on one. :func:`calibrate` runs it over the log grid of shapes of :mod:`tlm.costs.grid`
+(powers of two, 1 to 4096 in M and K, to 8192 in N) for each format the chip's tensor engine has
+a rate for, and returns the data file's contents; :func:`write_data` writes it.
+``tools/calibrate_costs.py`` (``make calibrate``) is the command that rebuilds
+``tlm/costs/data/<preset>.json``.
 
 Examples
 --------
@@ -20,47 +21,21 @@ import datetime
 import json
 import subprocess
 import time
-from importlib import resources
 from pathlib import Path
 
-import numpy as np
+from .grid import AXES, CORES, DATA_VERSION, FORMATS
+from .opcosts import BASIS, FORMAT_TABLE, OpCosts
 
 __all__ = [
-    "AXES",
-    "CORES",
-    "DATA_VERSION",
-    "FORMATS",
     "KERNEL",
     "CHECK_MAX_ERROR",
     "CHECK_MEAN_ERROR",
     "CHECK_SHAPES",
     "calibrate",
     "check",
-    "data_path",
     "measure_gemm",
     "write_data",
 ]
-
-#: Version of the data file's layout (bump when the keys change).
-DATA_VERSION = 1
-
-#: The grid of M, N and K: powers of two from 1 to 4096 (8192 for N: a GEMM of few rows
-#: reaches the kernel's full 1024-column blocks on every core only from N = 8192). Beyond the
-#: grid the tiles run in steady state (see ``docs/costs.md``); below 1 nothing is a shape.
-AXES = {
-    "m": tuple(2**i for i in range(13)),
-    "n": tuple(2**i for i in range(14)),
-    "k": tuple(2**i for i in range(13)),
-}
-
-#: The tables of a data file: the format's key and the format the kernel is run in. FP16 runs
-#: at BF16's rate and FP8 E5M2 at E4M3's (same operand width and tensor-engine cost), so they
-#: share those tables (a test checks it against the TLM).
-FORMATS = {"bf16": "bf16", "fp8": "fp8_e4m3"}
-
-#: How many cores each table uses: ``all`` (one GEMM on the whole chip) and ``one`` (one GEMM
-#: on one core: how the products of a batched call run side by side).
-CORES = ("all", "one")
 
 #: How the data was measured, recorded in the file.
 KERNEL = "tlm.kernels.build_gemm(m, n, k, fmt, values=False, bufs=4; cores all or 1), timing only"
@@ -133,9 +108,9 @@ def calibrate(preset: str = "trn2", axes=None, formats=None, progress=None) -> d
         Chip preset.
     axes : dict, optional
         ``{"m": ..., "n": ..., "k": ...}``: the grid values of each (ascending; default
-        :data:`AXES`).
+        :data:`tlm.costs.grid.AXES`).
     formats : sequence of str, optional
-        Keys of :data:`FORMATS` (default: all).
+        Keys of :data:`tlm.costs.grid.FORMATS` (default: all).
     progress : callable, optional
         Called as ``progress(done, total)`` after each shape.
 
@@ -231,8 +206,6 @@ def check(preset: str = "trn2", shapes=CHECK_SHAPES, fmt: str = "bf16") -> list[
         ``{"m", "n", "k", "tlm_s", "estimate_s", "error", "basis"}`` per shape (``error`` the
         estimate's relative error, ``basis`` a name of :data:`tlm.costs.BASIS`).
     """
-    from .opcosts import BASIS, FORMAT_TABLE, OpCosts
-
     costs = OpCosts.for_preset(preset)
     rows = []
     for m, n, k in shapes:
@@ -250,11 +223,6 @@ def check(preset: str = "trn2", shapes=CHECK_SHAPES, fmt: str = "bf16") -> list[
             }
         )
     return rows
-
-
-def data_path(preset: str):
-    """Where the package keeps ``preset``'s calibration (it may not exist)."""
-    return resources.files(__package__).joinpath("data", f"{preset}.json")
 
 
 def write_data(data: dict, path) -> None:
@@ -283,10 +251,3 @@ def write_data(data: dict, path) -> None:
         raise RuntimeError("calibration data does not round-trip through JSON")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-def grid_times(data: dict, fmt: str, cores: str) -> np.ndarray:
-    """``tables[fmt][cores]`` as an array ``[len(m), len(n), len(k)]`` of seconds."""
-    axes = data["axes"]
-    shape = (len(axes["m"]), len(axes["n"]), len(axes["k"]))
-    return np.asarray(data["tables"][fmt][cores], dtype=float).reshape(shape)

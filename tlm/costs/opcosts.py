@@ -8,7 +8,7 @@ A100, an H100) the roofline ``max(flops / (peak x efficiency), bytes / HBM bandw
 named, ASSUMED ``efficiency``. Every method takes numpy arrays (broadcast against each other)
 and returns an array of the broadcast shape - a numpy scalar for scalar inputs - so a strategy
 search costs a million shapes in a few numpy operations. Scalars are worked out on Python
-floats with the same formulas (:mod:`tlm.cluster.elementwise`): numpy's per-call cost, paid a
+floats with the same formulas (:mod:`tlm.elementwise`): numpy's per-call cost, paid a
 few hundred times by one shape, would be most of a single estimate's time; the bits are the
 same (``tests/test_costs.py`` holds scalars to their vectorised rows). ``source`` says where
 the figures come from, for the outputs to print; :meth:`OpCosts.gemm_basis` says it per
@@ -29,7 +29,7 @@ True
 (2,)
 >>> trn2.source.split(",")[0]
 'chip TLM trn2'
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> a100 = OpCosts.for_hardware(load_hardware("a100"))
 >>> a100.source.split(":")[0]
 'roofline'
@@ -47,8 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cluster.elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
-from .calibrate import CORES, DATA_VERSION, FORMATS, data_path
+from ..elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
+from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
     "BASIS",
@@ -391,7 +391,7 @@ class OpCosts:
     def for_hardware(
         cls, hardware, efficiency: float | None = None, call_s: float | None = None
     ) -> OpCosts:
-        """A cluster hardware file's chip (:func:`tlm.cluster.hardware.load_hardware`).
+        """A cluster hardware file's chip (:func:`tlm.hardware.load_hardware`).
 
         A Trainium file (it names a chip preset) gets :meth:`for_preset`'s calibrated costs
         unless ``efficiency`` is given; any other chip the roofline
@@ -413,12 +413,11 @@ class OpCosts:
         CostsError
             ``efficiency`` outside (0, 1], or ``hardware`` not a Hardware.
         """
-        from ..cluster.hardware import Hardware
+        from ..hardware import Hardware
 
         if not isinstance(hardware, Hardware):
             raise CostsError(
-                f"hardware must be a Hardware (tlm.cluster.hardware.load_hardware), "
-                f"not {hardware!r}"
+                f"hardware must be a Hardware (tlm.hardware.load_hardware), not {hardware!r}"
             )
         if efficiency is not None and (
             isinstance(efficiency, bool)

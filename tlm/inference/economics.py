@@ -10,7 +10,7 @@ counted at rated power whatever their load (an upper bound for an idle fleet; st
 
 Examples
 --------
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> e = token_economics(load_hardware("h100"), chips=8, output_tokens_per_s=1000.0)
 >>> round(e["cost_per_hour_usd"], 2), round(e["cost_per_million_tokens_usd"], 2)
 (98.32, 27.31)
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cluster.cost import DEFAULT_PUE, DEFAULT_USD_PER_KWH, power
-from ..cluster.hardware import Hardware
+from ..hardware import Hardware
 
 __all__ = ["token_economics", "ECONOMICS_FIELDS"]
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
-from ..cluster.hardware import HARDWARE, Hardware, HardwareError, load_hardware
 from ..cluster.network import Network
 from ..costs import OpCosts
+from ..hardware import HARDWARE, Hardware, HardwareError, load_hardware
 from ..system.graph import SYSTEMS
 from ..workloads.model import Model, element_bytes, load_model
 from ..workloads.operators import tp_allowed

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..cluster.hardware import Hardware
+from ..hardware import Hardware
 from ..sweep import digest, run_chunks
 from ..workloads import Model
 from ..workloads.operators import tp_allowed

@@ -69,9 +69,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..cluster.hardware import Hardware
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..costs.opcosts import VECTOR_OPS, CostsError
+from ..hardware import Hardware
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
 from .layout import (
@@ -319,7 +319,7 @@ class Engine:
         model : Model or str
             A model or a model name (:func:`tlm.workloads.load_model`).
         hardware : Hardware or str
-            A hardware (:func:`tlm.cluster.hardware.load_hardware`) or its name.
+            A hardware (:func:`tlm.hardware.load_hardware`) or its name.
         system : str or int
             ``server``, ``ultraserver``, ``Nxserver``, ``Nxultraserver``, or a chip count: the
             chips the replica may use (``tp x pp`` must divide them) and its network.

@@ -60,6 +60,11 @@ class ChipSpec:
     def cores_per_hbm_stack(self) -> int:
         return self.chip.cores // self.chip.hbm_stacks
 
+    @property
+    def hbm_capacity_bytes(self) -> int:
+        """HBM of one chip in bytes: stacks x stack capacity (96 GiB on trn2)."""
+        return self.chip.hbm_stacks * self.chip.hbm_stack_capacity_bytes
+
     def fp8_rows_per_pe(self) -> int:
         """FP8 rows each PE takes per cycle (2 in Trainium2's double-row mode)."""
         return self.tensor.fp8_max_k // self.tensor.rows

@@ -34,7 +34,7 @@ from ..cluster.goodput import (
     checkpoint_bytes,
     goodput,
 )
-from ..cluster.hardware import HARDWARE, HardwareError, load_hardware
+from ..hardware import HARDWARE, HardwareError, load_hardware
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import Inputs, Results, Study, loaded, register
 
@@ -57,7 +57,7 @@ class ClusterInputs(Inputs):
 
     preset: str = Field(
         "trn2",
-        description="the accelerator, its server and cloud instance (tlm/cluster/hardware: "
+        description="the accelerator, its server and cloud instance (tlm/hardware: "
         "the Trainium files name their chip preset)",
         json_schema_extra={"allowed": _HW_ALLOWED},
     )

@@ -28,7 +28,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..cluster.hardware import HARDWARE
+from ..hardware import HARDWARE
 from ..inference import (
     FORMATS,
     InferenceDoesNotFit,
@@ -73,7 +73,7 @@ class ReplicaInputs(Inputs):
     )
     preset: str = Field(
         "trn2",
-        description="the hardware: its chip, server and scale-up domain (tlm/cluster/hardware)",
+        description="the hardware: its chip, server and scale-up domain (tlm/hardware)",
         json_schema_extra={"allowed": _HW_ALLOWED},
     )
     system: str = Field(

@@ -6,7 +6,7 @@ achieved teraFLOP/s per A100, 1.7B to 1T parameters on 32 to 3,072 GPUs), Korthi
 2022 (Table 5: step times of 22B to 1T with full recomputation, and with sequence parallelism
 and selective recomputation) and Llama 3 405B on H100 (Dubey et al. 2024, Table 4: achieved
 BF16 teraFLOP/s per GPU). A run is modelled with its published layout on the hardware file of
-its chip (``a100-80gb`` runs on :file:`tlm/cluster/hardware/a100.toml`, ``h100`` on
+its chip (``a100-80gb`` runs on :file:`tlm/hardware/a100.toml`, ``h100`` on
 ``h100.toml``); what a paper does not give is ASSUMED and listed in docs/validation.md
 (:data:`ASSUMED_LAYOUT`).
 
@@ -36,10 +36,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..cluster.hardware import load_hardware
 from ..cluster.network import Network
 from ..cluster.training import training_step
 from ..costs import OpCosts
+from ..hardware import load_hardware
 from ..workloads import load_model, model_names
 
 __all__ = [

@@ -1,6 +1,6 @@
-"""Elementwise functions of numpy arrays or of scalars: the cluster model's formulas are
-written once and evaluated either on arrays of configurations (a strategy search) or on the
-Python numbers of one configuration (a single estimate).
+"""Elementwise functions of numpy arrays or of scalars: the cluster and operator-cost models'
+formulas are written once and evaluated either on arrays of configurations (a strategy search)
+or on the Python numbers of one configuration (a single estimate).
 
 numpy's functions pay about a microsecond per call whatever the size of their operands, and a
 0-d array or numpy scalar pays it again in every later operation: a single estimate, a few
@@ -13,7 +13,7 @@ tests/test_cluster_search.py check one configuration against its vectorised row 
 :func:`log2`, :func:`exp` and :func:`power` call numpy on scalars too (returning a float):
 numpy's transcendental loops need not round as :mod:`math`'s do (its SIMD builds have their
 own), and a scalar goes through the same loop as an array's element, so the bits agree
-(tests/test_cluster_elementwise.py checks it on random values).
+(tests/test_elementwise.py checks it on random values).
 
 Scalars here are finite numbers: :func:`maximum` and :func:`minimum` of a scalar NaN follow
 Python's comparisons, not numpy's NaN propagation (the models mark an invalid configuration

@@ -11,7 +11,7 @@ See ``docs/cluster.md``.
 
 Examples
 --------
->>> from tlm.cluster.hardware import load_hardware
+>>> from tlm.hardware import load_hardware
 >>> h100 = load_hardware("h100")
 >>> h100.peak_flops("fp8") / 1e12, h100.power_w, h100.scale_up_chips
 (1979.0, 700.0, 8)
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ...presets.schema import Figure, FigureSection
+from ..presets.schema import Figure, FigureSection
 
 __all__ = ["HARDWARE", "Hardware", "HardwareError", "load_hardware"]
 
@@ -197,7 +197,7 @@ def _read(name) -> tuple[str, str]:
             raise HardwareError(f"{path}: cannot be read ({error.strerror})") from None
     if name in HARDWARE:
         text = resources.files(__package__).joinpath(f"{name}.toml").read_text()
-        return f"tlm/cluster/hardware/{name}.toml", text
+        return f"tlm/hardware/{name}.toml", text
     raise HardwareError(f"hardware must be {_ALLOWED}, not {name!r}")
 
 
@@ -281,9 +281,8 @@ def _load_hardware(name: str | Path) -> Hardware:
 
 def _from_presets(data: HardwareFile, where: str, sources: dict) -> dict:
     """A Trainium file's chip figures, read from its chip and system presets."""
-    from ...presets import PresetError, load_preset
-    from ...system import SystemSpecError, load_system
-    from ..memory import hbm_capacity_bytes
+    from ..presets import PresetError, load_preset
+    from ..system import SystemSpecError, load_system
 
     try:
         spec = load_preset(data.chip)
@@ -321,7 +320,7 @@ def _from_presets(data: HardwareFile, where: str, sources: dict) -> dict:
             "fp8": float(spec.published.dense_fp8_flops),
             "fp32": float(spec.published.dense_fp32_flops),
         },
-        hbm_bytes=float(hbm_capacity_bytes(spec)),
+        hbm_bytes=float(spec.hbm_capacity_bytes),
         hbm_bandwidth_Bps=float(spec.chip.hbm_bandwidth_Bps),
         power_w=float(spec.cost.power_w),
         capex_usd=float(spec.cost.capex_usd),

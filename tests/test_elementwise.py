@@ -1,4 +1,4 @@
-"""tlm/cluster/elementwise.py: each function on scalars gives what numpy gives on arrays (the
+"""tlm/elementwise.py: each function on scalars gives what numpy gives on arrays (the
 single estimate's path against the vectorised one), and keeps arrays as numpy does."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from tlm.cluster import elementwise as ew
+from tlm import elementwise as ew
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
