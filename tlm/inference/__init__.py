@@ -4,10 +4,10 @@ latency and throughput (TTFT, TPOT, tokens/s, MFU, HBM-bandwidth utilisation).
 
 - :class:`Engine` (:mod:`tlm.inference.step`): one replica of ``tp x pp`` chips; its
   :meth:`~Engine.step` prices iterations (vectorised), :meth:`~Engine.iteration_s` is the
-  serving simulation's fast scalar call; :class:`DpAttentionEngine`
-  (:mod:`tlm.inference.expert`): expert parallelism beyond the tensor-parallel group with
-  data-parallel attention; :class:`MicroBatched` (:mod:`tlm.inference.pipeline`): an engine's
-  iterations split into micro-batches in flight through its pipeline stages;
+  serving simulation's fast scalar call; its choices: data-parallel attention with experts
+  beyond the tensor-parallel group (``dp_attention``, :mod:`tlm.inference.expert`) and
+  micro-batches in flight through its pipeline stages (``micro_batches``,
+  :mod:`tlm.inference.pipeline`);
 - :class:`InferenceMemory` (:mod:`tlm.inference.memory`): weights, paged KV cache,
   activations, reserve; ``max_batch``, ``max_context``, ``kv_capacity_tokens``;
 - :func:`estimate` (:mod:`tlm.inference.estimate`): a request's prefill and decode, with
@@ -34,16 +34,13 @@ True
 
 from .economics import token_economics
 from .estimate import Estimate, Phase, estimate
-from .expert import DpAttentionEngine
 from .layout import FORMATS, FixedCosts, InferenceInputError, fixed_costs
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceDoesNotFit, InferenceMemory
-from .pipeline import MicroBatched
 from .step import CATEGORIES, Engine, Iteration
 
 __all__ = [
     "CATEGORIES",
     "DEFAULT_BLOCK_TOKENS",
-    "DpAttentionEngine",
     "Engine",
     "Estimate",
     "FORMATS",
@@ -52,7 +49,6 @@ __all__ = [
     "InferenceInputError",
     "InferenceMemory",
     "Iteration",
-    "MicroBatched",
     "Phase",
     "estimate",
     "fixed_costs",

@@ -34,93 +34,39 @@ innermost, stride 1; the groups next to each other; stages at stride ``ep``):
   all-reduces stay (after attention; after the FFN for the shared experts and the combined
   outputs), on the group's tokens.
 
-Everything else (the fast path, the pipeline, the fixed costs, the time categories) is the
-engine's; the replica's figures are per replica token, the memory per replica token too
-(``kv_per_token_bytes`` and the activations divided by ``dp``).
+This layout is a choice inside :class:`~tlm.inference.step.Engine` (``dp_attention=True``):
+its stage shape, its parts over a group's share of the tokens, its attention coefficients and
+memory per replica token; this module prices the dispatch and combine. Everything else (the
+fast path, the pipeline, the fixed costs, the time categories) is the engine's; the replica's
+figures are per replica token, the memory per replica token too (``kv_per_token_bytes`` and
+the activations divided by ``dp``).
 
 Examples
 --------
 >>> from tlm.inference import Engine
 >>> e = Engine.build("deepseek-v3", "trn2", "ultraserver", tp=4, ep=64, dp_attention=True,
 ...                  fmt="fp8", kv_fmt="fp8")
->>> e.chips, e.dp, e.local_experts
-(64, 16, 4)
+>>> e.chips, e.dp, e.local_experts, e.dp_attention
+(64, 16, 4, True)
 >>> bool(e.iteration_s(256, 256, 256 * 4096, 256 * 4096) < 0.2)
 True
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from .memory import InferenceMemory
-from .step import Engine
-
-__all__ = ["DpAttentionEngine"]
+__all__ = ["dispatch_combine_s"]
 
 
-class DpAttentionEngine(Engine):
-    """An :class:`Engine` whose stages are ``ep`` chips: attention data-parallel over ``ep /
-    tp`` groups of ``tp`` chips, experts over the ``ep`` chips, all-to-all dispatch and
-    combine (the module docstring). Built by ``Engine.build(..., dp_attention=True)``."""
-
-    def _stage_shape(self) -> tuple[int, int]:
-        return self.ep, self.ep // self.tp
-
-    def _expert_tp(self) -> int:
-        return 1  # whole experts: E / ep of them per chip
-
-    def _setup(self):
-        super()._setup()
-        # the attention's coefficients per replica token: a chip's group attends 1/dp of
-        # the sequences (and keeps their KV only)
-        dp = self.dp
-        self.attn_s_per_pair /= dp
-        self.softmax_s_per_pair /= dp
-        self.kv_token_layer_bytes /= dp
-        self.qo_bytes_per_token /= dp
-        if self.ep > 1:
-            self.collective_calls += 2 * self.model.moe_layers  # dispatch and combine
-
-    def _routed_share(self):
-        """Routed copies a chip's experts get per token of its group: the stage's ``dp``
-        groups' tokens all route to them."""
-        return super()._routed_share() * self.dp
-
-    def _active_experts(self, tokens):
-        """Active experts of a chip's ``E / ep`` when each group has ``tokens`` tokens."""
-        return super()._active_experts(tokens * self.dp)
-
-    def _token_part(self, tokens) -> dict:
-        """A group's share of the stage's tokens through the engine's parts, plus the
-        dispatch and combine all-to-alls of every MoE layer (a 1-D float array)."""
-        part = super()._token_part(tokens / self.dp)
-        if self.ep > 1:
-            x, ones = self.model.moe, np.ones_like(tokens, dtype=np.int64)
-            copies = tokens / self.ep * x.top_k * x.capacity_factor
-            nbytes = copies * self.model.hidden * self.ab / self.collective_bandwidth_factor
-            a2a = self.network.collective_s(
-                "all_to_all", self.ep * ones, ones, nbytes, dtype_bytes=int(self.ab)
-            )
-            part["communication"] = part["communication"] + 2 * self.model.moe_layers * a2a
-        return part
-
-    def _sequence_part(self, sequences) -> dict:
-        """A group's share of the sampled sequences: its LM head, softmax and logits (a 1-D
-        float array)."""
-        return super()._sequence_part(sequences / self.dp)
-
-    def _memory(self, reserve, extra_weights, extra_kv) -> InferenceMemory:
-        mem = super()._memory(reserve, extra_weights, extra_kv)
-        # per replica token: a group's chip holds its own sequences' activations and logits
-        return replace(
-            mem,
-            activation_per_token_bytes=mem.activation_per_token_bytes / self.dp,
-            logits_per_sequence_bytes=mem.logits_per_sequence_bytes / self.dp,
-            layout=mem.layout + ", dp attention",
-        )
-
-    def __repr__(self) -> str:
-        return super().__repr__()[:-1] + f", dp_attention over {self.dp} groups)"
+def dispatch_combine_s(engine, tokens: np.ndarray) -> np.ndarray:
+    """Seconds of the dispatch and combine all-to-alls of every MoE layer of an iteration of
+    ``tokens`` stage tokens (a 1-D float array) on ``engine``'s ``ep`` chips: each chip sends
+    ``tokens / ep x top_k x capacity_factor`` copies of the hidden state, twice per layer."""
+    x, ones = engine.model.moe, np.ones_like(tokens, dtype=np.int64)
+    copies = tokens / engine.ep * x.top_k * x.capacity_factor
+    nbytes = copies * engine.model.hidden * engine.ab / engine.collective_bandwidth_factor
+    a2a = engine.network.collective_s(
+        "all_to_all", engine.ep * ones, ones, nbytes, dtype_bytes=int(engine.ab)
+    )
+    return 2 * engine.model.moe_layers * a2a

@@ -32,10 +32,12 @@ fixed cost - the host's scheduling - overlaps the other micro-batches' device ti
 - **from an empty pipeline** (a prefill: the micro-batches independent):
   ``L + (m' - 1) t`` for the last one to come out.
 
-With ``m' = 1`` both are ``L``, the engine's own time (a single batch: bit-identical). The
+With ``m' = 1`` both are ``L``, the engine's own time (a single batch). The
 time's breakdown is the micro-batch's scaled to that time; FLOPs are the iteration's, HBM
 bytes ``m'`` micro-batches'. Memory: as the engine's (the largest iteration's activations
-counted whole: conservative).
+counted whole: conservative). Micro-batches are a choice inside
+:class:`~tlm.inference.step.Engine` (``micro_batches``, default ``pp``); its :meth:`step` and
+:meth:`iteration_s` call :func:`step` and :func:`iteration_s` here.
 
 Examples
 --------
@@ -52,146 +54,90 @@ True
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
-from .layout import InferenceInputError
-from .step import Iteration, checked_iteration, scalar_iteration
+from .iteration import Iteration, checked_iteration, scalar_iteration
 
-__all__ = ["MicroBatched"]
-
-
-class MicroBatched:
-    """An :class:`~tlm.inference.step.Engine` whose iterations are split into
-    ``micro_batches`` micro-batches in flight through its ``pp`` stages (the module
-    docstring). Everything but :meth:`step` and :meth:`iteration_s` is the engine's (the
-    serving simulation's duck type: ``chips``, ``kv_capacity_tokens``, ``block_tokens``).
-    Built by ``Engine.build(..., pp=p)`` (``micro_batches`` default ``p``)."""
-
-    def __init__(self, engine, micro_batches: int):
-        if (
-            isinstance(micro_batches, bool)
-            or not isinstance(micro_batches, int)
-            or micro_batches < 1
-        ):
-            raise InferenceInputError(
-                f"micro_batches must be a positive integer, not {micro_batches!r}"
-            )
-        if engine.pp == 1 and micro_batches > 1:
-            raise InferenceInputError(
-                f"micro_batches must be 1 when pp is 1 (micro-batches fill pipeline stages), "
-                f"not {micro_batches}"
-            )
-        self.engine = engine
-        self.micro_batches = micro_batches
-        self._ends_memo: dict = {}
-
-    @classmethod
-    def of(cls, engine, micro_batches: int) -> MicroBatched:
-        """The wrapper of ``engine`` (one per engine and micro-batches: its memo of the stages'
-        ends is reused; engines are themselves built once per value by ``Engine.build``)."""
-        return _wrapped(cls, engine, micro_batches)
-
-    def __getattr__(self, name):
-        # the engine's figures and parts (only called for names this object lacks)
-        if name == "engine":
-            raise AttributeError(name)
-        return getattr(self.engine, name)
-
-    # ---- the stages' ends -----------------------------------------------------------------
-
-    def _ends(self, tokens: np.ndarray, sequences: np.ndarray):
-        """For micro-batches of ``tokens`` and ``sequences`` (float arrays): the first
-        stage's extra (embedding, its all-reduce), the last stage's (the sequence part) and
-        the ``pp - 1`` sends, each with its collective calls' fixed cost, seconds."""
-        e = self.engine
-        tp, call = e.tp, e.collective_fixed_s
-        group = tokens / e.dp  # the tokens of one attention group (the engine's own view)
-        size = group * e.model.hidden * e.ab
-        hidden = size / e.collective_bandwidth_factor
-        ones, nb = np.ones_like(tokens, dtype=np.int64), int(e.ab)
-        first = np.asarray(e.costs.memory_s(size), dtype=float)
-        sends = e.network.p2p_s(hidden / tp, e.stage_chips * ones, e.pp * ones) + call
-        if tp > 1:
-            ar = e.network.collective_s("all_reduce", tp * ones, ones, hidden, dtype_bytes=nb)
-            ag = e.network.collective_s("all_gather", tp * ones, ones, hidden, dtype_bytes=nb)
-            first = first + ar + call
-            sends = sends + ag + call
-        seq = e._by_unique(e._sequence_part, sequences)
-        last = seq["compute"] + seq["memory"] + seq["communication"] + (call if tp > 1 else 0.0)
-        return first, last, (e.pp - 1) * sends
-
-    def _pipelined(self, single, tokens, sequences, m, from_empty):
-        """The iteration's time from a micro-batch's latency ``single`` (arrays)."""
-        first, last, sends = self._ends(tokens, sequences)
-        body = single - self.engine.step_fixed_s - sends - first - last
-        stage = body / self.engine.pp + np.maximum(first, last)
-        return np.where(from_empty, single + (m - 1) * stage, np.maximum(single, m * stage))
-
-    # ---- an iteration ---------------------------------------------------------------------
-
-    def _split(self, tokens, sequences, kv_tokens, pairs):
-        m = np.minimum(float(self.micro_batches), sequences)
-        return m, np.ceil(tokens / m), np.ceil(sequences / m), kv_tokens / m, pairs / m
-
-    def step(self, tokens, sequences, kv_tokens, pairs, *, from_empty=False) -> Iteration:
-        """Iterations split into micro-batches (:meth:`Engine.step`'s arguments, checked by
-        it, and its figures): the steady-state time, or with ``from_empty`` (a bool or an
-        array broadcast with them) the time from an empty pipeline."""
-        e = self.engine
-        T, S, KV, P, empty = np.broadcast_arrays(
-            *checked_iteration(tokens, sequences, kv_tokens, pairs),
-            np.asarray(from_empty, dtype=bool),
-        )
-        m, Tm, Sm, KVm, Pm = self._split(T, S, KV, P)
-        one = e.step(Tm, Sm, KVm, Pm)
-        single = np.asarray(one.time_s, dtype=float)
-        time = self._pipelined(single, Tm, Sm, m, empty)
-        scale = time / single
-
-        def out(a):
-            a = np.asarray(a, dtype=float)
-            return a[()] if a.ndim == 0 else a
-
-        return Iteration(
-            time_s=out(time),
-            compute_s=out(one.compute_s * scale),
-            memory_s=out(one.memory_s * scale),
-            communication_s=out(one.communication_s * scale),
-            fixed_s=out(one.fixed_s * scale),
-            flop=out(e.flop_per_token * T + e.flop_per_sequence * S + e.flop_per_pair * P),
-            hbm_bytes=out(one.hbm_bytes * m),
-        )
-
-    def iteration_s(self, tokens, sequences, kv_tokens, pairs):
-        """Steady-state seconds of iterations (:meth:`step`'s ``time_s``); integer scalars
-        take the engine's fast path for the micro-batch and a memo of the stages' ends."""
-        e = self.engine
-        if scalar_iteration(tokens, sequences, kv_tokens, pairs):
-            m = min(self.micro_batches, int(sequences))
-            Tm, Sm = -(-int(tokens) // m), -(-int(sequences) // m)
-            single = e.iteration_s(Tm, Sm, kv_tokens / m, pairs / m)
-            if m == 1:
-                return single
-            key = (Tm, Sm)
-            ends = self._ends_memo.get(key)
-            if ends is None:
-                if len(self._ends_memo) > 65536:
-                    self._ends_memo.clear()
-                ends = self._ends(np.array([float(Tm)]), np.array([float(Sm)]))
-                ends = tuple(float(np.ravel(x)[0]) for x in ends)
-                self._ends_memo[key] = ends
-            first, last, sends = ends
-            body = single - e.step_fixed_s - sends - first - last
-            stage = body / e.pp + max(first, last)
-            return max(single, m * stage)
-        return self.step(tokens, sequences, kv_tokens, pairs).time_s
-
-    def __repr__(self) -> str:
-        return repr(self.engine)[:-1] + f", micro_batches={self.micro_batches})"
+__all__ = ["step", "iteration_s"]
 
 
-@lru_cache(maxsize=256)
-def _wrapped(cls, engine, micro_batches: int) -> MicroBatched:
-    return cls(engine, micro_batches)
+def _ends(e, tokens: np.ndarray, sequences: np.ndarray):
+    """For micro-batches of ``tokens`` and ``sequences`` (float arrays) on engine ``e``: the
+    first stage's extra (embedding, its all-reduce), the last stage's (the sequence part) and
+    the ``pp - 1`` sends, each with its collective calls' fixed cost, seconds."""
+    tp, call = e.tp, e.collective_fixed_s
+    group = tokens / e.dp  # the tokens of one attention group (the engine's own view)
+    size = group * e.model.hidden * e.ab
+    hidden = size / e.collective_bandwidth_factor
+    ones, nb = np.ones_like(tokens, dtype=np.int64), int(e.ab)
+    first = np.asarray(e.costs.memory_s(size), dtype=float)
+    sends = e.network.p2p_s(hidden / tp, e.stage_chips * ones, e.pp * ones) + call
+    if tp > 1:
+        ar = e.network.collective_s("all_reduce", tp * ones, ones, hidden, dtype_bytes=nb)
+        ag = e.network.collective_s("all_gather", tp * ones, ones, hidden, dtype_bytes=nb)
+        first = first + ar + call
+        sends = sends + ag + call
+    seq = e._by_unique(e._sequence_part, sequences)
+    last = seq["compute"] + seq["memory"] + seq["communication"] + (call if tp > 1 else 0.0)
+    return first, last, (e.pp - 1) * sends
+
+
+def _pipelined(e, single, tokens, sequences, m, from_empty):
+    """The iteration's time from a micro-batch's latency ``single`` (arrays)."""
+    first, last, sends = _ends(e, tokens, sequences)
+    body = single - e.step_fixed_s - sends - first - last
+    stage = body / e.pp + np.maximum(first, last)
+    return np.where(from_empty, single + (m - 1) * stage, np.maximum(single, m * stage))
+
+
+def step(e, tokens, sequences, kv_tokens, pairs, from_empty=False) -> Iteration:
+    """Iterations of engine ``e`` split into its micro-batches (:meth:`Engine.step`'s
+    arguments and figures): the steady-state time, or with ``from_empty`` (a bool or an
+    array broadcast with them) the time from an empty pipeline."""
+    T, S, KV, P, empty = np.broadcast_arrays(
+        *checked_iteration(tokens, sequences, kv_tokens, pairs),
+        np.asarray(from_empty, dtype=bool),
+    )
+    m = np.minimum(float(e.micro_batches), S)
+    Tm, Sm = np.ceil(T / m), np.ceil(S / m)
+    one = e._batch_step(Tm, Sm, KV / m, P / m)
+    single = np.asarray(one.time_s, dtype=float)
+    time = _pipelined(e, single, Tm, Sm, m, empty)
+    scale = time / single
+
+    def out(a):
+        a = np.asarray(a, dtype=float)
+        return a[()] if a.ndim == 0 else a
+
+    return Iteration(
+        time_s=out(time),
+        compute_s=out(one.compute_s * scale),
+        memory_s=out(one.memory_s * scale),
+        communication_s=out(one.communication_s * scale),
+        fixed_s=out(one.fixed_s * scale),
+        flop=out(e.flop_per_token * T + e.flop_per_sequence * S + e.flop_per_pair * P),
+        hbm_bytes=out(one.hbm_bytes * m),
+    )
+
+
+def iteration_s(e, tokens, sequences, kv_tokens, pairs):
+    """Steady-state seconds of iterations of engine ``e`` (:func:`step`'s ``time_s``);
+    integer scalars take the engine's fast path for the micro-batch and a memo of the
+    stages' ends."""
+    if not scalar_iteration(tokens, sequences, kv_tokens, pairs):
+        return step(e, tokens, sequences, kv_tokens, pairs).time_s
+    m = min(e.micro_batches, int(sequences))
+    Tm, Sm = -(-int(tokens) // m), -(-int(sequences) // m)
+    single = e._batch_iteration_s(Tm, Sm, kv_tokens / m, pairs / m)
+    if m == 1:
+        return single
+    ends = e._ends_memo.get((Tm, Sm))
+    if ends is None:
+        if len(e._ends_memo) > 65536:
+            e._ends_memo.clear()
+        ends = _ends(e, np.array([float(Tm)]), np.array([float(Sm)]))
+        ends = e._ends_memo[(Tm, Sm)] = tuple(float(np.ravel(x)[0]) for x in ends)
+    first, last, sends = ends
+    body = single - e.step_fixed_s - sends - first - last
+    stage = body / e.pp + max(first, last)
+    return max(single, m * stage)

@@ -49,10 +49,10 @@ below the chip's (peak / bandwidth) - its time, calibrated or not, is set by str
 operands - else **compute**; attention by whichever of its three terms is the slowest
 (softmax: compute). With ``pp > 1`` an engine's iteration is one batch passing through the
 ``pp`` stages one after another (their times add up, with the ``pp - 1`` sends);
-:meth:`Engine.build` wraps it in :class:`tlm.inference.pipeline.MicroBatched` (``pp``
+the engine splits it into micro-batches (:mod:`tlm.inference.pipeline`; ``pp``
 micro-batches in flight by default) unless ``micro_batches=1``. Expert parallelism beyond the
-tensor-parallel group (data-parallel attention, all-to-all dispatch and combine) is
-:class:`tlm.inference.expert.DpAttentionEngine`, a subclass.
+tensor-parallel group (data-parallel attention, all-to-all dispatch and combine) is the
+engine's other choice, ``dp_attention`` (:mod:`tlm.inference.expert`).
 
 The fast path (:meth:`Engine.iteration_s` on scalars) adds up the same parts from tables:
 the token-dependent and sequence-dependent parts evaluated by the full path for every integer
@@ -63,9 +63,8 @@ it to the full path.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -74,6 +73,9 @@ from ..costs.opcosts import VECTOR_OPS, CostsError
 from ..hardware import Hardware
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
+from . import pipeline
+from .expert import dispatch_combine_s
+from .iteration import Iteration, checked_iteration, scalar_iteration
 from .layout import (
     ACTIVATION_FORMAT,
     FORMATS,
@@ -90,9 +92,6 @@ from .layout import (
     system_chips,
 )
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceMemory
-
-if TYPE_CHECKING:
-    from .pipeline import MicroBatched
 
 __all__ = [
     "Engine",
@@ -116,9 +115,6 @@ ATTENTION_ROWS_MAX = 2048
 #: Score elements of the reference softmax that sets its per-element rate (the Vector/Scalar
 #: engines' instruction fixed costs amortised over a layer's scores).
 _SOFTMAX_REFERENCE = float(2**24)
-#: Scalar types the fast path takes (numpy's too: a simulation's counters often are).
-_INTEGERS = frozenset({int, np.int64, np.int32})
-_NUMBERS = _INTEGERS | {float, np.float64, np.float32}
 
 
 @dataclass(frozen=True)
@@ -141,72 +137,6 @@ def _parts_memo(shape: _Shape) -> dict:
     """The figures the parts of engines of ``shape`` have evaluated, by part and collective
     bandwidth factor, and the fast path's tables: filled as engines ask."""
     return {}
-
-
-@dataclass(frozen=True)
-class Iteration:
-    """Iterations' figures (arrays of one shape). Times in seconds on the replica; ``flop``
-    the model FLOPs (useful work: each multiply-accumulate of every matrix product twice,
-    routed experts top-k, attention over ``pairs``), ``hbm_bytes`` the bytes every chip of
-    the replica moves to and from HBM, summed."""
-
-    time_s: np.ndarray
-    compute_s: np.ndarray
-    memory_s: np.ndarray
-    communication_s: np.ndarray
-    fixed_s: np.ndarray
-    flop: np.ndarray
-    hbm_bytes: np.ndarray
-
-    def row(self, i=0) -> dict:
-        return {f.name: float(np.ravel(getattr(self, f.name))[i]) for f in fields(self)}
-
-
-def _checked(name, value, low):
-    a = np.asarray(value, dtype=float)
-    bad = ~np.isfinite(a) | (a < low)
-    if bad.any():
-        raise InferenceInputError(
-            f"{name} must be a number >= {low} (or an array of them), not {float(a[bad].flat[0])!r}"
-        )
-    return a
-
-
-def checked_iteration(tokens, sequences, kv_tokens, pairs):
-    """The arguments of :meth:`Engine.step` as float arrays broadcast together, checked
-    (``InferenceInputError`` naming the argument and its first bad value)."""
-    T = _checked("tokens", tokens, 1)
-    S = _checked("sequences", sequences, 1)
-    KV = _checked("kv_tokens", kv_tokens, 0)
-    P = _checked("pairs", pairs, 0)
-    T, S, KV, P = np.broadcast_arrays(T, S, KV, P)
-    for name, a in (("tokens", T), ("sequences", S)):
-        if (a != np.floor(a)).any():
-            raise InferenceInputError(
-                f"{name} must be an integer >= 1, not {float(a[a != np.floor(a)][0])!r}"
-            )
-    if (S > T).any():
-        raise InferenceInputError(
-            f"sequences must be at most tokens (each sequence has a token), not "
-            f"{float(S[S > T][0])!r} > {float(T[S > T][0])!r}"
-        )
-    return T, S, KV, P
-
-
-def scalar_iteration(tokens, sequences, kv_tokens, pairs) -> bool:
-    """Whether :meth:`Engine.iteration_s`'s arguments are one valid iteration of plain
-    numbers (integer tokens and sequences, 1 <= sequences <= tokens, finite keys and pairs
-    >= 0): the fast path's case; anything else takes the checked, vectorised one."""
-    return (
-        type(tokens) in _INTEGERS
-        and type(sequences) in _INTEGERS
-        and 1 <= sequences <= tokens
-        and type(kv_tokens) in _NUMBERS
-        and type(pairs) in _NUMBERS
-        and kv_tokens >= 0
-        and pairs >= 0
-        and math.isfinite(kv_tokens + pairs)
-    )
 
 
 @cache
@@ -259,9 +189,12 @@ class Engine:
         extra_weights_bytes: float = 0.0,
         extra_kv_per_token_bytes: float = 0.0,
         request_fixed_s: float = 0.0,
+        dp_attention: bool = False,
+        micro_batches: int = 1,
     ):
         self.model, self.hardware, self.system = model, hardware, system
         self.tp, self.pp, self.ep = tp, pp, ep
+        self.dp_attention, self.micro_batches = dp_attention, micro_batches
         self.stage_chips, self.dp = self._stage_shape()
         self.chips = self.stage_chips * pp
         self.fmt, self.kv_fmt = fmt, kv_fmt
@@ -281,9 +214,10 @@ class Engine:
         # factor keys the entries): the model, hardware, network, the engine's kind (experts
         # within tp, or data-parallel attention: other parts), tp, pp, ep, the GEMMs' format
         server = server_system(hardware, system)
-        kind = type(self).__name__
+        kind = "dp attention" if dp_attention else "experts within tp"
         self._memo = _parts_memo(_Shape(model, hardware, server, kind, tp, pp, ep, fmt))
         self._fast = self._memo.setdefault(("fast", self.collective_bandwidth_factor), {})
+        self._ends_memo: dict = {}  # micro-batches' stages' ends (tlm.inference.pipeline)
 
     # ---- construction ---------------------------------------------------------------------
 
@@ -310,7 +244,7 @@ class Engine:
         extra_kv_per_token_bytes: float = 0.0,
         dp_attention: bool = False,
         micro_batches: int | None = None,
-    ) -> Engine | MicroBatched:
+    ) -> Engine:
         """A replica of ``model`` on ``tp x pp`` chips of ``system`` (``ep x pp`` with
         ``dp_attention``).
 
@@ -347,12 +281,11 @@ class Engine:
         dp_attention : bool
             Expert parallelism beyond the tensor-parallel group: attention data-parallel over
             ``ep / tp`` groups of ``tp`` chips, experts over all ``ep`` chips of a stage,
-            tokens dispatched and combined by all-to-alls
-            (:class:`tlm.inference.expert.DpAttentionEngine`).
+            tokens dispatched and combined by all-to-alls (:mod:`tlm.inference.expert`).
         micro_batches : int, optional
             Micro-batches an iteration is split into to fill the pipeline's stages
-            (:class:`tlm.inference.pipeline.MicroBatched`); default ``pp`` (1 when ``pp`` is
-            1: one batch, the engine itself).
+            (:mod:`tlm.inference.pipeline`); default ``pp`` (1: one batch through the
+            stages).
 
         Raises
         ------
@@ -367,37 +300,17 @@ class Engine:
             raise InferenceInputError(
                 f"micro_batches must be a positive integer, not {micro_batches!r}"
             )
-        if micro_batches != 1 and not (micro_batches is None and pp == 1):
-            from .pipeline import MicroBatched
-
-            inner = cls.build(
-                model,
-                hardware,
-                system,
-                tp=tp,
-                pp=pp,
-                ep=ep,
-                fmt=fmt,
-                kv_fmt=kv_fmt,
-                block_tokens=block_tokens,
-                step_fixed_s=step_fixed_s,
-                collective_fixed_s=collective_fixed_s,
-                collective_bandwidth_factor=collective_bandwidth_factor,
-                request_fixed_s=request_fixed_s,
-                reserve_bytes=reserve_bytes,
-                max_tokens=max_tokens,
-                extra_weights_bytes=extra_weights_bytes,
-                extra_kv_per_token_bytes=extra_kv_per_token_bytes,
-                dp_attention=dp_attention,
-                micro_batches=1,
+        if micro_batches is None:
+            micro_batches = pp
+        if pp == 1 and micro_batches > 1:
+            raise InferenceInputError(
+                f"micro_batches must be 1 when pp is 1 (micro-batches fill pipeline stages), "
+                f"not {micro_batches}"
             )
-            return MicroBatched.of(inner, pp if micro_batches is None else micro_batches)
         m = as_model(model)
         hw = as_hardware(hardware)
         chips = system_chips(hw, system)
         check_layout(m, chips, tp, pp, ep, dp_attention)
-        if dp_attention:
-            from .expert import DpAttentionEngine as cls  # noqa: N813
         check_format("fmt", fmt)
         check_format("kv_fmt", kv_fmt)
         try:  # the GEMMs' format must be one the chip has
@@ -439,23 +352,20 @@ class Engine:
             system,
             (tp, pp, ep, fmt, kv_fmt, block_tokens),
             (reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, max_tokens),
+            (bool(dp_attention), micro_batches),
             fixed,
         )
 
-    #: Micro-batches an iteration is split into (:mod:`tlm.inference.pipeline` wraps an
-    #: engine for more): one batch through the stages.
-    micro_batches = 1
-
     def _stage_shape(self) -> tuple[int, int]:
         """Chips of a pipeline stage and the attention's data-parallel groups in it: the
-        tensor-parallel group, one (:class:`tlm.inference.expert.DpAttentionEngine`: ``ep``
-        chips, ``ep / tp`` groups)."""
-        return self.tp, 1
+        tensor-parallel group, one; with data-parallel attention ``ep`` chips, ``ep / tp``
+        groups (:mod:`tlm.inference.expert`)."""
+        return (self.ep, self.ep // self.tp) if self.dp_attention else (self.tp, 1)
 
     def _expert_tp(self) -> int:
         """Ways each routed expert's FFN is split: ``tp / ep`` (experts within the tensor-
-        parallel group)."""
-        return self.tp // self.ep
+        parallel group); whole experts (``E / ep`` per chip) with data-parallel attention."""
+        return 1 if self.dp_attention else self.tp // self.ep
 
     def _setup(self):
         """The per-token operator table and the attention's coefficients (once)."""
@@ -531,6 +441,16 @@ class Engine:
         self.flop_per_token = 2.0 * (m.matmul_parameters_per_token() - m.vocab * m.hidden)
         self.flop_per_sequence = 2.0 * m.vocab * m.hidden
         self.flop_per_pair = 2.0 * m.layers * m.heads * (self.dqk + self.dv)
+        if self.dp_attention:
+            # the attention's coefficients per replica token: a chip's group attends 1/dp of
+            # the sequences (and keeps their KV only); dispatch and combine per MoE layer
+            dp = self.dp
+            self.attn_s_per_pair /= dp
+            self.softmax_s_per_pair /= dp
+            self.kv_token_layer_bytes /= dp
+            self.qo_bytes_per_token /= dp
+            if ep > 1:
+                self.collective_calls += 2 * m.moe_layers
 
     def _memory(self, reserve, extra_weights, extra_kv) -> InferenceMemory:
         m, pp = self.model, self.pp
@@ -560,7 +480,7 @@ class Engine:
                 widths.append(1.5 * n * rows)
         acts = (2 * h + qkv + self.a_l * self.dv + max(widths)) * self.ab
         logits = 4.0 * (self.vocab_local + m.vocab)
-        return InferenceMemory(
+        memory = InferenceMemory(
             weights_bytes=float(weights),
             kv_per_token_bytes=float(kv),
             activation_per_token_bytes=float(acts),
@@ -572,6 +492,15 @@ class Engine:
             layout=f" on {self.hardware.name} with tp={self.tp}, pp={pp}, ep={self.ep}, "
             f"fmt={self.fmt}, kv_fmt={self.kv_fmt}",
         )
+        if not self.dp_attention:
+            return memory
+        # per replica token: a group's chip holds its own sequences' activations and logits
+        return replace(
+            memory,
+            activation_per_token_bytes=memory.activation_per_token_bytes / self.dp,
+            logits_per_sequence_bytes=memory.logits_per_sequence_bytes / self.dp,
+            layout=memory.layout + ", dp attention",
+        )
 
     # ---- the parts ------------------------------------------------------------------------
 
@@ -579,11 +508,14 @@ class Engine:
         """Expected routed copies a chip's experts get per token of the iteration: its
         ``E/ep`` experts' share of ``k x cf`` copies."""
         x = self.model.moe
-        return x.top_k * x.capacity_factor * self.local_experts / x.experts
+        share = x.top_k * x.capacity_factor * self.local_experts / x.experts
+        return share * self.dp  # data-parallel attention: the stage's dp groups route here
 
     def _active_experts(self, tokens):
-        """Expected experts of a chip's ``E/ep`` that get at least one of ``tokens``."""
+        """Expected experts of a chip's ``E/ep`` that get at least one of ``tokens`` (a
+        group's: with data-parallel attention the stage's ``dp`` groups' tokens route)."""
         x = self.model.moe
+        tokens = tokens * self.dp
         return self.local_experts * (1.0 - np.power(1.0 - x.top_k / x.experts, tokens))
 
     def gemm_times(self, tokens) -> dict:
@@ -647,7 +579,18 @@ class Engine:
     def _token_part(self, tokens: np.ndarray) -> dict:
         """The parts that depend on the tokens only (a 1-D float array): every layer's GEMMs,
         vector work and collectives, the embedding, the pipeline's sends; seconds on the
-        replica per category, and HBM bytes summed over its chips."""
+        replica per category, and HBM bytes summed over its chips. With data-parallel
+        attention a group's share of the tokens, plus the dispatch and combine."""
+        if not self.dp_attention:
+            return self._group_token_part(tokens)
+        part = self._group_token_part(tokens / self.dp)
+        if self.ep > 1:
+            a2a = dispatch_combine_s(self, tokens)
+            part["communication"] = part["communication"] + a2a
+        return part
+
+    def _group_token_part(self, tokens: np.ndarray) -> dict:
+        """:meth:`_token_part` of one attention group's tokens."""
         m, c, tp = self.model, self.costs, self.tp
         T = np.asarray(tokens, dtype=float)
         g = self.gemm_times(T)
@@ -708,9 +651,9 @@ class Engine:
     def _sequence_part(self, sequences: np.ndarray) -> dict:
         """The parts that depend on the sequences only (a 1-D float array): the final norm,
         the LM head, the sampling softmax over the local vocabulary, the logits'
-        all-gather."""
+        all-gather (with data-parallel attention, a group's share of the sequences)."""
         m, c, tp = self.model, self.costs, self.tp
-        S = np.asarray(sequences, dtype=float)
+        S = np.asarray(sequences, dtype=float) / self.dp
         op = self.head
         M = S * op.m
         gemm = np.asarray(c.gemm_s(M, op.n, op.k, fmt=self.gemm_fmt), dtype=float)
@@ -777,9 +720,12 @@ class Engine:
         table = np.array([memo[v] for v in uniq.tolist()], dtype=float).reshape(len(uniq), -1)
         return {k: table[inverse, i].reshape(values.shape) for i, k in enumerate(keys)}
 
-    def step(self, tokens, sequences, kv_tokens, pairs) -> Iteration:
+    def step(self, tokens, sequences, kv_tokens, pairs, *, from_empty=False) -> Iteration:
         """Iterations' time, its breakdown, model FLOPs and HBM bytes (numpy arrays or
-        scalars, broadcast together).
+        scalars, broadcast together). With micro-batches (``pp > 1``) an iteration's
+        sequences are split among them (:mod:`tlm.inference.pipeline`): the steady-state
+        time, or with ``from_empty`` (a bool or an array broadcast with them) the time from an
+        empty pipeline.
 
         Raises
         ------
@@ -787,6 +733,12 @@ class Engine:
             ``tokens`` or ``sequences`` below 1, ``sequences`` above ``tokens``,
             ``kv_tokens`` or ``pairs`` negative, or not integers where they must be.
         """
+        if self.micro_batches > 1:
+            return pipeline.step(self, tokens, sequences, kv_tokens, pairs, from_empty)
+        return self._batch_step(tokens, sequences, kv_tokens, pairs)
+
+    def _batch_step(self, tokens, sequences, kv_tokens, pairs) -> Iteration:
+        """:meth:`step` of one batch through the stages."""
         T, S, KV, P = checked_iteration(tokens, sequences, kv_tokens, pairs)
         tok = self._by_unique(self._token_part, T)
         seq = self._by_unique(self._sequence_part, S)
@@ -834,8 +786,15 @@ class Engine:
             self._fast[name] = (p["compute"] + p["memory"] + p["communication"]).tolist()
 
     def iteration_s(self, tokens, sequences, kv_tokens, pairs):
-        """Seconds of iterations (:meth:`step`'s ``time_s``); integer scalars take the fast
-        path (tables of the same parts, a few microseconds), arrays the full one."""
+        """Seconds of iterations (:meth:`step`'s ``time_s``, the steady state); integer
+        scalars take the fast path (tables of the same parts, a few microseconds), arrays the
+        full one."""
+        if self.micro_batches > 1:
+            return pipeline.iteration_s(self, tokens, sequences, kv_tokens, pairs)
+        return self._batch_iteration_s(tokens, sequences, kv_tokens, pairs)
+
+    def _batch_iteration_s(self, tokens, sequences, kv_tokens, pairs):
+        """:meth:`iteration_s` of one batch through the stages."""
         if scalar_iteration(tokens, sequences, kv_tokens, pairs):
             tokens, sequences = int(tokens), int(sequences)
             fast = self._fast
@@ -855,21 +814,26 @@ class Engine:
                 + self.collective_calls * self.collective_fixed_s
                 + self.step_fixed_s
             )
-        return self.step(tokens, sequences, kv_tokens, pairs).time_s
+        return self._batch_step(tokens, sequences, kv_tokens, pairs).time_s
 
     def __repr__(self) -> str:
+        dp = f", dp_attention over {self.dp} groups" if self.dp_attention else ""
+        mb = f", micro_batches={self.micro_batches}" if self.micro_batches > 1 else ""
         return (
             f"Engine({self.model.name} on {self.chips} {self.hardware.name}: tp={self.tp}, "
-            f"pp={self.pp}, ep={self.ep}, fmt={self.fmt}, kv_fmt={self.kv_fmt})"
+            f"pp={self.pp}, ep={self.ep}, fmt={self.fmt}, kv_fmt={self.kv_fmt}{dp}{mb})"
         )
 
 
 @lru_cache(maxsize=256)
-def _built(cls, model, hardware, system, layout: tuple, memory: tuple, fixed: FixedCosts):
+def _built(
+    cls, model, hardware, system, layout: tuple, memory: tuple, kind: tuple, fixed: FixedCosts
+):
     """An engine of ``cls``, built once per layout, memory settings and fixed costs (engines
     of one shape share their parts' figures: :func:`_parts_memo`)."""
     tp, pp, ep, fmt, kv_fmt, block_tokens = layout
     reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, max_tokens = memory
+    dp_attention, micro_batches = kind
     return cls(
         model,
         hardware,
@@ -889,4 +853,6 @@ def _built(cls, model, hardware, system, layout: tuple, memory: tuple, fixed: Fi
         extra_weights_bytes=extra_weights_bytes,
         extra_kv_per_token_bytes=extra_kv_per_token_bytes,
         request_fixed_s=fixed.request_fixed_s,
+        dp_attention=dp_attention,
+        micro_batches=micro_batches,
     )
