@@ -210,7 +210,10 @@ def test_decode_steps_are_each_evaluated():
 def test_a_format_the_chip_does_not_have_is_an_input_error():
     """FP8 GEMMs on an A100 (no FP8 tensor cores in its hardware file): the inference model's
     input error naming fmt and what the chip has, not the cost table's."""
-    with pytest.raises(InferenceInputError, match="fmt must be one of bf16, fp16, not 'fp8'"):
+    with pytest.raises(
+        InferenceInputError,
+        match=r"fmt must be one of bf16, fp16 \(the formats of a100\), not 'fp8'",
+    ):
         estimate("llama3-8b", "a100", "server", tp=1, fmt="fp8")
     assert estimate("llama3-8b", "a100", "server", tp=1, kv_fmt="fp8").ttft_s > 0
 
@@ -546,3 +549,19 @@ def test_an_engine_built_for_another_capacity_shares_the_kept_parts_safely():
     assert copy is not first and copy.kv_capacity_tokens != first.kv_capacity_tokens
     a = float(first.step(64, 4, 256, 256).time_s)
     assert float(copy.step(64, 4, 256, 256).time_s) == a
+
+
+def test_an_input_error_names_its_field_value_and_what_is_allowed():
+    """The study maps the field to its flag: nothing parses the message."""
+    with pytest.raises(InferenceInputError) as caught:
+        Engine.build("llama3-8b", "trn2", "server", tp=6)
+    error = caught.value
+    assert (error.field, error.value) == ("tp", 6)
+    assert str(error) == f"tp must be {error.allowed}, not 6"
+    with pytest.raises(InferenceInputError) as caught:
+        estimate("llama3-8b", "trn2", "server", tp=1, batch=0)
+    assert (caught.value.field, caught.value.value, caught.value.allowed) == (
+        "batch",
+        0,
+        "an integer >= 1",
+    )

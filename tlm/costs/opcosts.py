@@ -456,6 +456,10 @@ class OpCosts:
 
     # ---- figures --------------------------------------------------------------------------
 
+    def formats(self) -> tuple[str, ...]:
+        """The number formats the chip's tensor engine has a peak in (``fmt`` names)."""
+        return tuple(f for f, k in FORMAT_TABLE.items() if k in self._peaks)
+
     def peak_flops(self, fmt: str = "bf16") -> float:
         """Dense peak FLOP/s of the chip in ``fmt`` (for a preset: the TLM's clock x array)."""
         return float(self._peaks[_fmt_key(fmt, self._peaks)])

@@ -119,11 +119,11 @@ def tokens_per_verify(draft_tokens: int, acceptance: float) -> float:
 def _positive(name, value):
     a = np.asarray(value)
     if a.dtype == bool or not (np.issubdtype(a.dtype, np.integer) or a.dtype.kind == "f"):
-        raise InferenceInputError(f"{name} must be an integer >= 1, not {value!r}")
+        raise InferenceInputError(name, value, "an integer >= 1")
     bad = (a < 1) | (a != np.floor(a))
     if bad.any():
         first = a[bad].ravel()[0].item() if a.ndim else a.item()
-        raise InferenceInputError(f"{name} must be an integer >= 1, not {first!r}")
+        raise InferenceInputError(name, first, "an integer >= 1")
     return a.astype(np.int64)
 
 
@@ -281,7 +281,7 @@ def estimate(
     """
     for name, value in (("batch", batch), ("prompt", prompt), ("output", output)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise InferenceInputError(f"{name} must be an integer >= 1, not {value!r}")
+            raise InferenceInputError(name, value, "an integer >= 1")
     hw = as_hardware(hardware)
     fixed = {
         "step_fixed_s": step_fixed_s,
@@ -292,27 +292,27 @@ def estimate(
     draft = None
     if draft_model is not None:
         if isinstance(draft_tokens, bool) or not isinstance(draft_tokens, int) or draft_tokens < 1:
-            raise InferenceInputError(f"draft_tokens must be an integer >= 1, not {draft_tokens!r}")
+            raise InferenceInputError("draft_tokens", draft_tokens, "an integer >= 1")
         if (
             isinstance(acceptance, bool)
             or not isinstance(acceptance, int | float)
             or not (0 <= acceptance <= 1)
         ):
-            raise InferenceInputError(f"acceptance must be a number in [0, 1], not {acceptance!r}")
+            raise InferenceInputError("acceptance", acceptance, "a number in [0, 1]")
         if dp_attention is True:
             raise InferenceInputError(
-                f"draft_model must be None with dp_attention (speculative decoding with "
-                f"data-parallel attention is not modelled), not {draft_model!r}"
+                "draft_model",
+                draft_model,
+                "None with dp_attention (speculative decoding with data-parallel attention is "
+                "not modelled)",
             )
         if not isinstance(draft_fused, bool):
-            raise InferenceInputError(f"draft_fused must be True or False, not {draft_fused!r}")
+            raise InferenceInputError("draft_fused", draft_fused, "True or False")
         draft = _draft_engine(
             draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed, draft_fused
         )
     elif draft_fused is not False:
-        raise InferenceInputError(
-            f"draft_fused must be False without a draft_model, not {draft_fused!r}"
-        )
+        raise InferenceInputError("draft_fused", draft_fused, "False without a draft_model")
     extra = {}
     if draft is not None:
         extra = {
@@ -337,8 +337,9 @@ def estimate(
     )
     if batch % engine.dp:
         raise InferenceInputError(
-            f"batch must be a multiple of the {engine.dp} attention groups (ep / tp) with "
-            f"dp_attention, not {batch}"
+            "batch",
+            batch,
+            f"a multiple of the {engine.dp} attention groups (ep / tp) with dp_attention",
         )
     context = prompt + output
     mem = engine.memory

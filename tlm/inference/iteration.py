@@ -45,7 +45,7 @@ def _checked(name, value, low):
     bad = ~np.isfinite(a) | (a < low)
     if bad.any():
         raise InferenceInputError(
-            f"{name} must be a number >= {low} (or an array of them), not {float(a[bad].flat[0])!r}"
+            name, float(a[bad].flat[0]), f"a number >= {low} (or an array of them)"
         )
     return a
 
@@ -60,13 +60,11 @@ def checked_iteration(tokens, sequences, kv_tokens, pairs):
     T, S, KV, P = np.broadcast_arrays(T, S, KV, P)
     for name, a in (("tokens", T), ("sequences", S)):
         if (a != np.floor(a)).any():
-            raise InferenceInputError(
-                f"{name} must be an integer >= 1, not {float(a[a != np.floor(a)][0])!r}"
-            )
+            raise InferenceInputError(name, float(a[a != np.floor(a)][0]), "an integer >= 1")
     if (S > T).any():
+        s, t = float(S[S > T][0]), float(T[S > T][0])
         raise InferenceInputError(
-            f"sequences must be at most tokens (each sequence has a token), not "
-            f"{float(S[S > T][0])!r} > {float(T[S > T][0])!r}"
+            "sequences", s, "at most tokens (each sequence has a token)", shown=f"{s!r} > {t!r}"
         )
     return T, S, KV, P
 

@@ -50,8 +50,24 @@ ACTIVATION_FORMAT = "bf16"
 
 
 class InferenceInputError(ValueError):
-    """An argument of the inference model that is not allowed (the message names it, the
-    value and what is allowed: ``"tp must be ..., not 6"``)."""
+    """An argument of the inference model that is not allowed: ``field`` (the argument's
+    name), ``value`` and ``allowed`` (what is), for a front door to name its own flag; the
+    message reads ``"tp must be <allowed>, not 6"``.
+
+    Parameters
+    ----------
+    field : str
+    value
+        The value given.
+    allowed : str
+        What is allowed, as a phrase (``"an integer >= 1"``).
+    shown : str, optional
+        How the message shows the value (default its ``repr``).
+    """
+
+    def __init__(self, field: str, value, allowed: str, shown: str | None = None):
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field} must be {allowed}, not {shown or repr(value)}")
 
 
 def weight_bytes_per_element(fmt: str) -> float:
@@ -61,7 +77,7 @@ def weight_bytes_per_element(fmt: str) -> float:
 
 def check_format(name: str, fmt) -> str:
     if fmt not in FORMATS:
-        raise InferenceInputError(f"{name} must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        raise InferenceInputError(name, fmt, f"one of {', '.join(FORMATS)}")
     return fmt
 
 
@@ -78,7 +94,7 @@ def as_hardware(hardware) -> Hardware:
         return _hardware_named(hardware)
     except HardwareError:
         raise InferenceInputError(
-            f"hardware must be one of {', '.join(HARDWARE)} or a hardware file, not {hardware!r}"
+            "hardware", hardware, f"one of {', '.join(HARDWARE)} or a hardware file"
         ) from None
 
 
@@ -120,20 +136,22 @@ def system_chips(hw: Hardware, system) -> int:
     """
     if isinstance(system, int) and not isinstance(system, bool):
         if system < 1:
-            raise InferenceInputError(f"system must be a positive number of chips, not {system}")
+            raise InferenceInputError("system", system, "a positive number of chips")
         return system
     match = _SYSTEM.fullmatch(system) if isinstance(system, str) else None
     if not match or (match[1] is not None and int(match[1]) < 1):
         raise InferenceInputError(
-            f"system must be server, ultraserver, Nxserver or Nxultraserver, not {system!r}"
+            "system", system, "server, ultraserver, Nxserver or Nxultraserver"
         )
     n = int(match[1] or 1)
     if match[2] == "server":
         return n * hw.server_chips
     if hw.scale_up_chips <= hw.server_chips:
         raise InferenceInputError(
-            f"system must be server or Nxserver for {hw.name} (its scale-up domain is the "
-            f"server of {hw.server_chips} chips), not {system!r}"
+            "system",
+            system,
+            f"server or Nxserver for {hw.name} (its scale-up domain is the server of "
+            f"{hw.server_chips} chips)",
         )
     return n * hw.scale_up_chips
 
@@ -174,27 +192,27 @@ def check_layout(model: Model, chips: int, tp, pp, ep, dp_attention=False) -> No
     ``ep`` a multiple of ``tp`` dividing the experts (:mod:`tlm.inference.expert`)."""
     for name, value in (("tp", tp), ("pp", pp), ("ep", ep)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InferenceInputError(f"{name} must be a positive integer, not {value!r}")
+            raise InferenceInputError(name, value, "a positive integer")
     if not isinstance(dp_attention, bool):
-        raise InferenceInputError(f"dp_attention must be True or False, not {dp_attention!r}")
+        raise InferenceInputError("dp_attention", dp_attention, "True or False")
     why = tp_allowed(model, tp)
     if why:
-        raise InferenceInputError(f"tp must be {why} of {model.name}, not {tp}")
+        raise InferenceInputError("tp", tp, f"{why} of {model.name}")
     if model.layers % pp:
-        raise InferenceInputError(f"pp must be a divisor of the {model.layers} layers, not {pp}")
+        raise InferenceInputError("pp", pp, f"a divisor of the {model.layers} layers")
     if dp_attention:
         _check_dp_attention(model, chips, tp, pp, ep)
         return
     if chips % (tp * pp):
         raise InferenceInputError(
-            f"tp must be such that tp x pp divides the system's {chips} chips (pp {pp}), not {tp}"
+            "tp", tp, f"such that tp x pp divides the system's {chips} chips (pp {pp})"
         )
     if model.moe is None:
         if ep != 1:
-            raise InferenceInputError(f"ep must be 1 for {model.name} (a dense model), not {ep}")
+            raise InferenceInputError("ep", ep, f"1 for {model.name} (a dense model)")
     elif model.moe.experts % ep or tp % ep:
         raise InferenceInputError(
-            f"ep must be a divisor of both the {model.moe.experts} experts and tp ({tp}), not {ep}"
+            "ep", ep, f"a divisor of both the {model.moe.experts} experts and tp ({tp})"
         )
 
 
@@ -202,18 +220,19 @@ def _check_dp_attention(model: Model, chips: int, tp: int, pp: int, ep: int) -> 
     """The expert-parallel layout with data-parallel attention: ``ep`` chips per stage."""
     if model.moe is None:
         raise InferenceInputError(
-            f"dp_attention must be False for {model.name} (a dense model: no experts to "
-            f"spread), not True"
+            "dp_attention", True, f"False for {model.name} (a dense model: no experts to spread)"
         )
     if ep % tp or model.moe.experts % ep:
         raise InferenceInputError(
-            f"ep must be a multiple of tp ({tp}) dividing the {model.moe.experts} experts "
-            f"with dp_attention, not {ep}"
+            "ep",
+            ep,
+            f"a multiple of tp ({tp}) dividing the {model.moe.experts} experts with dp_attention",
         )
     if chips % (ep * pp):
         raise InferenceInputError(
-            f"ep must be such that ep x pp divides the system's {chips} chips with "
-            f"dp_attention (pp {pp}), not {ep}"
+            "ep",
+            ep,
+            f"such that ep x pp divides the system's {chips} chips with dp_attention (pp {pp})",
         )
 
 

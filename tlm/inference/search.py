@@ -157,8 +157,9 @@ def candidates(
                                     rows += [(si, tp, pp, ep, dp, mb, fi, ki, b) for b in fits]
     if not rows:
         raise InferenceInputError(
-            f"systems must leave {model.name} a valid layout, not {', '.join(systems)}"
-        )
+            "systems", systems, f"systems that leave {model.name} a valid layout",
+            shown=", ".join(systems),
+        )  # fmt: skip
     table = np.array(rows, dtype=np.int64)
     return {k: table[:, i] for i, k in enumerate(AXES)}
 
@@ -365,36 +366,32 @@ def search(
     m, hw = as_model(model), as_hardware(hardware)
     for name, value in (("prompt", prompt), ("output", output)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InferenceInputError(f"{name} must be an integer >= 1, not {value!r}")
+            raise InferenceInputError(name, value, "an integer >= 1")
     for name, value in (
         ("rate_per_s", rate_per_s),
         ("slo_ttft_s", slo_ttft_s),
         ("slo_tpot_s", slo_tpot_s),
     ):
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise InferenceInputError(f"{name} must be a number > 0, not {value!r}")
+            raise InferenceInputError(name, value, "a number > 0")
     batches = tuple(int(b) for b in batches)
     if not batches or min(batches) < 1:
-        raise InferenceInputError(f"batches must be integers >= 1, not {batches!r}")
+        raise InferenceInputError("batches", batches, "integers >= 1")
     kv_fmts = tuple(fmts if kv_fmts is None else kv_fmts)
     for name, values in (("fmts", tuple(fmts)), ("kv_fmts", kv_fmts)):
         if not values or any(v not in FORMATS for v in values):
-            raise InferenceInputError(
-                f"{name} must be formats of {', '.join(FORMATS)}, not {values!r}"
-            )
+            raise InferenceInputError(name, values, f"formats of {', '.join(FORMATS)}")
     expert_layouts = tuple(expert_layouts)
     if not expert_layouts or any(x not in EXPERT_LAYOUTS for x in expert_layouts):
         raise InferenceInputError(
-            f"expert_layouts must be layouts of {', '.join(EXPERT_LAYOUTS)}, not {expert_layouts!r}"
+            "expert_layouts", expert_layouts, f"layouts of {', '.join(EXPERT_LAYOUTS)}"
         )
     micro_batches = tuple(micro_batches)
     if not micro_batches or any(
         m != "pp" and (isinstance(m, bool) or not isinstance(m, int) or m < 1)
         for m in micro_batches
     ):
-        raise InferenceInputError(
-            f"micro_batches must be positive integers or 'pp', not {micro_batches!r}"
-        )
+        raise InferenceInputError("micro_batches", micro_batches, "positive integers or 'pp'")
     kept = []
     for s in systems:
         try:

@@ -69,7 +69,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
-from ..costs.opcosts import VECTOR_OPS, CostsError
+from ..costs.opcosts import VECTOR_OPS
 from ..hardware import Hardware
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
@@ -297,15 +297,14 @@ class Engine:
             or not isinstance(micro_batches, int)
             or micro_batches < 1
         ):
-            raise InferenceInputError(
-                f"micro_batches must be a positive integer, not {micro_batches!r}"
-            )
+            raise InferenceInputError("micro_batches", micro_batches, "a positive integer")
         if micro_batches is None:
             micro_batches = pp
         if pp == 1 and micro_batches > 1:
             raise InferenceInputError(
-                f"micro_batches must be 1 when pp is 1 (micro-batches fill pipeline stages), "
-                f"not {micro_batches}"
+                "micro_batches",
+                micro_batches,
+                "1 when pp is 1 (micro-batches fill pipeline stages)",
             )
         m = as_model(model)
         hw = as_hardware(hardware)
@@ -313,12 +312,12 @@ class Engine:
         check_layout(m, chips, tp, pp, ep, dp_attention)
         check_format("fmt", fmt)
         check_format("kv_fmt", kv_fmt)
-        try:  # the GEMMs' format must be one the chip has
-            costs_for(hw).peak_flops(fmt)
-        except CostsError as error:
-            raise InferenceInputError(f"{error} on {hw.name}") from None
+        have = costs_for(hw).formats()  # the GEMMs' format must be one the chip has
+        if fmt not in have:
+            allowed = f"one of {', '.join(have)} (the formats of {hw.name})"
+            raise InferenceInputError("fmt", fmt, allowed)
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InferenceInputError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+            raise InferenceInputError("max_tokens", max_tokens, "a positive integer")
         fixed = fixed_costs(hw.name)
         for name, value in (
             ("step_fixed_s", step_fixed_s),
@@ -326,12 +325,10 @@ class Engine:
             ("request_fixed_s", request_fixed_s),
         ):
             if value is not None and (isinstance(value, bool) or not value >= 0):
-                raise InferenceInputError(f"{name} must be a number of seconds >= 0, not {value!r}")
+                raise InferenceInputError(name, value, "a number of seconds >= 0")
         factor = collective_bandwidth_factor
         if factor is not None and (isinstance(factor, bool) or not 0 < factor <= 1):
-            raise InferenceInputError(
-                f"collective_bandwidth_factor must be a number in (0, 1], not {factor!r}"
-            )
+            raise InferenceInputError("collective_bandwidth_factor", factor, "a number in (0, 1]")
         asked = {
             "step_fixed_s": step_fixed_s,
             "collective_fixed_s": collective_fixed_s,

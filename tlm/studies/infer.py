@@ -250,15 +250,13 @@ class InferInputs(ReplicaInputs):
             raise _input_error(self, error) from None
 
 
-def _input_error(inputs: InferInputs, error: InferenceInputError) -> InputError:
-    """The inference model's ``"NAME must be ALLOWED, not VALUE"`` as the input's error."""
-    text = str(error)
-    name = text.split(" ", 1)[0]
-    field = _RENAMED.get(name, name)
+def _input_error(inputs: InferInputs, error: InferenceInputError) -> ValueError:
+    """The inference model's input error as the study input's (its field under this study's
+    name for it); an error on no input of the study stays the model's own line."""
+    field = _RENAMED.get(error.field, error.field)
     if field not in type(inputs).model_fields:
-        field = "tp"
-    allowed = text.removeprefix(f"{name} must be ").rpartition(", not ")[0] or text
-    return InputError(field, getattr(inputs, field), allowed)
+        return error
+    return InputError(field, getattr(inputs, field), error.allowed)
 
 
 class PhaseRow(BaseModel):

@@ -124,7 +124,13 @@ _MUST = re.compile(r"^(?P<name>[A-Za-z_][\w.]*) must (?:be )?(?P<allowed>.+), no
 def model_error(error: ValueError, fields, values: dict | None = None) -> ValueError:
     """Turn a model's ``"<name> must be <allowed>, not <value>"`` error into an
     :class:`InputError` on the input of that name (one of ``fields``); other errors pass
-    through unchanged. ``values`` gives the inputs' values (the value shown is the user's)."""
+    through unchanged. ``values`` gives the inputs' values (the value shown is the user's).
+    An error that carries its ``field``, ``value`` and ``allowed`` (the inference model's) is
+    taken as it is, not parsed."""
+    if all(hasattr(error, a) for a in ("field", "value", "allowed")):
+        if error.field not in fields:
+            return error
+        return InputError(error.field, (values or {}).get(error.field, error.value), error.allowed)
     match = _MUST.match(str(error))
     if match and match["name"] in fields:
         name = match["name"]
