@@ -565,3 +565,22 @@ def test_an_input_error_names_its_field_value_and_what_is_allowed():
         0,
         "an integer >= 1",
     )
+
+
+def test_a_replica_spec_is_a_validated_hashable_value():
+    """Equal specs (a model by name or loaded) are one value: one engine is built for both;
+    bad fields are refused where the spec is made, naming the field."""
+    from tlm.inference import FixedCosts, ReplicaSpec
+
+    a = ReplicaSpec("llama3-8b", "trn2", "server", tp=4, pp=2)
+    b = ReplicaSpec(load_model("llama3-8b"), "trn2", "server", tp=4, pp=2, micro_batches=2)
+    assert a == b and hash(a) == hash(b) and a.micro_batches == 2
+    fixed = FixedCosts.given("trn2")
+    assert Engine.of(a, fixed) is Engine.of(b, fixed)
+    assert "replaced by given values" in FixedCosts.given("trn2", step_fixed_s=1e-3).source
+    for field, value in (("tp", 6), ("micro_batches", 0), ("fmt", "fp4"), ("max_tokens", 0)):
+        with pytest.raises(InferenceInputError) as caught:
+            ReplicaSpec("llama3-8b", "trn2", "server", **{"tp": 4, field: value})
+        assert (caught.value.field, caught.value.value) == (field, value)
+    with pytest.raises(InferenceInputError, match="collective_bandwidth_factor must be"):
+        FixedCosts.given("trn2", collective_bandwidth_factor=1.5)

@@ -34,7 +34,7 @@ True
 
 from .economics import token_economics
 from .estimate import Estimate, Phase, estimate
-from .layout import FORMATS, FixedCosts, InferenceInputError, fixed_costs
+from .layout import FORMATS, FixedCosts, InferenceInputError, ReplicaSpec, fixed_costs
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceDoesNotFit, InferenceMemory
 from .step import CATEGORIES, Engine, Iteration
 
@@ -50,6 +50,7 @@ __all__ = [
     "InferenceMemory",
     "Iteration",
     "Phase",
+    "ReplicaSpec",
     "estimate",
     "fixed_costs",
     "token_economics",

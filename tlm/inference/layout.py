@@ -20,18 +20,21 @@ from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 
+from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..cluster.network import Network
 from ..costs import OpCosts
 from ..hardware import HARDWARE, Hardware, HardwareError, load_hardware
 from ..system.graph import SYSTEMS
 from ..workloads.model import Model, element_bytes, load_model
 from ..workloads.operators import tp_allowed
+from .memory import DEFAULT_BLOCK_TOKENS
 
 __all__ = [
     "InferenceInputError",
     "FORMATS",
     "FIXED_COSTS",
     "FixedCosts",
+    "ReplicaSpec",
     "fixed_costs",
     "system_chips",
     "network_for",
@@ -184,6 +187,94 @@ def costs_for(hw: Hardware) -> OpCosts:
     return OpCosts.for_hardware(hw)
 
 
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """One model replica: what it serves, on which chips, in which layout and formats -
+    validated once, in the constructor, and hashable (the figures derived from it are cached
+    on it).
+
+    Parameters
+    ----------
+    model : Model or str
+        A model or a model name or file (:func:`tlm.workloads.load_model`).
+    hardware : Hardware or str
+        A hardware or its name or file (:func:`tlm.hardware.load_hardware`).
+    system : str or int
+        ``server``, ``ultraserver``, ``Nxserver``, ``Nxultraserver``, or a chip count: the
+        chips the replica may use (its stages must divide them) and its network.
+    tp, pp, ep : int
+        Tensor, pipeline and expert parallelism.
+    dp_attention : bool
+        Attention data-parallel over ``ep / tp`` groups of ``tp`` chips, the experts over all
+        ``ep`` chips of a stage (:mod:`tlm.inference.expert`); else the experts are split
+        within the tensor-parallel group.
+    micro_batches : int, optional
+        Micro-batches an iteration is split into to fill the stages
+        (:mod:`tlm.inference.pipeline`); default ``pp``.
+    fmt, kv_fmt : str
+        ``bf16`` or ``fp8``: the weights and GEMM inputs (a format the chip has); the KV cache.
+    block_tokens : int
+        KV page size in tokens.
+    reserve_bytes : float
+        Runtime reserve per chip.
+    max_tokens : int
+        The largest iteration (tokens) the KV capacity leaves room for.
+    extra_weights_bytes, extra_kv_per_token_bytes : float
+        Memory per chip of what shares the chips (a draft model).
+
+    Raises
+    ------
+    InferenceInputError
+        Naming the field, its value and what is allowed.
+    """
+
+    model: Model
+    hardware: Hardware
+    system: str | int = "server"
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp_attention: bool = False
+    micro_batches: int | None = None
+    fmt: str = "bf16"
+    kv_fmt: str = "bf16"
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
+    reserve_bytes: float = DEFAULT_RESERVE_BYTES
+    max_tokens: int = 8192
+    extra_weights_bytes: float = 0.0
+    extra_kv_per_token_bytes: float = 0.0
+
+    def __post_init__(self):
+        model, hw = as_model(self.model), as_hardware(self.hardware)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "hardware", hw)
+        mb = self.micro_batches
+        if mb is not None and (isinstance(mb, bool) or not isinstance(mb, int) or mb < 1):
+            raise InferenceInputError("micro_batches", mb, "a positive integer")
+        if mb is None:
+            object.__setattr__(self, "micro_batches", self.pp)
+        elif self.pp == 1 and mb > 1:
+            raise InferenceInputError(
+                "micro_batches", mb, "1 when pp is 1 (micro-batches fill pipeline stages)"
+            )
+        check_layout(model, self.chips_available, self.tp, self.pp, self.ep, self.dp_attention)
+        check_format("fmt", self.fmt)
+        check_format("kv_fmt", self.kv_fmt)
+        have = costs_for(hw).formats()  # the GEMMs' format must be one the chip has
+        if self.fmt not in have:
+            raise InferenceInputError(
+                "fmt", self.fmt, f"one of {', '.join(have)} (the formats of {hw.name})"
+            )
+        n = self.max_tokens
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InferenceInputError("max_tokens", n, "a positive integer")
+
+    @property
+    def chips_available(self) -> int:
+        """Chips of the system (:func:`system_chips`)."""
+        return system_chips(self.hardware, self.system)
+
+
 def check_layout(model: Model, chips: int, tp, pp, ep, dp_attention=False) -> None:
     """Raise :class:`InferenceInputError` unless the replica's chips fit ``chips`` and can
     hold ``model``: ``tp`` as :func:`tlm.workloads.operators.tp_allowed` allows, ``pp``
@@ -273,6 +364,34 @@ class FixedCosts:
     collective_bandwidth_factor: float
     source: str
     request_fixed_s: float = 0.0
+
+    def __post_init__(self):
+        for name in ("step_fixed_s", "collective_fixed_s", "request_fixed_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise InferenceInputError(name, value, "a number of seconds >= 0")
+        factor = self.collective_bandwidth_factor
+        if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor <= 1:
+            raise InferenceInputError("collective_bandwidth_factor", factor, "a number in (0, 1]")
+        for name in FIXED_COSTS:
+            object.__setattr__(self, name, float(getattr(self, name)))
+
+    @classmethod
+    def given(cls, hardware_name: str, **given) -> FixedCosts:
+        """The data file's fixed costs of ``hardware_name`` (:func:`fixed_costs`) with the
+        ``given`` ones (names of :data:`FIXED_COSTS`; None: the file's) in their place; the
+        source says when any differs.
+
+        Raises
+        ------
+        InferenceInputError
+            A given cost that is not allowed, naming it.
+        """
+        shipped = fixed_costs(hardware_name)
+        values = {k: getattr(shipped, k) if given.get(k) is None else given[k] for k in FIXED_COSTS}
+        changed = any(values[k] != getattr(shipped, k) for k in FIXED_COSTS)
+        source = shipped.source + (" replaced by given values" if changed else "")
+        return cls(**values, source=source)
 
 
 @cache

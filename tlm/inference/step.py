@@ -80,16 +80,10 @@ from .layout import (
     ACTIVATION_FORMAT,
     FORMATS,
     FixedCosts,
-    InferenceInputError,
-    as_hardware,
-    as_model,
-    check_format,
-    check_layout,
+    ReplicaSpec,
     costs_for,
-    fixed_costs,
     network_for,
     server_system,
-    system_chips,
 )
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceMemory
 
@@ -154,7 +148,9 @@ def _attention_efficiency(hw: Hardware, dqk: int) -> tuple[np.ndarray, list]:
 class Engine:
     """One model replica on ``tp x pp`` chips: the cost of an iteration.
 
-    Build with :meth:`build`. The serving simulation's duck type: :attr:`chips`,
+    An engine is a :class:`~tlm.inference.layout.ReplicaSpec` under
+    :class:`~tlm.inference.layout.FixedCosts` (:meth:`of`; :meth:`build` takes their fields
+    as keywords). The serving simulation's duck type: :attr:`chips`,
     :attr:`kv_capacity_tokens`, :attr:`block_tokens`, :meth:`iteration_s`.
 
     Examples
@@ -168,56 +164,43 @@ class Engine:
     True
     """
 
-    def __init__(
-        self,
-        model: Model,
-        hardware: Hardware,
-        system,
-        *,
-        tp: int,
-        pp: int,
-        ep: int,
-        fmt: str,
-        kv_fmt: str,
-        block_tokens: int,
-        step_fixed_s: float,
-        collective_fixed_s: float,
-        reserve_bytes: float,
-        max_tokens: int,
-        fixed_source: str,
-        collective_bandwidth_factor: float = 1.0,
-        extra_weights_bytes: float = 0.0,
-        extra_kv_per_token_bytes: float = 0.0,
-        request_fixed_s: float = 0.0,
-        dp_attention: bool = False,
-        micro_batches: int = 1,
-    ):
-        self.model, self.hardware, self.system = model, hardware, system
-        self.tp, self.pp, self.ep = tp, pp, ep
-        self.dp_attention, self.micro_batches = dp_attention, micro_batches
+    def __init__(self, spec: ReplicaSpec, fixed: FixedCosts):
+        self.spec, self.fixed = spec, fixed
+        self.model, self.hardware, self.system = spec.model, spec.hardware, spec.system
+        self.tp, self.pp, self.ep = spec.tp, spec.pp, spec.ep
+        self.dp_attention, self.micro_batches = spec.dp_attention, spec.micro_batches
         self.stage_chips, self.dp = self._stage_shape()
-        self.chips = self.stage_chips * pp
-        self.fmt, self.kv_fmt = fmt, kv_fmt
-        self.block_tokens = block_tokens
-        self.step_fixed_s = float(step_fixed_s)
-        self.collective_fixed_s = float(collective_fixed_s)
-        self.collective_bandwidth_factor = float(collective_bandwidth_factor)
-        self.request_fixed_s = float(request_fixed_s)
-        self.fixed_source = fixed_source
-        self.costs = costs_for(hardware)
-        self.network = network_for(hardware, system)
+        self.chips = self.stage_chips * self.pp
+        self.fmt, self.kv_fmt = spec.fmt, spec.kv_fmt
+        self.block_tokens = spec.block_tokens
+        self.step_fixed_s = fixed.step_fixed_s
+        self.collective_fixed_s = fixed.collective_fixed_s
+        self.collective_bandwidth_factor = fixed.collective_bandwidth_factor
+        self.request_fixed_s = fixed.request_fixed_s
+        self.fixed_source = fixed.source
+        self.costs = costs_for(self.hardware)
+        self.network = network_for(self.hardware, self.system)
         self._setup()
-        self.memory = self._memory(reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes)
-        self.max_tokens = max_tokens
-        self.kv_capacity_tokens = self.memory.kv_capacity_tokens(max_tokens)
+        self.memory = self._memory(
+            spec.reserve_bytes, spec.extra_weights_bytes, spec.extra_kv_per_token_bytes
+        )
+        self.max_tokens = spec.max_tokens
+        self.kv_capacity_tokens = self.memory.kv_capacity_tokens(spec.max_tokens)
         # the parts' figures, shared by the engines of one shape (the collective bandwidth
         # factor keys the entries): the model, hardware, network, the engine's kind (experts
         # within tp, or data-parallel attention: other parts), tp, pp, ep, the GEMMs' format
-        server = server_system(hardware, system)
-        kind = "dp attention" if dp_attention else "experts within tp"
-        self._memo = _parts_memo(_Shape(model, hardware, server, kind, tp, pp, ep, fmt))
+        server = server_system(self.hardware, self.system)
+        kind = "dp attention" if self.dp_attention else "experts within tp"
+        layout = (self.tp, self.pp, self.ep, self.fmt)
+        self._memo = _parts_memo(_Shape(self.model, self.hardware, server, kind, *layout))
         self._fast = self._memo.setdefault(("fast", self.collective_bandwidth_factor), {})
         self._ends_memo: dict = {}  # micro-batches' stages' ends (tlm.inference.pipeline)
+
+    @classmethod
+    def of(cls, spec: ReplicaSpec, fixed: FixedCosts) -> Engine:
+        """The engine of ``spec`` under ``fixed`` costs, built once per pair of values
+        (engines of one shape share their parts' figures)."""
+        return _built(spec, fixed)
 
     # ---- construction ---------------------------------------------------------------------
 
@@ -292,66 +275,31 @@ class Engine:
         InferenceInputError
             Naming the argument, its value and what is allowed.
         """
-        if micro_batches is not None and (
-            isinstance(micro_batches, bool)
-            or not isinstance(micro_batches, int)
-            or micro_batches < 1
-        ):
-            raise InferenceInputError("micro_batches", micro_batches, "a positive integer")
-        if micro_batches is None:
-            micro_batches = pp
-        if pp == 1 and micro_batches > 1:
-            raise InferenceInputError(
-                "micro_batches",
-                micro_batches,
-                "1 when pp is 1 (micro-batches fill pipeline stages)",
-            )
-        m = as_model(model)
-        hw = as_hardware(hardware)
-        chips = system_chips(hw, system)
-        check_layout(m, chips, tp, pp, ep, dp_attention)
-        check_format("fmt", fmt)
-        check_format("kv_fmt", kv_fmt)
-        have = costs_for(hw).formats()  # the GEMMs' format must be one the chip has
-        if fmt not in have:
-            allowed = f"one of {', '.join(have)} (the formats of {hw.name})"
-            raise InferenceInputError("fmt", fmt, allowed)
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InferenceInputError("max_tokens", max_tokens, "a positive integer")
-        fixed = fixed_costs(hw.name)
-        for name, value in (
-            ("step_fixed_s", step_fixed_s),
-            ("collective_fixed_s", collective_fixed_s),
-            ("request_fixed_s", request_fixed_s),
-        ):
-            if value is not None and (isinstance(value, bool) or not value >= 0):
-                raise InferenceInputError(name, value, "a number of seconds >= 0")
-        factor = collective_bandwidth_factor
-        if factor is not None and (isinstance(factor, bool) or not 0 < factor <= 1):
-            raise InferenceInputError("collective_bandwidth_factor", factor, "a number in (0, 1]")
-        asked = {
-            "step_fixed_s": step_fixed_s,
-            "collective_fixed_s": collective_fixed_s,
-            "collective_bandwidth_factor": factor,
-            "request_fixed_s": request_fixed_s,
-        }
-        given = any(v is not None and v != getattr(fixed, k) for k, v in asked.items())
-        step_s = fixed.step_fixed_s if step_fixed_s is None else step_fixed_s
-        call_s = fixed.collective_fixed_s if collective_fixed_s is None else collective_fixed_s
-        request_s = fixed.request_fixed_s if request_fixed_s is None else request_fixed_s
-        factor = fixed.collective_bandwidth_factor if factor is None else factor
-        source = fixed.source + (" replaced by given values" if given else "")
-        fixed = FixedCosts(float(step_s), float(call_s), float(factor), source, float(request_s))
-        return _built(
-            cls,
-            m,
-            hw,
+        spec = ReplicaSpec(
+            model,
+            hardware,
             system,
-            (tp, pp, ep, fmt, kv_fmt, block_tokens),
-            (reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, max_tokens),
-            (bool(dp_attention), micro_batches),
-            fixed,
+            tp=tp,
+            pp=pp,
+            ep=ep,
+            dp_attention=dp_attention,
+            micro_batches=micro_batches,
+            fmt=fmt,
+            kv_fmt=kv_fmt,
+            block_tokens=block_tokens,
+            reserve_bytes=reserve_bytes,
+            max_tokens=max_tokens,
+            extra_weights_bytes=extra_weights_bytes,
+            extra_kv_per_token_bytes=extra_kv_per_token_bytes,
         )
+        fixed = FixedCosts.given(
+            spec.hardware.name,
+            step_fixed_s=step_fixed_s,
+            collective_fixed_s=collective_fixed_s,
+            collective_bandwidth_factor=collective_bandwidth_factor,
+            request_fixed_s=request_fixed_s,
+        )
+        return cls.of(spec, fixed)
 
     def _stage_shape(self) -> tuple[int, int]:
         """Chips of a pipeline stage and the attention's data-parallel groups in it: the
@@ -823,33 +771,5 @@ class Engine:
 
 
 @lru_cache(maxsize=256)
-def _built(
-    cls, model, hardware, system, layout: tuple, memory: tuple, kind: tuple, fixed: FixedCosts
-):
-    """An engine of ``cls``, built once per layout, memory settings and fixed costs (engines
-    of one shape share their parts' figures: :func:`_parts_memo`)."""
-    tp, pp, ep, fmt, kv_fmt, block_tokens = layout
-    reserve_bytes, extra_weights_bytes, extra_kv_per_token_bytes, max_tokens = memory
-    dp_attention, micro_batches = kind
-    return cls(
-        model,
-        hardware,
-        system,
-        tp=tp,
-        pp=pp,
-        ep=ep,
-        fmt=fmt,
-        kv_fmt=kv_fmt,
-        block_tokens=block_tokens,
-        step_fixed_s=fixed.step_fixed_s,
-        collective_fixed_s=fixed.collective_fixed_s,
-        collective_bandwidth_factor=fixed.collective_bandwidth_factor,
-        reserve_bytes=reserve_bytes,
-        max_tokens=max_tokens,
-        fixed_source=fixed.source,
-        extra_weights_bytes=extra_weights_bytes,
-        extra_kv_per_token_bytes=extra_kv_per_token_bytes,
-        request_fixed_s=fixed.request_fixed_s,
-        dp_attention=dp_attention,
-        micro_batches=micro_batches,
-    )
+def _built(spec: ReplicaSpec, fixed: FixedCosts) -> Engine:
+    return Engine(spec, fixed)
