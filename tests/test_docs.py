@@ -65,6 +65,7 @@ MODULES = [
     "tlm.sweep",
     "tlm.cluster.search",
     "tlm.inference.economics",
+    "tlm.validation.row",
     "tlm.validation.inference",
     "tlm.inference.search",
     "tlm.studies.serve",
