@@ -938,3 +938,110 @@ def test_figure_is_closed_when_drawing_fails(tmp_path):
     with pytest.raises(ZeroDivisionError), figure(tmp_path / "x.png") as (fig, ax):
         ax.plot([0, 1], [0, 1 / 0])
     assert len(plt.get_fignums()) == before and not (tmp_path / "x.png").exists()
+
+
+# ---- deprecated names and typed lists: the protocol's own, on a study made for the test ----
+
+
+@pytest.fixture
+def odd_study(monkeypatch):
+    """A study ``odd`` whose inputs renamed ``dtype`` to ``format`` and hold typed lists."""
+    from typing import Annotated, ClassVar, Literal
+
+    from pydantic import Field
+
+    from tlm.studies import protocol
+    from tlm.studies.catalogue import CATALOGUE, Entry
+    from tlm.studies.protocol import Inputs, Results, Study
+
+    class OddInputs(Inputs):
+        deprecated: ClassVar[dict[str, str]] = {"dtype": "format", "dtypes": "formats"}
+        format: Literal["bf16", "fp8"] = Field("bf16", description="the format")
+        formats: list[Literal["bf16", "fp8"]] = Field(
+            default_factory=lambda: ["bf16"], min_length=1, description="formats tried"
+        )
+        micro_batches: list[Annotated[int, Field(ge=1)] | Literal["pp"]] = Field(
+            default_factory=lambda: [1, "pp"],
+            description="micro-batches tried",
+            json_schema_extra={"allowed": "a comma-separated list of integers >= 1 and pp"},
+        )
+        tp: Literal["all"] | list[Annotated[int, Field(ge=1)]] = Field(
+            "all",
+            description="tp sizes tried",
+            json_schema_extra={"allowed": "all, or a comma-separated list of integers >= 1"},
+        )
+
+    monkeypatch.setitem(CATALOGUE, "odd", Entry(__name__, "a study for the protocol's tests"))
+    monkeypatch.setitem(protocol._REGISTERED, "odd", Study("odd", OddInputs, lambda i: Results()))
+    return OddInputs
+
+
+def test_a_deprecated_flag_is_taken_with_one_warning(odd_study, capsys):
+    new = _run(["odd", "--format", "fp8", "--formats", "fp8,bf16", "--json"], capsys)
+    assert main(["odd", "--dtype", "fp8", "--dtypes", "fp8,bf16", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        "trnsim odd: warning: --dtype is deprecated; use --format\n"
+        "trnsim odd: warning: --dtypes is deprecated; use --formats\n"
+    )
+    with pytest.raises(SystemExit):
+        main(["odd", "--help"])
+    assert "--dtype" not in capsys.readouterr().out  # taken, not shown
+    assert main(["odd", "--dtype", "fp8", "--format", "bf16"]) == 2
+    assert capsys.readouterr().err == (
+        "trnsim odd: error: --dtype: 'fp8' is given beside --format; allowed: --format alone "
+        "(--dtype is its deprecated name)\n"
+    )
+
+
+def test_a_deprecated_config_key_is_taken_with_one_warning(odd_study, capsys, tmp_path):
+    new = _run(["odd", "--format", "fp8", "--formats", "fp8", "--json"], capsys)
+    (tmp_path / "old.toml").write_text('dtype = "fp8"\ndtypes = "fp8"\n')  # and a comma string
+    assert main(["odd", "--config", str(tmp_path / "old.toml"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        f"trnsim odd: warning: dtype in {tmp_path / 'old.toml'} is deprecated; use format\n"
+        f"trnsim odd: warning: dtypes in {tmp_path / 'old.toml'} is deprecated; use formats\n"
+    )
+    (tmp_path / "old.json").write_text(json.dumps({"study": "odd", "inputs": {"dtype": "fp8"}}))
+    assert (
+        _run(["odd", "--config", str(tmp_path / "old.json"), "--json"], capsys)["inputs"]["format"]
+        == "fp8"
+    )
+    (tmp_path / "both.toml").write_text('dtype = "fp8"\nformat = "bf16"\n')
+    assert main(["odd", "--config", str(tmp_path / "both.toml")]) == 2
+    assert "--dtype: 'fp8' is given beside format in" in capsys.readouterr().err
+    with pytest.warns(DeprecationWarning, match="dtype is deprecated; use format"):
+        assert run_study("odd", dtype="fp8").inputs.format == "fp8"
+
+
+def test_typed_lists_from_flags_and_config_files(odd_study, capsys, tmp_path):
+    c = _run(["odd", "--micro-batches", "2,pp", "--tp", "8,16", "--json"], capsys)
+    assert c["inputs"]["micro_batches"] == [2, "pp"] and c["inputs"]["tp"] == [8, 16]
+    assert c["inputs"]["formats"] == ["bf16"]
+    assert _run(["odd", "--tp", "all", "--json"], capsys)["inputs"]["tp"] == "all"
+    (tmp_path / "c.toml").write_text('micro_batches = [2, "pp"]\ntp = [8, 16]\n')
+    assert _run(["odd", "--config", str(tmp_path / "c.toml"), "--json"], capsys) == c
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--formats", "bf16,int4"], "--formats: 'int4' is not allowed; allowed: a "
+         "comma-separated list of bf16, fp8"),
+        (["--micro-batches", "1,0"], "--micro-batches: 0 is not allowed; allowed: a "
+         "comma-separated list of integers >= 1 and pp"),
+        (["--micro-batches", "1,x"], "--micro-batches: 'x' is not allowed; allowed: a "
+         "comma-separated list of integers >= 1 and pp"),
+        (["--tp", "8,0"], "--tp: 0 is not allowed; allowed: all, or a comma-separated list of "
+         "integers >= 1"),
+        (["--tp", "some"], "--tp: 'some' is not allowed; allowed: all, or a comma-separated "
+         "list of integers >= 1"),
+        (["--formats", ","], "--formats: ',' is empty; allowed: a comma-separated list"),
+    ],
+)  # fmt: skip
+def test_a_typed_list_names_the_bad_item(odd_study, argv, message, capsys):
+    assert main(["odd", *argv]) == 2
+    assert capsys.readouterr().err == f"trnsim odd: error: {message}\n"

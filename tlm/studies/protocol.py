@@ -38,10 +38,12 @@ import os
 import re
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -62,6 +64,7 @@ __all__ = [
     "run_study",
     "execute",
     "validate_inputs",
+    "rename_deprecated",
     "allowed_text",
     "model_error",
     "writable_path",
@@ -135,10 +138,22 @@ def model_error(error: ValueError, fields, values: dict | None = None) -> ValueE
 
 def without_none(annotation):
     """The annotation without ``X | None`` (inputs resolved from a preset default to None)."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+    if is_union(annotation):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) == 1:
             return args[0]
+    return annotation
+
+
+def is_union(annotation) -> bool:
+    """``annotation`` is ``X | Y`` (or ``typing.Union``)."""
+    return isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+
+
+def bare(annotation):
+    """The type of an ``Annotated[T, ...]`` (an item with its own limits): ``T``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return typing.get_args(annotation)[0]
     return annotation
 
 
@@ -174,7 +189,9 @@ def allowed_text(field) -> str:
     if origin is typing.Literal:
         return "one of " + ", ".join(str(a) for a in typing.get_args(ann))
     if origin is list:
-        (item,) = typing.get_args(ann)
+        item = bare(typing.get_args(ann)[0])
+        if typing.get_origin(item) is typing.Literal:
+            return "a comma-separated list of " + ", ".join(map(str, typing.get_args(item)))
         noun = {int: "integers", float: "numbers", str: "names"}.get(item, "values")
         return f"a comma-separated list of {noun}{_bounds(field)}"
     noun = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -251,9 +268,14 @@ def figure(path, *, save: dict | None = None, **subplots):
 class Inputs(BaseModel):
     """Base of every study's inputs: strict types (no ``True`` for a number), no unknown
     names, frozen. Subclasses declare fields with a ``description`` each and units in their
-    names, and override :meth:`resolve` to fill preset defaults and check combinations."""
+    names, and override :meth:`resolve` to fill preset defaults and check combinations.
+
+    ``deprecated`` maps an input's old name to its name now (``{"dtype": "format"}``): the old
+    name is still taken, for one release, as a flag, a config file's key or a keyword of
+    :func:`run_study`, each time with a warning (:func:`rename_deprecated`)."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    deprecated: ClassVar[dict[str, str]] = {}
 
     def resolve(self) -> Inputs:
         """These inputs with every default filled in and every combination checked (raise
@@ -401,7 +423,7 @@ class Study:
     def check_choice(self, field: str, value):
         """Reject a value outside a field's ``choices`` (declared by :func:`format_field`)."""
         extra = self.inputs.model_fields[field].json_schema_extra or {}
-        if "choices" in extra and value not in extra["choices"]:
+        if "choices" in extra and value is not None and value not in extra["choices"]:
             raise InputError(field, value, allowed_text(self.inputs.model_fields[field]))
 
 
@@ -485,6 +507,11 @@ def validate_inputs(study: Study, values: dict) -> Inputs:
         if isinstance(cause, InputError):
             raise cause from None
         value = values.get(name, first.get("input"))
+        # an item of a list that is not allowed: name the item, not the whole list
+        for e in error.errors():
+            if str(e["loc"][0]) == name and any(isinstance(p, int) for p in e["loc"][1:]):
+                value = e["input"]
+                break
         raise InputError(name, value, allowed_text(fields[name])) from None
     for name in fields:
         study.check_choice(name, getattr(inputs, name))
@@ -515,8 +542,41 @@ class Report:
         }
 
 
+def rename_deprecated(
+    inputs: type[Inputs], values: dict, where: str = ""
+) -> tuple[dict, list[tuple[str, str]]]:
+    """``values`` with each deprecated name (:attr:`Inputs.deprecated`) replaced by the
+    input's name now, and the ``(old, new)`` pairs replaced, for the caller to warn of.
+
+    Raises
+    ------
+    InputError
+        On the old name when the new one is given too (``where``: in what, e.g. a file).
+
+    Examples
+    --------
+    >>> class Old(Inputs):
+    ...     deprecated = {"dtype": "format"}
+    ...     format: str = "bf16"
+    >>> rename_deprecated(Old, {"dtype": "fp8", "seed": 1})
+    ({'format': 'fp8', 'seed': 1}, [('dtype', 'format')])
+    """
+    renamed = [(old, new) for old, new in inputs.deprecated.items() if old in values]
+    for old, new in renamed:
+        if new in values:
+            raise InputError(
+                old,
+                values[old],
+                f"{new} alone ({old} is its deprecated name)",
+                f"is given beside {new}{where}",
+            )
+    new_name = dict(renamed)
+    return {new_name.get(k, k): v for k, v in values.items()}, renamed
+
+
 def run_study(name: str, **values) -> Report:
-    """Run study ``name`` with inputs ``values`` (defaults for the rest).
+    """Run study ``name`` with inputs ``values`` (defaults for the rest). A deprecated input
+    name is taken with a :class:`DeprecationWarning`.
 
     Raises
     ------
@@ -525,7 +585,11 @@ def run_study(name: str, **values) -> Report:
     """
     if name not in STUDIES:
         raise InputError("study", name, "one of " + ", ".join(STUDIES))
-    return execute(STUDIES[name], validate_inputs(STUDIES[name], values))
+    study = STUDIES[name]
+    values, renamed = rename_deprecated(study.inputs, values)
+    for old, new in renamed:
+        warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=2)
+    return execute(study, validate_inputs(study, values))
 
 
 def execute(study: Study, inputs: Inputs) -> Report:
