@@ -90,7 +90,7 @@ def test_bad_arguments_are_named(kwargs, message):
     [
         (["--systems", "rack"], "--systems: 'rack' is not allowed"),
         (["--batches", "1,x"], "--batches: '1,x' is not allowed"),
-        (["--dtypes", "int4"], "--dtypes: 'int4' is not allowed"),
+        (["--formats", "int4"], "--formats: 'int4' is not allowed"),
         (["--scheduler", "cloud"], "--scheduler: 'cloud' is not allowed"),
         (
             ["--slo-tpot-s", "0.00001", "--batches", "1"],

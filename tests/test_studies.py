@@ -72,9 +72,9 @@ COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
 COUNTS |= {"inference_not_modelled", "collective_bandwidth_factor"}
 COUNTS |= {"requests", "completed", "rejected", "preemptions", "iterations", "mean_batch"}
 COUNTS |= {"mean_in_system", "replica_chips", "seed", "metric"}  # serve
-COUNTS |= {"evaluated", "fitting", "meeting", "system", "dtype", "kv_dtype", "replicas"}
-COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "dtype")}
-COUNTS |= {f"best_{k}" for k in ("kv_dtype", "batch", "replicas", "fleet_chips")}
+COUNTS |= {"evaluated", "fitting", "meeting", "system", "format", "kv_format", "replicas"}
+COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "format")}
+COUNTS |= {f"best_{k}" for k in ("kv_format", "batch", "replicas", "fleet_chips")}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source", "attention_groups"}
 COUNTS |= {"dp_attention", "best_dp_attention", "best_micro_batches"}  # infer-search layouts
@@ -626,8 +626,8 @@ BAD = [
         "--recompute: 'half' is not allowed; allowed: one of none, selective, full",
     ),
     (
-        ["model", "--weights-format", "int8"],
-        "--weights-format: 'int8' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
+        ["model", "--format", "int8"],
+        "--format: 'int8' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
         "fp8_e4m3fn, fp8_e5m2, tf32",
     ),
     (

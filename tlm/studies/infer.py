@@ -24,7 +24,6 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +46,7 @@ from .protocol import (
     Results,
     Study,
     figure,
+    format_field,
     loaded,
     plot_path,
     register,
@@ -55,9 +55,10 @@ from .protocol import (
 __all__ = ["ReplicaInputs", "InferInputs", "InferResults", "PhaseRow", "infer_study"]
 
 _HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
-_DTYPES = tuple(FORMATS)
+#: The formats a replica may run in (:data:`tlm.inference.FORMATS`).
+_FORMATS = tuple(FORMATS)
 #: The estimate's argument names -> this study's inputs.
-_RENAMED = {"fmt": "dtype", "kv_fmt": "kv_dtype", "hardware": "preset"}
+_RENAMED = {"fmt": "format", "kv_fmt": "kv_format", "hardware": "preset"}
 _PART_INPUT = {"weights": "tp", "activations": "prompt", "KV cache": "batch"}
 
 
@@ -65,6 +66,8 @@ class ReplicaInputs(Inputs):
     """What every inference study says of one model replica: the model, the hardware and
     system, the parallelism, the formats and the named fixed costs (``trnsim infer``,
     ``trnsim serve``)."""
+
+    deprecated = {"dtype": "format", "kv_dtype": "kv_format"}
 
     model: str = Field(
         "llama3.1-405b",
@@ -101,10 +104,8 @@ class ReplicaInputs(Inputs):
         description="micro-batches in flight through the pipeline's stages (1: one batch)",
         json_schema_extra={"unset": "--pp"},
     )
-    dtype: Literal[_DTYPES] = Field("bf16", description="weights and GEMM inputs")
-    kv_dtype: Literal[_DTYPES] | None = Field(
-        None, description="the KV cache's format", json_schema_extra={"unset": "--dtype"}
-    )
+    format: str = format_field("bf16", _FORMATS, "format of the weights and GEMM inputs")
+    kv_format: str | None = format_field(None, _FORMATS, "format of the KV cache", unset="--format")
     step_fixed_s: float | None = Field(
         None,
         ge=0,
@@ -155,7 +156,7 @@ class ReplicaInputs(Inputs):
         pick = lambda given, shipped: shipped if given is None else given  # noqa: E731
         return {
             "micro_batches": self.pp if self.micro_batches is None else self.micro_batches,
-            "kv_dtype": self.dtype if self.kv_dtype is None else self.kv_dtype,
+            "kv_format": self.format if self.kv_format is None else self.kv_format,
             **{k: pick(getattr(self, k), getattr(fixed, k)) for k in FIXED_COSTS},
         }
 
@@ -225,8 +226,8 @@ class InferInputs(ReplicaInputs):
                 batch=self.batch,
                 prompt=self.prompt,
                 output=self.output,
-                fmt=self.dtype,
-                kv_fmt=self.kv_dtype,
+                fmt=self.format,
+                kv_fmt=self.kv_format,
                 draft_model=(
                     None if self.draft_model == "none" else workload_input(self.draft_model)
                 ),
@@ -242,8 +243,8 @@ class InferInputs(ReplicaInputs):
             raise InputError(
                 field,
                 getattr(self, field),
-                "a replica that fits the chip's HBM (more tp or pp, --dtype fp8, "
-                "--kv-dtype fp8, a smaller --batch, --prompt or --output)",
+                "a replica that fits the chip's HBM (more tp or pp, --format fp8, "
+                "--kv-format fp8, a smaller --batch, --prompt or --output)",
                 f"does not fit: {error}",
             ) from None
         except InferenceInputError as error:
@@ -402,7 +403,7 @@ def write_breakdown(inputs: InferInputs, results: InferResults) -> Path:
         fig.suptitle(
             f"{inputs.model} on {results.chips} {inputs.preset} ({inputs.system}): tp {inputs.tp} "
             f"pp {inputs.pp} ep {inputs.ep}{' dp-attention' if inputs.dp_attention else ''}, "
-            f"batch {inputs.batch}, {inputs.prompt}+{inputs.output} tokens, {inputs.dtype}",
+            f"batch {inputs.batch}, {inputs.prompt}+{inputs.output} tokens, {inputs.format}",
             fontsize=9,
         )
     return Path(inputs.plot)

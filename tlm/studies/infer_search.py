@@ -25,6 +25,7 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -53,7 +54,6 @@ from .protocol import (
 __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
 
 _SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
-_FORMATS = "a comma-separated list of " + ", ".join(FORMATS)
 _EXPERT_LAYOUTS = "a comma-separated list of " + ", ".join(EXPERT_LAYOUTS)
 _MICRO_BATCHES = "a comma-separated list of positive integers and pp (as many as stages)"
 #: Configurations in the series.
@@ -62,6 +62,8 @@ TOP = 20
 
 class InferSearchInputs(SweepInputs):
     """Inputs of ``trnsim infer-search``."""
+
+    deprecated = {"dtypes": "formats", "kv_dtypes": "kv_formats"}
 
     model: str = Field(
         "llama3.1-405b",
@@ -86,15 +88,15 @@ class InferSearchInputs(SweepInputs):
         description="batches tried",
         json_schema_extra={"allowed": "a comma-separated list of positive integers"},
     )
-    dtypes: str = Field(
-        "bf16,fp8",
-        description="formats of the weights tried",
-        json_schema_extra={"allowed": _FORMATS},
+    formats: list[Literal[tuple(FORMATS)]] = Field(
+        default_factory=lambda: list(FORMATS),
+        min_length=1,
+        description="formats of the weights and GEMM inputs tried",
     )
-    kv_dtypes: str = Field(
-        "bf16,fp8",
+    kv_formats: list[Literal[tuple(FORMATS)]] = Field(
+        default_factory=lambda: list(FORMATS),
+        min_length=1,
         description="formats of the KV cache tried",
-        json_schema_extra={"allowed": _FORMATS},
     )
     expert_layouts: str = Field(
         ",".join(EXPERT_LAYOUTS),
@@ -133,11 +135,6 @@ class InferSearchInputs(SweepInputs):
                 raise ValueError(p)
             return int(p)
 
-        def fmt(p):
-            if p not in FORMATS:
-                raise ValueError(p)
-            return p
-
         def expert(p):
             if p not in EXPERT_LAYOUTS:
                 raise ValueError(p)
@@ -149,8 +146,8 @@ class InferSearchInputs(SweepInputs):
         return dict(
             systems=self._list("systems", _SYSTEMS, str),
             batches=self._list("batches", "a comma-separated list of positive integers", batch),
-            fmts=self._list("dtypes", _FORMATS, fmt),
-            kv_fmts=self._list("kv_dtypes", _FORMATS, fmt),
+            fmts=tuple(self.formats),
+            kv_fmts=tuple(self.kv_formats),
             expert_layouts=self._list("expert_layouts", _EXPERT_LAYOUTS, expert),
             micro_batches=self._list("micro_batches", _MICRO_BATCHES, micro),
         )
@@ -183,8 +180,8 @@ class ConfigRow(BaseModel):
     ep: int
     dp_attention: bool
     micro_batches: int
-    dtype: str
-    kv_dtype: str
+    format: str
+    kv_format: str
     batch: int
     replicas: int
     fleet_chips: int
@@ -209,8 +206,8 @@ class InferSearchResults(Results):
     best_ep: int
     best_dp_attention: bool
     best_micro_batches: int
-    best_dtype: str
-    best_kv_dtype: str
+    best_format: str
+    best_kv_format: str
     best_batch: int
     best_replicas: int
     best_fleet_chips: int
@@ -225,8 +222,8 @@ class InferSearchResults(Results):
 def _config(row: dict) -> ConfigRow:
     return ConfigRow(
         **{k: row[k] for k in ConfigRow.model_fields if k in row},
-        dtype=row["fmt"],
-        kv_dtype=row["kv_fmt"],
+        format=row["fmt"],
+        kv_format=row["kv_fmt"],
     )
 
 

@@ -369,14 +369,19 @@ class PresetInputs(Inputs):
             ) from None
 
 
-def format_field(default: str, names=tuple(FORMATS), description: str = "operand format"):
-    """A ``format`` input: a name from :data:`tlm.formats.FORMATS` (the one list), or from
-    the subset ``names`` a study supports."""
-    return Field(
-        default,
-        description=description,
-        json_schema_extra={"allowed": "one of " + ", ".join(sorted(names)), "choices": names},
-    )
+def format_field(
+    default: str | None,
+    names=tuple(FORMATS),
+    description: str = "operand format",
+    unset: str | None = None,
+):
+    """A ``format`` input (or ``kv_format``, ...): a name from :data:`tlm.formats.FORMATS`
+    (the one list), or from the subset ``names`` a study supports; ``unset`` says what a
+    default of None stands for."""
+    extra = {"allowed": "one of " + ", ".join(sorted(names)), "choices": tuple(names)}
+    if unset is not None:
+        extra["unset"] = unset
+    return Field(default, description=description, json_schema_extra=extra)
 
 
 def seed_field():

@@ -219,8 +219,8 @@ class ServeInputs(ReplicaInputs):
                 tp=self.tp,
                 pp=self.pp,
                 ep=self.ep,
-                fmt=self.dtype,
-                kv_fmt=self.kv_dtype,
+                fmt=self.format,
+                kv_fmt=self.kv_format,
                 max_tokens=self.token_budget,
                 micro_batches=self.micro_batches,
                 **self.layout_options(),
@@ -245,7 +245,7 @@ class ServeInputs(ReplicaInputs):
             slo_tpot_s=self.slo_tpot_s,
         )
         if self.prefill_replicas:
-            per_token = engine.model.kv_cache_per_token_bytes(self.kv_dtype)
+            per_token = engine.model.kv_cache_per_token_bytes(self.kv_format)
             args |= dict(
                 prefill_replicas=self.prefill_replicas,
                 decode_replicas=self.decode_replicas,
@@ -337,7 +337,7 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
             "max_batch" if run.rejected else "rate_per_s",
             inputs.max_batch if run.rejected else inputs.rate_per_s,
             "a fleet that completes a request: no request fits the replica's KV cache "
-            f"({engine.kv_capacity_tokens} tokens); more tp, --kv-dtype fp8 or shorter requests",
+            f"({engine.kv_capacity_tokens} tokens); more tp, --kv-format fp8 or shorter requests",
         )
     hw = engine.hardware
     money = token_economics(hw, run.chips, run.output_tokens_per_s)
@@ -483,7 +483,7 @@ def write_curve(inputs: ServeInputs, engine) -> Path:
             ax.legend(fontsize=8)
         fig.suptitle(
             f"{inputs.model} on {inputs.preset} {inputs.system}: tp {inputs.tp}, "
-            f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.dtype}",
+            f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.format}",
             fontsize=9,
         )
     return Path(inputs.plot)
