@@ -58,6 +58,7 @@ MODULES = [
     "tlm.cluster.network",
     "tlm.cluster.goodput",
     "tlm.cluster.cost",
+    "tlm.studies.hardware",
     "tlm.studies.cost",
     "tlm.costs",
     "tlm.costs.opcosts",

@@ -10,7 +10,7 @@ from tlm.studies.cli import main
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
-BASE = dict(model="llama3-8b", preset="trn2", system="server", tp=4, prompt="256", output="16")
+BASE = dict(model="llama3-8b", hardware="trn2", system="server", tp=4, prompt="256", output="16")
 
 
 def test_a_light_load_is_served_within_the_slo_and_costs_follow_the_throughput():
@@ -150,7 +150,7 @@ def test_the_replica_layouts_of_infer_serve_too():
     """--dp-attention and --micro-batches are the replica's (ReplicaInputs), so serve takes
     them: a Mixtral replica of 8 attention groups of 1 chip, a 2-stage pipeline whose
     micro-batches fill the stages (more throughput than one batch at the same load)."""
-    mixtral = dict(model="mixtral-8x7b", preset="trn2", system="server", tp=1, ep=8)
+    mixtral = dict(model="mixtral-8x7b", hardware="trn2", system="server", tp=1, ep=8)
     r = run_study("serve", **mixtral, dp_attention=True, rate_per_s=2.0, requests=50)
     assert r.inputs.micro_batches == 1 and r.results.replica_chips == 8
     assert r.results.completed == 50

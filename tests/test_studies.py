@@ -21,7 +21,7 @@ QUICK = {
     "validate": [],
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
     "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
-    "cost": ["--preset", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
+    "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
     "infer": ["--model", "llama3.3-70b", "--tp", "16", "--prompt", "512", "--output", "16"],
@@ -635,8 +635,8 @@ BAD = [
         "--interleave: 2 is not allowed; allowed: 1 without pipeline parallelism (pp 1)",
     ),
     (
-        ["cost", "--preset", "b200"],
-        "--preset: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
+        ["cost", "--hardware", "b200"],
+        "--hardware: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
         "hardware file path ending in .toml",
     ),
     (["cost", "--chips", "0"], "--chips: 0 is not allowed; allowed: an integer in 1..10000000"),
@@ -776,13 +776,38 @@ def test_help(name, capsys):
         assert option in out
 
 
+#: The studies on a chip preset (--preset) and those on a hardware file (--hardware).
+CHIP_STUDIES = {"tensor", "gemm", "collective", "tp-step", "model"}
+HARDWARE_STUDIES = {"infer", "infer-search", "serve", "train", "train-search", "cost"}
+
+
 def test_same_flags_for_the_same_things():
-    """--preset, --choose, --format and --seed mean one thing wherever they appear."""
-    for field in ("preset", "choose", "format", "seed"):
+    """--preset, --hardware, --choose, --format, --kv-format and --seed mean one thing wherever
+    they appear: one type, and for --preset and --hardware one description and one list."""
+    from tlm.studies.protocol import allowed_text, without_none
+
+    for field in ("preset", "hardware", "choose", "format", "kv_format", "seed"):
         owners = [s for s in STUDIES.values() if field in s.inputs.model_fields]
         assert owners
-        descriptions = {s.inputs.model_fields[field].annotation for s in owners}
-        assert len(descriptions) == 1, field
+        types = {without_none(s.inputs.model_fields[field].annotation) for s in owners}
+        assert len(types) == 1, field
+        if field in ("preset", "hardware"):
+            fields = [s.inputs.model_fields[field] for s in owners]
+            assert len({(f.description, allowed_text(f)) for f in fields}) == 1, field
+    chip = {s.name for s in STUDIES.values() if "preset" in s.inputs.model_fields}
+    hardware = {s.name for s in STUDIES.values() if "hardware" in s.inputs.model_fields}
+    assert chip == CHIP_STUDIES and hardware == HARDWARE_STUDIES
+
+
+def test_no_old_spelling_is_left():
+    """The old names of renamed inputs are no input's name, and each is taken only where it
+    names what it used to (--preset is the hardware's old name on a hardware file only)."""
+    old = {"dtype", "kv_dtype", "dtypes", "kv_dtypes", "gemm_format", "weights_format"}
+    for s in STUDIES.values():
+        assert not old & set(s.inputs.model_fields), s.name
+        for name, new in s.inputs.deprecated.items():
+            assert name not in s.inputs.model_fields and new in s.inputs.model_fields
+        assert ("preset" in s.inputs.deprecated) == (s.name in HARDWARE_STUDIES), s.name
 
 
 def test_version_and_module_entry_point():
@@ -1045,3 +1070,82 @@ def test_typed_lists_from_flags_and_config_files(odd_study, capsys, tmp_path):
 def test_a_typed_list_names_the_bad_item(odd_study, argv, message, capsys):
     assert main(["odd", *argv]) == 2
     assert capsys.readouterr().err == f"trnsim odd: error: {message}\n"
+
+
+# ---- the renamed inputs of the real studies -------------------------------------------------
+
+
+def test_old_flags_run_as_the_new_ones(capsys):
+    """infer's --preset, --dtype and --kv-dtype are --hardware, --format and --kv-format, each
+    with one warning; the contract is the new one's."""
+    base = ["infer", *QUICK["infer"], "--json"]
+    new = _run([*base, "--hardware", "trn2", "--format", "fp8", "--kv-format", "bf16"], capsys)
+    assert main([*base, "--preset", "trn2", "--dtype", "fp8", "--kv-dtype", "bf16"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        "trnsim infer: warning: --preset is deprecated; use --hardware\n"
+        "trnsim infer: warning: --dtype is deprecated; use --format\n"
+        "trnsim infer: warning: --kv-dtype is deprecated; use --kv-format\n"
+    )
+    assert new["inputs"]["hardware"] == "trn2" and new["inputs"]["format"] == "fp8"
+    for name, old, flag_now in (
+        ("cost", ["--preset", "h100"], "--hardware"),
+        ("train", ["--gemm-format", "fp8_e4m3"], "--format"),
+        ("model", ["--weights-format", "fp8_e4m3"], "--format"),
+    ):
+        quick = QUICK[name][2:] if name == "cost" else QUICK[name]  # QUICK's --hardware
+        assert main([name, *quick, *old, "--json"]) == 0
+        err = capsys.readouterr().err
+        assert err == f"trnsim {name}: warning: {old[0]} is deprecated; use {flag_now}\n"
+
+
+def test_old_config_keys_run_as_the_new_ones(capsys, tmp_path):
+    """A config file or a saved run with the old names runs as the new ones, one warning each."""
+    new = _run(
+        ["train", *QUICK["train"], "--hardware", "trn2", "--format", "fp8_e4m3", "--json"], capsys
+    )
+    old = {k: v for k, v in new["inputs"].items() if k not in ("hardware", "format")}
+    old |= {"preset": "trn2", "gemm_format": "fp8_e4m3"}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"study": "train", "inputs": old}))
+    assert main(["train", "--config", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        f"trnsim train: warning: preset in {path} is deprecated; use hardware\n"
+        f"trnsim train: warning: gemm_format in {path} is deprecated; use format\n"
+    )
+
+
+def test_preset_is_the_chip_and_hardware_the_hardware_file(capsys):
+    """--preset on a chip study is the chip preset (no warning); --hardware is the hardware
+    file, which a chip study does not take; each names its own list when wrong."""
+    trn3 = _run(["model", "--model", "llama3-70b", "--preset", "trn3", "--json"], capsys)
+    assert trn3["inputs"]["preset"] == "trn3" and capsys.readouterr().err == ""
+    h100 = _run(["infer", *QUICK["infer"], "--hardware", "h100", "--tp", "8", "--json"], capsys)
+    assert h100["inputs"]["hardware"] == "h100" and "preset" not in h100["inputs"]
+    assert main(["tensor", "--hardware", "trn2"]) == 2
+    assert capsys.readouterr().err == (
+        "trnsim tensor: error: unrecognized arguments: --hardware trn2\n"
+    )
+    for name in sorted(HARDWARE_STUDIES):
+        assert main([name, "--hardware", "b200"]) == 2
+        assert capsys.readouterr().err == (
+            f"trnsim {name}: error: --hardware: 'b200' is not allowed; allowed: one of trn1, "
+            "trn2, trn3, a100, h100, or a hardware file path ending in .toml\n"
+        ), name
+    assert main(["infer", "--preset", "trn2", "--hardware", "trn1"]) == 2
+    assert capsys.readouterr().err == (
+        "trnsim infer: error: --preset: 'trn2' is given beside --hardware; allowed: --hardware "
+        "alone (--preset is its deprecated name)\n"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(HARDWARE_STUDIES))
+def test_hardware_in_help(name, capsys):
+    with pytest.raises(SystemExit):
+        main([name, "--help"])
+    out = capsys.readouterr().out
+    assert "--hardware HARDWARE" in out and "--preset" not in out
+    assert "a100, h100" in out

@@ -2,7 +2,7 @@
 ``--prompt + --output`` tokens within a latency SLO - over every replica layout (system, tp,
 pp, ep; for a MoE model the ``--expert-layouts``: experts within the tp group or over ep chips
 with data-parallel attention; the ``--micro-batches`` in flight through the pipeline), format,
-KV format and batch of a model on a ``--preset``'s hardware, evaluated on Dask.
+KV format and batch of a model on a ``--hardware``, evaluated on Dask.
 
 The configurations and their pricing are :func:`tlm.inference.search.search`'s (``trnsim
 infer``'s model for the latency, Little's law for the replicas a load needs, the hardware
@@ -16,7 +16,7 @@ million tokens.
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("infer-search", model="llama3-8b", preset="trn2", rate_per_s=2.0,
+>>> r = run_study("infer-search", model="llama3-8b", hardware="trn2", rate_per_s=2.0,
 ...               prompt=512, output=64, scheduler="inline").results
 >>> r.evaluated > 100, r.meeting >= 1, r.best_replicas >= 1
 (True, True, True)
@@ -37,7 +37,8 @@ from ..inference.search import (
     SloUnreachable,
     search,
 )
-from .infer import _HW_ALLOWED
+from .hardware import DEPRECATED as HARDWARE_DEPRECATED
+from .hardware import HARDWARE_ALLOWED, hardware_field
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import (
     PLOT_ALLOWED,
@@ -63,16 +64,14 @@ TOP = 20
 class InferSearchInputs(SweepInputs):
     """Inputs of ``trnsim infer-search``."""
 
-    deprecated = {"dtypes": "formats", "kv_dtypes": "kv_formats"}
+    deprecated = {**HARDWARE_DEPRECATED, "dtypes": "formats", "kv_dtypes": "kv_formats"}
 
     model: str = Field(
         "llama3.1-405b",
         description="the model served",
         json_schema_extra={"allowed": MODEL_ALLOWED},
     )
-    preset: str = Field(
-        "trn2", description="the hardware", json_schema_extra={"allowed": _HW_ALLOWED}
-    )
+    hardware: str = hardware_field()
     systems: str = Field(
         "server,ultraserver",
         description="what a replica may span (an ultraserver the hardware lacks is skipped)",
@@ -157,9 +156,9 @@ class InferSearchInputs(SweepInputs):
         from ..inference.layout import as_hardware, system_chips
 
         try:
-            hw = as_hardware(self.preset)
+            hw = as_hardware(self.hardware)
         except InferenceInputError:
-            raise InputError("preset", self.preset, _HW_ALLOWED) from None
+            raise InputError("hardware", self.hardware, HARDWARE_ALLOWED) from None
         for s in self.options()["systems"]:
             try:
                 system_chips(hw, s)
@@ -232,7 +231,7 @@ def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
     try:
         found = search(
             inputs.model,
-            inputs.preset,
+            inputs.hardware,
             rate_per_s=inputs.rate_per_s,
             prompt=inputs.prompt,
             output=inputs.output,
@@ -297,7 +296,7 @@ def write_scatter(inputs: InferSearchInputs, found) -> Path:
         ax.set_xlabel("$ per million output tokens (cloud)")
         ax.set_ylabel("TPOT (ms)")
         ax.set_title(
-            f"{inputs.model} on {inputs.preset}: {inputs.rate_per_s:g} req/s of "
+            f"{inputs.model} on {inputs.hardware}: {inputs.rate_per_s:g} req/s of "
             f"{inputs.prompt}+{inputs.output} tokens",
             fontsize=9,
         )

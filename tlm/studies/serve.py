@@ -21,7 +21,7 @@ every replica as a Perfetto/Chrome trace. See docs/serving.md.
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("serve", model="llama3-8b", preset="trn2", system="server", tp=4,
+>>> r = run_study("serve", model="llama3-8b", hardware="trn2", system="server", tp=4,
 ...               rate_per_s=4.0, requests=200, prompt="512", output="64").results
 >>> r.completed, bool(r.ttft_p50_s < r.e2e_p50_s), r.chips
 (200, True, 4)
@@ -482,7 +482,7 @@ def write_curve(inputs: ServeInputs, engine) -> Path:
             ax.set_yscale("log")
             ax.legend(fontsize=8)
         fig.suptitle(
-            f"{inputs.model} on {inputs.preset} {inputs.system}: tp {inputs.tp}, "
+            f"{inputs.model} on {inputs.hardware} {inputs.system}: tp {inputs.tp}, "
             f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.format}",
             fontsize=9,
         )

@@ -1,4 +1,4 @@
-"""``trnsim train``: a model trained on ``--chips`` chips of a ``--preset`` with one parallel
+"""``trnsim train``: a model trained on ``--chips`` chips of a ``--hardware`` with one parallel
 layout - the step time and where it goes, MFU and HFU, tokens/s, memory per chip, and the run:
 time to train with goodput under failures, power, energy, owned and cloud cost.
 
@@ -312,7 +312,7 @@ def write_breakdown(inputs: TrainInputs, results: TrainResults) -> Path:
         ax.set_yticks([])
         ax.set_xlabel("seconds per step")
         ax.set_title(
-            f"{inputs.model} on {inputs.chips} {inputs.preset}: dp {inputs.dp} tp {inputs.tp} "
+            f"{inputs.model} on {inputs.chips} {inputs.hardware}: dp {inputs.dp} tp {inputs.tp} "
             f"pp {inputs.pp} cp {inputs.cp} ep {inputs.ep}, MFU {results.mfu_fraction:.1%}"
         )
         ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))

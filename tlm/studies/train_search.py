@@ -293,7 +293,7 @@ def write_front(inputs: SearchInputs, found, results: SearchResults) -> Path:
         ax.set_yscale("log")
         ax.set_xlabel("days to train (with goodput)")
         ax.set_ylabel("cloud cost (M$)")
-        ax.set_title(f"{inputs.model} on {inputs.preset}: {int(ok.sum())} feasible layouts")
+        ax.set_title(f"{inputs.model} on {inputs.hardware}: {int(ok.sum())} feasible layouts")
         ax.legend(fontsize=8, markerscale=4)
     return Path(inputs.plot)
 
