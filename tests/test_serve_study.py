@@ -58,7 +58,7 @@ def test_max_rate_meets_the_slo_and_the_trace_and_plot_are_written(tmp_path):
         slo_tpot_s=0.02,
         trace=str(trace),
         plot=str(plot),
-        plot_rates="0.5,1",
+        plot_rates=[0.5, 1.0],
     ).results
     assert r.max_rate_per_s > 0 and r.max_rate_output_tokens_per_s > 0
     events = json.loads(trace.read_text())["traceEvents"]
@@ -138,7 +138,11 @@ def test_admission_reserve_never_preempts_where_greedy_does(capsys):
         (["--arrivals", "missing.csv"], "--arrivals: 'missing.csv' is not allowed"),
         (["--tp", "3"], "--tp: 3 is not allowed"),
         (["--trace", "out.txt"], "--trace: 'out.txt' is not allowed"),
-        (["--plot-rates", "1,-2"], "--plot-rates: '1,-2' is not allowed"),
+        (
+            ["--plot-rates", "1,-2"],
+            "--plot-rates: -2.0 is not allowed; allowed: a comma-separated list of numbers > 0",
+        ),
+        (["--plot-rates", "1,x"], "--plot-rates: 'x' is not a number; allowed: a number"),
     ],
 )
 def test_bad_input_names_the_flag(args, message, capsys):

@@ -484,34 +484,34 @@ BAD = [
         "--engine: 'flit' is not allowed; allowed: one of analytic, flow",
     ),
     (
-        ["collective", "--fail-link", "0-2"],
-        "--fail-link: '0-2' is not allowed; allowed: two chips joined by a link (torus "
+        ["collective", "--fail-links", "0-2"],
+        "--fail-links: '0-2' is not allowed; allowed: two chips joined by a link (torus "
         "neighbours, e.g. 0-1)",
     ),
     (
-        ["collective", "--fail-link", "0-16"],
-        "--fail-link: '0-16' names a chip outside trn2-server; allowed: chip pairs A-B of chips "
+        ["collective", "--fail-links", "0-16"],
+        "--fail-links: '0-16' names a chip outside trn2-server; allowed: chip pairs A-B of chips "
         "0..15 joined by a link",
     ),
     (
-        ["collective", "--fail-link", "0-1,0-3,0-4,0-12"],
-        "--fail-link: '0-1,0-3,0-4,0-12' is not allowed: they would cut chip 1 off from chip 0; "
+        ["collective", "--fail-links", "0-1,0-3,0-4,0-12"],
+        "--fail-links: '0-1,0-3,0-4,0-12' is not allowed: they would cut chip 1 off from chip 0; "
         "allowed: links whose loss leaves a route between every two chips",
     ),
     (
-        ["collective", "--fail-link", "0 to 1"],
-        "--fail-link: '0 to 1' is not allowed; allowed: chip pairs A-B joined by a link, "
+        ["collective", "--fail-links", "0 to 1"],
+        "--fail-links: '0 to 1' is not allowed; allowed: chip pairs A-B joined by a link, "
         "comma-separated, e.g. 0-1 or 0-1,5-9",
     ),
     (
-        ["collective", "--fail-link", "3-7", "--algo", "kangaring"],
+        ["collective", "--fail-links", "3-7", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --op all_reduce on --system server (it needs every "
         "link of the 4x4 torus, for its two Hamiltonian cycles use them all, and the link 3-7 "
         "has failed); allowed: auto or one of ring, mesh, mesh1, rdh",
     ),
     (
-        ["collective", "--preset", "trn3", "--system", "ultraserver", "--fail-link", "0-1"],
-        "--fail-link: '0-1' is not allowed; allowed: two torus neighbours, and "
+        ["collective", "--preset", "trn3", "--system", "ultraserver", "--fail-links", "0-1"],
+        "--fail-links: '0-1' is not allowed; allowed: two torus neighbours, and "
         "trn3-ultraserver's chips meet at a switch (no link joins two chips)",
     ),
     (
@@ -536,8 +536,8 @@ BAD = [
         "--plot: '/no/such/folder/p.png' cannot be written; allowed: a file in an existing folder",
     ),
     (
-        ["collective", "--engine", "flit", "--sizes", "1KiB", "--fail-link", "0-1"],
-        "--fail-link: '0-1' is not allowed; allowed: none with --engine flit (its routers route "
+        ["collective", "--engine", "flit", "--sizes", "1KiB", "--fail-links", "0-1"],
+        "--fail-links: '0-1' is not allowed; allowed: none with --engine flit (its routers route "
         "by dimension order and cannot go round a failed link; --engine analytic or flow can)",
     ),
     (
@@ -846,9 +846,9 @@ def test_noc_engines_agree(capsys):
 
 
 def test_collective_failed_link_plot_and_root(capsys, tmp_path):
-    """--fail-link says what went round it; --plot writes a figure; --root moves a broadcast."""
+    """--fail-links says what went round it; --plot writes a figure; --root moves a broadcast."""
     png = tmp_path / "busbw.png"
-    args = ["collective", "--fail-link", "5-6", "--sizes", "64KiB,1GiB", "--plot", str(png)]
+    args = ["collective", "--fail-links", "5-6", "--sizes", "64KiB,1GiB", "--plot", str(png)]
     contract = _run([*args, "--json"], capsys)
     r = contract["results"]
     assert r["failed_links"] == "5-6" and r["links"] == 62
@@ -1149,3 +1149,71 @@ def test_hardware_in_help(name, capsys):
     out = capsys.readouterr().out
     assert "--hardware HARDWARE" in out and "--preset" not in out
     assert "a100, h100" in out
+
+
+def test_a_saved_run_of_the_last_release_reruns(capsys, tmp_path):
+    """infer-search's contract of the last release (its hardware as preset, its lists as comma
+    strings, dtypes) reruns to the new contract: the lists as JSON lists, one warning per old
+    name."""
+    new = _run(["infer-search", *QUICK["infer-search"], "--json"], capsys)
+    assert new["inputs"]["batches"] == [1, 8] and new["inputs"]["micro_batches"] == [1, "pp"]
+    assert new["inputs"]["systems"] == ["server", "ultraserver"]
+    assert new["inputs"]["formats"] == ["bf16", "fp8"]
+    old = dict(new["inputs"])
+    for name, text in (
+        ("systems", "server,ultraserver"),
+        ("batches", "1,8"),
+        ("expert_layouts", "tp,dp_attention"),
+        ("micro_batches", "1,pp"),
+    ):
+        old[name] = text
+    old["preset"] = old.pop("hardware")
+    old["dtypes"] = ",".join(old.pop("formats"))
+    old["kv_dtypes"] = ",".join(old.pop("kv_formats"))
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"study": "infer-search", "version": "0.1.0", "inputs": old}))
+    assert main(["infer-search", "--config", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err.count("warning") == 3 and f"dtypes in {path} is deprecated; use formats" in err
+    toml = tmp_path / "new.toml"
+    assert main(["infer-search", "--config", str(path), "--out", str(toml)]) == 0
+    capsys.readouterr()
+    assert "batches = [1, 8]\n" in toml.read_text() and 'micro_batches = [1, "pp"]\n' in (
+        toml.read_text()
+    )
+    collective = ["collective", "--sizes", "64KiB", "--json"]
+    links = _run([*collective, "--fail-links", "5-6"], capsys)
+    assert main([*collective, "--fail-link", "5-6"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == links and links["inputs"]["fail_links"] == ["5-6"]
+    assert err == "trnsim collective: warning: --fail-link is deprecated; use --fail-links\n"
+    (tmp_path / "none.toml").write_text('fail_link = ""\nsizes = "64KiB"\n')  # none failed
+    c = _run(["collective", "--config", str(tmp_path / "none.toml"), "--json"], capsys)
+    assert c["inputs"]["fail_links"] == []
+
+
+def test_train_search_axes_are_all_or_a_list(capsys, tmp_path):
+    base = ["train-search", "--model", "llama3-8b", "--chips", "64", "--scheduler", "inline"]
+    listed = _run([*base, "--tp", "4,8", "--recompute", "selective,full", "--json"], capsys)
+    assert listed["inputs"]["tp"] == [4, 8] and listed["inputs"]["pp"] == "all"
+    assert listed["inputs"]["recompute"] == ["selective", "full"]
+    assert listed["results"]["best_tp"] in (4, 8)
+    assert listed["results"]["best_recompute"] in ("selective", "full")
+    (tmp_path / "c.toml").write_text(
+        'model = "llama3-8b"\nchips = "64"\nscheduler = "inline"\ntp = [4, 8]\n'
+        'recompute = ["selective", "full"]\n'
+    )
+    assert _run(["train-search", "--config", str(tmp_path / "c.toml"), "--json"], capsys) == listed
+    for argv, message in (
+        (["--tp", "8,0"], "--tp: 0 is not allowed; allowed: all, or a comma-separated list of "
+         "integers >= 1"),
+        (["--zero", "1,4"], "--zero: 4 is not allowed; allowed: all, or a comma-separated list "
+         "of 0, 1, 2, 3"),
+        (["--recompute", "half"], "--recompute: 'half' is not allowed; allowed: all, or a "
+         "comma-separated list of none, selective, full"),
+        (["--pp", "x"], "--pp: 'x' is not allowed; allowed: all, or a comma-separated list of "
+         "integers >= 1"),
+    ):  # fmt: skip
+        assert main([*base, *argv]) == 2
+        assert capsys.readouterr().err == f"trnsim train-search: error: {message}\n"

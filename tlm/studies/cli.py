@@ -133,7 +133,8 @@ def _add_study(sub, study: Study):
     for name, field in fields.items():
         default = field.get_default(call_default_factory=True)
         extra = field.json_schema_extra or {}
-        shown = extra.get("unset", "the preset's") if default is None else human(name, default)
+        unset = default is None or (default == [] and "unset" in extra)  # none: an empty list
+        shown = extra.get("unset", "the preset's") if unset else human(name, default)
         help_text = f"{field.description} [{allowed_text(field)}; default {shown}]"
         _add_input(inputs, name, name, field, help_text.replace("%", "%%"))  # help formats %
     for old, new in study.inputs.deprecated.items():  # taken, not shown
@@ -208,7 +209,10 @@ def inputs_from(study: Study, args: argparse.Namespace) -> dict:
         for name, value in values.items():  # a list as a comma-separated string, as a flag
             field = fields.get(name)
             if isinstance(value, str) and field is not None and _is_list(field.annotation):
-                values[name] = _convert(name, value, field.annotation, _allowed(field))
+                empty = not value.strip()  # a saved run's "" (none): an empty list
+                values[name] = (
+                    [] if empty else _convert(name, value, field.annotation, _allowed(field))
+                )
     given = dict(vars(args))
     for old, new in study.inputs.deprecated.items():
         if old not in given:

@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -55,8 +55,7 @@ from .protocol import (
 __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
 
 _SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
-_EXPERT_LAYOUTS = "a comma-separated list of " + ", ".join(EXPERT_LAYOUTS)
-_MICRO_BATCHES = "a comma-separated list of positive integers and pp (as many as stages)"
+_MICRO_BATCHES = "a comma-separated list of integers >= 1 and pp (as many as stages)"
 #: Configurations in the series.
 TOP = 20
 
@@ -72,8 +71,9 @@ class InferSearchInputs(SweepInputs):
         json_schema_extra={"allowed": MODEL_ALLOWED},
     )
     hardware: str = hardware_field()
-    systems: str = Field(
-        "server,ultraserver",
+    systems: list[str] = Field(
+        default_factory=lambda: ["server", "ultraserver"],
+        min_length=1,
         description="what a replica may span (an ultraserver the hardware lacks is skipped)",
         json_schema_extra={"allowed": _SYSTEMS},
     )
@@ -82,10 +82,11 @@ class InferSearchInputs(SweepInputs):
     output: int = Field(256, ge=1, description="generated tokens per request")
     slo_ttft_s: float = Field(2.0, gt=0, description="time to first token allowed")
     slo_tpot_s: float = Field(0.05, gt=0, description="time per output token allowed")
-    batches: str = Field(
-        ",".join(map(str, DEFAULT_BATCHES)),
+    batches: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: list(DEFAULT_BATCHES),
+        min_length=1,
         description="batches tried",
-        json_schema_extra={"allowed": "a comma-separated list of positive integers"},
+        json_schema_extra={"allowed": "a comma-separated list of integers >= 1"},
     )
     formats: list[Literal[tuple(FORMATS)]] = Field(
         default_factory=lambda: list(FORMATS),
@@ -97,14 +98,15 @@ class InferSearchInputs(SweepInputs):
         min_length=1,
         description="formats of the KV cache tried",
     )
-    expert_layouts: str = Field(
-        ",".join(EXPERT_LAYOUTS),
+    expert_layouts: list[Literal[EXPERT_LAYOUTS]] = Field(
+        default_factory=lambda: list(EXPERT_LAYOUTS),
+        min_length=1,
         description="a MoE model's expert layouts tried: within the tp group (tp), over ep chips "
         "with data-parallel attention (dp_attention)",
-        json_schema_extra={"allowed": _EXPERT_LAYOUTS},
     )
-    micro_batches: str = Field(
-        ",".join(map(str, DEFAULT_MICRO_BATCHES)),
+    micro_batches: list[Annotated[int, Field(ge=1)] | Literal["pp"]] = Field(
+        default_factory=lambda: list(DEFAULT_MICRO_BATCHES),
+        min_length=1,
         description="micro-batches in flight through the pipeline tried per layout",
         json_schema_extra={"allowed": _MICRO_BATCHES},
     )
@@ -115,40 +117,15 @@ class InferSearchInputs(SweepInputs):
         json_schema_extra={"allowed": PLOT_ALLOWED},
     )
 
-    def _list(self, name: str, allowed: str, convert) -> tuple:
-        text = getattr(self, name)
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        try:
-            values = tuple(convert(p) for p in parts)
-        except ValueError:
-            values = ()
-        if not values:
-            raise InputError(name, text, allowed)
-        return values
-
     def options(self) -> dict:
-        """The lists these inputs name, checked."""
-
-        def batch(p):
-            if not p.isdigit() or int(p) < 1:
-                raise ValueError(p)
-            return int(p)
-
-        def expert(p):
-            if p not in EXPERT_LAYOUTS:
-                raise ValueError(p)
-            return p
-
-        def micro(p):
-            return p if p == "pp" else batch(p)
-
+        """The lists of configurations these inputs name, as the search takes them."""
         return dict(
-            systems=self._list("systems", _SYSTEMS, str),
-            batches=self._list("batches", "a comma-separated list of positive integers", batch),
+            systems=tuple(self.systems),
+            batches=tuple(self.batches),
             fmts=tuple(self.formats),
             kv_fmts=tuple(self.kv_formats),
-            expert_layouts=self._list("expert_layouts", _EXPERT_LAYOUTS, expert),
-            micro_batches=self._list("micro_batches", _MICRO_BATCHES, micro),
+            expert_layouts=tuple(self.expert_layouts),
+            micro_batches=tuple(self.micro_batches),
         )
 
     def resolve(self) -> InferSearchInputs:
@@ -164,7 +141,7 @@ class InferSearchInputs(SweepInputs):
                 system_chips(hw, s)
             except InferenceInputError:
                 if s != "ultraserver":
-                    raise InputError("systems", self.systems, _SYSTEMS) from None
+                    raise InputError("systems", s, _SYSTEMS) from None
         self.check_scheduler()
         plot_path("plot", self.plot)
         return self

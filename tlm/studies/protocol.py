@@ -79,11 +79,15 @@ __all__ = [
 
 
 def show(value) -> str:
-    """A value as a user would type it: strings quoted, numbers and lists plain."""
+    """A value as a user would type it: strings quoted, numbers plain, a list comma-separated
+    (quoted as one text when it holds a name: ``'0-1,5-9'``, ``'1,pp'``; ``[]`` when empty)."""
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return ",".join(show(v) for v in value)
+        if not value:
+            return "[]"
+        text = ",".join(str(v) for v in value)
+        return repr(text) if any(isinstance(v, str) for v in value) else text
     return str(value)
 
 

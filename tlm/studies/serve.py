@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -137,8 +137,9 @@ class ServeInputs(ReplicaInputs):
         description="write latency against throughput over a sweep of rates",
         json_schema_extra={"allowed": PLOT_ALLOWED},
     )
-    plot_rates: str = Field(
-        "0.25,0.5,0.75,1,1.25,1.5",
+    plot_rates: list[Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: [0.25, 0.5, 0.75, 1.0, 1.25, 1.5],
+        min_length=1,
         description="the sweep's rates as fractions of --rate-per-s",
         json_schema_extra={"allowed": "a comma-separated list of numbers > 0"},
     )
@@ -190,7 +191,6 @@ class ServeInputs(ReplicaInputs):
             raise InputError(
                 "token_budget", self.token_budget, f">= --max-batch ({self.max_batch})"
             )
-        self._rates()
         plot_path("plot", self.plot)
         writable_path("trace", self.trace)
         if self.trace is not None and not self.trace.endswith(".json"):
@@ -199,15 +199,6 @@ class ServeInputs(ReplicaInputs):
             hw = self.device()
             update["kv_link_Bps"] = hw.scale_out_bandwidth_Bps * self.stage_chips() * self.pp
         return self.model_copy(update=update)
-
-    def _rates(self) -> list[float]:
-        try:
-            rates = [float(x) for x in self.plot_rates.split(",")]
-        except ValueError:
-            rates = []
-        if not rates or not all(r > 0 for r in rates):
-            raise InputError("plot_rates", self.plot_rates, "a comma-separated list of numbers > 0")
-        return rates
 
     def engine(self) -> Engine:
         """The replica these (resolved) inputs describe."""
@@ -460,7 +451,7 @@ def write_trace(path: str, timeline: dict, prefill_replicas: int = 0) -> Path:
 def write_curve(inputs: ServeInputs, engine) -> Path:
     """p50 and p90 TTFT and TPOT against the output throughput, one point per rate of the
     sweep, with the SLO as lines; matplotlib, the format by suffix."""
-    rates = [f * inputs.rate_per_s for f in inputs._rates()]
+    rates = [f * inputs.rate_per_s for f in inputs.plot_rates]
     runs = []
     for i, rate in enumerate(rates):
         progress(i, len(rates), "latency-throughput sweep")
