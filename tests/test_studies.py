@@ -1049,6 +1049,9 @@ def test_typed_lists_from_flags_and_config_files(odd_study, capsys, tmp_path):
     assert _run(["odd", "--tp", "all", "--json"], capsys)["inputs"]["tp"] == "all"
     (tmp_path / "c.toml").write_text('micro_batches = [2, "pp"]\ntp = [8, 16]\n')
     assert _run(["odd", "--config", str(tmp_path / "c.toml"), "--json"], capsys) == c
+    # from Python too, a list may be its comma-separated text
+    r = run_study("odd", micro_batches="2,pp", tp="8,16", formats="bf16")
+    assert c["inputs"] == r.to_dict()["inputs"]
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,6 @@ import contextlib
 import json
 import os
 import sys
-import typing
 
 from .. import __version__
 from .catalogue import CATALOGUE
@@ -40,9 +39,8 @@ from .protocol import (
     Report,
     Study,
     allowed_text,
-    bare,
     execute,
-    is_union,
+    from_text,
     progress_to,
     rename_deprecated,
     validate_inputs,
@@ -71,43 +69,6 @@ class _Fail(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise _Fail(self.prog, message)
-
-
-def _convert(name: str, text: str, annotation, allowed: str | None = None):
-    """A flag's text as the value its input's type takes; the protocol validates it next.
-
-    A list is comma-separated; a word a ``Literal`` of a union names is itself
-    (``--tp all``, ``--micro-batches 1,pp``), else the text is read as the union's other
-    type. ``allowed`` is what the input allows, for a text that is none of its types.
-    """
-    kind = bare(without_none(annotation))
-    origin = typing.get_origin(kind)
-    if is_union(kind):
-        arms = [bare(a) for a in typing.get_args(kind) if a is not type(None)]
-        for arm in arms:
-            if typing.get_origin(arm) is typing.Literal and text.strip() in typing.get_args(arm):
-                return text.strip()
-        other = [a for a in arms if typing.get_origin(a) is not typing.Literal]
-        if not other:
-            return text
-        if len(other) == 1:
-            return _convert(name, text, other[0], allowed)
-        raise TypeError(f"{name}: a union of {other} cannot be read from the command line")
-    if origin is list:
-        (item,) = typing.get_args(kind)
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        if not parts:
-            raise InputError(name, text, allowed or "a comma-separated list", "is empty")
-        return [_convert(name, p, item, allowed) for p in parts]
-    try:
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-    except ValueError:
-        noun = allowed or ("an integer" if kind is int else "a number")
-        raise InputError(name, text, noun, "is not a number" if not allowed else None) from None
-    return text
 
 
 def _choices(text: str) -> tuple[str, str]:
@@ -206,13 +167,6 @@ def inputs_from(study: Study, args: argparse.Namespace) -> dict:
         values, renamed = rename_deprecated(study.inputs, loaded, where)
         for old, new in renamed:
             _warn(study, f"{old}{where}", new)
-        for name, value in values.items():  # a list as a comma-separated string, as a flag
-            field = fields.get(name)
-            if isinstance(value, str) and field is not None and _is_list(field.annotation):
-                empty = not value.strip()  # a saved run's "" (none): an empty list
-                values[name] = (
-                    [] if empty else _convert(name, value, field.annotation, _allowed(field))
-                )
     given = dict(vars(args))
     for old, new in study.inputs.deprecated.items():
         if old not in given:
@@ -235,25 +189,8 @@ def inputs_from(study: Study, args: argparse.Namespace) -> dict:
         elif name == "choose":
             values[name] = dict(_choices(text) for text in value)
         else:
-            values[name] = _convert(name, value, fields[name].annotation, _allowed(fields[name]))
+            values[name] = from_text(name, value, fields[name])
     return values
-
-
-def _is_list(annotation) -> bool:
-    """An input that is a list (or may be: ``Literal["all"] | list[int]``)."""
-    kind = without_none(annotation)
-    arms = typing.get_args(kind) if is_union(kind) else (kind,)
-    return any(typing.get_origin(bare(a)) is list for a in arms)
-
-
-def _allowed(field) -> str | None:
-    """What an input allows, when its type cannot say it alone (a union: ``all`` or a list)."""
-    kind = without_none(field.annotation)
-    if is_union(kind) or (
-        typing.get_origin(kind) is list and is_union(bare(typing.get_args(kind)[0]))
-    ):
-        return allowed_text(field)
-    return None
 
 
 def _table(title, columns, rows):

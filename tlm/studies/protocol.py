@@ -65,6 +65,8 @@ __all__ = [
     "execute",
     "validate_inputs",
     "rename_deprecated",
+    "from_text",
+    "is_list",
     "allowed_text",
     "model_error",
     "writable_path",
@@ -200,6 +202,74 @@ def allowed_text(field) -> str:
         return f"a comma-separated list of {noun}{_bounds(field)}"
     noun = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
     return noun.get(ann, getattr(ann, "__name__", str(ann))) + _bounds(field)
+
+
+def from_text(name: str, text: str, field):
+    """The value of input ``name`` (pydantic ``FieldInfo`` ``field``) from its text, as typed on
+    the command line; :func:`validate_inputs` checks it next.
+
+    A list is comma-separated; a word a ``Literal`` of a union names is itself (``all`` of
+    ``--tp all``, ``pp`` of ``--micro-batches 1,pp``), else the text is read as the union's
+    other type. A text that is no number where one is needed raises :class:`InputError`
+    naming the item.
+
+    Examples
+    --------
+    >>> class Axes(Inputs):
+    ...     tp: typing.Literal["all"] | list[int] = "all"
+    >>> tp = Axes.model_fields["tp"]
+    >>> from_text("tp", "8, 16", tp), from_text("tp", "all", tp)
+    ([8, 16], 'all')
+    """
+    return _from_text(name, text, field.annotation, _list_allowed(field))
+
+
+def _from_text(name: str, text: str, annotation, allowed: str | None):
+    kind = bare(without_none(annotation))
+    if is_union(kind):
+        arms = [bare(a) for a in typing.get_args(kind) if a is not type(None)]
+        for arm in arms:
+            if typing.get_origin(arm) is typing.Literal and text.strip() in typing.get_args(arm):
+                return text.strip()
+        other = [a for a in arms if typing.get_origin(a) is not typing.Literal]
+        if not other:
+            return text
+        if len(other) == 1:
+            return _from_text(name, text, other[0], allowed)
+        raise TypeError(f"{name}: a union of {other} cannot be read from a text")
+    if typing.get_origin(kind) is list:
+        (item,) = typing.get_args(kind)
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if not parts:
+            raise InputError(name, text, allowed or "a comma-separated list", "is empty")
+        return [_from_text(name, p, item, allowed) for p in parts]
+    try:
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        noun = allowed or ("an integer" if kind is int else "a number")
+        raise InputError(name, text, noun, None if allowed else "is not a number") from None
+    return text
+
+
+def is_list(field) -> bool:
+    """An input that is a list (or may be one: ``Literal["all"] | list[int]``)."""
+    kind = without_none(field.annotation)
+    arms = typing.get_args(kind) if is_union(kind) else (kind,)
+    return any(typing.get_origin(bare(a)) is list for a in arms)
+
+
+def _list_allowed(field) -> str | None:
+    """What an input allows, for the error of an item its type cannot name alone (an item of
+    a union: ``all`` or a list, an integer or ``pp``); None: the item's type says it."""
+    kind = without_none(field.annotation)
+    if is_union(kind) or (
+        typing.get_origin(kind) is list and is_union(bare(typing.get_args(kind)[0]))
+    ):
+        return allowed_text(field)
+    return None
 
 
 def loaded(
@@ -500,13 +570,20 @@ def register(study: Study) -> Study:
 
 def validate_inputs(study: Study, values: dict) -> Inputs:
     """Build a study's inputs from ``values`` (field name -> value), resolve them, and turn
-    every problem into an :class:`InputError` naming the input."""
+    every problem into an :class:`InputError` naming the input. A list may be given as its
+    comma-separated text, as on the command line (``""``: an empty list)."""
     fields = study.inputs.model_fields
     for name in values:
         if name not in fields:
             raise InputError(
                 name, values[name], "inputs " + ", ".join(fields), "is not an input of this study"
             )
+    values = {
+        name: (from_text(name, v, fields[name]) if v.strip() else [])
+        if isinstance(v, str) and is_list(fields[name])
+        else v
+        for name, v in values.items()
+    }
     try:
         inputs = study.inputs.model_validate(values)
     except ValidationError as error:
