@@ -8,7 +8,7 @@
   simulated per second, for the compiled engine (:mod:`tlm.link.compiled`, one network, the whole
   ``simulate(engine="compiled")`` call as ``trnsim noc`` makes it, after a warm-up call; its
   numba compile time into an empty cache and its load from the cache are figures of their
-  own) and the per-router model (:class:`tlm.link.network.Network`). Target >= 1,000,000.
+  own) and the per-router model (:class:`tlm.link.network.RouterNetwork`). Target >= 1,000,000.
 
 Recorded with the other parts in ``build/bench/figures.json``. Measured and printed, never
 asserted.
@@ -101,14 +101,14 @@ def bench_fast(rate: float, cycles=20000) -> list[dict]:
 
 def bench_tlm(cycles=3000) -> list[dict]:
     from tlm.link.config import LinkConfig
-    from tlm.link.network import Network
+    from tlm.link.network import RouterNetwork
     from tlm.link.sources import LoadSources, advance
 
     cfg = LinkConfig((4, 4, 4))
     rate = SATURATION_4X4X4 / 2
     fast_rows = bench_fast(rate)
     sources = LoadSources(cfg, "uniform", rate, cycles, seed=1)
-    net = Network(cfg)
+    net = RouterNetwork(cfg)
     start = time.perf_counter()
     for _ in range(cycles):
         advance(net, sources)
@@ -116,7 +116,7 @@ def bench_tlm(cycles=3000) -> list[dict]:
     hops = sum(sum(x[1:]) for x in net.link_flits)  # port 0 counts ejections, not hops
     return fast_rows + [
         {
-            "figure": f"TLM per-router model (Network) 4x4x4 uniform at {rate:.2f} "
+            "figure": f"TLM per-router model (RouterNetwork) 4x4x4 uniform at {rate:.2f} "
             "flits/node/cycle: flit-hops/s",
             "value": hops / seconds,
             "unit": "flit-hops/s",

@@ -184,7 +184,7 @@ def test_trnsim_train_search_picks_the_searched_layout(small):
 
     m, hw = small
     best = search(m, hw, [64], scheduler="inline").best("time")
-    report = run_study("train", model="llama3-8b", preset="trn2", chips=64, search="time")
+    report = run_study("train", model="llama3-8b", hardware="trn2", chips=64, search="time")
     inputs = report.inputs
     for k in ("dp", "tp", "pp", "cp", "zero", "micro_batch", "interleave"):
         assert getattr(inputs, k) == best[k], k

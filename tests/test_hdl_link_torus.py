@@ -11,7 +11,7 @@ from hdl.__main__ import main
 from hdl.gen import torus_verilog
 from hdl.link.torus import TorusNetwork
 from tlm.link.config import DropKind, LinkConfig
-from tlm.link.network import Network
+from tlm.link.network import RouterNetwork
 from verif.link.drivers import NodeTraffic
 from verif.link.scoreboard import PacketBoard
 from verif.link.stimulus import random_packets
@@ -26,7 +26,7 @@ def test_torus_lockstep(shape, vcs, seed):
     traffic = NodeTraffic(
         random_packets(cfg, rng, 12, malformed=0.1), board, "random", "random", rng
     )
-    model = Network(cfg)
+    model = RouterNetwork(cfg)
     dut = TorusNetwork(cfg)
     done = {}
 

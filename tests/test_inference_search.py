@@ -89,8 +89,13 @@ def test_bad_arguments_are_named(kwargs, message):
     "args, message",
     [
         (["--systems", "rack"], "--systems: 'rack' is not allowed"),
-        (["--batches", "1,x"], "--batches: '1,x' is not allowed"),
-        (["--dtypes", "int4"], "--dtypes: 'int4' is not allowed"),
+        (["--batches", "1,x"], "--batches: 'x' is not a number; allowed: an integer"),
+        (
+            ["--batches", "1,0"],
+            "--batches: 0 is not allowed; allowed: a comma-separated list of integers >= 1",
+        ),
+        (["--systems", "server,3xrack"], "--systems: '3xrack' is not allowed"),
+        (["--formats", "int4"], "--formats: 'int4' is not allowed"),
         (["--scheduler", "cloud"], "--scheduler: 'cloud' is not allowed"),
         (
             ["--slo-tpot-s", "0.00001", "--batches", "1"],
@@ -164,7 +169,12 @@ def test_bad_layout_options_are_named(kwargs, message):
     "args, message",
     [
         (["--expert-layouts", "ring"], "--expert-layouts: 'ring' is not allowed"),
-        (["--micro-batches", "1,0"], "--micro-batches: '1,0' is not allowed"),
+        (
+            ["--micro-batches", "1,0"],
+            "--micro-batches: 0 is not allowed; allowed: a "
+            "comma-separated list of integers >= 1 and pp (as many as stages)",
+        ),
+        (["--micro-batches", "two"], "--micro-batches: 'two' is not allowed"),
     ],
 )
 def test_the_study_names_the_layout_flags(args, message, capsys):

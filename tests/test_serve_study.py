@@ -10,7 +10,7 @@ from tlm.studies.cli import main
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
-BASE = dict(model="llama3-8b", preset="trn2", system="server", tp=4, prompt="256", output="16")
+BASE = dict(model="llama3-8b", hardware="trn2", system="server", tp=4, prompt="256", output="16")
 
 
 def test_a_light_load_is_served_within_the_slo_and_costs_follow_the_throughput():
@@ -58,7 +58,7 @@ def test_max_rate_meets_the_slo_and_the_trace_and_plot_are_written(tmp_path):
         slo_tpot_s=0.02,
         trace=str(trace),
         plot=str(plot),
-        plot_rates="0.5,1",
+        plot_rates=[0.5, 1.0],
     ).results
     assert r.max_rate_per_s > 0 and r.max_rate_output_tokens_per_s > 0
     events = json.loads(trace.read_text())["traceEvents"]
@@ -138,7 +138,11 @@ def test_admission_reserve_never_preempts_where_greedy_does(capsys):
         (["--arrivals", "missing.csv"], "--arrivals: 'missing.csv' is not allowed"),
         (["--tp", "3"], "--tp: 3 is not allowed"),
         (["--trace", "out.txt"], "--trace: 'out.txt' is not allowed"),
-        (["--plot-rates", "1,-2"], "--plot-rates: '1,-2' is not allowed"),
+        (
+            ["--plot-rates", "1,-2"],
+            "--plot-rates: -2.0 is not allowed; allowed: a comma-separated list of numbers > 0",
+        ),
+        (["--plot-rates", "1,x"], "--plot-rates: 'x' is not a number; allowed: a number"),
     ],
 )
 def test_bad_input_names_the_flag(args, message, capsys):
@@ -150,7 +154,7 @@ def test_the_replica_layouts_of_infer_serve_too():
     """--dp-attention and --micro-batches are the replica's (ReplicaInputs), so serve takes
     them: a Mixtral replica of 8 attention groups of 1 chip, a 2-stage pipeline whose
     micro-batches fill the stages (more throughput than one batch at the same load)."""
-    mixtral = dict(model="mixtral-8x7b", preset="trn2", system="server", tp=1, ep=8)
+    mixtral = dict(model="mixtral-8x7b", hardware="trn2", system="server", tp=1, ep=8)
     r = run_study("serve", **mixtral, dp_attention=True, rate_per_s=2.0, requests=50)
     assert r.inputs.micro_batches == 1 and r.results.replica_chips == 8
     assert r.results.completed == 50

@@ -21,7 +21,7 @@ QUICK = {
     "validate": [],
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
     "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
-    "cost": ["--preset", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
+    "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
     "infer": ["--model", "llama3.3-70b", "--tp", "16", "--prompt", "512", "--output", "16"],
@@ -72,9 +72,9 @@ COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
 COUNTS |= {"inference_not_modelled", "collective_bandwidth_factor"}
 COUNTS |= {"requests", "completed", "rejected", "preemptions", "iterations", "mean_batch"}
 COUNTS |= {"mean_in_system", "replica_chips", "seed", "metric"}  # serve
-COUNTS |= {"evaluated", "fitting", "meeting", "system", "dtype", "kv_dtype", "replicas"}
-COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "dtype")}
-COUNTS |= {f"best_{k}" for k in ("kv_dtype", "batch", "replicas", "fleet_chips")}
+COUNTS |= {"evaluated", "fitting", "meeting", "system", "format", "kv_format", "replicas"}
+COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "format")}
+COUNTS |= {f"best_{k}" for k in ("kv_format", "batch", "replicas", "fleet_chips")}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source", "attention_groups"}
 COUNTS |= {"dp_attention", "best_dp_attention", "best_micro_batches"}  # infer-search layouts
@@ -484,34 +484,34 @@ BAD = [
         "--engine: 'flit' is not allowed; allowed: one of analytic, flow",
     ),
     (
-        ["collective", "--fail-link", "0-2"],
-        "--fail-link: '0-2' is not allowed; allowed: two chips joined by a link (torus "
+        ["collective", "--fail-links", "0-2"],
+        "--fail-links: '0-2' is not allowed; allowed: two chips joined by a link (torus "
         "neighbours, e.g. 0-1)",
     ),
     (
-        ["collective", "--fail-link", "0-16"],
-        "--fail-link: '0-16' names a chip outside trn2-server; allowed: chip pairs A-B of chips "
+        ["collective", "--fail-links", "0-16"],
+        "--fail-links: '0-16' names a chip outside trn2-server; allowed: chip pairs A-B of chips "
         "0..15 joined by a link",
     ),
     (
-        ["collective", "--fail-link", "0-1,0-3,0-4,0-12"],
-        "--fail-link: '0-1,0-3,0-4,0-12' is not allowed: they would cut chip 1 off from chip 0; "
+        ["collective", "--fail-links", "0-1,0-3,0-4,0-12"],
+        "--fail-links: '0-1,0-3,0-4,0-12' is not allowed: they would cut chip 1 off from chip 0; "
         "allowed: links whose loss leaves a route between every two chips",
     ),
     (
-        ["collective", "--fail-link", "0 to 1"],
-        "--fail-link: '0 to 1' is not allowed; allowed: chip pairs A-B joined by a link, "
+        ["collective", "--fail-links", "0 to 1"],
+        "--fail-links: '0 to 1' is not allowed; allowed: chip pairs A-B joined by a link, "
         "comma-separated, e.g. 0-1 or 0-1,5-9",
     ),
     (
-        ["collective", "--fail-link", "3-7", "--algo", "kangaring"],
+        ["collective", "--fail-links", "3-7", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --op all_reduce on --system server (it needs every "
         "link of the 4x4 torus, for its two Hamiltonian cycles use them all, and the link 3-7 "
         "has failed); allowed: auto or one of ring, mesh, mesh1, rdh",
     ),
     (
-        ["collective", "--preset", "trn3", "--system", "ultraserver", "--fail-link", "0-1"],
-        "--fail-link: '0-1' is not allowed; allowed: two torus neighbours, and "
+        ["collective", "--preset", "trn3", "--system", "ultraserver", "--fail-links", "0-1"],
+        "--fail-links: '0-1' is not allowed; allowed: two torus neighbours, and "
         "trn3-ultraserver's chips meet at a switch (no link joins two chips)",
     ),
     (
@@ -536,8 +536,8 @@ BAD = [
         "--plot: '/no/such/folder/p.png' cannot be written; allowed: a file in an existing folder",
     ),
     (
-        ["collective", "--engine", "flit", "--sizes", "1KiB", "--fail-link", "0-1"],
-        "--fail-link: '0-1' is not allowed; allowed: none with --engine flit (its routers route "
+        ["collective", "--engine", "flit", "--sizes", "1KiB", "--fail-links", "0-1"],
+        "--fail-links: '0-1' is not allowed; allowed: none with --engine flit (its routers route "
         "by dimension order and cannot go round a failed link; --engine analytic or flow can)",
     ),
     (
@@ -626,8 +626,8 @@ BAD = [
         "--recompute: 'half' is not allowed; allowed: one of none, selective, full",
     ),
     (
-        ["model", "--weights-format", "int8"],
-        "--weights-format: 'int8' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
+        ["model", "--format", "int8"],
+        "--format: 'int8' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
         "fp8_e4m3fn, fp8_e5m2, tf32",
     ),
     (
@@ -635,8 +635,8 @@ BAD = [
         "--interleave: 2 is not allowed; allowed: 1 without pipeline parallelism (pp 1)",
     ),
     (
-        ["cost", "--preset", "b200"],
-        "--preset: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
+        ["cost", "--hardware", "b200"],
+        "--hardware: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
         "hardware file path ending in .toml",
     ),
     (["cost", "--chips", "0"], "--chips: 0 is not allowed; allowed: an integer in 1..10000000"),
@@ -776,13 +776,38 @@ def test_help(name, capsys):
         assert option in out
 
 
+#: The studies on a chip preset (--preset) and those on a hardware file (--hardware).
+CHIP_STUDIES = {"tensor", "gemm", "collective", "tp-step", "model"}
+HARDWARE_STUDIES = {"infer", "infer-search", "serve", "train", "train-search", "cost"}
+
+
 def test_same_flags_for_the_same_things():
-    """--preset, --choose, --format and --seed mean one thing wherever they appear."""
-    for field in ("preset", "choose", "format", "seed"):
+    """--preset, --hardware, --choose, --format, --kv-format and --seed mean one thing wherever
+    they appear: one type, and for --preset and --hardware one description and one list."""
+    from tlm.studies.protocol import allowed_text, without_none
+
+    for field in ("preset", "hardware", "choose", "format", "kv_format", "seed"):
         owners = [s for s in STUDIES.values() if field in s.inputs.model_fields]
         assert owners
-        descriptions = {s.inputs.model_fields[field].annotation for s in owners}
-        assert len(descriptions) == 1, field
+        types = {without_none(s.inputs.model_fields[field].annotation) for s in owners}
+        assert len(types) == 1, field
+        if field in ("preset", "hardware"):
+            fields = [s.inputs.model_fields[field] for s in owners]
+            assert len({(f.description, allowed_text(f)) for f in fields}) == 1, field
+    chip = {s.name for s in STUDIES.values() if "preset" in s.inputs.model_fields}
+    hardware = {s.name for s in STUDIES.values() if "hardware" in s.inputs.model_fields}
+    assert chip == CHIP_STUDIES and hardware == HARDWARE_STUDIES
+
+
+def test_no_old_spelling_is_left():
+    """The old names of renamed inputs are no input's name, and each is taken only where it
+    names what it used to (--preset is the hardware's old name on a hardware file only)."""
+    old = {"dtype", "kv_dtype", "dtypes", "kv_dtypes", "gemm_format", "weights_format"}
+    for s in STUDIES.values():
+        assert not old & set(s.inputs.model_fields), s.name
+        for name, new in s.inputs.deprecated.items():
+            assert name not in s.inputs.model_fields and new in s.inputs.model_fields
+        assert ("preset" in s.inputs.deprecated) == (s.name in HARDWARE_STUDIES), s.name
 
 
 def test_version_and_module_entry_point():
@@ -821,9 +846,9 @@ def test_noc_engines_agree(capsys):
 
 
 def test_collective_failed_link_plot_and_root(capsys, tmp_path):
-    """--fail-link says what went round it; --plot writes a figure; --root moves a broadcast."""
+    """--fail-links says what went round it; --plot writes a figure; --root moves a broadcast."""
     png = tmp_path / "busbw.png"
-    args = ["collective", "--fail-link", "5-6", "--sizes", "64KiB,1GiB", "--plot", str(png)]
+    args = ["collective", "--fail-links", "5-6", "--sizes", "64KiB,1GiB", "--plot", str(png)]
     contract = _run([*args, "--json"], capsys)
     r = contract["results"]
     assert r["failed_links"] == "5-6" and r["links"] == 62
@@ -938,3 +963,260 @@ def test_figure_is_closed_when_drawing_fails(tmp_path):
     with pytest.raises(ZeroDivisionError), figure(tmp_path / "x.png") as (fig, ax):
         ax.plot([0, 1], [0, 1 / 0])
     assert len(plt.get_fignums()) == before and not (tmp_path / "x.png").exists()
+
+
+# ---- deprecated names and typed lists: the protocol's own, on a study made for the test ----
+
+
+@pytest.fixture
+def odd_study(monkeypatch):
+    """A study ``odd`` whose inputs renamed ``dtype`` to ``format`` and hold typed lists."""
+    from typing import Annotated, ClassVar, Literal
+
+    from pydantic import Field
+
+    from tlm.studies import protocol
+    from tlm.studies.catalogue import CATALOGUE, Entry
+    from tlm.studies.protocol import Inputs, Results, Study
+
+    class OddInputs(Inputs):
+        deprecated: ClassVar[dict[str, str]] = {"dtype": "format", "dtypes": "formats"}
+        format: Literal["bf16", "fp8"] = Field("bf16", description="the format")
+        formats: list[Literal["bf16", "fp8"]] = Field(
+            default_factory=lambda: ["bf16"], min_length=1, description="formats tried"
+        )
+        micro_batches: list[Annotated[int, Field(ge=1)] | Literal["pp"]] = Field(
+            default_factory=lambda: [1, "pp"],
+            description="micro-batches tried",
+            json_schema_extra={"allowed": "a comma-separated list of integers >= 1 and pp"},
+        )
+        tp: Literal["all"] | list[Annotated[int, Field(ge=1)]] = Field(
+            "all",
+            description="tp sizes tried",
+            json_schema_extra={"allowed": "all, or a comma-separated list of integers >= 1"},
+        )
+
+    monkeypatch.setitem(CATALOGUE, "odd", Entry(__name__, "a study for the protocol's tests"))
+    monkeypatch.setitem(protocol._REGISTERED, "odd", Study("odd", OddInputs, lambda i: Results()))
+    return OddInputs
+
+
+def test_a_deprecated_flag_is_taken_with_one_warning(odd_study, capsys):
+    new = _run(["odd", "--format", "fp8", "--formats", "fp8,bf16", "--json"], capsys)
+    assert main(["odd", "--dtype", "fp8", "--dtypes", "fp8,bf16", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        "trnsim odd: warning: --dtype is deprecated; use --format\n"
+        "trnsim odd: warning: --dtypes is deprecated; use --formats\n"
+    )
+    with pytest.raises(SystemExit):
+        main(["odd", "--help"])
+    assert "--dtype" not in capsys.readouterr().out  # taken, not shown
+    assert main(["odd", "--dtype", "fp8", "--format", "bf16"]) == 2
+    assert capsys.readouterr().err == (
+        "trnsim odd: error: --dtype: 'fp8' is given beside --format; allowed: --format alone "
+        "(--dtype is its deprecated name)\n"
+    )
+
+
+def test_a_deprecated_config_key_is_taken_with_one_warning(odd_study, capsys, tmp_path):
+    new = _run(["odd", "--format", "fp8", "--formats", "fp8", "--json"], capsys)
+    (tmp_path / "old.toml").write_text('dtype = "fp8"\ndtypes = "fp8"\n')  # and a comma string
+    assert main(["odd", "--config", str(tmp_path / "old.toml"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        f"trnsim odd: warning: dtype in {tmp_path / 'old.toml'} is deprecated; use format\n"
+        f"trnsim odd: warning: dtypes in {tmp_path / 'old.toml'} is deprecated; use formats\n"
+    )
+    (tmp_path / "old.json").write_text(json.dumps({"study": "odd", "inputs": {"dtype": "fp8"}}))
+    assert (
+        _run(["odd", "--config", str(tmp_path / "old.json"), "--json"], capsys)["inputs"]["format"]
+        == "fp8"
+    )
+    (tmp_path / "both.toml").write_text('dtype = "fp8"\nformat = "bf16"\n')
+    assert main(["odd", "--config", str(tmp_path / "both.toml")]) == 2
+    assert "--dtype: 'fp8' is given beside format in" in capsys.readouterr().err
+    with pytest.warns(DeprecationWarning, match="dtype is deprecated; use format"):
+        assert run_study("odd", dtype="fp8").inputs.format == "fp8"
+
+
+def test_typed_lists_from_flags_and_config_files(odd_study, capsys, tmp_path):
+    c = _run(["odd", "--micro-batches", "2,pp", "--tp", "8,16", "--json"], capsys)
+    assert c["inputs"]["micro_batches"] == [2, "pp"] and c["inputs"]["tp"] == [8, 16]
+    assert c["inputs"]["formats"] == ["bf16"]
+    assert _run(["odd", "--tp", "all", "--json"], capsys)["inputs"]["tp"] == "all"
+    (tmp_path / "c.toml").write_text('micro_batches = [2, "pp"]\ntp = [8, 16]\n')
+    assert _run(["odd", "--config", str(tmp_path / "c.toml"), "--json"], capsys) == c
+    # from Python too, a list may be its comma-separated text
+    r = run_study("odd", micro_batches="2,pp", tp="8,16", formats="bf16")
+    assert c["inputs"] == r.to_dict()["inputs"]
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--formats", "bf16,int4"], "--formats: 'int4' is not allowed; allowed: a "
+         "comma-separated list of bf16, fp8"),
+        (["--micro-batches", "1,0"], "--micro-batches: 0 is not allowed; allowed: a "
+         "comma-separated list of integers >= 1 and pp"),
+        (["--micro-batches", "1,x"], "--micro-batches: 'x' is not allowed; allowed: a "
+         "comma-separated list of integers >= 1 and pp"),
+        (["--tp", "8,0"], "--tp: 0 is not allowed; allowed: all, or a comma-separated list of "
+         "integers >= 1"),
+        (["--tp", "some"], "--tp: 'some' is not allowed; allowed: all, or a comma-separated "
+         "list of integers >= 1"),
+        (["--formats", ","], "--formats: ',' is empty; allowed: a comma-separated list"),
+    ],
+)  # fmt: skip
+def test_a_typed_list_names_the_bad_item(odd_study, argv, message, capsys):
+    assert main(["odd", *argv]) == 2
+    assert capsys.readouterr().err == f"trnsim odd: error: {message}\n"
+
+
+# ---- the renamed inputs of the real studies -------------------------------------------------
+
+
+def test_old_flags_run_as_the_new_ones(capsys):
+    """infer's --preset, --dtype and --kv-dtype are --hardware, --format and --kv-format, each
+    with one warning; the contract is the new one's."""
+    base = ["infer", *QUICK["infer"], "--json"]
+    new = _run([*base, "--hardware", "trn2", "--format", "fp8", "--kv-format", "bf16"], capsys)
+    assert main([*base, "--preset", "trn2", "--dtype", "fp8", "--kv-dtype", "bf16"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        "trnsim infer: warning: --preset is deprecated; use --hardware\n"
+        "trnsim infer: warning: --dtype is deprecated; use --format\n"
+        "trnsim infer: warning: --kv-dtype is deprecated; use --kv-format\n"
+    )
+    assert new["inputs"]["hardware"] == "trn2" and new["inputs"]["format"] == "fp8"
+    for name, old, flag_now in (
+        ("cost", ["--preset", "h100"], "--hardware"),
+        ("train", ["--gemm-format", "fp8_e4m3"], "--format"),
+        ("model", ["--weights-format", "fp8_e4m3"], "--format"),
+    ):
+        quick = QUICK[name][2:] if name == "cost" else QUICK[name]  # QUICK's --hardware
+        assert main([name, *quick, *old, "--json"]) == 0
+        err = capsys.readouterr().err
+        assert err == f"trnsim {name}: warning: {old[0]} is deprecated; use {flag_now}\n"
+
+
+def test_old_config_keys_run_as_the_new_ones(capsys, tmp_path):
+    """A config file or a saved run with the old names runs as the new ones, one warning each."""
+    new = _run(
+        ["train", *QUICK["train"], "--hardware", "trn2", "--format", "fp8_e4m3", "--json"], capsys
+    )
+    old = {k: v for k, v in new["inputs"].items() if k not in ("hardware", "format")}
+    old |= {"preset": "trn2", "gemm_format": "fp8_e4m3"}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"study": "train", "inputs": old}))
+    assert main(["train", "--config", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err == (
+        f"trnsim train: warning: preset in {path} is deprecated; use hardware\n"
+        f"trnsim train: warning: gemm_format in {path} is deprecated; use format\n"
+    )
+
+
+def test_preset_is_the_chip_and_hardware_the_hardware_file(capsys):
+    """--preset on a chip study is the chip preset (no warning); --hardware is the hardware
+    file, which a chip study does not take; each names its own list when wrong."""
+    trn3 = _run(["model", "--model", "llama3-70b", "--preset", "trn3", "--json"], capsys)
+    assert trn3["inputs"]["preset"] == "trn3" and capsys.readouterr().err == ""
+    h100 = _run(["infer", *QUICK["infer"], "--hardware", "h100", "--tp", "8", "--json"], capsys)
+    assert h100["inputs"]["hardware"] == "h100" and "preset" not in h100["inputs"]
+    assert main(["tensor", "--hardware", "trn2"]) == 2
+    assert capsys.readouterr().err == (
+        "trnsim tensor: error: unrecognized arguments: --hardware trn2\n"
+    )
+    for name in sorted(HARDWARE_STUDIES):
+        assert main([name, "--hardware", "b200"]) == 2
+        assert capsys.readouterr().err == (
+            f"trnsim {name}: error: --hardware: 'b200' is not allowed; allowed: one of trn1, "
+            "trn2, trn3, a100, h100, or a hardware file path ending in .toml\n"
+        ), name
+    assert main(["infer", "--preset", "trn2", "--hardware", "trn1"]) == 2
+    assert capsys.readouterr().err == (
+        "trnsim infer: error: --preset: 'trn2' is given beside --hardware; allowed: --hardware "
+        "alone (--preset is its deprecated name)\n"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(HARDWARE_STUDIES))
+def test_hardware_in_help(name, capsys):
+    with pytest.raises(SystemExit):
+        main([name, "--help"])
+    out = capsys.readouterr().out
+    assert "--hardware HARDWARE" in out and "--preset" not in out
+    assert "a100, h100" in out
+
+
+def test_a_saved_run_of_the_last_release_reruns(capsys, tmp_path):
+    """infer-search's contract of the last release (its hardware as preset, its lists as comma
+    strings, dtypes) reruns to the new contract: the lists as JSON lists, one warning per old
+    name."""
+    new = _run(["infer-search", *QUICK["infer-search"], "--json"], capsys)
+    assert new["inputs"]["batches"] == [1, 8] and new["inputs"]["micro_batches"] == [1, "pp"]
+    assert new["inputs"]["systems"] == ["server", "ultraserver"]
+    assert new["inputs"]["formats"] == ["bf16", "fp8"]
+    old = dict(new["inputs"])
+    for name, text in (
+        ("systems", "server,ultraserver"),
+        ("batches", "1,8"),
+        ("expert_layouts", "tp,dp_attention"),
+        ("micro_batches", "1,pp"),
+    ):
+        old[name] = text
+    old["preset"] = old.pop("hardware")
+    old["dtypes"] = ",".join(old.pop("formats"))
+    old["kv_dtypes"] = ",".join(old.pop("kv_formats"))
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"study": "infer-search", "version": "0.1.0", "inputs": old}))
+    assert main(["infer-search", "--config", str(path), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new
+    assert err.count("warning") == 3 and f"dtypes in {path} is deprecated; use formats" in err
+    toml = tmp_path / "new.toml"
+    assert main(["infer-search", "--config", str(path), "--out", str(toml)]) == 0
+    capsys.readouterr()
+    assert "batches = [1, 8]\n" in toml.read_text() and 'micro_batches = [1, "pp"]\n' in (
+        toml.read_text()
+    )
+    collective = ["collective", "--sizes", "64KiB", "--json"]
+    links = _run([*collective, "--fail-links", "5-6"], capsys)
+    assert main([*collective, "--fail-link", "5-6"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == links and links["inputs"]["fail_links"] == ["5-6"]
+    assert err == "trnsim collective: warning: --fail-link is deprecated; use --fail-links\n"
+    (tmp_path / "none.toml").write_text('fail_link = ""\nsizes = "64KiB"\n')  # none failed
+    c = _run(["collective", "--config", str(tmp_path / "none.toml"), "--json"], capsys)
+    assert c["inputs"]["fail_links"] == []
+
+
+def test_train_search_axes_are_all_or_a_list(capsys, tmp_path):
+    base = ["train-search", "--model", "llama3-8b", "--chips", "64", "--scheduler", "inline"]
+    listed = _run([*base, "--tp", "4,8", "--recompute", "selective,full", "--json"], capsys)
+    assert listed["inputs"]["tp"] == [4, 8] and listed["inputs"]["pp"] == "all"
+    assert listed["inputs"]["recompute"] == ["selective", "full"]
+    assert listed["results"]["best_tp"] in (4, 8)
+    assert listed["results"]["best_recompute"] in ("selective", "full")
+    (tmp_path / "c.toml").write_text(
+        'model = "llama3-8b"\nchips = "64"\nscheduler = "inline"\ntp = [4, 8]\n'
+        'recompute = ["selective", "full"]\n'
+    )
+    assert _run(["train-search", "--config", str(tmp_path / "c.toml"), "--json"], capsys) == listed
+    for argv, message in (
+        (["--tp", "8,0"], "--tp: 0 is not allowed; allowed: all, or a comma-separated list of "
+         "integers >= 1"),
+        (["--zero", "1,4"], "--zero: 4 is not allowed; allowed: all, or a comma-separated list "
+         "of 0, 1, 2, 3"),
+        (["--recompute", "half"], "--recompute: 'half' is not allowed; allowed: all, or a "
+         "comma-separated list of none, selective, full"),
+        (["--pp", "x"], "--pp: 'x' is not allowed; allowed: all, or a comma-separated list of "
+         "integers >= 1"),
+    ):  # fmt: skip
+        assert main([*base, *argv]) == 2
+        assert capsys.readouterr().err == f"trnsim train-search: error: {message}\n"

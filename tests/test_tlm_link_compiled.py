@@ -10,7 +10,7 @@ from tlm.link.compiled import CompiledNetwork
 from tlm.link.config import MALFORMED, DropKind, LinkConfig
 from tlm.link.flit import FlitKind
 from tlm.link.measure import simulate
-from tlm.link.network import Network
+from tlm.link.network import RouterNetwork
 from tlm.link.patterns import PATTERNS
 from verif.link.drivers import NodeTraffic
 from verif.link.scoreboard import PacketBoard
@@ -63,9 +63,9 @@ def test_fast_equals_network_with_a_port_per_direction(
 
 
 def check_fast(cfg, inject, eject, seed, misuse=False, interval=None, ports="single"):
-    """Step ``Network`` and ``CompiledNetwork`` side by side on the same random traffic (malformed
-    packets, packets cut short, malformed flits from a broken neighbour on the links, ejection
-    backpressure), comparing every register every cycle until both drain; with ``misuse``,
+    """Step ``RouterNetwork`` and ``CompiledNetwork`` side by side on the same random traffic
+    (malformed packets, packets cut short, malformed flits from a broken neighbour on the links,
+    ejection backpressure), comparing every register every cycle until both drain; with ``misuse``,
     some senders are broken (``credit_faults``) in both. Without it, every well-formed packet
     must arrive intact (with it, packets through a broken link arrive truncated or not at all,
     as they should: the per-router model's tests hold those rules). Under ``ports``
@@ -79,7 +79,7 @@ def check_fast(cfg, inject, eject, seed, misuse=False, interval=None, ports="sin
         for i in sorted(rng.choice(good, size=min(2, len(good)), replace=False), reverse=True):
             mine.insert(int(i), _cut_short(cfg, rng, src))
     faults = credit_faults(cfg, rng) if misuse else None
-    net, fast = Network(cfg, interval, ports), CompiledNetwork(cfg, interval, ports)
+    net, fast = RouterNetwork(cfg, interval, ports), CompiledNetwork(cfg, interval, ports)
     count = net.port_count
     if count > 1:  # each node's packets, in order, by the injection port they enter at
         by_port = [[] for _ in range(cfg.torus.nodes * count)]
@@ -232,7 +232,7 @@ def test_credit_not_owed_is_ignored_and_counted():
     assert s.cred[node, port].tolist() == [cfg.depth, cfg.depth]
 
 
-@pytest.mark.parametrize("engine", [Network, CompiledNetwork])
+@pytest.mark.parametrize("engine", [RouterNetwork, CompiledNetwork])
 def test_drop_is_counted_by_the_step_that_accepts_its_last_flit(engine):
     """Node 42's malformed packets of the 4x4x4 bench run with seed 1946910119: a head whose
     length says 1 then a body and a tail, and a length-2 head then three bodies and a tail.
@@ -250,7 +250,7 @@ def test_drop_is_counted_by_the_step_that_accepts_its_last_flit(engine):
     net = engine(cfg)
 
     def counters():
-        if engine is Network:
+        if engine is RouterNetwork:
             return list(net.routers[node].counters)
         return net.counters(node)
 

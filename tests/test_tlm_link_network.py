@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tlm.link.config import LinkConfig
-from tlm.link.network import Network
+from tlm.link.network import RouterNetwork
 from verif.link.drivers import NodeTraffic
 from verif.link.scoreboard import (
     PacketBoard,
@@ -20,7 +20,7 @@ from verif.link.stimulus import random_packets
 
 
 def drive(cfg, packets, rng, inject="always", eject="always", limit=20000):
-    net = Network(cfg)
+    net = RouterNetwork(cfg)
     board = PacketBoard(cfg)
     traffic = NodeTraffic(packets, board, inject, eject, rng)
     dog = Watchdog(200)
@@ -80,7 +80,7 @@ def test_zero_load_latency_every_pair():
         if a % 7 or b % 5:  # a spread of pairs
             continue
         length = 1 + (a + b) % 4
-        net = Network(cfg)
+        net = RouterNetwork(cfg)
         flits = cfg.fmt.packet(t.coord(b), t.coord(a), length, 0, range(1, length))
         out = []
         for c in range(40):
@@ -123,7 +123,7 @@ def test_flit_interval_paces_a_dimension(interval):
     cfg = LinkConfig((4, 4, 4), len_bits=2)
     torus = cfg.torus
     for dst, k in ((16, interval[2]), (1, interval[0])):
-        net = Network(cfg, interval)
+        net = RouterNetwork(cfg, interval)
         flits = [
             f
             for seq in range(3)
@@ -140,7 +140,7 @@ def test_flit_interval_paces_a_dimension(interval):
 
 def test_flit_interval_bad():
     with pytest.raises(ValueError) as error:
-        Network(LinkConfig((4, 4, 4)), (1, 2))
+        RouterNetwork(LinkConfig((4, 4, 4)), (1, 2))
     assert str(error.value) == (
         "interval must be 3 integers in 1..64 (cycles per flit on the links of each dimension "
         "of (4, 4, 4)), not (1, 2)"

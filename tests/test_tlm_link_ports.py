@@ -6,14 +6,14 @@ import pytest
 
 from tlm.link.compiled import CompiledNetwork
 from tlm.link.config import LinkConfig
-from tlm.link.network import Network
+from tlm.link.network import RouterNetwork
 from tlm.link.ports import Ports
 from tlm.link.router import Router
 
 CFG = LinkConfig((4, 4))
 FMT = CFG.fmt
 X_PLUS, X_MINUS, Y_PLUS, Y_MINUS = 1, 2, 3, 4
-MODELS = [Network, CompiledNetwork]
+MODELS = [RouterNetwork, CompiledNetwork]
 
 
 def _run(net, offers, cycles):
@@ -60,8 +60,8 @@ def test_four_packets_start_in_one_cycle(model):
     assert ids == {dests[0]: X_PLUS, dests[1]: X_MINUS, dests[2]: Y_PLUS, dests[3]: Y_MINUS}
     steps = _run(net, [{ids[d]: flits[d] for d in dests}], 6)
     assert steps[0][0] == sorted(ids.values())  # all four accepted in cycle 0
-    if model is Network:  # in the link registers together, two cycles later (after cycle 1)
-        net2 = Network(CFG, ports="per_direction")
+    if model is RouterNetwork:  # in the link registers together, two cycles later (after cycle 1)
+        net2 = RouterNetwork(CFG, ports="per_direction")
         net2.step({ids[d]: flits[d] for d in dests})
         net2.step()
         links = net2.routers[0].link_reg
@@ -120,7 +120,7 @@ def test_bad_ports():
         for make in (
             lambda p: Ports(CFG, p),
             lambda p: Router(CFG, (0, 0), ports=p),
-            lambda p: Network(CFG, ports=p),
+            lambda p: RouterNetwork(CFG, ports=p),
             lambda p: CompiledNetwork(CFG, ports=p),
         ):
             with pytest.raises(ValueError) as error:

@@ -39,21 +39,21 @@ def test_every_judged_row_within_its_documented_bound(v):
     judged = [r for r in v.rows if r.role == "judge" and r.source not in MAX_THROUGHPUT]
     assert len(judged) >= 12
     for r in judged:
-        assert abs(r.error) <= BOUND, (r.id, r.error)
-    good = [r for r in judged if r.reliability == "good"]
+        assert abs(r.calibrated_error_fraction) <= BOUND, (r.detail.id, r.calibrated_error_fraction)
+    good = [r for r in judged if r.detail.reliability == "good"]
     assert len(good) >= 3
 
 
 def test_the_fit_rows_are_reproduced_and_beat_the_bare_model(v):
     fit = [r for r in v.rows if r.role == "fit"]
-    assert {r.id for r in fit} == {i for ids in FIT.values() for i in ids}
+    assert {r.detail.id for r in fit} == {i for ids in FIT.values() for i in ids}
     for r in fit:  # least-squares residuals: trn2 four figures to four rows, H100 to five
-        assert abs(r.error) < 0.05, r.id
+        assert abs(r.calibrated_error_fraction) < 0.05, r.detail.id
     # a per-operator estimator without fixed costs is optimistic on latencies, as the issue
     # says of peers
-    latency = [r for r in v.rows if r.metric in ("ttft_s", "tpot_s", "e2e_s")]
-    bare = np.array([r.shipped_error for r in latency])
-    fitted = np.array([r.error for r in latency])
+    latency = [r for r in v.rows if r.quantity in ("ttft_s", "tpot_s", "e2e_s")]
+    bare = np.array([r.shipped_error_fraction for r in latency])
+    fitted = np.array([r.calibrated_error_fraction for r in latency])
     assert np.median(bare) < -0.2
     assert np.abs(fitted).mean() < np.abs(bare).mean() / 2
 
@@ -84,7 +84,7 @@ def test_rows_not_modelled_say_why_and_every_row_is_accounted_for(v):
 
 
 def _spec_settings(r):
-    return inference._settings(inference._row(r.id))
+    return inference._settings(inference._row(r.detail.id))
 
 
 def _params(v, system):
@@ -98,10 +98,10 @@ def test_rows_of_one_request_equal_the_simulation_of_one_client(v, prefill):
     of one client (back-to-back requests, a token budget holding the prompt) gives the same
     figure under either prefill policy. (Speculative rows apart: the serving simulation has no
     speculation.)"""
-    alone = [r for r in v.rows if not r.load and "draft_model" not in _spec_settings(r)]
+    alone = [r for r in v.rows if not r.detail.load and "draft_model" not in _spec_settings(r)]
     assert len(alone) >= 12
     for r in alone:
-        row = inference._row(r.id)
+        row = inference._row(r.detail.id)
         s = inference._settings(row)
         engine = Engine.build(
             s["model"],
@@ -125,59 +125,63 @@ def test_rows_of_one_request_equal_the_simulation_of_one_client(v, prefill):
         )
         assert run.per_request["ttft_s"][1] == pytest.approx(run.ttft_s.mean, rel=1e-12)
         figure = {"ttft_s": run.ttft_s.mean, "tpot_s": run.tpot_s.mean, "e2e_s": run.e2e_s.mean}
-        simulated = figure[r.metric]
+        simulated = figure[r.quantity]
         counted = row.get("counted_output_tokens")
-        if r.metric == "tpot_s" and counted is not None:
+        if r.quantity == "tpot_s" and counted is not None:
             simulated = (run.e2e_s.mean - run.ttft_s.mean) / (counted - 1)
-        assert simulated == pytest.approx(r.modelled, rel=1e-9), r.id
+        assert simulated == pytest.approx(r.calibrated, rel=1e-9), r.detail.id
 
 
 def test_rows_under_load_are_simulated_as_published(v):
     """The rows with a request rate or more than one client are the simulated ones; batch =
     concurrency (the old assumption) is gone: under load the figures move."""
-    loaded = {r.id: r for r in v.rows if r.load and r.source not in MAX_THROUGHPUT}
+    loaded = {r.detail.id: r for r in v.rows if r.detail.load and r.source not in MAX_THROUGHPUT}
     published = {r["id"]: r for r in inference._published()[1]}
     expect = {
         i
         for i, r in published.items()
         if (r.get("qps") or (r.get("concurrency") or 1) > 1)
-        and i in {x.id for x in v.rows}
+        and i in {x.detail.id for x in v.rows}
         and r["speculative"]["method"] == "none"
         and r["source"] not in MAX_THROUGHPUT
     }
     assert set(loaded) == expect and len(expect) == 8
     # the closed loop's output tokens/s: the simulation's, tokens over the time to the last
     r = loaded["trn2-llama3-8b-bf16-tp8-c2-512-128-throughput"]
-    assert r.metric == "throughput_tokens_per_s" and "2 clients" in r.load
+    assert r.quantity == "throughput_tokens_per_s" and "2 clients" in r.detail.load
     # a speculative row of two clients is their batch's decode (no speculation in serving)
-    r = next(x for x in v.rows if x.id == "trn2-llama3-8b-bf16-tp8-c2-512-128-eagle3k3-tpot")
-    assert not r.load and "batch 2" in r.case and "EAGLE-3" in r.case
+    r = next(x for x in v.rows if x.detail.id == "trn2-llama3-8b-bf16-tp8-c2-512-128-eagle3k3-tpot")
+    assert not r.detail.load and "batch 2" in r.case and "EAGLE-3" in r.case
     for r in loaded.values():
-        assert ("Poisson" in r.load) == (published[r.id].get("qps") is not None), r.id
+        assert ("Poisson" in r.detail.load) == (published[r.detail.id].get("qps") is not None), (
+            r.detail.id
+        )
     # ~11 requests in flight at 2/s for 467/256 on the 70B: the ITL is the batch's, not one's
     r = loaded["h100-llama3-70b-bf16-tp4-qps2-467-256-itl"]
-    one = inference._value(r.id, *_params(v, "h100"))
-    assert r.modelled > 1.05 * one
+    one = inference._value(r.detail.id, *_params(v, "h100"))
+    assert r.calibrated > 1.05 * one
     # two clients on Neuron: one prefill at a time, so the TTFTs are one and two prefills
     r = loaded["trn2-llama3-8b-bf16-tp8-c2-512-128-ttft"]
-    assert "separate" in r.load and "2 clients" in r.load
+    assert "separate" in r.detail.load and "2 clients" in r.detail.load
 
 
 def test_poisson_rows_are_stable_across_seeds(v):
     """Each Poisson row's statistic at seed 1 is within 1 % of seed 0's (LOAD_REQUESTS)."""
     seen = 0
     for r in v.rows:
-        row = inference._row(r.id)
-        if "Poisson" not in r.load:
+        row = inference._row(r.detail.id)
+        if "Poisson" not in r.detail.load:
             continue
         s = inference._settings(row)
         load = inference._load(row) | {"seed": LOAD_SEED + 1}
         key = (row["system"], row["chips"], s["model"], s["tp"], s["fmt"], s["kv_fmt"])
         key += (row["prompt"], row["output"], tuple(sorted(load.items())))
-        other = inference._served(key, *_params(v, r.system))[r.metric]
+        other = inference._served(key, *_params(v, r.system))[r.quantity]
         stat = other.mean if row["statistic"] == "mean" else other.p50
-        print(f"{r.id}: seed {LOAD_SEED} {r.modelled:.6g}, seed {LOAD_SEED + 1} {stat:.6g}")
-        assert stat == pytest.approx(r.modelled, rel=0.01), r.id
+        print(
+            f"{r.detail.id}: seed {LOAD_SEED} {r.calibrated:.6g}, seed {LOAD_SEED + 1} {stat:.6g}"
+        )
+        assert stat == pytest.approx(r.calibrated, rel=0.01), r.detail.id
         seen += 1
     assert seen == 5
 
@@ -225,8 +229,8 @@ def test_the_non_negative_least_squares_meet_their_optimality_conditions():
 def test_the_tools_token_count_defines_the_405b_tpot(v):
     """LLMPerf counted 1,785 output tokens (Llama 2 tokenizer) for 1,500 generated: its TPOT is
     the decode time over 1,784 gaps, i.e. the model's per-token time x 1,499 / 1,784."""
-    r = next(x for x in v.rows if x.id == "trn2-llama3.1-405b-bf16-tp64-b1-10000-1500-tpot")
-    assert inference._row(r.id)["counted_output_tokens"] == 1785
+    r = next(x for x in v.rows if x.detail.id == "trn2-llama3.1-405b-bf16-tp64-b1-10000-1500-tpot")
+    assert inference._row(r.detail.id)["counted_output_tokens"] == 1785
     e = estimate(
         "llama3.1-405b",
         "trn2",
@@ -237,8 +241,8 @@ def test_the_tools_token_count_defines_the_405b_tpot(v):
         **dict(zip(FIXED_COSTS, _params(v, "trn2"), strict=True)),
         check_memory=False,
     )
-    assert r.modelled == pytest.approx(e.tpot_s * 1499 / 1784, rel=1e-12)
-    assert r.reliability == "ambiguous"
+    assert r.calibrated == pytest.approx(e.tpot_s * 1499 / 1784, rel=1e-12)
+    assert r.detail.reliability == "ambiguous"
 
 
 def test_speculative_rows_use_the_published_acceptance_length():
@@ -300,13 +304,13 @@ def test_max_throughput_rows_are_offline_runs(v):
     row); the case names the limits."""
     rows = _offline_rows(v)
     published = [r for r in inference._published()[1] if r["source"] in MAX_THROUGHPUT]
-    assert {r.id for r in rows} == {r["id"] for r in published} and len(rows) == 13
+    assert {r.detail.id for r in rows} == {r["id"] for r in published} and len(rows) == 13
     for r in rows:
-        row = inference._row(r.id)
+        row = inference._row(r.detail.id)
         o = inference._offline_setup(row)
-        assert r.role == "judge" and r.load.startswith("offline: ")
+        assert r.role == "judge" and r.detail.load.startswith("offline: ")
         assert f"max batch {o['max_batch']}" in r.case and f"{o['max_tokens']:,}" in r.case
-        run = inference._offline(r.id, *_params(v, "h100"))
+        run = inference._offline(r.detail.id, *_params(v, "h100"))
         assert run.completed == run.requests == row["requests"] and run.preemptions == 0
         assert (run.per_request["arrival_s"] == 0).all()
         assert run.mean_batch <= o["max_batch"]
@@ -315,12 +319,14 @@ def test_max_throughput_rows_are_offline_runs(v):
         # the row's figure is its schedule (simulated once, at no fixed cost) priced at the
         # fitted costs: the simulation at those costs gives it (the iterations do not depend
         # on time), to the summation order of the parts
-        assert r.modelled == pytest.approx(tokens / run.simulated_s / per, rel=1e-9), r.id
+        assert r.calibrated == pytest.approx(tokens / run.simulated_s / per, rel=1e-9), r.detail.id
         # and seconds per token are exactly linear in the fixed costs
-        inv = [1 / inference._offline_value(r.id, x, 0.0, 0.29, 0.0) for x in (0.0, 1e-3, 2e-3)]
+        inv = [
+            1 / inference._offline_value(r.detail.id, x, 0.0, 0.29, 0.0) for x in (0.0, 1e-3, 2e-3)
+        ]
         assert inv[2] - inv[1] == pytest.approx(inv[1] - inv[0], rel=1e-9)
-    per_gpu = next(r for r in rows if r.metric == "throughput_tokens_per_s_per_chip")
-    assert inference._row(per_gpu.id)["chips"] == 2
+    per_gpu = next(r for r in rows if r.quantity == "throughput_tokens_per_s_per_chip")
+    assert inference._row(per_gpu.detail.id)["chips"] == 2
 
 
 def test_max_throughput_rows_within_their_documented_bound(v):
@@ -328,9 +334,13 @@ def test_max_throughput_rows_within_their_documented_bound(v):
     rows = _offline_rows(v)
     for r in rows:
         print(
-            f"{r.id}: published {r.published:.1f}, bare {r.shipped:.1f} "
-            f"({r.shipped_error:+.1%}), fitted {r.modelled:.1f} ({r.error:+.1%}), "
-            f"{r.reliability}"
+            f"{r.detail.id}: published {r.published:.1f}, bare {r.shipped:.1f} "
+            f"({r.shipped_error_fraction:+.1%}), fitted {r.calibrated:.1f} "
+            f"({r.calibrated_error_fraction:+.1%}), {r.detail.reliability}"
         )
-    over = [(r.id, round(r.error, 3)) for r in rows if abs(r.error) > BOUND]
+    over = [
+        (r.detail.id, round(r.calibrated_error_fraction, 3))
+        for r in rows
+        if abs(r.calibrated_error_fraction) > BOUND
+    ]
     assert not over

@@ -9,7 +9,7 @@ import pytest
 
 import verif.link.collective as collective
 from tlm.link.config import LinkConfig
-from tlm.link.network import Network
+from tlm.link.network import RouterNetwork
 from verif.link.collective import (
     ALGORITHMS,
     CollectiveTraffic,
@@ -24,7 +24,7 @@ CFG = LinkConfig((4, 4))
 
 def drive(traffic, tamper=None, limit=20000):
     """Run ``traffic`` on the network model; ``tamper(step)`` may change what it ejected."""
-    net = Network(CFG)
+    net = RouterNetwork(CFG)
     while not traffic.done:
         step = net.step(*traffic.offers())
         if tamper is not None:

@@ -76,7 +76,7 @@ def main() -> int:
     run_study(
         "train",
         model="llama3-405b",
-        preset="trn2",
+        hardware="trn2",
         chips=16384,
         tp=16,
         pp=8,
@@ -86,7 +86,7 @@ def main() -> int:
     run_study(
         "train-search",
         model="llama3-70b",
-        preset="trn2",
+        hardware="trn2",
         chips="1024..16384:2",
         scheduler="inline",
         plot=str(docs / "cluster_pareto.png"),

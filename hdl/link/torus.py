@@ -5,7 +5,7 @@ Each node's injection and ejection streams and drop counters are ports of the to
 :meth:`tlm.link.topology.Torus.node`). Every router is the same Verilog module (its coordinate
 is an input tied to a constant here), generated once and placed as an instance
 (:mod:`hdl.hier`); with ``router_module=None`` the routers are ordinary submodules, which
-Amaranth's simulator can run. The cycle-exact reference is :class:`tlm.link.network.Network`.
+Amaranth's simulator can run. The cycle-exact reference is :class:`tlm.link.network.RouterNetwork`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ with the system preset's ``[flit]`` figures (:class:`tlm.system.FlitLinks`): fli
 ``bytes_per_flit`` data bytes, packets of at most ``max_packet_flits`` flits (a head and data
 flits), the link clock ``clock_hz``. The packets run on the torus model of :mod:`tlm.link` -
 the routers the RTL is held to, cycle for cycle (:class:`~tlm.link.compiled.CompiledNetwork`,
-or the per-router :class:`~tlm.link.network.Network`, which gives the same cycles) - with the
+or the per-router :class:`~tlm.link.network.RouterNetwork`, which gives the same cycles) - with the
 preset's links: a link of dimension ``d`` sends a flit every ``interval[d]`` cycles (1 at the
 full rate, 2 for the UltraServer's z links: :func:`tlm.link.config.port_intervals`).
 
@@ -87,7 +87,7 @@ from ..link.compiled import (
 )
 from ..link.config import LinkConfig
 from ..link.flit import ends_packet, starts_packet
-from ..link.network import Network
+from ..link.network import RouterNetwork
 from ..link.ports import Ports
 from .analytic import Analytic
 from .packets import lane as lane_of
@@ -208,7 +208,7 @@ class FlitEngine:
         The schedule's analytic engine on ``system`` if already built (its fixed costs).
     network : str
         ``compiled`` (:class:`~tlm.link.compiled.CompiledNetwork`, the default) or ``python``
-        (the per-router :class:`~tlm.link.network.Network`: the same cycles, slowly).
+        (the per-router :class:`~tlm.link.network.RouterNetwork`: the same cycles, slowly).
     ports : str
         Injection and ejection ports of each router (:mod:`tlm.link.ports`):
         ``per_direction`` (the default: a node feeds and drains every link at once, as its
@@ -396,10 +396,10 @@ class FlitEngine:
 
     def _run_python(self, plans):
         """The loop of :func:`_drive`, in Python, on the per-router
-        :class:`~tlm.link.network.Network` (the reference: the same cycles)."""
+        :class:`~tlm.link.network.RouterNetwork` (the reference: the same cycles)."""
         cfg = self.cfg
         fmt = cfg.fmt
-        net = Network(cfg, self.interval, self.ports.mode)
+        net = RouterNetwork(cfg, self.interval, self.ports.mode)
         count = self.ports.count
         body = [fmt.body(0, vc=j) for j in range(self.lanes)]
         tail = [fmt.body(0, vc=j, tail=True) for j in range(self.lanes)]

@@ -1,4 +1,4 @@
-"""The network model compiled: :class:`~tlm.link.network.Network`'s cycle rules as numba kernels.
+"""The network model compiled: :class:`~tlm.link.network.RouterNetwork`'s cycle rules in numba.
 
 :class:`CompiledNetwork` holds every router's registers and buffers in flat arrays and advances
 the whole network one cycle in one compiled call; :func:`run_load` runs a whole load study
@@ -346,7 +346,7 @@ def idle(S):
 
 @njit(cache=True)
 def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
-    """One network cycle (:meth:`tlm.link.network.Network.step`): every router reads its
+    """One network cycle (:meth:`tlm.link.network.RouterNetwork.step`): every router reads its
     neighbours' registers, then steps as :meth:`tlm.link.router.Router.step` does.
 
     Parameters
@@ -650,14 +650,14 @@ def signed(flit: int) -> int:
 
 class CompiledNetwork:
     """All routers of ``cfg.shape`` in flat arrays, stepped by a compiled kernel: the same
-    cycle, inputs and outputs as :class:`~tlm.link.network.Network` (``interval`` and
+    cycle, inputs and outputs as :class:`~tlm.link.network.RouterNetwork` (``interval`` and
     ``ports`` as there; injection and ejection ports named by the same ids).
 
     Examples
     --------
-    >>> from tlm.link.network import Network
+    >>> from tlm.link.network import RouterNetwork
     >>> cfg = LinkConfig((4, 4))
-    >>> fast, ref = CompiledNetwork(cfg), Network(cfg)
+    >>> fast, ref = CompiledNetwork(cfg), RouterNetwork(cfg)
     >>> flit = cfg.fmt.head(dst=(2, 3), src=(0, 0), length=1, seq=5)
     >>> offers = [{0: flit}] + [{}] * 9
     >>> steps = [(fast.step(x).ejected, ref.step(x).ejected) for x in offers]
@@ -681,11 +681,12 @@ class CompiledNetwork:
 
     @property
     def port_count(self) -> int:
-        """As :attr:`Network.port_count <tlm.link.network.Network.port_count>`."""
+        """As :attr:`RouterNetwork.port_count <tlm.link.network.RouterNetwork.port_count>`."""
         return self.ports.count
 
     def injection_port(self, src: int, dst: int) -> int:
-        """As :meth:`Network.injection_port <tlm.link.network.Network.injection_port>`."""
+        """As :meth:`RouterNetwork.injection_port
+        <tlm.link.network.RouterNetwork.injection_port>`."""
         return injection_port_id(self.ports, src, dst)
 
     def inject_ready(self, port: int) -> bool:
@@ -696,13 +697,13 @@ class CompiledNetwork:
 
     @property
     def idle(self) -> bool:
-        """As :attr:`Network.idle <tlm.link.network.Network.idle>`: nothing buffered, no
+        """As :attr:`RouterNetwork.idle <tlm.link.network.RouterNetwork.idle>`: nothing buffered, no
         register holding anything, no link waiting out its interval."""
         return bool(idle(self.state))
 
     def step(self, inject=None, eject_ready=None) -> NetStep:
-        """Advance one cycle; arguments and result as :meth:`Network.step
-        <tlm.link.network.Network.step>`."""
+        """Advance one cycle; arguments and result as :meth:`RouterNetwork.step
+        <tlm.link.network.RouterNetwork.step>`."""
         self._inj_v[:] = False
         self._ready[:] = True
         inj_v, inj_f = self._inj_v.reshape(-1), self._inj_f.reshape(-1)

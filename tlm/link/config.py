@@ -164,7 +164,7 @@ def port_intervals(cfg: LinkConfig, interval=None) -> tuple[int, ...]:
     """Cycles between two flits on each output port's link, by port (port 0, the ejection
     port: 1), from ``interval`` per dimension.
 
-    A TLM-only option of the network models (:class:`~tlm.link.network.Network`,
+    A TLM-only option of the network models (:class:`~tlm.link.network.RouterNetwork`,
     :class:`~tlm.link.compiled.CompiledNetwork`): a link of dimension ``d`` sends a flit at
     most every ``interval[d]`` cycles, so a slower link (the UltraServer's z links, at half the
     x/y rate) is modelled in whole cycles. The RTL router sends one flit per cycle on every

@@ -15,13 +15,13 @@ measures, over the cycles after a warm-up:
 from __future__ import annotations
 
 from .config import LinkConfig
-from .network import Network
+from .network import RouterNetwork
 from .sources import LoadSources, advance
 
 __all__ = ["simulate", "ENGINES"]
 
 #: Engines of :func:`simulate`: ``compiled``, the compiled network (:mod:`tlm.link.compiled`), and
-#: ``python``, the per-router reference model (:class:`~tlm.link.network.Network`). Both give
+#: ``python``, the per-router reference model (:class:`~tlm.link.network.RouterNetwork`). Both give
 #: the same figures to the last bit.
 ENGINES = ("compiled", "python")
 
@@ -41,8 +41,8 @@ def simulate(
     model, with :class:`LoadSources`.
 
     ``engine`` is one of :data:`ENGINES`: ``"compiled"`` runs the whole study compiled
-    (:func:`tlm.link.compiled.run_load`), ``"python"`` steps :class:`~tlm.link.network.Network`
-    from Python; the figures are identical.
+    (:func:`tlm.link.compiled.run_load`), ``"python"`` steps
+    :class:`~tlm.link.network.RouterNetwork` from Python; the figures are identical.
 
     Returns a dict of figures (see the module docstring), with ``links`` giving every
     directed link's utilisation.
@@ -61,7 +61,7 @@ def simulate(
         from .compiled import run_load  # numba loads only when asked for
 
         return run_load(sources)
-    net = Network(cfg)
+    net = RouterNetwork(cfg)
     snapshot = None
     for cycle in range(cycles):
         if cycle == sources.warmup:

@@ -6,8 +6,9 @@ router with its neighbours' outputs. Each node has its own injection and ejectio
 or, under ``ports="per_direction"`` (:mod:`tlm.link.ports`), one per port.
 
 **Port ids.** Injection and ejection streams are named by one number, ``node * count + port``
-(``count`` ports per node: :attr:`Network.port_count`), so under ``ports="single"`` a stream's
-id is its node's number. :meth:`Network.injection_port` gives the id a packet enters at.
+(``count`` ports per node: :attr:`RouterNetwork.port_count`), so under ``ports="single"`` a
+stream's id is its node's number. :meth:`RouterNetwork.injection_port` gives the id a packet
+enters at.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from .config import LinkConfig
 from .ports import Ports
 from .router import Router
 
-__all__ = ["Network", "NetStep", "injection_port_id"]
+__all__ = ["RouterNetwork", "NetStep", "injection_port_id"]
 
 
-class Network:
+class RouterNetwork:
     """All routers of ``cfg.shape``, stepped together.
 
     Parameters
@@ -35,7 +36,7 @@ class Network:
     Examples
     --------
     >>> cfg = LinkConfig((4, 4))
-    >>> net = Network(cfg)
+    >>> net = RouterNetwork(cfg)
     >>> flit = cfg.fmt.head(dst=(2, 3), src=(0, 0), length=1, seq=5)
     >>> cycles = [net.step({0: flit} if c == 0 else {}).ejected for c in range(12)]
     >>> [(c, node) for c, out in enumerate(cycles) for node in out]   # 3 hops: 2*3+2

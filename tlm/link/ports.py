@@ -1,7 +1,7 @@
 """Injection and ejection ports of a router: one of each (the RTL), or one per link direction.
 
 A TLM-only option of the network models (:class:`~tlm.link.router.Router`,
-:class:`~tlm.link.network.Network`, :class:`~tlm.link.compiled.CompiledNetwork`), defined once
+:class:`~tlm.link.network.RouterNetwork`, :class:`~tlm.link.compiled.CompiledNetwork`), defined once
 here and read by all three:
 
 * ``"single"`` (the default, and the RTL router): one injection buffer and one ejection

@@ -79,7 +79,7 @@ class RouterOutputs:
 class Router:
     """One router at ``coord`` of the torus ``cfg.shape``; see the module docstring.
     ``interval`` and ``ports`` (a name of :data:`~tlm.link.ports.PORTS`, or a
-    :class:`~tlm.link.ports.Ports` of ``cfg``) are :class:`~tlm.link.network.Network`'s.
+    :class:`~tlm.link.ports.Ports` of ``cfg``) are :class:`~tlm.link.network.RouterNetwork`'s.
 
     The state, in the names of ``docs/noc.md``:
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from .bounds import zero_load_latency
 from .config import LinkConfig
-from .network import Network
+from .network import RouterNetwork
 from .patterns import Destinations
 from .topology import port_name
 
@@ -32,14 +32,14 @@ class LoadSources:
     :func:`~tlm.link.measure.simulate`.
 
     Drives any network with the injection and ejection protocol of
-    :class:`~tlm.link.network.Network` (the model, or the RTL in a cocotb bench): each cycle
+    :class:`~tlm.link.network.RouterNetwork` (the model, or the RTL in a cocotb bench): each cycle
     call :meth:`offers`, then :meth:`accepted` for each node whose flit was taken and
     :meth:`ejected` for each flit that left, then :meth:`end_cycle`.
 
     Examples
     --------
     >>> cfg = LinkConfig((4, 4))
-    >>> sources, net = LoadSources(cfg, "uniform", 0.2, 300, seed=1), Network(cfg)
+    >>> sources, net = LoadSources(cfg, "uniform", 0.2, 300, seed=1), RouterNetwork(cfg)
     >>> for _ in range(300):
     ...     advance(net, sources)
     >>> r = sources.result()
@@ -175,7 +175,7 @@ class LoadSources:
         return out
 
 
-def advance(net: Network, sources: LoadSources):
+def advance(net: RouterNetwork, sources: LoadSources):
     """One cycle of ``net`` driven by ``sources``: offer, step, and tell the sources what was
     accepted and what left the network."""
     step = net.step(sources.offers())

@@ -13,7 +13,9 @@ comma-separated; ``--choose SECTION.FIGURE=ALT`` repeatable; a true-or-false inp
     also write the run: ``.toml`` its inputs (a config to rerun it), else its JSON contract.
 
 Any bad input ends the command with ``trnsim STUDY: error: --flag: VALUE ...; allowed: ...``
-on stderr and status 2, no traceback.
+on stderr and status 2, no traceback. An input's old name (:attr:`Inputs.deprecated
+<tlm.studies.protocol.Inputs.deprecated>`), as a flag or a config file's key, is taken as the
+new one with one line ``trnsim STUDY: warning: --old is deprecated; use --new`` on stderr.
 
     trnsim tensor --n 64,128,512 --format fp32
     trnsim gemm --m 4096 --n 4096 --k 4096 --json --out gemm.json
@@ -27,7 +29,6 @@ import contextlib
 import json
 import os
 import sys
-import typing
 
 from .. import __version__
 from .catalogue import CATALOGUE
@@ -39,7 +40,9 @@ from .protocol import (
     Study,
     allowed_text,
     execute,
+    from_text,
     progress_to,
+    rename_deprecated,
     validate_inputs,
     without_none,
     writable_path,
@@ -68,27 +71,6 @@ class _Parser(argparse.ArgumentParser):
         raise _Fail(self.prog, message)
 
 
-def _convert(name: str, text: str, annotation):
-    """A flag's text as the value its input's type takes; the protocol validates it next."""
-    kind = without_none(annotation)
-    origin = typing.get_origin(kind)
-    if origin is list:
-        (item,) = typing.get_args(kind)
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        if not parts:
-            raise InputError(name, text, "a comma-separated list", "is empty")
-        return [_convert(name, p, item) for p in parts]
-    try:
-        if kind is int:
-            return int(text)
-        if kind is float:
-            return float(text)
-    except ValueError:
-        noun = "an integer" if kind is int else "a number"
-        raise InputError(name, text, noun, "is not a number") from None
-    return text
-
-
 def _choices(text: str) -> tuple[str, str]:
     key, sep, alt = text.partition("=")
     if not sep or not key.strip() or not alt.strip():
@@ -108,42 +90,46 @@ def _add_study(sub, study: Study):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     inputs = p.add_argument_group("inputs (defaults resolved from the preset are shown by --json)")
-    for name, field in study.inputs.model_fields.items():
+    fields = study.inputs.model_fields
+    for name, field in fields.items():
         default = field.get_default(call_default_factory=True)
         extra = field.json_schema_extra or {}
-        shown = extra.get("unset", "the preset's") if default is None else human(name, default)
+        unset = default is None or (default == [] and "unset" in extra)  # none: an empty list
+        shown = extra.get("unset", "the preset's") if unset else human(name, default)
         help_text = f"{field.description} [{allowed_text(field)}; default {shown}]"
-        help_text = help_text.replace("%", "%%")  # argparse formats help with %
-        if without_none(field.annotation) is bool:
-            inputs.add_argument(
-                flag(name),
-                dest=name,
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=help_text,
-            )
-        elif name == "choose":
-            inputs.add_argument(
-                flag(name),
-                dest=name,
-                action="append",
-                default=argparse.SUPPRESS,
-                metavar="SECTION.FIGURE=ALT",
-                help=help_text,
-            )
-        else:
-            inputs.add_argument(
-                flag(name),
-                dest=name,
-                default=argparse.SUPPRESS,
-                metavar=name.upper(),
-                help=help_text,
-            )
+        _add_input(inputs, name, name, field, help_text.replace("%", "%%"))  # help formats %
+    for old, new in study.inputs.deprecated.items():  # taken, not shown
+        _add_input(inputs, old, old, fields[new], argparse.SUPPRESS)
     run = p.add_argument_group("run")
     run.add_argument("--config", metavar="FILE", help="inputs from a TOML config or a JSON run")
     run.add_argument("--json", action="store_true", help="print the JSON contract")
     run.add_argument("--out", metavar="FILE", help="write the run: .toml inputs, else JSON")
     return p
+
+
+def _add_input(group, name: str, dest: str, field, help_text: str):
+    """The flag of input ``name`` (its value in ``dest``)."""
+    if without_none(field.annotation) is bool:
+        group.add_argument(
+            flag(name),
+            dest=dest,
+            action=argparse.BooleanOptionalAction,
+            default=argparse.SUPPRESS,
+            help=help_text,
+        )
+    elif name == "choose":
+        group.add_argument(
+            flag(name),
+            dest=dest,
+            action="append",
+            default=argparse.SUPPRESS,
+            metavar="SECTION.FIGURE=ALT",
+            help=help_text,
+        )
+    else:
+        group.add_argument(
+            flag(name), dest=dest, default=argparse.SUPPRESS, metavar=name.upper(), help=help_text
+        )
 
 
 def parser(study: str | None = None) -> argparse.ArgumentParser:
@@ -165,20 +151,45 @@ def _study_named(argv) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def _warn(study: Study, old: str, new: str):
+    print(f"trnsim {study.name}: warning: {old} is deprecated; use {new}", file=sys.stderr)
+
+
 def inputs_from(study: Study, args: argparse.Namespace) -> dict:
-    """The input values of a command line: the config file's, overridden by the flags."""
-    values = load_config(args.config, study.name) if args.config else {}
+    """The input values of a command line: the config file's, overridden by the flags. An
+    input's deprecated name, as a flag or a key of the file, is taken as the new one, with a
+    warning on stderr."""
     fields = study.inputs.model_fields
-    for name in fields:
-        if name not in vars(args):
+    values = {}
+    if args.config:
+        where = f" in {args.config}"
+        loaded = load_config(args.config, study.name)
+        values, renamed = rename_deprecated(study.inputs, loaded, where)
+        for old, new in renamed:
+            _warn(study, f"{old}{where}", new)
+    given = dict(vars(args))
+    for old, new in study.inputs.deprecated.items():
+        if old not in given:
             continue
-        given = getattr(args, name)
-        if isinstance(given, bool):  # --flag / --no-flag
-            values[name] = given
+        if new in given:
+            raise InputError(
+                old,
+                given[old],
+                f"{flag(new)} alone ({flag(old)} is its deprecated name)",
+                f"is given beside {flag(new)}",
+            )
+        _warn(study, flag(old), flag(new))
+        given[new] = given.pop(old)
+    for name in fields:
+        if name not in given:
+            continue
+        value = given[name]
+        if isinstance(value, bool):  # --flag / --no-flag
+            values[name] = value
         elif name == "choose":
-            values[name] = dict(_choices(text) for text in given)
+            values[name] = dict(_choices(text) for text in value)
         else:
-            values[name] = _convert(name, given, fields[name].annotation)
+            values[name] = from_text(name, value, fields[name])
     return values
 
 

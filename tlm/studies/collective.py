@@ -137,6 +137,8 @@ def parse_sizes(
 class CollectiveInputs(PresetInputs):
     """Inputs of ``trnsim collective``."""
 
+    deprecated = {"fail_link": "fail_links"}
+
     system: str = Field(
         "server",
         description="the system: server or ultraserver of the chip preset, a system preset or "
@@ -175,12 +177,11 @@ class CollectiveInputs(PresetInputs):
         "turns one packet each)",
     )
     root: int = Field(0, description="the chip a broadcast starts from", ge=0)
-    fail_link: str = Field(
-        "",
-        description="links that have failed, as chip pairs A-B (torus neighbours), "
-        "comma-separated (none by default): routes go round them; algorithms that need them "
-        "stop",
-        json_schema_extra={"allowed": "chip pairs A-B joined by a link, e.g. 0-1 or 0-1,5-9"},
+    fail_links: list[str] = Field(
+        default_factory=list,
+        description="links that have failed, as chip pairs A-B (torus neighbours): routes go "
+        "round them; algorithms that need them stop",
+        json_schema_extra={"allowed": _FAIL_ALLOWED, "unset": "none"},
     )
     plot: str | None = Field(
         None, description="write a figure of bus bandwidth and time against size (PNG, SVG, PDF)"
@@ -245,8 +246,8 @@ class CollectiveInputs(PresetInputs):
         """The flit engine runs one torus node, and simulates every flit: small sizes only."""
         if system.failed:
             raise InputError(
-                "fail_link",
-                self.fail_link,
+                "fail_links",
+                self.fail_links,
                 "none with --engine flit (its routers route by dimension order and cannot go "
                 "round a failed link; --engine analytic or flow can)",
             )
@@ -274,17 +275,17 @@ class CollectiveInputs(PresetInputs):
 
     def system_graph(self, chip=None):
         """The system these inputs name, without the failed links (:func:`system_input`)."""
-        return system_input(self.system, chip, self.fail_link)
+        return system_input(self.system, chip, self.fail_links)
 
 
-def system_input(spec: str, chip=None, fail_link: str = ""):
+def system_input(spec: str, chip=None, fail_links=()):
     """The system a ``--system`` input names (:func:`tlm.system.load_system`), without the
-    links a ``--fail-link`` input names; errors name the input.
+    links a ``--fail-links`` input names (chip pairs ``"A-B"``); errors name the input.
 
     Raises
     ------
     InputError
-        On ``system`` or ``fail_link``.
+        On ``system`` or ``fail_links``.
     """
     try:
         system = load_system(spec, chip)
@@ -294,21 +295,22 @@ def system_input(spec: str, chip=None, fail_link: str = ""):
         if match:
             raise InputError("system", spec, match[1]) from None
         raise InputError("system", spec, system_names(), f"fails: {text}") from None
-    if not fail_link.strip():
+    if not fail_links:
         return system
     pairs = []
-    for part in fail_link.split(","):
+    for part in fail_links:
         match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", part)
         if not match:
-            raise InputError("fail_link", fail_link, _FAIL_ALLOWED)
-        pairs.append((int(match[1]), int(match[2])))
-    if any(not c < system.chips for pair in pairs for c in pair):
-        raise InputError(
-            "fail_link",
-            fail_link,
-            f"chip pairs A-B of chips 0..{system.chips - 1} joined by a link",
-            f"names a chip outside {system.name}",
-        )
+            raise InputError("fail_links", part, _FAIL_ALLOWED)
+        pair = (int(match[1]), int(match[2]))
+        if any(not c < system.chips for c in pair):
+            raise InputError(
+                "fail_links",
+                part,
+                f"chip pairs A-B of chips 0..{system.chips - 1} joined by a link",
+                f"names a chip outside {system.name}",
+            )
+        pairs.append(pair)
     try:
         failed = system.without(pairs)
         for a in range(failed.chips):  # a route round all chips: each reaches every other
@@ -321,7 +323,8 @@ def system_input(spec: str, chip=None, fail_link: str = ""):
         problem = "is not allowed" + (
             f": they would{why.removeprefix('links that')}" if cut else ""
         )
-        raise InputError("fail_link", fail_link, allowed, problem) from None
+        value = fail_links[0] if len(fail_links) == 1 else fail_links
+        raise InputError("fail_links", value, allowed, problem) from None
     return failed
 
 

@@ -1,6 +1,6 @@
 """``trnsim cost``: power, energy, cost (owned against cloud), goodput and interruptions per day
 of a training run of ``--steps`` steps of ``--step-time-s`` on ``--chips`` chips of a
-``--preset`` (trn1, trn2, trn3, a100, h100 or a hardware file).
+``--hardware`` (trn1, trn2, trn3, a100, h100 or a hardware file).
 
 The step time is an input until the step-time model lands. The checkpoint is the ``--model``'s
 weights, master copy and Adam moments (:func:`tlm.cluster.goodput.checkpoint_bytes`); the
@@ -10,7 +10,7 @@ failure rates are Llama 3's (:mod:`tlm.cluster.goodput`); power and cost are
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("cost", preset="h100", chips=16384, step_time_s=10.0, steps=1000,
+>>> r = run_study("cost", hardware="h100", chips=16384, step_time_s=10.0, steps=1000,
 ...               model="llama3-405b").results
 >>> round(r.interruptions_per_day, 2), round(r.goodput_fraction, 3)
 (7.76, 0.926)
@@ -34,7 +34,9 @@ from ..cluster.goodput import (
     checkpoint_bytes,
     goodput,
 )
-from ..hardware import HARDWARE, HardwareError, load_hardware
+from ..hardware import HardwareError, load_hardware
+from .hardware import DEPRECATED as HARDWARE_DEPRECATED
+from .hardware import HARDWARE_ALLOWED, hardware_field
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import Inputs, Results, Study, loaded, register
 
@@ -48,19 +50,14 @@ __all__ = [
     "run_figures",
 ]
 
-_HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
-
 
 class ClusterInputs(Inputs):
     """Inputs every cluster study shares: the hardware, the chips, the model, and what
     goodput, power and cost depend on (``trnsim cost``, ``trnsim train``)."""
 
-    preset: str = Field(
-        "trn2",
-        description="the accelerator, its server and cloud instance (tlm/hardware: "
-        "the Trainium files name their chip preset)",
-        json_schema_extra={"allowed": _HW_ALLOWED},
-    )
+    deprecated = dict(HARDWARE_DEPRECATED)
+
+    hardware: str = hardware_field()
     chips: int = Field(16384, ge=1, le=10_000_000, description="chips the job trains on")
     model: str = Field(
         "llama3-405b",
@@ -90,9 +87,7 @@ class ClusterInputs(Inputs):
 
     def device(self):
         """The hardware these inputs name."""
-        return loaded(
-            "preset", self.preset, load_hardware, HardwareError, _HW_ALLOWED, noun="hardware"
-        )
+        return loaded("hardware", self.hardware, load_hardware, HardwareError, HARDWARE_ALLOWED)
 
     def workload(self):
         """The model these inputs name."""

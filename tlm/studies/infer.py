@@ -1,5 +1,5 @@
 """``trnsim infer``: ``--batch`` requests of ``--prompt`` + ``--output`` tokens on one model
-replica of ``tp x pp`` chips of a ``--preset`` hardware's ``--system`` - TTFT, TPOT, end-to-end
+replica of ``tp x pp`` chips of a ``--hardware``'s ``--system`` - TTFT, TPOT, end-to-end
 latency, tokens/s per replica, chip and server, MFU and HBM-bandwidth utilisation per phase,
 the time breakdown, the memory per chip and the largest batch that fits at this context.
 
@@ -15,7 +15,7 @@ shortfall. The series: each phase's time by category. See docs/inference.md.
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("infer", model="llama3.3-70b", preset="trn2", system="server", tp=16,
+>>> r = run_study("infer", model="llama3.3-70b", hardware="trn2", system="server", tp=16,
 ...               prompt=1024, output=64).results
 >>> r.fits, r.chips, bool(r.ttft_s < r.e2e_s)
 (True, 16, True)
@@ -24,11 +24,9 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..hardware import HARDWARE
 from ..inference import (
     FORMATS,
     InferenceDoesNotFit,
@@ -39,6 +37,8 @@ from ..inference import (
 )
 from ..inference.layout import FIXED_COSTS, as_hardware, check_layout, system_chips
 from ..workloads import WorkloadError, load_model
+from .hardware import DEPRECATED as HARDWARE_DEPRECATED
+from .hardware import HARDWARE_ALLOWED, hardware_field
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import (
     PLOT_ALLOWED,
@@ -47,6 +47,7 @@ from .protocol import (
     Results,
     Study,
     figure,
+    format_field,
     loaded,
     plot_path,
     register,
@@ -54,10 +55,10 @@ from .protocol import (
 
 __all__ = ["ReplicaInputs", "InferInputs", "InferResults", "PhaseRow", "infer_study"]
 
-_HW_ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
-_DTYPES = tuple(FORMATS)
+#: The formats a replica may run in (:data:`tlm.inference.FORMATS`).
+_FORMATS = tuple(FORMATS)
 #: The estimate's argument names -> this study's inputs.
-_RENAMED = {"fmt": "dtype", "kv_fmt": "kv_dtype", "hardware": "preset"}
+_RENAMED = {"fmt": "format", "kv_fmt": "kv_format"}
 _PART_INPUT = {"weights": "tp", "activations": "prompt", "KV cache": "batch"}
 
 
@@ -66,16 +67,14 @@ class ReplicaInputs(Inputs):
     system, the parallelism, the formats and the named fixed costs (``trnsim infer``,
     ``trnsim serve``)."""
 
+    deprecated = {**HARDWARE_DEPRECATED, "dtype": "format", "kv_dtype": "kv_format"}
+
     model: str = Field(
         "llama3.1-405b",
         description="the model served (tlm/workloads/models)",
         json_schema_extra={"allowed": MODEL_ALLOWED},
     )
-    preset: str = Field(
-        "trn2",
-        description="the hardware: its chip, server and scale-up domain (tlm/hardware)",
-        json_schema_extra={"allowed": _HW_ALLOWED},
-    )
+    hardware: str = hardware_field()
     system: str = Field(
         "server",
         description="the chips the replica may use and their network: server, ultraserver, "
@@ -101,10 +100,8 @@ class ReplicaInputs(Inputs):
         description="micro-batches in flight through the pipeline's stages (1: one batch)",
         json_schema_extra={"unset": "--pp"},
     )
-    dtype: Literal[_DTYPES] = Field("bf16", description="weights and GEMM inputs")
-    kv_dtype: Literal[_DTYPES] | None = Field(
-        None, description="the KV cache's format", json_schema_extra={"unset": "--dtype"}
-    )
+    format: str = format_field("bf16", _FORMATS, "format of the weights and GEMM inputs")
+    kv_format: str | None = format_field(None, _FORMATS, "format of the KV cache", unset="--format")
     step_fixed_s: float | None = Field(
         None,
         ge=0,
@@ -133,9 +130,9 @@ class ReplicaInputs(Inputs):
 
     def device(self):
         try:
-            return as_hardware(self.preset)
+            return as_hardware(self.hardware)
         except InferenceInputError:
-            raise InputError("preset", self.preset, _HW_ALLOWED) from None
+            raise InputError("hardware", self.hardware, HARDWARE_ALLOWED) from None
 
     def replica_resolved(self) -> dict:
         """Check the replica (the model loads, the layout divides it and the system) and
@@ -155,7 +152,7 @@ class ReplicaInputs(Inputs):
         pick = lambda given, shipped: shipped if given is None else given  # noqa: E731
         return {
             "micro_batches": self.pp if self.micro_batches is None else self.micro_batches,
-            "kv_dtype": self.dtype if self.kv_dtype is None else self.kv_dtype,
+            "kv_format": self.format if self.kv_format is None else self.kv_format,
             **{k: pick(getattr(self, k), getattr(fixed, k)) for k in FIXED_COSTS},
         }
 
@@ -225,8 +222,8 @@ class InferInputs(ReplicaInputs):
                 batch=self.batch,
                 prompt=self.prompt,
                 output=self.output,
-                fmt=self.dtype,
-                kv_fmt=self.kv_dtype,
+                fmt=self.format,
+                kv_fmt=self.kv_format,
                 draft_model=(
                     None if self.draft_model == "none" else workload_input(self.draft_model)
                 ),
@@ -242,8 +239,8 @@ class InferInputs(ReplicaInputs):
             raise InputError(
                 field,
                 getattr(self, field),
-                "a replica that fits the chip's HBM (more tp or pp, --dtype fp8, "
-                "--kv-dtype fp8, a smaller --batch, --prompt or --output)",
+                "a replica that fits the chip's HBM (more tp or pp, --format fp8, "
+                "--kv-format fp8, a smaller --batch, --prompt or --output)",
                 f"does not fit: {error}",
             ) from None
         except InferenceInputError as error:
@@ -398,9 +395,10 @@ def write_breakdown(inputs: InferInputs, results: InferResults) -> Path:
             ax.set_title(title)
         axes[1].legend(fontsize=8, loc="upper right")
         fig.suptitle(
-            f"{inputs.model} on {results.chips} {inputs.preset} ({inputs.system}): tp {inputs.tp} "
-            f"pp {inputs.pp} ep {inputs.ep}{' dp-attention' if inputs.dp_attention else ''}, "
-            f"batch {inputs.batch}, {inputs.prompt}+{inputs.output} tokens, {inputs.dtype}",
+            f"{inputs.model} on {results.chips} {inputs.hardware} ({inputs.system}): "
+            f"tp {inputs.tp} pp {inputs.pp} ep {inputs.ep}"
+            f"{' dp-attention' if inputs.dp_attention else ''}, "
+            f"batch {inputs.batch}, {inputs.prompt}+{inputs.output} tokens, {inputs.format}",
             fontsize=9,
         )
     return Path(inputs.plot)

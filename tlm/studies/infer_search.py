@@ -2,7 +2,7 @@
 ``--prompt + --output`` tokens within a latency SLO - over every replica layout (system, tp,
 pp, ep; for a MoE model the ``--expert-layouts``: experts within the tp group or over ep chips
 with data-parallel attention; the ``--micro-batches`` in flight through the pipeline), format,
-KV format and batch of a model on a ``--preset``'s hardware, evaluated on Dask.
+KV format and batch of a model on a ``--hardware``, evaluated on Dask.
 
 The configurations and their pricing are :func:`tlm.inference.search.search`'s (``trnsim
 infer``'s model for the latency, Little's law for the replicas a load needs, the hardware
@@ -16,7 +16,7 @@ million tokens.
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("infer-search", model="llama3-8b", preset="trn2", rate_per_s=2.0,
+>>> r = run_study("infer-search", model="llama3-8b", hardware="trn2", rate_per_s=2.0,
 ...               prompt=512, output=64, scheduler="inline").results
 >>> r.evaluated > 100, r.meeting >= 1, r.best_replicas >= 1
 (True, True, True)
@@ -25,6 +25,7 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -36,7 +37,8 @@ from ..inference.search import (
     SloUnreachable,
     search,
 )
-from .infer import _HW_ALLOWED
+from .hardware import DEPRECATED as HARDWARE_DEPRECATED
+from .hardware import HARDWARE_ALLOWED, hardware_field
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import (
     PLOT_ALLOWED,
@@ -53,9 +55,7 @@ from .protocol import (
 __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
 
 _SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
-_FORMATS = "a comma-separated list of " + ", ".join(FORMATS)
-_EXPERT_LAYOUTS = "a comma-separated list of " + ", ".join(EXPERT_LAYOUTS)
-_MICRO_BATCHES = "a comma-separated list of positive integers and pp (as many as stages)"
+_MICRO_BATCHES = "a comma-separated list of integers >= 1 and pp (as many as stages)"
 #: Configurations in the series.
 TOP = 20
 
@@ -63,16 +63,17 @@ TOP = 20
 class InferSearchInputs(SweepInputs):
     """Inputs of ``trnsim infer-search``."""
 
+    deprecated = {**HARDWARE_DEPRECATED, "dtypes": "formats", "kv_dtypes": "kv_formats"}
+
     model: str = Field(
         "llama3.1-405b",
         description="the model served",
         json_schema_extra={"allowed": MODEL_ALLOWED},
     )
-    preset: str = Field(
-        "trn2", description="the hardware", json_schema_extra={"allowed": _HW_ALLOWED}
-    )
-    systems: str = Field(
-        "server,ultraserver",
+    hardware: str = hardware_field()
+    systems: list[str] = Field(
+        default_factory=lambda: ["server", "ultraserver"],
+        min_length=1,
         description="what a replica may span (an ultraserver the hardware lacks is skipped)",
         json_schema_extra={"allowed": _SYSTEMS},
     )
@@ -81,29 +82,31 @@ class InferSearchInputs(SweepInputs):
     output: int = Field(256, ge=1, description="generated tokens per request")
     slo_ttft_s: float = Field(2.0, gt=0, description="time to first token allowed")
     slo_tpot_s: float = Field(0.05, gt=0, description="time per output token allowed")
-    batches: str = Field(
-        ",".join(map(str, DEFAULT_BATCHES)),
+    batches: list[Annotated[int, Field(ge=1)]] = Field(
+        default_factory=lambda: list(DEFAULT_BATCHES),
+        min_length=1,
         description="batches tried",
-        json_schema_extra={"allowed": "a comma-separated list of positive integers"},
+        json_schema_extra={"allowed": "a comma-separated list of integers >= 1"},
     )
-    dtypes: str = Field(
-        "bf16,fp8",
-        description="formats of the weights tried",
-        json_schema_extra={"allowed": _FORMATS},
+    formats: list[Literal[tuple(FORMATS)]] = Field(
+        default_factory=lambda: list(FORMATS),
+        min_length=1,
+        description="formats of the weights and GEMM inputs tried",
     )
-    kv_dtypes: str = Field(
-        "bf16,fp8",
+    kv_formats: list[Literal[tuple(FORMATS)]] = Field(
+        default_factory=lambda: list(FORMATS),
+        min_length=1,
         description="formats of the KV cache tried",
-        json_schema_extra={"allowed": _FORMATS},
     )
-    expert_layouts: str = Field(
-        ",".join(EXPERT_LAYOUTS),
+    expert_layouts: list[Literal[EXPERT_LAYOUTS]] = Field(
+        default_factory=lambda: list(EXPERT_LAYOUTS),
+        min_length=1,
         description="a MoE model's expert layouts tried: within the tp group (tp), over ep chips "
         "with data-parallel attention (dp_attention)",
-        json_schema_extra={"allowed": _EXPERT_LAYOUTS},
     )
-    micro_batches: str = Field(
-        ",".join(map(str, DEFAULT_MICRO_BATCHES)),
+    micro_batches: list[Annotated[int, Field(ge=1)] | Literal["pp"]] = Field(
+        default_factory=lambda: list(DEFAULT_MICRO_BATCHES),
+        min_length=1,
         description="micro-batches in flight through the pipeline tried per layout",
         json_schema_extra={"allowed": _MICRO_BATCHES},
     )
@@ -114,45 +117,15 @@ class InferSearchInputs(SweepInputs):
         json_schema_extra={"allowed": PLOT_ALLOWED},
     )
 
-    def _list(self, name: str, allowed: str, convert) -> tuple:
-        text = getattr(self, name)
-        parts = [p.strip() for p in text.split(",") if p.strip()]
-        try:
-            values = tuple(convert(p) for p in parts)
-        except ValueError:
-            values = ()
-        if not values:
-            raise InputError(name, text, allowed)
-        return values
-
     def options(self) -> dict:
-        """The lists these inputs name, checked."""
-
-        def batch(p):
-            if not p.isdigit() or int(p) < 1:
-                raise ValueError(p)
-            return int(p)
-
-        def fmt(p):
-            if p not in FORMATS:
-                raise ValueError(p)
-            return p
-
-        def expert(p):
-            if p not in EXPERT_LAYOUTS:
-                raise ValueError(p)
-            return p
-
-        def micro(p):
-            return p if p == "pp" else batch(p)
-
+        """The lists of configurations these inputs name, as the search takes them."""
         return dict(
-            systems=self._list("systems", _SYSTEMS, str),
-            batches=self._list("batches", "a comma-separated list of positive integers", batch),
-            fmts=self._list("dtypes", _FORMATS, fmt),
-            kv_fmts=self._list("kv_dtypes", _FORMATS, fmt),
-            expert_layouts=self._list("expert_layouts", _EXPERT_LAYOUTS, expert),
-            micro_batches=self._list("micro_batches", _MICRO_BATCHES, micro),
+            systems=tuple(self.systems),
+            batches=tuple(self.batches),
+            fmts=tuple(self.formats),
+            kv_fmts=tuple(self.kv_formats),
+            expert_layouts=tuple(self.expert_layouts),
+            micro_batches=tuple(self.micro_batches),
         )
 
     def resolve(self) -> InferSearchInputs:
@@ -160,15 +133,15 @@ class InferSearchInputs(SweepInputs):
         from ..inference.layout import as_hardware, system_chips
 
         try:
-            hw = as_hardware(self.preset)
+            hw = as_hardware(self.hardware)
         except InferenceInputError:
-            raise InputError("preset", self.preset, _HW_ALLOWED) from None
+            raise InputError("hardware", self.hardware, HARDWARE_ALLOWED) from None
         for s in self.options()["systems"]:
             try:
                 system_chips(hw, s)
             except InferenceInputError:
                 if s != "ultraserver":
-                    raise InputError("systems", self.systems, _SYSTEMS) from None
+                    raise InputError("systems", s, _SYSTEMS) from None
         self.check_scheduler()
         plot_path("plot", self.plot)
         return self
@@ -183,8 +156,8 @@ class ConfigRow(BaseModel):
     ep: int
     dp_attention: bool
     micro_batches: int
-    dtype: str
-    kv_dtype: str
+    format: str
+    kv_format: str
     batch: int
     replicas: int
     fleet_chips: int
@@ -209,8 +182,8 @@ class InferSearchResults(Results):
     best_ep: int
     best_dp_attention: bool
     best_micro_batches: int
-    best_dtype: str
-    best_kv_dtype: str
+    best_format: str
+    best_kv_format: str
     best_batch: int
     best_replicas: int
     best_fleet_chips: int
@@ -225,8 +198,8 @@ class InferSearchResults(Results):
 def _config(row: dict) -> ConfigRow:
     return ConfigRow(
         **{k: row[k] for k in ConfigRow.model_fields if k in row},
-        dtype=row["fmt"],
-        kv_dtype=row["kv_fmt"],
+        format=row["fmt"],
+        kv_format=row["kv_fmt"],
     )
 
 
@@ -235,7 +208,7 @@ def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
     try:
         found = search(
             inputs.model,
-            inputs.preset,
+            inputs.hardware,
             rate_per_s=inputs.rate_per_s,
             prompt=inputs.prompt,
             output=inputs.output,
@@ -300,7 +273,7 @@ def write_scatter(inputs: InferSearchInputs, found) -> Path:
         ax.set_xlabel("$ per million output tokens (cloud)")
         ax.set_ylabel("TPOT (ms)")
         ax.set_title(
-            f"{inputs.model} on {inputs.preset}: {inputs.rate_per_s:g} req/s of "
+            f"{inputs.model} on {inputs.hardware}: {inputs.rate_per_s:g} req/s of "
             f"{inputs.prompt}+{inputs.output} tokens",
             fontsize=9,
         )

@@ -54,6 +54,8 @@ _FLOATS = tuple(FLOAT_FORMATS)
 class ModelInputs(PresetInputs):
     """Inputs of ``trnsim model``."""
 
+    deprecated = {"weights_format": "format"}
+
     model: str = Field(
         "llama3-8b",
         description="the model: a workload name or a model TOML file",
@@ -83,7 +85,7 @@ class ModelInputs(PresetInputs):
         description="tokens per sequence",
         json_schema_extra={"unset": "the model file's"},
     )
-    weights_format: str = format_field("bf16", _FLOATS, "format of the weights computed on")
+    format: str = format_field("bf16", _FLOATS, "format of the weights computed on")
     gradients_format: str = format_field("bf16", _FLOATS, "format of the gradients")
     optimizer_format: str = format_field("fp32", _FLOATS, "format of Adam's two moments")
     master_format: str = format_field(
@@ -132,7 +134,7 @@ class ModelInputs(PresetInputs):
             interleave=self.interleave,
             global_batch=self.global_batch,
             seq_len=self.seq_len,
-            weights=self.weights_format,
+            weights=self.format,
             gradients=self.gradients_format,
             optimizer=self.optimizer_format,
             master=self.master_format,

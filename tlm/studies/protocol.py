@@ -38,10 +38,12 @@ import os
 import re
 import types
 import typing
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -62,6 +64,9 @@ __all__ = [
     "run_study",
     "execute",
     "validate_inputs",
+    "rename_deprecated",
+    "from_text",
+    "is_list",
     "allowed_text",
     "model_error",
     "writable_path",
@@ -76,11 +81,15 @@ __all__ = [
 
 
 def show(value) -> str:
-    """A value as a user would type it: strings quoted, numbers and lists plain."""
+    """A value as a user would type it: strings quoted, numbers plain, a list comma-separated
+    (quoted as one text when it holds a name: ``'0-1,5-9'``, ``'1,pp'``; ``[]`` when empty)."""
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, (list, tuple)):
-        return ",".join(show(v) for v in value)
+        if not value:
+            return "[]"
+        text = ",".join(str(v) for v in value)
+        return repr(text) if any(isinstance(v, str) for v in value) else text
     return str(value)
 
 
@@ -141,10 +150,22 @@ def model_error(error: ValueError, fields, values: dict | None = None) -> ValueE
 
 def without_none(annotation):
     """The annotation without ``X | None`` (inputs resolved from a preset default to None)."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+    if is_union(annotation):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) == 1:
             return args[0]
+    return annotation
+
+
+def is_union(annotation) -> bool:
+    """``annotation`` is ``X | Y`` (or ``typing.Union``)."""
+    return isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+
+
+def bare(annotation):
+    """The type of an ``Annotated[T, ...]`` (an item with its own limits): ``T``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return typing.get_args(annotation)[0]
     return annotation
 
 
@@ -180,11 +201,81 @@ def allowed_text(field) -> str:
     if origin is typing.Literal:
         return "one of " + ", ".join(str(a) for a in typing.get_args(ann))
     if origin is list:
-        (item,) = typing.get_args(ann)
+        item = bare(typing.get_args(ann)[0])
+        if typing.get_origin(item) is typing.Literal:
+            return "a comma-separated list of " + ", ".join(map(str, typing.get_args(item)))
         noun = {int: "integers", float: "numbers", str: "names"}.get(item, "values")
         return f"a comma-separated list of {noun}{_bounds(field)}"
     noun = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
     return noun.get(ann, getattr(ann, "__name__", str(ann))) + _bounds(field)
+
+
+def from_text(name: str, text: str, field):
+    """The value of input ``name`` (pydantic ``FieldInfo`` ``field``) from its text, as typed on
+    the command line; :func:`validate_inputs` checks it next.
+
+    A list is comma-separated; a word a ``Literal`` of a union names is itself (``all`` of
+    ``--tp all``, ``pp`` of ``--micro-batches 1,pp``), else the text is read as the union's
+    other type. A text that is no number where one is needed raises :class:`InputError`
+    naming the item.
+
+    Examples
+    --------
+    >>> class Axes(Inputs):
+    ...     tp: typing.Literal["all"] | list[int] = "all"
+    >>> tp = Axes.model_fields["tp"]
+    >>> from_text("tp", "8, 16", tp), from_text("tp", "all", tp)
+    ([8, 16], 'all')
+    """
+    return _from_text(name, text, field.annotation, _list_allowed(field))
+
+
+def _from_text(name: str, text: str, annotation, allowed: str | None):
+    kind = bare(without_none(annotation))
+    if is_union(kind):
+        arms = [bare(a) for a in typing.get_args(kind) if a is not type(None)]
+        for arm in arms:
+            if typing.get_origin(arm) is typing.Literal and text.strip() in typing.get_args(arm):
+                return text.strip()
+        other = [a for a in arms if typing.get_origin(a) is not typing.Literal]
+        if not other:
+            return text
+        if len(other) == 1:
+            return _from_text(name, text, other[0], allowed)
+        raise TypeError(f"{name}: a union of {other} cannot be read from a text")
+    if typing.get_origin(kind) is list:
+        (item,) = typing.get_args(kind)
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if not parts:
+            raise InputError(name, text, allowed or "a comma-separated list", "is empty")
+        return [_from_text(name, p, item, allowed) for p in parts]
+    try:
+        if kind is int:
+            return int(text)
+        if kind is float:
+            return float(text)
+    except ValueError:
+        noun = allowed or ("an integer" if kind is int else "a number")
+        raise InputError(name, text, noun, None if allowed else "is not a number") from None
+    return text
+
+
+def is_list(field) -> bool:
+    """An input that is a list (or may be one: ``Literal["all"] | list[int]``)."""
+    kind = without_none(field.annotation)
+    arms = typing.get_args(kind) if is_union(kind) else (kind,)
+    return any(typing.get_origin(bare(a)) is list for a in arms)
+
+
+def _list_allowed(field) -> str | None:
+    """What an input allows, for the error of an item its type cannot name alone (an item of
+    a union: ``all`` or a list, an integer or ``pp``); None: the item's type says it."""
+    kind = without_none(field.annotation)
+    if is_union(kind) or (
+        typing.get_origin(kind) is list and is_union(bare(typing.get_args(kind)[0]))
+    ):
+        return allowed_text(field)
+    return None
 
 
 def loaded(
@@ -257,9 +348,14 @@ def figure(path, *, save: dict | None = None, **subplots):
 class Inputs(BaseModel):
     """Base of every study's inputs: strict types (no ``True`` for a number), no unknown
     names, frozen. Subclasses declare fields with a ``description`` each and units in their
-    names, and override :meth:`resolve` to fill preset defaults and check combinations."""
+    names, and override :meth:`resolve` to fill preset defaults and check combinations.
+
+    ``deprecated`` maps an input's old name to its name now (``{"dtype": "format"}``): the old
+    name is still taken, for one release, as a flag, a config file's key or a keyword of
+    :func:`run_study`, each time with a warning (:func:`rename_deprecated`)."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    deprecated: ClassVar[dict[str, str]] = {}
 
     def resolve(self) -> Inputs:
         """These inputs with every default filled in and every combination checked (raise
@@ -353,14 +449,19 @@ class PresetInputs(Inputs):
             ) from None
 
 
-def format_field(default: str, names=tuple(FORMATS), description: str = "operand format"):
-    """A ``format`` input: a name from :data:`tlm.formats.FORMATS` (the one list), or from
-    the subset ``names`` a study supports."""
-    return Field(
-        default,
-        description=description,
-        json_schema_extra={"allowed": "one of " + ", ".join(sorted(names)), "choices": names},
-    )
+def format_field(
+    default: str | None,
+    names=tuple(FORMATS),
+    description: str = "operand format",
+    unset: str | None = None,
+):
+    """A ``format`` input (or ``kv_format``, ...): a name from :data:`tlm.formats.FORMATS`
+    (the one list), or from the subset ``names`` a study supports; ``unset`` says what a
+    default of None stands for."""
+    extra = {"allowed": "one of " + ", ".join(sorted(names)), "choices": tuple(names)}
+    if unset is not None:
+        extra["unset"] = unset
+    return Field(default, description=description, json_schema_extra=extra)
 
 
 def seed_field():
@@ -407,7 +508,7 @@ class Study:
     def check_choice(self, field: str, value):
         """Reject a value outside a field's ``choices`` (declared by :func:`format_field`)."""
         extra = self.inputs.model_fields[field].json_schema_extra or {}
-        if "choices" in extra and value not in extra["choices"]:
+        if "choices" in extra and value is not None and value not in extra["choices"]:
             raise InputError(field, value, allowed_text(self.inputs.model_fields[field]))
 
 
@@ -475,13 +576,20 @@ def register(study: Study) -> Study:
 
 def validate_inputs(study: Study, values: dict) -> Inputs:
     """Build a study's inputs from ``values`` (field name -> value), resolve them, and turn
-    every problem into an :class:`InputError` naming the input."""
+    every problem into an :class:`InputError` naming the input. A list may be given as its
+    comma-separated text, as on the command line (``""``: an empty list)."""
     fields = study.inputs.model_fields
     for name in values:
         if name not in fields:
             raise InputError(
                 name, values[name], "inputs " + ", ".join(fields), "is not an input of this study"
             )
+    values = {
+        name: (from_text(name, v, fields[name]) if v.strip() else [])
+        if isinstance(v, str) and is_list(fields[name])
+        else v
+        for name, v in values.items()
+    }
     try:
         inputs = study.inputs.model_validate(values)
     except ValidationError as error:
@@ -491,6 +599,11 @@ def validate_inputs(study: Study, values: dict) -> Inputs:
         if isinstance(cause, InputError):
             raise cause from None
         value = values.get(name, first.get("input"))
+        # an item of a list that is not allowed: name the item, not the whole list
+        for e in error.errors():
+            if str(e["loc"][0]) == name and any(isinstance(p, int) for p in e["loc"][1:]):
+                value = e["input"]
+                break
         raise InputError(name, value, allowed_text(fields[name])) from None
     for name in fields:
         study.check_choice(name, getattr(inputs, name))
@@ -521,8 +634,41 @@ class Report:
         }
 
 
+def rename_deprecated(
+    inputs: type[Inputs], values: dict, where: str = ""
+) -> tuple[dict, list[tuple[str, str]]]:
+    """``values`` with each deprecated name (:attr:`Inputs.deprecated`) replaced by the
+    input's name now, and the ``(old, new)`` pairs replaced, for the caller to warn of.
+
+    Raises
+    ------
+    InputError
+        On the old name when the new one is given too (``where``: in what, e.g. a file).
+
+    Examples
+    --------
+    >>> class Old(Inputs):
+    ...     deprecated = {"dtype": "format"}
+    ...     format: str = "bf16"
+    >>> rename_deprecated(Old, {"dtype": "fp8", "seed": 1})
+    ({'format': 'fp8', 'seed': 1}, [('dtype', 'format')])
+    """
+    renamed = [(old, new) for old, new in inputs.deprecated.items() if old in values]
+    for old, new in renamed:
+        if new in values:
+            raise InputError(
+                old,
+                values[old],
+                f"{new} alone ({old} is its deprecated name)",
+                f"is given beside {new}{where}",
+            )
+    new_name = dict(renamed)
+    return {new_name.get(k, k): v for k, v in values.items()}, renamed
+
+
 def run_study(name: str, **values) -> Report:
-    """Run study ``name`` with inputs ``values`` (defaults for the rest).
+    """Run study ``name`` with inputs ``values`` (defaults for the rest). A deprecated input
+    name is taken with a :class:`DeprecationWarning`.
 
     Raises
     ------
@@ -531,7 +677,11 @@ def run_study(name: str, **values) -> Report:
     """
     if name not in STUDIES:
         raise InputError("study", name, "one of " + ", ".join(STUDIES))
-    return execute(STUDIES[name], validate_inputs(STUDIES[name], values))
+    study = STUDIES[name]
+    values, renamed = rename_deprecated(study.inputs, values)
+    for old, new in renamed:
+        warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=2)
+    return execute(study, validate_inputs(study, values))
 
 
 def execute(study: Study, inputs: Inputs) -> Report:

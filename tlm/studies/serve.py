@@ -21,7 +21,7 @@ every replica as a Perfetto/Chrome trace. See docs/serving.md.
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("serve", model="llama3-8b", preset="trn2", system="server", tp=4,
+>>> r = run_study("serve", model="llama3-8b", hardware="trn2", system="server", tp=4,
 ...               rate_per_s=4.0, requests=200, prompt="512", output="64").results
 >>> r.completed, bool(r.ttft_p50_s < r.e2e_p50_s), r.chips
 (200, True, 4)
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -137,8 +137,9 @@ class ServeInputs(ReplicaInputs):
         description="write latency against throughput over a sweep of rates",
         json_schema_extra={"allowed": PLOT_ALLOWED},
     )
-    plot_rates: str = Field(
-        "0.25,0.5,0.75,1,1.25,1.5",
+    plot_rates: list[Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: [0.25, 0.5, 0.75, 1.0, 1.25, 1.5],
+        min_length=1,
         description="the sweep's rates as fractions of --rate-per-s",
         json_schema_extra={"allowed": "a comma-separated list of numbers > 0"},
     )
@@ -190,7 +191,6 @@ class ServeInputs(ReplicaInputs):
             raise InputError(
                 "token_budget", self.token_budget, f">= --max-batch ({self.max_batch})"
             )
-        self._rates()
         plot_path("plot", self.plot)
         writable_path("trace", self.trace)
         if self.trace is not None and not self.trace.endswith(".json"):
@@ -199,15 +199,6 @@ class ServeInputs(ReplicaInputs):
             hw = self.device()
             update["kv_link_Bps"] = hw.scale_out_bandwidth_Bps * self.stage_chips() * self.pp
         return self.model_copy(update=update)
-
-    def _rates(self) -> list[float]:
-        try:
-            rates = [float(x) for x in self.plot_rates.split(",")]
-        except ValueError:
-            rates = []
-        if not rates or not all(r > 0 for r in rates):
-            raise InputError("plot_rates", self.plot_rates, "a comma-separated list of numbers > 0")
-        return rates
 
     def engine(self) -> Engine:
         """The replica these (resolved) inputs describe."""
@@ -219,8 +210,8 @@ class ServeInputs(ReplicaInputs):
                 tp=self.tp,
                 pp=self.pp,
                 ep=self.ep,
-                fmt=self.dtype,
-                kv_fmt=self.kv_dtype,
+                fmt=self.format,
+                kv_fmt=self.kv_format,
                 max_tokens=self.token_budget,
                 micro_batches=self.micro_batches,
                 **self.layout_options(),
@@ -245,7 +236,7 @@ class ServeInputs(ReplicaInputs):
             slo_tpot_s=self.slo_tpot_s,
         )
         if self.prefill_replicas:
-            per_token = engine.model.kv_cache_per_token_bytes(self.kv_dtype)
+            per_token = engine.model.kv_cache_per_token_bytes(self.kv_format)
             args |= dict(
                 prefill_replicas=self.prefill_replicas,
                 decode_replicas=self.decode_replicas,
@@ -337,7 +328,7 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
             "max_batch" if run.rejected else "rate_per_s",
             inputs.max_batch if run.rejected else inputs.rate_per_s,
             "a fleet that completes a request: no request fits the replica's KV cache "
-            f"({engine.kv_capacity_tokens} tokens); more tp, --kv-dtype fp8 or shorter requests",
+            f"({engine.kv_capacity_tokens} tokens); more tp, --kv-format fp8 or shorter requests",
         )
     hw = engine.hardware
     money = token_economics(hw, run.chips, run.output_tokens_per_s)
@@ -460,7 +451,7 @@ def write_trace(path: str, timeline: dict, prefill_replicas: int = 0) -> Path:
 def write_curve(inputs: ServeInputs, engine) -> Path:
     """p50 and p90 TTFT and TPOT against the output throughput, one point per rate of the
     sweep, with the SLO as lines; matplotlib, the format by suffix."""
-    rates = [f * inputs.rate_per_s for f in inputs._rates()]
+    rates = [f * inputs.rate_per_s for f in inputs.plot_rates]
     runs = []
     for i, rate in enumerate(rates):
         progress(i, len(rates), "latency-throughput sweep")
@@ -482,8 +473,8 @@ def write_curve(inputs: ServeInputs, engine) -> Path:
             ax.set_yscale("log")
             ax.legend(fontsize=8)
         fig.suptitle(
-            f"{inputs.model} on {inputs.preset} {inputs.system}: tp {inputs.tp}, "
-            f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.dtype}",
+            f"{inputs.model} on {inputs.hardware} {inputs.system}: tp {inputs.tp}, "
+            f"{inputs.replicas or 1} replica(s), max batch {inputs.max_batch}, {inputs.format}",
             fontsize=9,
         )
     return Path(inputs.plot)

@@ -1,4 +1,4 @@
-"""``trnsim train``: a model trained on ``--chips`` chips of a ``--preset`` with one parallel
+"""``trnsim train``: a model trained on ``--chips`` chips of a ``--hardware`` with one parallel
 layout - the step time and where it goes, MFU and HFU, tokens/s, memory per chip, and the run:
 time to train with goodput under failures, power, energy, owned and cloud cost.
 
@@ -31,7 +31,7 @@ from ..cluster.memory import RECOMPUTE, DoesNotFit
 from ..cluster.training import PARTS, training_step
 from .cost import ClusterInputs, RunResults, run_figures
 from .model import MemoryResults, memory_figures
-from .protocol import PLOT_ALLOWED, InputError, Study, figure, plot_path, register
+from .protocol import PLOT_ALLOWED, InputError, Study, figure, format_field, plot_path, register
 
 __all__ = [
     "FabricInputs",
@@ -76,6 +76,8 @@ class FabricInputs(ClusterInputs):
 class TrainInputs(FabricInputs):
     """Inputs of ``trnsim train``."""
 
+    deprecated = {**FabricInputs.deprecated, "gemm_format": "format"}
+
     dp: int | None = Field(
         None,
         ge=1,
@@ -96,7 +98,7 @@ class TrainInputs(FabricInputs):
     overlap_dp: Literal["on", "off"] = Field(
         "on", description="hide the gradients' reduction behind the last backward pass"
     )
-    gemm_format: Literal[GEMM_FORMATS] = Field("bf16", description="format the GEMMs run in")
+    format: str = format_field("bf16", GEMM_FORMATS, "format the GEMMs run in")
     global_batch: int | None = Field(
         None,
         ge=1,
@@ -163,7 +165,7 @@ class TrainInputs(FabricInputs):
         m = self.workload()
         options = [
             ("overlap_dp", self.overlap_dp == "on"),
-            ("fmt", self.gemm_format),
+            ("fmt", self.format),
             *self.settings(),
         ]
         if self.global_batch is not None:
@@ -218,7 +220,7 @@ class TrainInputs(FabricInputs):
                 overlap_dp=self.overlap_dp == "on",
                 global_batch=self.global_batch,
                 seq_len=self.seq_len,
-                fmt=self.gemm_format,
+                fmt=self.format,
                 hbm_bytes=self.device().hbm_bytes,
             )
         except ValueError as error:
@@ -310,7 +312,7 @@ def write_breakdown(inputs: TrainInputs, results: TrainResults) -> Path:
         ax.set_yticks([])
         ax.set_xlabel("seconds per step")
         ax.set_title(
-            f"{inputs.model} on {inputs.chips} {inputs.preset}: dp {inputs.dp} tp {inputs.tp} "
+            f"{inputs.model} on {inputs.chips} {inputs.hardware}: dp {inputs.dp} tp {inputs.tp} "
             f"pp {inputs.pp} cp {inputs.cp} ep {inputs.ep}, MFU {results.mfu_fraction:.1%}"
         )
         ax.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))

@@ -21,7 +21,7 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -53,12 +53,18 @@ _COUNT_UNITS = {"": 1, "k": 1000, "m": 1_000_000}
 MAX_COUNTS = 32
 
 
-def _axis_field(what: str):
+def _axis_field(what: str, items: str):
     return Field(
         "all",
         description=f"{what} to try",
-        json_schema_extra={"allowed": "all, or a comma-separated list of values"},
+        json_schema_extra={"allowed": f"all, or a comma-separated list of {items}"},
     )
+
+
+#: An axis of the search: all its values, or the ones listed.
+_Sizes = Literal["all"] | Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
+_Stages = Literal["all"] | Annotated[list[Annotated[int, Field(ge=0, le=3)]], Field(min_length=1)]
+_Recomputes = Literal["all"] | Annotated[list[Literal[RECOMPUTE]], Field(min_length=1)]
 
 
 class SearchInputs(FabricInputs, SweepInputs):
@@ -81,12 +87,12 @@ class SearchInputs(FabricInputs, SweepInputs):
         description="facility power allowed",
         json_schema_extra={"unset": "the power of the largest chip count (no limit)"},
     )
-    tp: str = _axis_field("tensor-parallel sizes")
-    pp: str = _axis_field("pipeline-parallel sizes")
-    cp: str = _axis_field("context-parallel sizes")
-    ep: str = _axis_field("expert-parallel sizes")
-    zero: str = _axis_field("ZeRO stages")
-    recompute: str = _axis_field("recomputations (none, selective, full)")
+    tp: _Sizes = _axis_field("tensor-parallel sizes", "integers >= 1")
+    pp: _Sizes = _axis_field("pipeline-parallel sizes", "integers >= 1")
+    cp: _Sizes = _axis_field("context-parallel sizes", "integers >= 1")
+    ep: _Sizes = _axis_field("expert-parallel sizes", "integers >= 1")
+    zero: _Stages = _axis_field("ZeRO stages", "0, 1, 2, 3")
+    recompute: _Recomputes = _axis_field("recomputations", ", ".join(RECOMPUTE))
     chunk: int = Field(200_000, ge=1000, le=10_000_000, description="layouts per Dask task")
     plot: str | None = Field(
         None,
@@ -106,34 +112,14 @@ class SearchInputs(FabricInputs, SweepInputs):
         return counts
 
     def fixed(self) -> dict:
-        """The axes narrowed to the values listed."""
+        """The axes narrowed to the values listed (recomputations by their index)."""
         out = {}
         for name in ("tp", "pp", "cp", "ep", "zero", "recompute"):
-            text = getattr(self, name).strip()
-            if text == "all":
-                continue
-            parts = [p.strip() for p in text.split(",") if p.strip()]
-            if name == "recompute":
-                bad = [p for p in parts if p not in RECOMPUTE]
-                values = [RECOMPUTE.index(p) for p in parts if p in RECOMPUTE]
-                allowed = "all, or a comma-separated list of " + ", ".join(RECOMPUTE)
-            else:
-                bad = [
-                    p
-                    for p in parts
-                    if not p.isdigit()
-                    or (int(p) < 1 and name != "zero")
-                    or (name == "zero" and int(p) > 3)
-                ]
-                values = [int(p) for p in parts if p not in bad]
-                allowed = (
-                    "all, or a comma-separated list of 0, 1, 2, 3"
-                    if name == "zero"
-                    else "all, or a comma-separated list of positive integers"
+            values = getattr(self, name)
+            if values != "all":
+                out[name] = (
+                    [RECOMPUTE.index(v) for v in values] if name == "recompute" else list(values)
                 )
-            if bad or not values:
-                raise InputError(name, getattr(self, name), allowed)
-            out[name] = values
         return out
 
     def resolve(self) -> SearchInputs:
@@ -293,7 +279,7 @@ def write_front(inputs: SearchInputs, found, results: SearchResults) -> Path:
         ax.set_yscale("log")
         ax.set_xlabel("days to train (with goodput)")
         ax.set_ylabel("cloud cost (M$)")
-        ax.set_title(f"{inputs.model} on {inputs.preset}: {int(ok.sum())} feasible layouts")
+        ax.set_title(f"{inputs.model} on {inputs.hardware}: {int(ok.sum())} feasible layouts")
         ax.legend(fontsize=8, markerscale=4)
     return Path(inputs.plot)
 

@@ -31,18 +31,20 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from ..validation.collectives import ENGINES, validate
 from ..validation.inference import FIT as INFERENCE_FIT
 from ..validation.inference import validate_inference
+from ..validation.row import SUITES as SUITE_NAMES
+from ..validation.row import ValidationRow
 from ..validation.training import FIT, validate_training
 from .protocol import Inputs, Results, Study, register
 
-__all__ = ["ValidateInputs", "ValidateResults", "ValidationRow", "validate_study"]
+__all__ = ["ValidateInputs", "ValidateResults", "validate_study"]
 
 #: Suites of published measurements.
-SUITES = ("all", "collectives", "training", "inference")
+SUITES = ("all", *SUITE_NAMES)
 
 
 class ValidateInputs(Inputs):
@@ -52,24 +54,6 @@ class ValidateInputs(Inputs):
     engine: Literal[ENGINES] = Field(
         "analytic", description="the collective engine the collectives suite runs"
     )
-
-
-class ValidationRow(BaseModel):
-    """One published measurement against the model."""
-
-    suite: str
-    section: str = Field(description="the published table or sweep")
-    case: str = Field(description="the row: a size and algorithm, or a model and layout")
-    quantity: str = Field(
-        description="what was published: time_s, step_time_s, flop_per_s_per_chip"
-    )
-    role: str = Field(description="fit: calibrates the suite's parameters; judge: is judged")
-    published: float
-    shipped: float = Field(description="the model as shipped, nothing fitted")
-    calibrated: float = Field(description="the model with the fitted parameters")
-    shipped_error_fraction: float = Field(description="shipped / published - 1")
-    calibrated_error_fraction: float = Field(description="calibrated / published - 1")
-    source: str
 
 
 class ValidateResults(Results):
@@ -93,74 +77,14 @@ class ValidateResults(Results):
     series: list[ValidationRow] = Field(default_factory=list, exclude=True)
 
 
-def _collective_rows(engine: str) -> list[ValidationRow]:
-    return [
-        ValidationRow(
-            suite="collectives",
-            section=s.name.split(":")[0],
-            case=f"{r.size_bytes} B, {r.algorithm or '-'} (model: {r.model_algorithm})",
-            quantity="time_s",
-            role=r.role,
-            published=r.measured_s,
-            shipped=r.shipped_s,
-            calibrated=r.calibrated_s,
-            shipped_error_fraction=r.shipped_error,
-            calibrated_error_fraction=r.calibrated_error,
-            source=r.source,
-        )
-        for s in validate(engine)
-        for r in s.rows
-    ]
-
-
-def _training_rows() -> list[ValidationRow]:
-    v = validate_training()
-    return [
-        ValidationRow(
-            suite="training",
-            section=f"{r.source.split()[0]} on {r.hardware}",
-            case=f"{r.model} {r.layout}",
-            quantity=r.quantity,
-            role=r.role,
-            published=r.published,
-            shipped=r.shipped,
-            calibrated=r.modelled,
-            shipped_error_fraction=r.shipped_error,
-            calibrated_error_fraction=r.error,
-            source=r.source,
-        )
-        for r in v.rows
-    ]
-
-
-def _inference_rows() -> list[ValidationRow]:
-    v = validate_inference()
-    return [
-        ValidationRow(
-            suite="inference",
-            section=f"{r.source} on {r.system}",
-            case=f"{r.case} ({r.reliability})",
-            quantity=r.metric,
-            role=r.role,
-            published=r.published,
-            shipped=r.shipped,
-            calibrated=r.modelled,
-            shipped_error_fraction=r.shipped_error,
-            calibrated_error_fraction=r.error,
-            source=r.source,
-        )
-        for r in v.rows
-    ]
-
-
 def validate_study(inputs: ValidateInputs) -> ValidateResults:
-    rows = []
+    rows: list[ValidationRow] = []
     if inputs.suite in ("all", "collectives"):
-        rows += _collective_rows(inputs.engine)
+        rows += [r for s in validate(inputs.engine) for r in s.rows]
     if inputs.suite in ("all", "training"):
-        rows += _training_rows()
+        rows += validate_training().rows
     if inputs.suite in ("all", "inference"):
-        rows += _inference_rows()
+        rows += validate_inference().rows
 
     def errors(suite=None, role=None, shipped=False):
         return np.array(
@@ -174,7 +98,7 @@ def validate_study(inputs: ValidateInputs) -> ValidateResults:
     judged = errors(role="judge")
     shipped = errors(shipped=True)
     per_suite = {}
-    for suite in ("collectives", "training", "inference"):
+    for suite in SUITE_NAMES:
         e = errors(suite, "judge")
         per_suite[f"{suite}_judged_mean_error_fraction"] = float(e.mean()) if e.size else None
         per_suite[f"{suite}_judged_max_error_fraction"] = float(e.max()) if e.size else None
@@ -228,7 +152,11 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
         rows = []
         for hw, params in v.parameters.items():
             judged = np.array(
-                [abs(r.error) for r in v.rows if r.hardware == hw and r.role == "judge"]
+                [
+                    abs(r.calibrated_error_fraction)
+                    for r in v.rows
+                    if r.system == hw and r.role == "judge"
+                ]
             )
             rows.append(
                 (
@@ -256,7 +184,11 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
         rows = []
         for system, p in v.parameters.items():
             judged = np.array(
-                [abs(r.error) for r in v.rows if r.system == system and r.role == "judge"]
+                [
+                    abs(r.calibrated_error_fraction)
+                    for r in v.rows
+                    if r.system == system and r.role == "judge"
+                ]
             )
             rows.append(
                 (

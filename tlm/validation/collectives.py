@@ -41,8 +41,9 @@ from ..collectives import ALGORITHMS, Analytic, build
 from ..collectives.flow import Flow
 from ..formats import get_format
 from ..system import load_system
+from .row import CollectiveDetail, ValidationRow
 
-__all__ = ["ENGINES", "RowResult", "SectionResult", "load_file", "validate"]
+__all__ = ["ENGINES", "SectionResult", "load_file", "validate"]
 
 #: Engines a validation may run.
 ENGINES = ("analytic", "flow")
@@ -52,8 +53,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Row(_Strict):
-    """One published measurement."""
+class PublishedRow(_Strict):
+    """One published measurement of the data file."""
 
     size_bytes: int = Field(ge=1)
     time_us: float = Field(gt=0)
@@ -71,7 +72,7 @@ class Section(_Strict):
     format: str
     algorithms: dict[str, str]
     fit: list[int] = Field(min_length=2, max_length=2)
-    rows: list[Row] = Field(min_length=3)
+    rows: list[PublishedRow] = Field(min_length=3)
 
     @model_validator(mode="after")
     def _check(self):
@@ -111,43 +112,25 @@ def load_file() -> ValidationFile:
 
 
 @dataclass(frozen=True)
-class RowResult:
-    """One published row against the model."""
-
-    size_bytes: int
-    algorithm: str
-    model_algorithm: str
-    role: str  # "fit" or "judge"
-    measured_s: float
-    shipped_s: float
-    calibrated_s: float
-    source: str
-
-    @property
-    def shipped_error(self) -> float:
-        return self.shipped_s / self.measured_s - 1
-
-    @property
-    def calibrated_error(self) -> float:
-        return self.calibrated_s / self.measured_s - 1
-
-
-@dataclass(frozen=True)
 class SectionResult:
-    """One section: its calibrated parameters and every row."""
+    """One section: its calibrated parameters and every row (seconds)."""
 
     name: str
     system: str
     ranks_per_chip: int
     op_fixed_s: float
     bandwidth_factor: float
-    rows: tuple[RowResult, ...]
+    rows: tuple[ValidationRow, ...]
 
     def errors(self, which: str, role: str | None = None) -> np.ndarray:
         """Absolute errors of ``which`` (``shipped`` or ``calibrated``) over the rows of
         ``role`` (all when None)."""
         return np.array(
-            [abs(getattr(r, f"{which}_error")) for r in self.rows if role is None or r.role == role]
+            [
+                abs(getattr(r, f"{which}_error_fraction"))
+                for r in self.rows
+                if role is None or r.role == role
+            ]
         )
 
 
@@ -191,15 +174,20 @@ def _run_section(section: Section, engine: str) -> SectionResult:
         zip(section.rows, parts, strict=True)
     ):
         rows.append(
-            RowResult(
-                size_bytes=row.size_bytes,
-                algorithm=row.algorithm,
-                model_algorithm=name,
+            ValidationRow(
+                suite="collectives",
+                section=section.name.split(":")[0],
+                case=f"{row.size_bytes} B, {row.algorithm or '-'} (model: {name})",
+                system=system.name,
+                quantity="time_s",
                 role="fit" if i in at else "judge",
-                measured_s=row.time_us * 1e-6,
-                shipped_s=shipped,
-                calibrated_s=op_fixed + fixed + moving * z,
+                published=row.time_us * 1e-6,
+                shipped=shipped,
+                calibrated=op_fixed + fixed + moving * z,
                 source=row.source,
+                detail=CollectiveDetail(
+                    size_bytes=row.size_bytes, algorithm=row.algorithm, model_algorithm=name
+                ),
             )
         )
     return SectionResult(

@@ -48,7 +48,7 @@ Examples
 >>> v = validate_inference()
 >>> sorted(v.parameters)
 ['h100', 'trn2']
->>> max(abs(r.error) for r in v.rows if r.role == "judge") < BOUND
+>>> max(abs(r.calibrated_error_fraction) for r in v.rows if r.role == "judge") < BOUND
 True
 """
 
@@ -68,13 +68,13 @@ from ..inference.estimate import tokens_per_verify
 from ..inference.layout import FIXED_COSTS, FORMATS, as_model, check_format
 from ..inference.serving import simulate
 from ..workloads.model import element_bytes
+from .row import InferenceDetail, ValidationRow
 
 __all__ = [
     "ASSUMED",
     "BOUND",
     "FIT",
     "FACTORS",
-    "InferenceRow",
     "InferenceValidation",
     "LOAD_REQUESTS",
     "LOAD_SEED",
@@ -174,61 +174,17 @@ _METRICS = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "e2e_s": "e2e_s"}
 
 
 @dataclass(frozen=True)
-class InferenceRow:
-    """One published latency against the model.
-
-    Attributes
-    ----------
-    id, system, model, metric, reliability : str
-    source : str
-        The key of the ``[sources]`` table of ``inference.toml``.
-    role : str
-        ``fit`` or ``judge``.
-    published, shipped, modelled : float
-        Seconds (tokens per second for a throughput): as published; the bare model (no
-        fixed costs, the collectives at the modelled bandwidth: what a per-operator
-        estimator says); the model with the fitted parameters (what
-        ``tlm/inference/data/fixed_costs.toml`` ships).
-    load : str
-        How the load was modelled: ``""`` for one request alone (:func:`estimate`), else the
-        simulation's arrivals (a closed loop or Poisson) and its prefill policy, or the
-        offline run of a maximum-throughput row (its limits and KV cache).
-    """
-
-    id: str
-    system: str
-    model: str
-    case: str
-    metric: str
-    role: str
-    published: float
-    shipped: float
-    modelled: float
-    source: str
-    reliability: str
-    load: str = ""
-
-    @property
-    def error(self) -> float:
-        return self.modelled / self.published - 1.0
-
-    @property
-    def shipped_error(self) -> float:
-        return self.shipped / self.published - 1.0
-
-
-@dataclass(frozen=True)
 class InferenceValidation:
     """Every modelled row, the fitted parameters per system, the rows not modelled and the
     rounds of each system's fit (its fixed-point iteration under load)."""
 
-    rows: tuple
+    rows: tuple[ValidationRow, ...]
     parameters: dict
     skipped: tuple = field(default=())
     rounds: dict = field(default_factory=dict)
 
     def judged_errors(self) -> np.ndarray:
-        return np.array([r.error for r in self.rows if r.role == "judge"])
+        return np.array([r.calibrated_error_fraction for r in self.rows if r.role == "judge"])
 
 
 @lru_cache(maxsize=1)
@@ -819,19 +775,23 @@ def validate_inference() -> InferenceValidation:
             case = f"{s['model']} tp {s['tp']} {row['prompt']}/{row['output']} {s['fmt']}; "
             case += load_text
         out.append(
-            InferenceRow(
-                id=row["id"],
+            ValidationRow(
+                suite="inference",
+                section=f"{row['source']} on {row['system']}",
+                case=f"{case} ({row['reliability']})",
                 system=row["system"],
-                model=row["model"],
-                case=case,
-                metric=row["metric"],
+                quantity=row["metric"],
                 role="fit" if row["id"] in FIT[row["system"]] else "judge",
                 published=float(row["value"]),
                 shipped=_modelled(row["id"], 0.0, 0.0, 1.0, 0.0),
-                modelled=_modelled(row["id"], *(p[k] for k in FIXED_COSTS)),
+                calibrated=_modelled(row["id"], *(p[k] for k in FIXED_COSTS)),
                 source=row["source"],
-                reliability=row["reliability"],
-                load=load_text,
+                detail=InferenceDetail(
+                    id=row["id"],
+                    model=row["model"],
+                    reliability=row["reliability"],
+                    load=load_text,
+                ),
             )
         )
     return InferenceValidation(

@@ -41,9 +41,9 @@ from ..cluster.training import training_step
 from ..costs import OpCosts
 from ..hardware import load_hardware
 from ..workloads import load_model, model_names
+from .row import TrainingDetail, ValidationRow
 
 __all__ = [
-    "TrainingRow",
     "TrainingValidation",
     "validate_training",
     "FIT",
@@ -105,47 +105,22 @@ ASSUMED_LAYOUT = {
 
 
 @dataclass(frozen=True)
-class TrainingRow:
-    """One published run against the model."""
-
-    model: str
-    run: int
-    hardware: str
-    layout: str
-    quantity: str
-    published: float
-    shipped: float
-    modelled: float
-    role: str
-    source: str
-    note: str
-
-    @property
-    def error(self) -> float:
-        """``modelled / published - 1`` (calibrated)."""
-        return self.modelled / self.published - 1
-
-    @property
-    def shipped_error(self) -> float:
-        """``shipped / published - 1``: the hardware's default efficiency, nothing fitted."""
-        return self.shipped / self.published - 1
-
-
-@dataclass(frozen=True)
 class TrainingValidation:
     """Every row, and the fitted parameters per hardware file (``{"a100": {"efficiency":
     0.7, "call_s": 2e-5}}``)."""
 
-    rows: tuple[TrainingRow, ...]
+    rows: tuple[ValidationRow, ...]
     parameters: dict
 
     def judged_errors(self) -> np.ndarray:
         """Absolute errors of the judged rows."""
-        return np.array([abs(r.error) for r in self.rows if r.role == "judge"])
+        return np.array([abs(r.calibrated_error_fraction) for r in self.rows if r.role == "judge"])
 
     def errors(self, role: str | None = None) -> np.ndarray:
         """Absolute errors of the rows of ``role`` (all rows by default)."""
-        return np.array([abs(r.error) for r in self.rows if role in (None, r.role)])
+        return np.array(
+            [abs(r.calibrated_error_fraction) for r in self.rows if role in (None, r.role)]
+        )
 
 
 def _runs():
@@ -278,18 +253,18 @@ def validate_training() -> TrainingValidation:
             + (" sp" if lay["sp"] else "")
         )
         rows.append(
-            TrainingRow(
-                model=m.name,
-                run=i,
-                hardware=hw_name,
-                layout=layout,
+            ValidationRow(
+                suite="training",
+                section=f"{run.source.split()[0]} on {hw_name}",
+                case=f"{m.name} {layout}",
+                system=hw_name,
                 quantity=quantity,
+                role="fit" if (m.name, i) in FIT[hw_name] else "judge",
                 published=published,
                 shipped=_model_value(m, run, hw_name, None),
-                modelled=_model_value(m, run, hw_name, parameters[hw_name]),
-                role="fit" if (m.name, i) in FIT[hw_name] else "judge",
+                calibrated=_model_value(m, run, hw_name, parameters[hw_name]),
                 source=run.source,
-                note=run.note,
+                detail=TrainingDetail(model=m.name, run=i, layout=layout, note=run.note),
             )
         )
     return TrainingValidation(rows=tuple(rows), parameters=parameters)

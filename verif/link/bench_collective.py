@@ -9,7 +9,7 @@ excepted, :func:`verif.link.collective.random_inputs`), drawn from the seed. Ste
 reassembles what the ejection ports deliver into the bench's buffers; a step starts when the
 one before has been delivered (a barrier: the schedules are chains, so nothing the schedule
 allows is held back). Every cycle :class:`~verif.link.lockstep.Lockstep` holds the RTL to
-:class:`tlm.link.network.Network` (each flit accepted and ejected at the cycle the model
+:class:`tlm.link.network.RouterNetwork` (each flit accepted and ejected at the cycle the model
 predicts). At the end every rank's buffer equals ``values.run`` and ``values.reference`` bit
 for bit, no drop counter has moved, and the watchdog has failed the test if ever no flit moved
 for 200 cycles while packets were outstanding.

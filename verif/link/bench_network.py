@@ -1,4 +1,4 @@
-"""cocotb bench of a torus network, in lockstep with :class:`tlm.link.network.Network`.
+"""cocotb bench of a torus network, in lockstep with :class:`tlm.link.network.RouterNetwork`.
 
 Every node has a traffic generator (:class:`verif.link.drivers.NodeTraffic`) and a sink; each
 cycle :class:`~verif.link.lockstep.Lockstep` drives every injection port and ejection

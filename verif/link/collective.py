@@ -1,6 +1,6 @@
 """A collective's real bytes as packets on a torus network: the traffic and scoreboard of the
 RTL collective bench (``bench_collective.py``), without cocotb so that the TLM tests drive them
-with :class:`tlm.link.network.Network` alone.
+with :class:`tlm.link.network.RouterNetwork` alone.
 
 For each step of the schedule: :func:`tlm.collectives.values.payloads` (what each transfer
 carries, from the buffers as the step begins) -> bytes -> :func:`tlm.collectives.packets.plan_step`
@@ -23,12 +23,12 @@ At the end (:meth:`CollectiveTraffic.check`) every rank's buffer must equal
 Examples
 --------
 >>> from tlm.link.config import LinkConfig
->>> from tlm.link.network import Network
+>>> from tlm.link.network import RouterNetwork
 >>> cfg = LinkConfig((4, 4))
 >>> schedule = collective_schedule("ring")
 >>> rng = np.random.default_rng(1)
 >>> traffic = CollectiveTraffic(cfg, schedule, random_inputs("bf16", 16, 13, rng), rng=rng)
->>> net = Network(cfg)
+>>> net = RouterNetwork(cfg)
 >>> while not traffic.done:
 ...     traffic.observe(net.step(*traffic.offers()), net)
 >>> traffic.check()

@@ -1,4 +1,4 @@
-"""The RTL torus and :class:`tlm.link.network.Network` driven with the same inputs, cycle by
+"""The RTL torus and :class:`tlm.link.network.RouterNetwork` driven with the same inputs, cycle by
 cycle, under cocotb: what every torus bench that checks timing shares.
 
 Each cycle :meth:`Lockstep.step` drives every node's injection port and ejection ``ready``,
@@ -19,7 +19,7 @@ from __future__ import annotations
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import DropKind, LinkConfig
-from tlm.link.network import NetStep, Network
+from tlm.link.network import NetStep, RouterNetwork
 
 from .ports import NodePorts
 from .scoreboard import describe_buffers, moved
@@ -44,7 +44,7 @@ class Lockstep:
         self.cfg = cfg
         self.seed = seed
         self.ports = NodePorts(dut, cfg.torus.nodes)
-        self.net = Network(cfg)
+        self.net = RouterNetwork(cfg)
         self.cycle = 0
         self._ready = [False] * cfg.torus.nodes  # the ejection ready driven last
 
@@ -61,7 +61,7 @@ class Lockstep:
         for _ in range(2):
             await RisingEdge(self.dut.clk)
         self.dut.rst.value = 0
-        self.net = Network(self.cfg)
+        self.net = RouterNetwork(self.cfg)
         self.cycle = 0
 
     async def step(self, offers: dict, ready) -> NetStep:
