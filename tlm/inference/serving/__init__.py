@@ -21,7 +21,8 @@ Examples
 ...     chips, kv_capacity_tokens, block_tokens = 1, 4096, 16
 ...     def iteration_s(self, tokens, sequences, kv_tokens, pairs):
 ...         return 0.010 + 0.001 * tokens
->>> run = simulate(Linear(), requests=1, rate=1.0, prompt=100, output=11, token_budget=256)
+>>> load = Poisson(rate=1.0, requests=1, workload=Workload(prompt=100, output=11))
+>>> run = simulate(Colocated(Linear()), load, Scheduler(token_budget=256))
 >>> round(run.ttft_s.mean, 6), round(run.tpot_s.mean, 6)   # one prefill of 100, decodes of 1
 (0.11, 0.011)
 >>> round(run.e2e_s.mean, 6), run.iterations
@@ -29,11 +30,12 @@ Examples
 """
 
 from .checks import ServingInputError
-from .fleet import ROUTERS, Colocated, Disaggregated, KvLink
+from .fleet import ROUTERS, Colocated, Disaggregated, Fleet, KvLink
 from .metrics import ServingResult, Slo, Summary
 from .requests import (
     LOAD_KINDS,
     ClosedLoop,
+    Load,
     Poisson,
     Trace,
     TraceError,
@@ -54,7 +56,9 @@ __all__ = [
     "ClosedLoop",
     "Colocated",
     "Disaggregated",
+    "Fleet",
     "KvLink",
+    "Load",
     "MaxRate",
     "Poisson",
     "Scheduler",

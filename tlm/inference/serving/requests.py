@@ -97,16 +97,22 @@ _LENGTH_FORMS = "an integer >= 1, 'uniform:lo:hi' or 'lognormal:mean:sigma' (or 
 def parse_lengths(name, spec):
     """A length distribution from its spec (:class:`Workload`'s ``prompt`` and ``output``,
     the serve study's ``--prompt`` and ``--output``): ``('fixed', n)``, ``('uniform', lo,
-    hi)`` or ``('lognormal', mean, sigma)``; a bad spec raises
+    hi)`` or ``('lognormal', mean, sigma)``, which it also takes; a bad spec raises
     :class:`~tlm.inference.serving.checks.ServingInputError` naming ``name``.
 
     >>> parse_lengths("prompt", "uniform:100:200")
     ('uniform', 100, 200)
+    >>> parse_lengths("output", 64) == parse_lengths("output", ("fixed", 64))
+    True
     """
-    if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
-        if spec < 1:
+    if isinstance(spec, list | tuple) and len(spec) == 2 and spec[0] == "fixed":
+        n = spec[1]  # the form this returns
+    else:
+        n = spec
+    if isinstance(n, numbers.Integral) and not isinstance(n, bool):
+        if n < 1:
             raise ServingInputError(name, spec, _LENGTH_FORMS)
-        return ("fixed", int(spec))
+        return ("fixed", int(n))
     parts = spec.split(":") if isinstance(spec, str) else spec
     if (
         not isinstance(parts, list | tuple)

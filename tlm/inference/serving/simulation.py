@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from .checks import ServingInputError, check_int, check_positive
-from .fleet import ROUTER_POLICIES, Colocated, Disaggregated, KvLink, Pools
+from .checks import ServingInputError
+from .fleet import Fleet, Pools
 from .metrics import ServingResult, Slo, serving_result
 from .replica import Seq
-from .requests import ClosedLoop, Poisson, Trace, Workload
+from .requests import Load
 from .scheduling import Scheduler
 
 __all__ = ["Simulation", "simulate"]
@@ -103,117 +103,62 @@ class Simulation:
 
 
 def simulate(
-    engine,
+    fleet: Fleet,
+    load: Load,
+    scheduler: Scheduler = Scheduler(),
+    slo: Slo = Slo(),
     *,
-    rate=None,
-    duration_s=None,
-    requests=None,
-    prompt=512,
-    output=128,
-    trace=None,
-    seed=0,
-    concurrency=None,
-    replicas=None,
-    router="least_loaded",
-    max_batch=128,
-    token_budget=2048,
-    prefill="chunked",
-    admission="greedy",
-    prefill_replicas=None,
-    decode_replicas=None,
-    decode_engine=None,
-    kv_transfer_s=None,
-    kv_bytes_per_token=None,
-    link_bandwidth_Bps=None,
-    link_latency_s=0.0,
-    slo_ttft_s=None,
-    slo_tpot_s=None,
-    timeline=False,
+    timeline: bool = False,
 ) -> ServingResult:
-    """Simulate serving a stream of requests on a fleet of model replicas (the keywords map
-    onto the package's values: :class:`Scheduler`, :class:`Slo`, a fleet, a load)."""
-    scheduler = Scheduler(max_batch, token_budget, prefill, admission)
-    ROUTER_POLICIES.named(router)
-    for name, value in (("slo_ttft_s", slo_ttft_s), ("slo_tpot_s", slo_tpot_s)):
-        if value is not None:
-            check_positive(name, value)
-    slo = Slo(slo_ttft_s, slo_tpot_s)
-    if prefill_replicas is not None or decode_replicas is not None:
-        if replicas is not None:
-            raise ServingInputError(
-                "replicas",
-                replicas,
-                "None",
-                f"replicas={replicas!r} is for a colocated fleet; a disaggregated one is "
-                "prefill_replicas + decode_replicas",
-            )
-        if prefill_replicas is None or decode_replicas is None:
-            raise ServingInputError(
-                "decode_replicas",
-                decode_replicas,
-                "both",
-                f"give both prefill_replicas and decode_replicas, not prefill_replicas="
-                f"{prefill_replicas!r} and decode_replicas={decode_replicas!r}",
-            )
-        check_int("prefill_replicas", prefill_replicas, 1)
-        check_int("decode_replicas", decode_replicas, 1)
-        if kv_transfer_s is not None:
-            if kv_bytes_per_token is not None or link_bandwidth_Bps is not None:
-                raise ValueError(
-                    "give either kv_transfer_s or kv_bytes_per_token with link_bandwidth_Bps, "
-                    "not both"
-                )
-            transfer = kv_transfer_s
-        else:
-            if kv_bytes_per_token is None or link_bandwidth_Bps is None:
-                raise ValueError(
-                    "a disaggregated fleet needs kv_transfer_s, or kv_bytes_per_token and "
-                    "link_bandwidth_Bps (and link_latency_s)"
-                )
-            check_positive("kv_bytes_per_token", kv_bytes_per_token)
-            check_positive("link_bandwidth_Bps", link_bandwidth_Bps)
-            check_positive("link_latency_s", link_latency_s, allow_zero=True)
-            transfer = KvLink(kv_bytes_per_token, link_bandwidth_Bps, link_latency_s)
-        fleet = Disaggregated(
-            engine, prefill_replicas, decode_replicas, transfer, decode_engine, router
-        )
-    else:
-        for name, value in (
-            ("decode_engine", decode_engine),
-            ("kv_transfer_s", kv_transfer_s),
-            ("kv_bytes_per_token", kv_bytes_per_token),
-            ("link_bandwidth_Bps", link_bandwidth_Bps),
-        ):
-            if value is not None:
-                raise ValueError(
-                    f"{name} is for a disaggregated fleet (prefill_replicas, decode_replicas)"
-                )
-        fleet = Colocated(engine, 1 if replicas is None else replicas, router)
-    if concurrency is not None:
-        check_int("concurrency", concurrency, 1)
-        for name, value in (("rate", rate), ("duration_s", duration_s), ("trace", trace)):
-            if value is not None:
-                raise ValueError(
-                    f"{name}={value!r} must not be given with concurrency={concurrency} (closed "
-                    "loop: each client sends its next request when its last one completes; "
-                    "give requests)"
-                )
-        if requests is None:
-            raise ValueError(
-                f"requests (an integer >= 1) is required with concurrency={concurrency}: the "
-                "requests the clients send in all"
-            )
-        check_int("requests", requests, 1)
-        load = ClosedLoop(concurrency, requests, Workload(prompt, output, seed))
-    elif trace is not None:
-        for name, value in (("rate", rate), ("duration_s", duration_s), ("requests", requests)):
-            if value is not None:
-                raise ValueError(f"{name} must not be given with a trace (it has {name!r})")
-        load = Trace(trace)
-    else:
-        if rate is None:
-            raise ValueError("rate (requests per second, > 0) is required without a trace")
-        load = Poisson(rate, requests, duration_s, Workload(prompt, output, seed))
+    """Simulate serving a load's requests on a fleet of model replicas.
+
+    Parameters
+    ----------
+    fleet : Colocated or Disaggregated
+        The replicas, their engines and routers (:mod:`~tlm.inference.serving.fleet`).
+    load : Poisson, Trace or ClosedLoop
+        The requests and how they arrive (:mod:`~tlm.inference.serving.requests`).
+    scheduler : Scheduler
+        Batch limits, prefill policy, admission rule.
+    slo : Slo
+        The SLO of ``slo_attainment`` (NaN without one).
+    timeline : bool
+        Keep one row per iteration (``ServingResult.timeline``).
+
+    Returns
+    -------
+    ServingResult
+
+    Raises
+    ------
+    ServingInputError
+        An argument of the wrong type (the values check their own fields when built).
+    TraceError
+        A trace file that cannot be read.
+    ValueError
+        An engine's ``iteration_s`` or a ``kv_transfer_s`` returning bad seconds.
+
+    Examples
+    --------
+    >>> from tlm.inference.serving import ClosedLoop, Colocated, Workload
+    >>> class Linear:                      # 10 ms an iteration + 1 ms a token
+    ...     chips, kv_capacity_tokens, block_tokens = 1, 4096, 16
+    ...     def iteration_s(self, tokens, sequences, kv_tokens, pairs):
+    ...         return 0.010 + 0.001 * tokens
+    >>> load = ClosedLoop(concurrency=1, requests=2, workload=Workload(prompt=100, output=11))
+    >>> run = simulate(Colocated(Linear()), load, Scheduler(token_budget=256))
+    >>> r = run.per_request                # back to back, 0.22 s each
+    >>> r["arrival_s"].round(6).tolist(), r["e2e_s"].round(6).tolist()
+    ([0.0, 0.22], [0.22, 0.22])
+    """
+    for name, value, kind, what in (
+        ("fleet", fleet, Fleet, "a Colocated or Disaggregated fleet"),
+        ("load", load, Load, "a Poisson, Trace or ClosedLoop load"),
+        ("scheduler", scheduler, Scheduler, "a Scheduler"),
+        ("slo", slo, Slo, "an Slo"),
+    ):
+        if not isinstance(value, kind):
+            raise ServingInputError(name, value, what)
     drawn = load.draw()
     sim = Simulation(fleet, drawn, load.driver(), scheduler, timeline)
     sim.run()
