@@ -34,33 +34,32 @@ TOKEN_BUDGET = 2048
 
 def bench_serving() -> list[dict]:
     from tlm.inference import Engine
-    from tlm.inference.serving import simulate
+    from tlm.inference.serving import (
+        Colocated,
+        Disaggregated,
+        KvLink,
+        Poisson,
+        Scheduler,
+        Workload,
+        simulate,
+    )
 
     engine = Engine.build("llama3-70b", "trn2", "server", tp=16, max_tokens=TOKEN_BUDGET)
-    workload = dict(
-        rate=RATE,
-        requests=REQUESTS,
-        prompt="lognormal:1000:0.8",
-        output="uniform:100:500",
-        max_batch=128,
-        token_budget=TOKEN_BUDGET,
-        seed=0,
-    )
+    workload = Workload(prompt="lognormal:1000:0.8", output="uniform:100:500", seed=0)
+    load = Poisson(rate=RATE, requests=REQUESTS, workload=workload)
+    scheduler = Scheduler(max_batch=128, token_budget=TOKEN_BUDGET)
+    link = KvLink(bytes_per_token=327_680, bandwidth_Bps=100e9, latency_s=50e-6)
     fleets = {
-        "4 replicas": dict(replicas=4),
-        "2 prefill + 4 decode replicas": dict(
-            prefill_replicas=2,
-            decode_replicas=4,
-            kv_bytes_per_token=327_680,
-            link_bandwidth_Bps=100e9,
-            link_latency_s=50e-6,
+        "4 replicas": Colocated(engine, replicas=4),
+        "2 prefill + 4 decode replicas": Disaggregated(
+            engine, prefill_replicas=2, decode_replicas=4, kv_transfer_s=link
         ),
     }
     what = f"Llama 3 70B BF16 on trn2 servers (TP 16), {RATE:g} requests/s"
     rows = []
     for label, fleet in fleets.items():
         start = time.perf_counter()
-        run = simulate(engine, **workload, **fleet)
+        run = simulate(fleet, load, scheduler)
         wall = time.perf_counter() - start
         name = f"serving simulation, {REQUESTS:,} requests, {label}, {what}"
         rows += [

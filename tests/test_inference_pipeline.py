@@ -113,11 +113,11 @@ def test_fast_path_equals_the_full_path():
 
 
 def test_the_serving_simulation_runs_a_micro_batched_replica():
-    from tlm.inference.serving import simulate
+    from tlm.inference.serving import Colocated, Poisson, Workload, simulate
 
     e = Engine.build("llama3-8b", "trn2", "server", tp=4, pp=2, max_tokens=2048)
     assert e.chips == 8 and e.kv_capacity_tokens > 0 and e.block_tokens == 16
-    r = simulate(e, rate=20.0, requests=200, prompt=256, output=32, seed=3)
+    r = simulate(Colocated(e), Poisson(20.0, 200, workload=Workload(256, 32, seed=3)))
     assert r.completed == 200
 
 

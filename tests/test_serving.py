@@ -2,7 +2,9 @@
 sequence at a time, no aggregates) against the fast one on random workloads, Little's law,
 seeds, traces, the SLO bisection and every bad input."""
 
+import dataclasses
 import doctest
+import importlib
 import json
 import math
 from collections import deque
@@ -12,7 +14,23 @@ import numpy as np
 import pytest
 
 from tlm.inference import serving
-from tlm.inference.serving import SloUnreachable, TraceError, max_rate, read_trace, simulate
+from tlm.inference.serving import (
+    ClosedLoop,
+    Colocated,
+    Disaggregated,
+    KvLink,
+    Poisson,
+    Scheduler,
+    ServingInputError,
+    Slo,
+    SloUnreachable,
+    Trace,
+    TraceError,
+    Workload,
+    max_rate,
+    read_trace,
+    simulate,
+)
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
@@ -45,8 +63,22 @@ def write_trace(tmp_path, rows, name="trace.csv"):
     return path
 
 
-def test_module_examples():
-    result = doctest.testmod(serving)
+def trace(tmp_path, rows, name="trace.csv"):
+    """A :class:`Trace` load of ``rows`` (arrival_s, prompt, output)."""
+    return Trace(write_trace(tmp_path, rows, name))
+
+
+def workload(prompt=512, output=128, seed=0):
+    return Workload(prompt, output, seed)
+
+
+#: The package and its modules with examples.
+EXAMPLES = ["", ".checks", ".requests", ".scheduling", ".fleet", ".metrics", ".slo", ".simulation"]
+
+
+@pytest.mark.parametrize("module", EXAMPLES)
+def test_module_examples(module):
+    result = doctest.testmod(importlib.import_module("tlm.inference.serving" + module))
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -63,7 +95,7 @@ def test_one_request_alone(tmp_path):
     """TTFT is the prefill iteration; every decode iteration reads the KV so far plus itself."""
     e = Linear(a=0.01, b=0.001, c=1e-5, d=1e-7)
     p, o = 100, 6
-    run = simulate(e, trace=write_trace(tmp_path, [(0.5, p, o)]), token_budget=256)
+    run = simulate(Colocated(e), trace(tmp_path, [(0.5, p, o)]), Scheduler(token_budget=256))
     prefill = 0.01 + 0.001 * p + 1e-5 * p + 1e-7 * p * (p + 1) / 2
     decodes = [0.01 + 0.001 + (1e-5 + 1e-7) * (p + j) for j in range(1, o)]
     assert e.calls == [(p, 1, p, p * (p + 1) // 2)] + [(1, 1, p + j, p + j) for j in range(1, o)]
@@ -76,7 +108,7 @@ def test_one_request_alone(tmp_path):
 
 
 def test_one_token_output_has_no_tpot(tmp_path):
-    run = simulate(Linear(), trace=write_trace(tmp_path, [(0.0, 10, 1)]))
+    run = simulate(Colocated(Linear()), trace(tmp_path, [(0.0, 10, 1)]))
     assert run.ttft_s.mean == pytest.approx(0.02) and run.e2e_s.mean == pytest.approx(0.02)
     assert math.isnan(run.tpot_s.mean) and run.iterations == 1
 
@@ -85,7 +117,9 @@ def test_two_requests_batch_together(tmp_path):
     """Two prompts at once share the prefill iteration, then decode side by side; the shorter
     output leaves and the other decodes alone."""
     e = Linear(a=0.01, b=0.001)
-    run = simulate(e, trace=write_trace(tmp_path, [(0, 30, 3), (0, 50, 5)]), token_budget=128)
+    run = simulate(
+        Colocated(e), trace(tmp_path, [(0, 30, 3), (0, 50, 5)]), Scheduler(token_budget=128)
+    )
     assert e.calls == [
         (80, 2, 80, 30 * 31 // 2 + 50 * 51 // 2),
         (2, 2, 31 + 51, 31 + 51),
@@ -108,7 +142,7 @@ def test_arrival_joins_the_running_batch(tmp_path):
     """A request arriving while another decodes is prefilled in the next iteration beside the
     decode (decode first, then the chunk), and then both decode."""
     e = Linear(a=0.01, b=0.001)
-    run = simulate(e, trace=write_trace(tmp_path, [(0, 20, 4), (0.025, 10, 2)]))
+    run = simulate(Colocated(e), trace(tmp_path, [(0, 20, 4), (0.025, 10, 2)]))
     # iteration 1 ends at 0.030 (prefill of 20); the second request waits for it
     assert e.calls[:3] == [(20, 1, 20, 210), (11, 2, 21 + 10, 21 + 55), (2, 2, 22 + 11, 22 + 11)]
     ends = np.cumsum([0.01 + 0.001 * c[0] for c in e.calls])
@@ -119,7 +153,8 @@ def test_arrival_joins_the_running_batch(tmp_path):
 def test_closed_loop_of_one_client_runs_requests_back_to_back():
     """Concurrency 1: each request is sent the moment the previous one finishes, and is served
     alone (a prefill of 100, ten decodes of 1: 0.11 + 10 x 0.011 = 0.22 s)."""
-    run = simulate(Linear(), concurrency=1, requests=3, prompt=100, output=11, token_budget=256)
+    load = ClosedLoop(concurrency=1, requests=3, workload=workload(100, 11))
+    run = simulate(Colocated(Linear()), load, Scheduler(token_budget=256))
     np.testing.assert_allclose(run.per_request["arrival_s"], [0, 0.22, 0.44], rtol=1e-12)
     np.testing.assert_allclose(run.per_request["ttft_s"], [0.11] * 3, rtol=1e-12)
     np.testing.assert_allclose(run.per_request["tpot_s"], [0.011] * 3, rtol=1e-12)
@@ -133,7 +168,8 @@ def test_closed_loop_two_clients_with_equal_lengths_stay_in_step():
     together (0.012 s a step), both finish at 0.33 s and send again at once - every round the
     same; Little's law holds exactly (2 in the system all the time)."""
     e = Linear()
-    run = simulate(e, concurrency=2, requests=6, prompt=100, output=11, token_budget=256)
+    load = ClosedLoop(concurrency=2, requests=6, workload=workload(100, 11))
+    run = simulate(Colocated(e), load, Scheduler(token_budget=256))
     rounds = np.repeat([0.0, 0.33, 0.66], 2)
     np.testing.assert_allclose(run.per_request["arrival_s"], rounds, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(run.per_request["ttft_s"], [0.21] * 6, rtol=1e-12)
@@ -151,14 +187,15 @@ def test_the_request_cost_delays_the_scheduler_not_the_replica(tmp_path):
     request 0's prefill (0.01 + 0.1 s) runs, and joins the next iteration."""
     e = Linear(a=0.01, b=0.001)
     e.request_fixed_s = 0.05
-    run = simulate(e, trace=write_trace(tmp_path, [(0.0, 100, 3), (0.03, 10, 2)]))
+    run = simulate(Colocated(e), trace(tmp_path, [(0.0, 100, 3), (0.03, 10, 2)]))
     assert e.calls[:2] == [(100, 1, 100, 5050), (11, 2, 101 + 10, 101 + 55)]
     ends = 0.05 + np.cumsum([0.01 + 0.001 * c[0] for c in e.calls])
     np.testing.assert_allclose(run.per_request["ttft_s"], [ends[0], ends[1] - 0.03], rtol=1e-12)
     # a closed loop: each request sent the moment the previous finishes, 0.05 s more each
     alone = Linear()
     alone.request_fixed_s = 0.05
-    loop = simulate(alone, concurrency=1, requests=3, prompt=100, output=11, token_budget=256)
+    load = ClosedLoop(concurrency=1, requests=3, workload=workload(100, 11))
+    loop = simulate(Colocated(alone), load, Scheduler(token_budget=256))
     np.testing.assert_allclose(loop.per_request["arrival_s"], [0, 0.27, 0.54], rtol=1e-12)
     np.testing.assert_allclose(loop.per_request["ttft_s"], [0.16] * 3, rtol=1e-12)
     np.testing.assert_allclose(loop.per_request["tpot_s"], [0.011] * 3, rtol=1e-12)
@@ -166,7 +203,7 @@ def test_the_request_cost_delays_the_scheduler_not_the_replica(tmp_path):
     for bad in (-0.1, float("nan"), "1"):
         alone.request_fixed_s = bad
         with pytest.raises(ValueError, match="engine.request_fixed_s must be a finite number"):
-            simulate(alone, concurrency=1, requests=1)
+            Colocated(alone)
 
 
 def test_separate_prefill_runs_one_prompt_an_iteration_and_holds_the_decodes():
@@ -174,9 +211,8 @@ def test_separate_prefill_runs_one_prompt_an_iteration_and_holds_the_decodes():
     alone (the first's decode waits), then ten decodes of two (0.012 s each): TTFTs 0.11 and
     0.22 s, both finish at 0.34 s; the first's TPOT carries the second's prefill."""
     e = Linear()
-    run = simulate(
-        e, concurrency=2, requests=4, prompt=100, output=11, token_budget=256, prefill="separate"
-    )
+    load = ClosedLoop(concurrency=2, requests=4, workload=workload(100, 11))
+    run = simulate(Colocated(e), load, Scheduler(token_budget=256, prefill="separate"))
     assert e.calls[:3] == [(100, 1, 100, 5050), (100, 1, 100, 5050), (2, 2, 202, 202)]
     np.testing.assert_allclose(run.per_request["arrival_s"], [0, 0, 0.34, 0.34], atol=1e-15)
     np.testing.assert_allclose(run.per_request["ttft_s"], [0.11, 0.22] * 2, rtol=1e-12)
@@ -195,7 +231,9 @@ def test_separate_prefill_chunks_a_long_prompt_alone():
 
     path = Path(tempfile.mkdtemp()) / "t.csv"
     path.write_text("arrival_s,prompt,output\n" + "".join(f"{a},{p},{o}\n" for a, p, o in trace))
-    simulate(e, trace=path, max_batch=8, token_budget=100, prefill="separate")
+    simulate(
+        Colocated(e), Trace(path), Scheduler(max_batch=8, token_budget=100, prefill="separate")
+    )
     assert e.calls == [
         (10, 1, 10, 55),  # the first prompt; the second arrives during it
         (100, 1, 100, 5050),  # the second's chunks, alone
@@ -213,7 +251,10 @@ def test_chunked_prefill_splits_the_prompt_by_the_budget(tmp_path):
     keys cached before it and its own (causally)."""
     e = Linear(a=0.01, b=0.001)
     run = simulate(
-        e, trace=write_trace(tmp_path, [(0, 250, 3)]), max_batch=4, token_budget=100, timeline=True
+        Colocated(e),
+        trace(tmp_path, [(0, 250, 3)]),
+        Scheduler(max_batch=4, token_budget=100),
+        timeline=True,
     )
     assert e.calls == [
         (100, 1, 100, 100 * 101 // 2),
@@ -231,7 +272,9 @@ def test_a_long_prompt_does_not_stall_decodes(tmp_path):
     """Stall-free batching: while a long prompt is chunked, the running decode still takes its
     token in every iteration, before the chunk."""
     e = Linear()
-    simulate(e, trace=write_trace(tmp_path, [(0, 8, 6), (0.015, 300, 2)]), token_budget=128)
+    simulate(
+        Colocated(e), trace(tmp_path, [(0, 8, 6), (0.015, 300, 2)]), Scheduler(token_budget=128)
+    )
     assert [c[:2] for c in e.calls[:5]] == [(8, 1), (128, 2), (128, 2), (47, 2), (2, 2)]
     # chunks 127, 127, 46 of the prompt beside one decode each
     assert e.calls[3][2] == 11 + 300
@@ -248,10 +291,9 @@ def test_preemption_when_the_cache_runs_out(tmp_path):
     """
     e = Linear(a=0.01, b=0.001, capacity=16, block=4)
     run = simulate(
-        e,
-        trace=write_trace(tmp_path, [(0, 4, 8), (0, 4, 8)]),
-        max_batch=2,
-        token_budget=8,
+        Colocated(e),
+        trace(tmp_path, [(0, 4, 8), (0, 4, 8)]),
+        Scheduler(max_batch=2, token_budget=8),
         timeline=True,
     )
     assert run.timeline["tokens"].tolist() == [8, 2, 2, 2, 2, 1, 1, 1, 8, 1, 1, 1]
@@ -276,11 +318,9 @@ def test_reserve_admits_one_where_greedy_admits_two(tmp_path):
     """
     e = Linear(a=0.01, b=0.001, capacity=16, block=4)
     run = simulate(
-        e,
-        trace=write_trace(tmp_path, [(0, 4, 8), (0, 4, 8)]),
-        max_batch=2,
-        token_budget=8,
-        admission="reserve",
+        Colocated(e),
+        trace(tmp_path, [(0, 4, 8), (0, 4, 8)]),
+        Scheduler(max_batch=2, token_budget=8, admission="reserve"),
         timeline=True,
     )
     assert run.timeline["tokens"].tolist() == [4] + [1] * 7 + [4] + [1] * 7
@@ -292,7 +332,9 @@ def test_reserve_admits_one_where_greedy_admits_two(tmp_path):
     np.testing.assert_allclose(run.per_request["ttft_s"], [ends[0], ends[8]], rtol=1e-12)
     np.testing.assert_allclose(run.per_request["e2e_s"], [ends[7], ends[15]], rtol=1e-12)
     greedy = simulate(
-        e, trace=write_trace(tmp_path, [(0, 4, 8), (0, 4, 8)]), max_batch=2, token_budget=8
+        Colocated(e),
+        trace(tmp_path, [(0, 4, 8), (0, 4, 8)]),
+        Scheduler(max_batch=2, token_budget=8),
     )
     assert greedy.iterations == 12 and greedy.preemptions == 1  # both admitted at once
     assert greedy.per_request["ttft_s"][1] < run.per_request["ttft_s"][1]
@@ -302,10 +344,12 @@ def test_reserve_rejects_a_request_whose_whole_kv_never_fits(tmp_path):
     """16 tokens of cache in blocks of 4: prompt 10 + output 7 needs 16 tokens of KV (fits
     greedily) but reserves ceil(17 / 4) = 5 blocks, more than the 4 there are: rejected."""
     rows = [(0, 10, 7), (0.1, 3, 3)]
-    greedy = simulate(Linear(capacity=16, block=4), trace=write_trace(tmp_path, rows))
+    greedy = simulate(Colocated(Linear(capacity=16, block=4)), trace(tmp_path, rows))
     assert greedy.rejected == 0
     run = simulate(
-        Linear(capacity=16, block=4), trace=write_trace(tmp_path, rows), admission="reserve"
+        Colocated(Linear(capacity=16, block=4)),
+        trace(tmp_path, rows),
+        Scheduler(admission="reserve"),
     )
     assert run.rejected_reasons == {"kv_capacity": 1} and run.completed == 1
 
@@ -315,21 +359,11 @@ def test_reserve_never_preempts_nor_overfills_the_cache(seed, prefill):
     """A cache that holds a few requests at a time under a heavy load: greedily the latest
     are preempted; reserving, none ever is, every request finishes and the blocks in use
     never exceed the cache (each iteration's, the timeline's)."""
-    e = Linear(a=0.01, b=1e-4, capacity=512, block=8)
-    args = dict(
-        rate=100.0,
-        requests=300,
-        prompt="uniform:10:100",
-        output="uniform:20:120",
-        max_batch=16,
-        token_budget=64,
-        seed=seed,
-        prefill=prefill,
-        timeline=True,
-    )
-    greedy = simulate(e, **args)
+    fleet = Colocated(Linear(a=0.01, b=1e-4, capacity=512, block=8))
+    load = Poisson(100.0, requests=300, workload=workload("uniform:10:100", "uniform:20:120", seed))
+    greedy = simulate(fleet, load, Scheduler(16, 64, prefill), timeline=True)
     assert greedy.preemptions > 0
-    run = simulate(e, admission="reserve", **args)
+    run = simulate(fleet, load, Scheduler(16, 64, prefill, "reserve"), timeline=True)
     assert run.preemptions == 0 and run.completed == 300 and run.rejected == 0
     assert run.timeline["kv_blocks"].max() <= 512 // 8
     assert run.mean_batch < greedy.mean_batch  # reserving admits fewer at a time
@@ -337,29 +371,19 @@ def test_reserve_never_preempts_nor_overfills_the_cache(seed, prefill):
 
 #: Two prefill and three decode replicas under load with a small decode cache (the
 #: disaggregated tests' setting; the engine a fresh ``Linear(a=0.005, b=1e-4, capacity=2048,
-#: block=16)`` each, its calls being recorded).
-_POOLS = dict(
-    rate=40.0,
-    requests=400,
-    prompt="uniform:50:400",
-    output="uniform:10:200",
-    prefill_replicas=2,
-    decode_replicas=3,
-    kv_transfer_s=lambda tokens: 0.01,
-    max_batch=32,
-    token_budget=512,
-)
-
-
-def _pools_engine():
-    return Linear(a=0.005, b=1e-4, capacity=2048, block=16)
+#: block=16)`` each, its calls being recorded), at 40 requests/s.
+def _pools(seed, admission="greedy"):
+    engine = Linear(a=0.005, b=1e-4, capacity=2048, block=16)
+    fleet = Disaggregated(engine, 2, 3, kv_transfer_s=lambda tokens: 0.01)
+    load = Poisson(40.0, requests=400, workload=workload("uniform:50:400", "uniform:10:200", seed))
+    return simulate(fleet, load, Scheduler(32, 512, admission=admission))
 
 
 def test_reserve_disaggregated_pools_serve_everyone(seed):
     """Reserving on both pools (the prefill pool a prompt's blocks, the decode pool a whole
     request's): every request finishes, none preempted, with a decode cache of a few
     requests."""
-    run = simulate(_pools_engine(), seed=seed, admission="reserve", **_POOLS)
+    run = _pools(seed, admission="reserve")
     assert run.completed == 400 and run.preemptions == 0 and run.rejected == 0
 
 
@@ -367,16 +391,8 @@ def test_tight_cache_everyone_finishes(seed):
     """Many requests through a cache that holds two or three at a time: preemptions happen,
     every request finishes, none is rejected."""
     e = Linear(a=0.01, b=1e-4, capacity=256, block=8)
-    run = simulate(
-        e,
-        rate=50.0,
-        requests=300,
-        prompt="uniform:10:100",
-        output="uniform:20:120",
-        max_batch=16,
-        token_budget=64,
-        seed=seed,
-    )
+    load = Poisson(50.0, requests=300, workload=workload("uniform:10:100", "uniform:20:120", seed))
+    run = simulate(Colocated(e), load, Scheduler(max_batch=16, token_budget=64))
     assert run.preemptions > 0
     assert run.completed == 300 and run.rejected == 0
     assert not np.isnan(run.per_request["e2e_s"]).any()
@@ -387,7 +403,7 @@ def test_rejection_of_a_request_that_can_never_fit(tmp_path):
     fed back) and fits; output 8 needs 17 and is rejected, with its reason, and the others
     are served."""
     e = Linear(capacity=16, block=4)
-    run = simulate(e, trace=write_trace(tmp_path, [(0, 10, 7), (0.1, 10, 8), (0.2, 3, 3)]))
+    run = simulate(Colocated(e), trace(tmp_path, [(0, 10, 7), (0.1, 10, 8), (0.2, 3, 3)]))
     assert run.rejected == 1 and run.rejected_reasons == {"kv_capacity": 1}
     assert run.per_request["rejected"].tolist() == [False, True, False]
     assert run.completed == 2 and np.isnan(run.per_request["e2e_s"][1])
@@ -397,14 +413,10 @@ def test_disaggregation_adds_the_transfer(tmp_path):
     """Prefill on one replica, the KV moved, decode on another: TTFT and end-to-end latency
     are the colocated ones plus the transfer; the decodes cost the same."""
     e = Linear(a=0.01, b=0.001, c=1e-5)
-    trace = write_trace(tmp_path, [(0, 200, 5)])
-    alone = simulate(e, trace=trace)
+    load = trace(tmp_path, [(0, 200, 5)])
+    alone = simulate(Colocated(e), load)
     split = simulate(
-        e,
-        trace=trace,
-        prefill_replicas=1,
-        decode_replicas=1,
-        kv_transfer_s=lambda tokens: 0.002 + tokens * 1e-5,
+        Disaggregated(e, 1, 1, kv_transfer_s=lambda tokens: 0.002 + tokens * 1e-5), load
     )
     transfer = 0.002 + 200 * 1e-5
     assert split.ttft_s.mean == pytest.approx(alone.ttft_s.mean + transfer, rel=1e-12)
@@ -412,28 +424,15 @@ def test_disaggregation_adds_the_transfer(tmp_path):
     assert split.iterations == alone.iterations and split.chips == 2
     assert split.throughput_rps_per_chip == pytest.approx(split.throughput_rps / 2)
     # the same transfer as a link: 320 kB per token over 32 GB/s after 2 ms
-    linked = simulate(
-        e,
-        trace=trace,
-        prefill_replicas=1,
-        decode_replicas=1,
-        kv_bytes_per_token=320e3,
-        link_bandwidth_Bps=32e9,
-        link_latency_s=0.002,
-    )
+    link = KvLink(bytes_per_token=320e3, bandwidth_Bps=32e9, latency_s=0.002)
+    linked = simulate(Disaggregated(e, 1, 1, kv_transfer_s=link), load)
     assert linked.ttft_s.mean == pytest.approx(split.ttft_s.mean, rel=1e-12)
     # the prefill pool's engine carries the serving stack's time per request: before the
     # prefill, added to both latencies (the decode replica's own figure is not used)
     front, back = Linear(a=0.01, b=0.001, c=1e-5), Linear(a=0.01, b=0.001, c=1e-5)
     front.request_fixed_s, back.request_fixed_s = 0.03, 5.0
-    delayed = simulate(
-        front,
-        trace=trace,
-        prefill_replicas=1,
-        decode_replicas=1,
-        decode_engine=back,
-        kv_transfer_s=lambda tokens: 0.002 + tokens * 1e-5,
-    )
+    fleet = Disaggregated(front, 1, 1, lambda tokens: 0.002 + tokens * 1e-5, decode_engine=back)
+    delayed = simulate(fleet, load)
     assert delayed.ttft_s.mean == pytest.approx(split.ttft_s.mean + 0.03, rel=1e-12)
     assert delayed.e2e_s.mean == pytest.approx(split.e2e_s.mean + 0.03, rel=1e-12)
 
@@ -444,14 +443,8 @@ def test_prefill_blocks_held_until_the_transfer_ends(tmp_path):
     larger cache (its own engine)."""
     prefill = Linear(a=0.01, b=0.001, capacity=16, block=4)
     decode = Linear(a=0.01, b=0.001, capacity=64, block=4, chips=2)
-    run = simulate(
-        prefill,
-        trace=write_trace(tmp_path, [(0, 16, 2), (0, 16, 2)]),
-        prefill_replicas=1,
-        decode_replicas=1,
-        decode_engine=decode,
-        kv_transfer_s=lambda tokens: 1.0,
-    )
+    fleet = Disaggregated(prefill, 1, 1, kv_transfer_s=lambda tokens: 1.0, decode_engine=decode)
+    run = simulate(fleet, trace(tmp_path, [(0, 16, 2), (0, 16, 2)]))
     t1 = 0.01 + 0.001 * 16
     np.testing.assert_allclose(run.per_request["ttft_s"], [t1 + 1, 2 * t1 + 2], rtol=1e-12)
     # each decodes alone, as it arrives: 0.011 s
@@ -462,20 +455,14 @@ def test_prefill_blocks_held_until_the_transfer_ends(tmp_path):
 def test_disaggregated_rejections_name_the_pool(tmp_path):
     prefill = Linear(capacity=32, block=4)
     decode = Linear(capacity=64, block=4)
-    run = simulate(
-        prefill,
-        trace=write_trace(tmp_path, [(0, 40, 2), (0, 30, 40), (0, 30, 5)]),
-        prefill_replicas=1,
-        decode_replicas=1,
-        decode_engine=decode,
-        kv_transfer_s=lambda tokens: 0.0,
-    )
+    fleet = Disaggregated(prefill, 1, 1, kv_transfer_s=lambda tokens: 0.0, decode_engine=decode)
+    run = simulate(fleet, trace(tmp_path, [(0, 40, 2), (0, 30, 40), (0, 30, 5)]))
     assert run.rejected_reasons == {"prefill_kv_capacity": 1, "decode_kv_capacity": 1}
     assert run.per_request["rejected"].tolist() == [True, True, False]
 
 
 def test_everyone_rejected(tmp_path):
-    run = simulate(Linear(capacity=16), trace=write_trace(tmp_path, [(1.0, 20, 2)]))
+    run = simulate(Colocated(Linear(capacity=16)), trace(tmp_path, [(1.0, 20, 2)]))
     assert run.rejected == 1 and run.completed == 0 and run.iterations == 0
     assert math.isnan(run.ttft_s.p99) and run.throughput_rps == 0.0
     json.dumps(run.figures())
@@ -485,7 +472,7 @@ def test_disaggregated_pools_serve_everyone(seed):
     """Two prefill and three decode replicas under load with a small decode cache: every
     request finishes, decode replicas preempt and recompute, and no TTFT beats its prefill
     plus transfer."""
-    run = simulate(_pools_engine(), seed=seed, **_POOLS)
+    run = _pools(seed)
     assert run.completed == 400 and run.chips == 5 and run.preemptions > 0
     prompt = run.per_request["prompt"]
     floor = 0.005 + 1e-4 * prompt + 0.01
@@ -495,22 +482,23 @@ def test_disaggregated_pools_serve_everyone(seed):
 
 def test_routers(tmp_path):
     """Round robin takes replicas in turn; least loaded the emptiest, ties to the lowest."""
-    trace = write_trace(tmp_path, [(0, 10, 50), (0, 10, 50), (0, 10, 50), (10, 10, 2)])
-    rr = simulate(Linear(), trace=trace, replicas=2, router="round_robin")
+    load = trace(tmp_path, [(0, 10, 50), (0, 10, 50), (0, 10, 50), (10, 10, 2)])
+    rr = simulate(Colocated(Linear(), replicas=2, router="round_robin"), load)
     assert rr.per_request["replica"].tolist() == [0, 1, 0, 1]
-    ll = simulate(Linear(), trace=trace, replicas=2)
+    ll = simulate(Colocated(Linear(), replicas=2), load)
     assert ll.per_request["replica"].tolist() == [0, 1, 0, 0]  # all idle again at t = 10
     assert ll.chips == 2
 
 
 def test_slo_attainment(tmp_path):
-    trace = write_trace(tmp_path, [(0, 10, 2), (0, 10, 2), (5, 1000, 2)])
-    run = simulate(Linear(a=0.01, b=0.001), trace=trace, token_budget=2048, slo_ttft_s=0.5)
+    load = trace(tmp_path, [(0, 10, 2), (0, 10, 2), (5, 1000, 2)])
+    fleet = Colocated(Linear(a=0.01, b=0.001))
+    run = simulate(fleet, load, Scheduler(token_budget=2048), Slo(ttft_s=0.5))
     # two prefills of 10 at once: 0.03 s; the prompt of 1000 alone: 1.01 s > 0.5
     assert run.slo_attainment == pytest.approx(2 / 3)
-    run = simulate(Linear(a=0.01, b=0.001), trace=trace, slo_tpot_s=0.0115)
+    run = simulate(fleet, load, slo=Slo(tpot_s=0.0115))
     assert run.slo_attainment == pytest.approx(1 / 3)  # decodes of two: 0.012; of one: 0.011
-    assert math.isnan(simulate(Linear(), trace=trace).slo_attainment)
+    assert math.isnan(simulate(Colocated(Linear()), load).slo_attainment)
 
 
 # ------------------------------------------------------------------ a plain reference
@@ -703,14 +691,7 @@ def test_fast_scheduler_equals_the_reference(seed, cache, prefill, admission):
     )
     e_fast = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
     e_ref = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
-    run = simulate(
-        e_fast,
-        trace=path,
-        max_batch=max_batch,
-        token_budget=budget,
-        prefill=prefill,
-        admission=admission,
-    )
+    run = simulate(Colocated(e_fast), Trace(path), Scheduler(max_batch, budget, prefill, admission))
     ttft, e2e, pre, calls = reference(
         arrival, prompt, output, e_ref, max_batch, budget, prefill, admission=admission
     )
@@ -738,18 +719,8 @@ def test_closed_loop_equals_the_reference(seed, prefill, admission):
     print(f"clients {clients} capacity {capacity} block {block} max_batch {max_batch}")
     e_fast = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
     e_ref = Linear(a=0.004, b=2e-4, c=1e-6, d=1e-9, capacity=capacity, block=block)
-    run = simulate(
-        e_fast,
-        concurrency=clients,
-        requests=120,
-        prompt="uniform:1:200",
-        output="uniform:1:60",
-        seed=seed,
-        max_batch=max_batch,
-        token_budget=budget,
-        prefill=prefill,
-        admission=admission,
-    )
+    load = ClosedLoop(clients, 120, workload("uniform:1:200", "uniform:1:60", seed))
+    run = simulate(Colocated(e_fast), load, Scheduler(max_batch, budget, prefill, admission))
     r = run.per_request
     arrival = np.zeros(120)
     ttft, e2e, pre, calls = reference(
@@ -766,16 +737,8 @@ def test_closed_loop_littles_law(seed):
     end-to-end latency = N, but for the tail after the last send (the run's last requests
     drain with fewer in the system: within 1 % over 4,000 requests)."""
     clients = 8
-    run = simulate(
-        Linear(a=0.01, b=2e-5, c=5e-8),
-        concurrency=clients,
-        requests=4000,
-        prompt="lognormal:300:0.6",
-        output="uniform:20:200",
-        max_batch=64,
-        token_budget=512,
-        seed=seed,
-    )
+    load = ClosedLoop(clients, 4000, workload("lognormal:300:0.6", "uniform:20:200", seed))
+    run = simulate(Colocated(Linear(a=0.01, b=2e-5, c=5e-8)), load, Scheduler(64, 512))
     assert run.completed == 4000 and np.all(np.diff(run.per_request["arrival_s"]) >= 0)
     assert run.mean_in_system == pytest.approx(clients, rel=1e-9)
     assert run.throughput_rps * run.e2e_s.mean == pytest.approx(clients, rel=0.01)
@@ -791,17 +754,10 @@ def test_littles_law(seed):
     the nominal one by about 1/sqrt(20000) = 0.7 %, and the window's edges by less)."""
     e = Linear(a=0.01, b=2e-5, c=5e-8, capacity=200_000)
     rate = 25.0
-    run = simulate(
-        e,
-        rate=rate,
-        requests=20_000,
-        prompt="lognormal:300:0.6",
-        output="uniform:20:200",
-        replicas=2,
-        max_batch=64,
-        token_budget=512,
-        seed=seed,
+    load = Poisson(
+        rate, requests=20_000, workload=workload("lognormal:300:0.6", "uniform:20:200", seed)
     )
+    run = simulate(Colocated(e, replicas=2), load, Scheduler(max_batch=64, token_budget=512))
     assert run.completed == 20_000
     assert run.mean_in_system == pytest.approx(rate * run.e2e_s.mean, rel=0.03)
     # below saturation the fleet serves what arrives
@@ -809,38 +765,47 @@ def test_littles_law(seed):
 
 
 def test_seed_reproduces_the_run(seed):
-    kw = dict(rate=20.0, requests=200, prompt="lognormal:200:1.0", output="uniform:1:50")
-    a = simulate(Linear(), seed=seed, **kw)
-    b = simulate(Linear(), seed=seed, **kw)
+    def load(seed):
+        return Poisson(
+            20.0, requests=200, workload=workload("lognormal:200:1.0", "uniform:1:50", seed)
+        )
+
+    a = simulate(Colocated(Linear()), load(seed))
+    b = simulate(Colocated(Linear()), load(seed))
     assert a.seed == seed
     assert json.dumps(a.figures()) == json.dumps(b.figures())  # NaN as NaN
     for key, value in a.per_request.items():
         np.testing.assert_array_equal(value, b.per_request[key])
-    c = simulate(Linear(), seed=seed + 1, **kw)
+    c = simulate(Colocated(Linear()), load(seed + 1))
     assert not np.array_equal(a.per_request["arrival_s"], c.per_request["arrival_s"])
 
 
 def test_same_seed_same_requests_at_any_rate():
     """Common random numbers: the arrivals scale with 1 / rate, the lengths do not change."""
-    a = simulate(Linear(), rate=10.0, requests=50, prompt="uniform:1:99", seed=7)
-    b = simulate(Linear(), rate=20.0, requests=50, prompt="uniform:1:99", seed=7)
+    a = simulate(Colocated(Linear()), Poisson(10.0, 50, workload=workload("uniform:1:99", seed=7)))
+    b = simulate(Colocated(Linear()), Poisson(20.0, 50, workload=workload("uniform:1:99", seed=7)))
     np.testing.assert_allclose(a.per_request["arrival_s"], 2 * b.per_request["arrival_s"])
     np.testing.assert_array_equal(a.per_request["prompt"], b.per_request["prompt"])
 
 
 def test_length_distributions(seed):
-    rng_kw = dict(rate=100.0, requests=20_000, seed=seed)
-    run = simulate(Linear(), prompt="lognormal:400:0.5", output=("uniform", 3, 9), **rng_kw)
+    def run_of(prompt, output):
+        load = Poisson(100.0, requests=20_000, workload=workload(prompt, output, seed))
+        return simulate(Colocated(Linear()), load)
+
+    run = run_of("lognormal:400:0.5", ("uniform", 3, 9))
     prompt, output = run.per_request["prompt"], run.per_request["output"]
     assert prompt.mean() == pytest.approx(400, rel=0.02)  # sigma 0.5: sd ~ 212, se ~ 1.5
     assert output.min() == 3 and output.max() == 9
-    run = simulate(Linear(), prompt=64, output="uniform:5:5", **rng_kw)
+    run = run_of(64, "uniform:5:5")
     assert set(run.per_request["prompt"].tolist()) == {64}
     assert set(run.per_request["output"].tolist()) == {5}
 
 
 def test_duration_bounds_the_arrivals(seed):
-    run = simulate(Linear(), rate=50.0, duration_s=40.0, seed=seed)
+    run = simulate(
+        Colocated(Linear()), Poisson(50.0, duration_s=40.0, workload=workload(seed=seed))
+    )
     arrival = run.per_request["arrival_s"]
     assert arrival.max() < 40.0 and np.all(np.diff(arrival) >= 0)
     assert run.requests == pytest.approx(2000, abs=5 * math.sqrt(2000))
@@ -881,7 +846,7 @@ def test_trace_errors(tmp_path, name, text, message):
         read_trace(path)
     assert message in str(info.value)
     with pytest.raises(TraceError):  # the simulation passes it on
-        simulate(Linear(), trace=path)
+        simulate(Colocated(Linear()), Trace(path))
 
 
 def test_trace_missing_file(tmp_path):
@@ -895,108 +860,262 @@ def test_trace_missing_file(tmp_path):
 def test_max_rate_bisection():
     """The returned rate meets the rule, the bracket's upper end does not; a looser SLO never
     gives a lower rate; the percentile rule at 0.9 is the p90 of both latencies."""
-    e = Linear(a=0.01, b=1e-4, c=1e-7)
-    kw = dict(prompt="uniform:50:300", output="uniform:20:100", max_batch=32, token_budget=512)
-    kw |= dict(requests=600, seed=3)
-    tight = max_rate(e, slo_ttft_s=0.3, slo_tpot_s=0.05, rel_tol=0.05, **kw)
+    fleet = Colocated(Linear(a=0.01, b=1e-4, c=1e-7))
+    requests = workload("uniform:50:300", "uniform:20:100", seed=3)
+    scheduler = Scheduler(max_batch=32, token_budget=512)
+    kw = dict(requests=600, rel_tol=0.05)
+    slo = Slo(ttft_s=0.3, tpot_s=0.05)
+    tight = max_rate(fleet, slo, requests, scheduler, **kw)
     assert tight.run.slo_attainment >= 0.9
-    assert tight.run.meets("attainment", 0.9)
+    assert serving.meets(tight.run, "attainment", 0.9)
     failed = [r for r, ok, _ in tight.runs if not ok]
     above = min(r for r in failed if r > tight.rate)
     assert above <= tight.rate * 1.05 * (1 + 1e-9)
-    loose = max_rate(e, slo_ttft_s=1.0, slo_tpot_s=0.05, rel_tol=0.05, **kw)
+    loose = max_rate(fleet, Slo(ttft_s=1.0, tpot_s=0.05), requests, scheduler, **kw)
     assert loose.rate >= tight.rate
-    p90 = max_rate(e, slo_ttft_s=0.3, slo_tpot_s=0.05, rule="percentile", rel_tol=0.05, **kw)
+    p90 = max_rate(fleet, slo, requests, scheduler, rule="percentile", **kw)
     assert p90.run.ttft_s.p90 <= 0.3 * (1 + 1e-9) and p90.run.tpot_s.p90 <= 0.05
     # what the bisection relies on: with the same requests sooner, attainment only falls
     attainment = [
-        simulate(e, rate=f * tight.rate, slo_ttft_s=0.3, slo_tpot_s=0.05, **kw).slo_attainment
+        simulate(fleet, Poisson(f * tight.rate, 600, workload=requests), scheduler, slo)
         for f in (0.25, 0.5, 1.0, 1.5, 3.0)
     ]
+    attainment = [run.slo_attainment for run in attainment]
     assert attainment == sorted(attainment, reverse=True) and attainment[-1] < 0.9
 
 
 def test_max_rate_unreachable():
     with pytest.raises(SloUnreachable, match="no rate meets the SLO"):
-        max_rate(Linear(a=0.5), slo_ttft_s=0.1, requests=50, prompt=10, output=5)
+        max_rate(Colocated(Linear(a=0.5)), Slo(ttft_s=0.1), workload(10, 5), requests=50)
 
 
-# ------------------------------------------------------------------ bad input
+# ------------------------------------------------------------------ values and bad input
+
+
+def test_values_are_frozen_hashable_and_equal_by_content():
+    """The values that configure a run can key a cache: equal fields, equal values (a length
+    kept as parse_lengths gives it), and no field can be set after the checks."""
+    assert Workload(64, "uniform:1:9") == Workload(("fixed", 64), ["uniform", 1, 9])
+    assert Workload(64).prompt == ("fixed", 64)
+    assert dataclasses.replace(Workload(64, seed=1), seed=2) == Workload(64, seed=2)
+    assert hash(Scheduler(max_batch=8)) == hash(Scheduler(8, 2048, "chunked", "greedy"))
+    assert Poisson(2, requests=5) == Poisson(2.0, 5) and Poisson(2, requests=5).rate == 2.0
+    e = Linear()
+    assert {Colocated(e, 2), Colocated(e, 2)} == {Colocated(e, replicas=2)}
+    assert Disaggregated(e, 1, 2, KvLink(1e3, 1e9)).decode_engine is e
+    with pytest.raises(AttributeError):
+        Scheduler().max_batch = 4
+
+
+def test_registries_name_their_classes():
+    from tlm.inference.serving import fleet, requests, scheduling, slo
+
+    for registry, names in (
+        (requests.LOAD_KINDS, ("poisson", "trace", "closed_loop")),
+        (scheduling.PREFILL_POLICIES, serving.PREFILLS),
+        (scheduling.ADMISSION_RULES, serving.ADMISSIONS),
+        (fleet.ROUTER_POLICIES, serving.ROUTERS),
+        (slo.SLO_RULES, serving.RULES),
+    ):
+        assert registry.names == names
+        assert all(registry.named(name).name == name for name in names)
+    assert serving.PREFILLS == ("chunked", "separate")
+    assert serving.ADMISSIONS == ("greedy", "reserve")
+
+
+def _transfer(tokens):
+    return 0.0
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "make, args, field, message",
     [
-        (dict(rate=0), "rate must be a finite number > 0, not 0"),
-        (dict(rate=-1.0), "rate must be a finite number > 0, not -1.0"),
-        (dict(rate=float("inf")), "rate must be a finite number > 0, not inf"),
-        (dict(rate=None), "rate (requests per second, > 0) is required"),
-        (dict(requests=None), "give exactly one of duration_s and requests"),
-        (dict(duration_s=5.0), "give exactly one of duration_s and requests"),
-        (dict(requests=0), "requests must be an integer >= 1, not 0"),
-        (dict(requests=None, duration_s=-1), "duration_s must be a finite number > 0, not -1"),
-        (dict(max_batch=0), "max_batch must be an integer >= 1, not 0"),
-        (dict(max_batch=2.5), "max_batch must be an integer >= 1, not 2.5"),
-        (dict(token_budget=0), "token_budget must be an integer >= 1, not 0"),
-        (dict(max_batch=64, token_budget=32), "token_budget must be >= max_batch=64"),
-        (dict(replicas=0), "replicas must be an integer >= 1, not 0"),
-        (dict(router="random"), "router must be one of least_loaded, round_robin, not 'random'"),
-        (dict(seed=-1), "seed must be an integer >= 0, not -1"),
-        (dict(prompt=0), "prompt must be an integer >= 1, 'uniform:lo:hi'"),
-        (dict(prompt="normal:3:4"), "prompt must be an integer >= 1"),
-        (dict(output="uniform:9:3"), "output: uniform needs integers 1 <= lo <= hi"),
-        (dict(output="lognormal:100:-1"), "output: lognormal needs mean >= 1 and sigma >= 0"),
-        (dict(output=("uniform", "a", 3)), "output must be an integer >= 1"),
-        (dict(slo_ttft_s=0), "slo_ttft_s must be a finite number > 0, not 0"),
-        (dict(prefill="mixed"), "prefill must be one of chunked, separate, not 'mixed'"),
-        (dict(admission="lazy"), "admission must be one of greedy, reserve, not 'lazy'"),
-        (dict(rate=None, concurrency=0), "concurrency must be an integer >= 1, not 0"),
-        (dict(rate=None, concurrency=1.5), "concurrency must be an integer >= 1, not 1.5"),
-        (dict(concurrency=2), "rate=1.0 must not be given with concurrency=2"),
+        (Poisson, dict(rate=0, requests=3), "rate", "rate must be a finite number > 0, not 0"),
         (
-            dict(rate=None, requests=None, duration_s=5.0, concurrency=2),
-            "duration_s=5.0 must not be given with concurrency=2",
+            Poisson,
+            dict(rate=-1.0, requests=3),
+            "rate",
+            "rate must be a finite number > 0, not -1.0",
         ),
         (
-            dict(rate=None, requests=None, concurrency=2),
-            "requests (an integer >= 1) is required with concurrency=2",
-        ),
-        (dict(rate=None, requests=0, concurrency=2), "requests must be an integer >= 1, not 0"),
-        (dict(prefill_replicas=1), "give both prefill_replicas and decode_replicas"),
-        (dict(prefill_replicas=1, decode_replicas=1), "a disaggregated fleet needs kv_transfer_s"),
-        (dict(prefill_replicas=0, decode_replicas=1), "prefill_replicas must be an integer >= 1"),
-        (dict(replicas=2, prefill_replicas=1, decode_replicas=1), "replicas=2 is for a colocated"),
-        (dict(kv_transfer_s=lambda t: 0.0), "kv_transfer_s is for a disaggregated fleet"),
-        (
-            dict(prefill_replicas=1, decode_replicas=1, kv_transfer_s=3.0),
-            "kv_transfer_s must be a callable",
+            Poisson,
+            dict(rate=math.inf, requests=3),
+            "rate",
+            "rate must be a finite number > 0, not inf",
         ),
         (
+            Poisson,
+            dict(rate=None, requests=3),
+            "rate",
+            "rate must be a finite number > 0, not None",
+        ),
+        (Poisson, dict(rate=1.0), "requests", "give exactly one of duration_s and requests"),
+        (
+            Poisson,
+            dict(rate=1.0, requests=3, duration_s=5.0),
+            "requests",
+            "give exactly one of duration_s and requests",
+        ),
+        (
+            Poisson,
+            dict(rate=1.0, requests=0),
+            "requests",
+            "requests must be an integer >= 1, not 0",
+        ),
+        (
+            Poisson,
+            dict(rate=1.0, duration_s=-1),
+            "duration_s",
+            "duration_s must be a finite number > 0, not -1",
+        ),
+        (
+            Poisson,
+            dict(rate=1.0, requests=3, workload=64),
+            "workload",
+            "workload must be a Workload",
+        ),
+        (
+            ClosedLoop,
+            dict(concurrency=0, requests=3),
+            "concurrency",
+            "concurrency must be an integer >= 1, not 0",
+        ),
+        (
+            ClosedLoop,
+            dict(concurrency=1.5, requests=3),
+            "concurrency",
+            "concurrency must be an integer >= 1, not 1.5",
+        ),
+        (
+            ClosedLoop,
+            dict(concurrency=2, requests=0),
+            "requests",
+            "requests must be an integer >= 1, not 0",
+        ),
+        (Trace, dict(path=3), "path", "path must be a path to a .csv or .jsonl file, not 3"),
+        (Workload, dict(seed=-1), "seed", "seed must be an integer >= 0, not -1"),
+        (Workload, dict(seed=True), "seed", "seed must be an integer >= 0, not True"),
+        (Workload, dict(prompt=0), "prompt", "prompt must be an integer >= 1, 'uniform:lo:hi'"),
+        (Workload, dict(prompt="normal:3:4"), "prompt", "prompt must be an integer >= 1"),
+        (
+            Workload,
+            dict(output="uniform:9:3"),
+            "output",
+            "output: uniform needs integers 1 <= lo <= hi",
+        ),
+        (
+            Workload,
+            dict(output="lognormal:100:-1"),
+            "output",
+            "output: lognormal needs mean >= 1 and sigma >= 0",
+        ),
+        (Workload, dict(output=("uniform", "a", 3)), "output", "output must be an integer >= 1"),
+        (Scheduler, dict(max_batch=0), "max_batch", "max_batch must be an integer >= 1, not 0"),
+        (Scheduler, dict(max_batch=2.5), "max_batch", "max_batch must be an integer >= 1, not 2.5"),
+        (
+            Scheduler,
+            dict(token_budget=0),
+            "token_budget",
+            "token_budget must be an integer >= 1, not 0",
+        ),
+        (
+            Scheduler,
+            dict(max_batch=64, token_budget=32),
+            "token_budget",
+            "token_budget must be >= max_batch=64",
+        ),
+        (
+            Scheduler,
+            dict(prefill="mixed"),
+            "prefill",
+            "prefill must be one of chunked, separate, not 'mixed'",
+        ),
+        (
+            Scheduler,
+            dict(admission="lazy"),
+            "admission",
+            "admission must be one of greedy, reserve, not 'lazy'",
+        ),
+        (Slo, dict(ttft_s=0), "ttft_s", "ttft_s must be a finite number > 0, not 0"),
+        (Slo, dict(tpot_s=math.nan), "tpot_s", "tpot_s must be a finite number > 0, not nan"),
+        (
+            Colocated,
+            dict(engine=Linear(), replicas=0),
+            "replicas",
+            "replicas must be an integer >= 1, not 0",
+        ),
+        (
+            Colocated,
+            dict(engine=Linear(), router="random"),
+            "router",
+            "router must be one of least_loaded, round_robin, not 'random'",
+        ),
+        (
+            Disaggregated,
+            dict(engine=Linear(), prefill_replicas=0, decode_replicas=1, kv_transfer_s=_transfer),
+            "prefill_replicas",
+            "prefill_replicas must be an integer >= 1, not 0",
+        ),
+        (
+            Disaggregated,
+            dict(engine=Linear(), prefill_replicas=1, decode_replicas=0, kv_transfer_s=_transfer),
+            "decode_replicas",
+            "decode_replicas must be an integer >= 1, not 0",
+        ),
+        (
+            Disaggregated,
+            dict(engine=Linear(), prefill_replicas=1, decode_replicas=1, kv_transfer_s=3.0),
+            "kv_transfer_s",
+            "kv_transfer_s must be a callable (prompt tokens -> seconds), not 3.0",
+        ),
+        (
+            Disaggregated,
             dict(
+                engine=Linear(),
                 prefill_replicas=1,
                 decode_replicas=1,
-                kv_bytes_per_token=1e3,
-                link_bandwidth_Bps=0,
+                kv_transfer_s=_transfer,
+                decode_engine=object(),
             ),
-            "link_bandwidth_Bps must be a finite number > 0, not 0",
+            "decode_engine",
+            "decode_engine must have chips, kv_capacity_tokens, block_tokens and iteration_s",
         ),
         (
-            dict(
-                prefill_replicas=1,
-                decode_replicas=1,
-                kv_bytes_per_token=1e3,
-                link_bandwidth_Bps=1e9,
-                link_latency_s=-1,
-            ),
-            "link_latency_s must be a finite number >= 0, not -1",
+            KvLink,
+            dict(bytes_per_token=1e3, bandwidth_Bps=0),
+            "bandwidth_Bps",
+            "bandwidth_Bps must be a finite number > 0, not 0",
+        ),
+        (
+            KvLink,
+            dict(bytes_per_token=1e3, bandwidth_Bps=1e9, latency_s=-1),
+            "latency_s",
+            "latency_s must be a finite number >= 0, not -1",
+        ),
+        (
+            KvLink,
+            dict(bytes_per_token="1e3", bandwidth_Bps=1e9),
+            "bytes_per_token",
+            "bytes_per_token must be a finite number > 0, not '1e3'",
         ),
     ],
 )
-def test_bad_arguments(kwargs, message):
-    args = dict(rate=1.0, requests=3) | kwargs
-    with pytest.raises(ValueError) as info:
-        simulate(Linear(), **args)
+def test_bad_arguments(make, args, field, message):
+    """Each value checks its fields when built: the error names the field, the value and what
+    is allowed."""
+    with pytest.raises(ServingInputError) as info:
+        make(**args)
     assert message in str(info.value)
+    assert info.value.field == field
+
+
+def test_simulate_takes_the_values():
+    with pytest.raises(ServingInputError, match="fleet must be a Colocated or Disaggregated fleet"):
+        simulate(Linear(), Poisson(1.0, requests=1))
+    with pytest.raises(ServingInputError, match="load must be a Poisson, Trace or ClosedLoop load"):
+        simulate(Colocated(Linear()), Workload())
+    with pytest.raises(ServingInputError, match="scheduler must be a Scheduler, not 64"):
+        simulate(Colocated(Linear()), Poisson(1.0, requests=1), 64)
 
 
 @pytest.mark.parametrize(
@@ -1012,20 +1131,26 @@ def test_bad_engine(attr, value, message):
     e = Linear()
     setattr(e, attr, value)
     with pytest.raises(ValueError) as info:
-        simulate(e, rate=1.0, requests=1)
+        Colocated(e)
     assert message in str(info.value)
 
 
 def test_engine_missing_a_member():
     with pytest.raises(ValueError, match="has no 'chips'"):
-        simulate(object(), rate=1.0, requests=1)
+        Colocated(object())
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
 def test_engine_bad_iteration_time(bad):
     e = Linear(a=bad, b=0)
     with pytest.raises(ValueError, match="must return finite seconds > 0"):
-        simulate(e, rate=1.0, requests=1)
+        simulate(Colocated(e), Poisson(1.0, requests=1))
+
+
+def test_bad_transfer_time():
+    fleet = Disaggregated(Linear(), 1, 1, kv_transfer_s=lambda tokens: -1.0)
+    with pytest.raises(ValueError, match=r"kv_transfer_s\(512\) must return seconds >= 0"):
+        simulate(fleet, Poisson(1.0, requests=1))
 
 
 @pytest.mark.parametrize(
@@ -1033,14 +1158,14 @@ def test_engine_bad_iteration_time(bad):
     [
         (dict(rule="p99"), "rule must be one of attainment, percentile, not 'p99'"),
         (dict(target=1.5), "target must be a fraction in (0, 1], not 1.5"),
-        (dict(slo_ttft_s=None), "max_rate needs slo_ttft_s or slo_tpot_s"),
-        (dict(rate=3.0), "max_rate chooses the rate itself; do not pass rate"),
-        (dict(concurrency=3), "max_rate chooses the rate itself; do not pass concurrency"),
+        (dict(slo=Slo()), "max_rate needs an Slo with ttft_s or tpot_s (or both)"),
+        (dict(requests=0), "requests must be an integer >= 1, not 0"),
         (dict(rel_tol=0), "rel_tol must be a finite number > 0, not 0"),
+        (dict(max_runs=2), "max_runs must be an integer >= 3, not 2"),
     ],
 )
 def test_max_rate_bad_arguments(kwargs, message):
-    args = dict(slo_ttft_s=1.0) | kwargs
+    args = dict(slo=Slo(ttft_s=1.0)) | kwargs
     with pytest.raises(ValueError) as info:
-        max_rate(Linear(), **args)
+        max_rate(Colocated(Linear()), **args)
     assert message in str(info.value)

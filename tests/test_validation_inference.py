@@ -4,6 +4,7 @@ simulated (stable across seeds, the fit a fixed point), the rows of one request 
 simulation of one client, and the tool's token count."""
 
 import tomllib
+from dataclasses import replace
 from importlib import resources
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 
 from tlm.inference import Engine, estimate, fixed_costs
 from tlm.inference.layout import FIXED_COSTS
-from tlm.inference.serving import PREFILLS, simulate
+from tlm.inference.serving import PREFILLS, ClosedLoop, Colocated, Scheduler, Workload, simulate
 from tlm.validation import inference
 from tlm.validation.inference import (
     BOUND,
@@ -114,14 +115,9 @@ def test_rows_of_one_request_equal_the_simulation_of_one_client(v, prefill):
             max_tokens=s["prompt"],
         )
         run = simulate(
-            engine,
-            concurrency=1,
-            requests=2,
-            prompt=s["prompt"],
-            output=s["output"],
-            max_batch=1,
-            token_budget=s["prompt"],
-            prefill=prefill,
+            Colocated(engine),
+            ClosedLoop(concurrency=1, requests=2, workload=Workload(s["prompt"], s["output"])),
+            Scheduler(max_batch=1, token_budget=s["prompt"], prefill=prefill),
         )
         assert run.per_request["ttft_s"][1] == pytest.approx(run.ttft_s.mean, rel=1e-12)
         figure = {"ttft_s": run.ttft_s.mean, "tpot_s": run.tpot_s.mean, "e2e_s": run.e2e_s.mean}
@@ -173,9 +169,10 @@ def test_poisson_rows_are_stable_across_seeds(v):
         if "Poisson" not in r.detail.load:
             continue
         s = inference._settings(row)
-        load = inference._load(row) | {"seed": LOAD_SEED + 1}
+        load, scheduler = inference._load(row)
+        load = replace(load, workload=replace(load.workload, seed=LOAD_SEED + 1))
         key = (row["system"], row["chips"], s["model"], s["tp"], s["fmt"], s["kv_fmt"])
-        key += (row["prompt"], row["output"], tuple(sorted(load.items())))
+        key += (load, scheduler)
         other = inference._served(key, *_params(v, r.system))[r.quantity]
         stat = other.mean if row["statistic"] == "mean" else other.p50
         print(

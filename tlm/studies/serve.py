@@ -41,8 +41,17 @@ from ..inference.serving import (
     PREFILLS,
     ROUTERS,
     RULES,
+    ClosedLoop,
+    Colocated,
+    Disaggregated,
+    KvLink,
+    Poisson,
+    Scheduler,
+    Slo,
     SloUnreachable,
+    Trace,
     TraceError,
+    Workload,
     max_rate,
     simulate,
 )
@@ -302,18 +311,38 @@ class ServeResults(Results):
     series: list[LatencyRow] = Field(default_factory=list, exclude=True)
 
 
+def _values(args: dict, engine):
+    """:meth:`ServeInputs.simulation`'s arguments as the serving simulation's values: the
+    fleet, the workload, the scheduler and the SLO."""
+    if "prefill_replicas" in args:
+        link = KvLink(
+            args["kv_bytes_per_token"], args["link_bandwidth_Bps"], args["link_latency_s"]
+        )
+        fleet = Disaggregated(
+            engine, args["prefill_replicas"], args["decode_replicas"], link, router=args["router"]
+        )
+    else:
+        fleet = Colocated(engine, args["replicas"], router=args["router"])
+    workload = Workload(args["prompt"], args["output"], seed=args["seed"])
+    scheduler = Scheduler(
+        args["max_batch"], args["token_budget"], args["prefill"], args["admission"]
+    )
+    return fleet, workload, scheduler, Slo(args["slo_ttft_s"], args["slo_tpot_s"])
+
+
 def _run(inputs: ServeInputs, engine, rate, timeline=False, requests=None):
-    kwargs = inputs.simulation(engine)
+    args = inputs.simulation(engine)
+    fleet, workload, scheduler, slo = _values(args, engine)
     if inputs.concurrency:
-        kwargs |= dict(concurrency=inputs.concurrency, requests=inputs.requests)
-    elif inputs.arrivals == "poisson":
-        kwargs["rate"] = rate
-        if requests or inputs.requests:
-            kwargs["requests"] = requests or inputs.requests
-        else:
-            kwargs["duration_s"] = inputs.duration_s
+        load = ClosedLoop(inputs.concurrency, inputs.requests, workload)
+    elif inputs.arrivals != "poisson":
+        load = Trace(args["trace"])
+    elif requests or inputs.requests:
+        load = Poisson(rate, requests=requests or inputs.requests, workload=workload)
+    else:
+        load = Poisson(rate, duration_s=inputs.duration_s, workload=workload)
     try:
-        return simulate(engine, timeline=timeline, **kwargs)
+        return simulate(fleet, load, scheduler, slo, timeline=timeline)
     except TraceError as error:
         raise InputError(
             "arrivals", inputs.arrivals, "a CSV or JSONL trace", f"fails: {error}"
@@ -335,19 +364,16 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
     found = {}
     if inputs.find_max_rate:
         progress(0, 1, "max rate")
+        fleet, workload, scheduler, slo = _values(inputs.simulation(engine), engine)
         try:
             best = max_rate(
-                engine,
-                slo_ttft_s=inputs.slo_ttft_s,
-                slo_tpot_s=inputs.slo_tpot_s,
+                fleet,
+                slo,
+                workload,
+                scheduler,
+                requests=min(inputs.requests or 2000, 2000),
                 rule=inputs.rule,
                 target=inputs.target,
-                requests=min(inputs.requests or 2000, 2000),
-                **{
-                    k: v
-                    for k, v in inputs.simulation(engine).items()
-                    if not k.startswith("slo") and k != "trace"
-                },
             )
         except SloUnreachable as error:
             raise InputError(

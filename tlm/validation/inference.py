@@ -66,7 +66,7 @@ import numpy as np
 from ..inference import Engine, estimate
 from ..inference.estimate import tokens_per_verify
 from ..inference.layout import FIXED_COSTS, FORMATS, as_model, check_format
-from ..inference.serving import simulate
+from ..inference.serving import ClosedLoop, Colocated, Poisson, Scheduler, Workload, simulate
 from ..workloads.model import element_bytes
 from .row import InferenceDetail, ValidationRow
 
@@ -346,9 +346,9 @@ def _value(row_id: str, step: float, coll: float, factor: float, req: float) -> 
     return float(getattr(r, _METRICS[row["metric"]]))
 
 
-def _load(row: dict) -> dict | None:
-    """:func:`simulate`'s arrivals and batching for a row measured under load, or None for a
-    row of one request at a time (modelled by :func:`estimate`)."""
+def _load(row: dict) -> tuple[Poisson | ClosedLoop, Scheduler] | None:
+    """:func:`simulate`'s load and scheduler for a row measured under load, or None for a row
+    of one request at a time (modelled by :func:`estimate`)."""
     stack = STACKS.get(row["source"])
     rate, clients = row.get("qps"), row.get("concurrency") or 1
     if stack is None or (rate is None and clients == 1):
@@ -358,30 +358,28 @@ def _load(row: dict) -> dict | None:
         # is the decode of the clients' batch (estimate's); the plain run's closed loop adds
         # 0.85 % to it (the other client's prefill spread over 127 tokens)
         return None
+    workload = Workload(row["prompt"], row["output"], seed=LOAD_SEED)
     if rate is not None:
-        arrivals = dict(rate=float(rate), requests=LOAD_REQUESTS, seed=LOAD_SEED)
+        load = Poisson(float(rate), requests=LOAD_REQUESTS, workload=workload)
     else:
-        arrivals = dict(concurrency=int(clients), requests=int(row["requests"]), seed=LOAD_SEED)
+        load = ClosedLoop(int(clients), int(row["requests"]), workload)
     batch = row.get("batch") or stack["max_batch"]
-    return arrivals | dict(
-        prefill=stack["prefill"], token_budget=stack["token_budget"], max_batch=batch
-    )
+    return load, Scheduler(batch, stack["token_budget"], stack["prefill"])
 
 
-def _load_text(load: dict) -> str:
-    if "rate" in load:
-        what = f"Poisson {load['rate']:g}/s ({load['requests']:,} requests, seed {load['seed']})"
+def _load_text(load: Poisson | ClosedLoop, scheduler: Scheduler) -> str:
+    if isinstance(load, Poisson):
+        what = f"Poisson {load.rate:g}/s ({load.requests:,} requests, seed {load.workload.seed})"
     else:
-        what = f"{load['concurrency']} clients in a closed loop ({load['requests']} requests)"
-    return f"{what}, prefill {load['prefill']}, max batch {load['max_batch']}"
+        what = f"{load.concurrency} clients in a closed loop ({load.requests} requests)"
+    return f"{what}, prefill {scheduler.prefill}, max batch {scheduler.max_batch}"
 
 
 @lru_cache(maxsize=4096)
 def _served(key: tuple, step: float, coll: float, factor: float, req: float):
-    """The serving simulation of ``key`` (the row's engine settings and :func:`_load`'s
-    arguments) at the given fixed costs: its TTFT, TPOT and end-to-end summaries."""
-    system, chips, model, tp, fmt, kv_fmt, prompt, output, load = key
-    load = dict(load)
+    """The serving simulation of ``key`` (the row's engine settings, :func:`_load`'s load and
+    scheduler) at the given fixed costs: its TTFT, TPOT and end-to-end summaries."""
+    system, chips, model, tp, fmt, kv_fmt, load, scheduler = key
     engine = Engine.build(
         model,
         system,
@@ -390,9 +388,9 @@ def _served(key: tuple, step: float, coll: float, factor: float, req: float):
         fmt=fmt,
         kv_fmt=kv_fmt,
         **_costs(step, coll, factor, req),
-        max_tokens=load["token_budget"],
+        max_tokens=scheduler.token_budget,
     )
-    run = simulate(engine, prompt=prompt, output=output, **load)
+    run = simulate(Colocated(engine), load, scheduler)
     if run.completed != run.requests:
         raise RuntimeError(f"the validation's serving run {key} rejected requests: {run}")
     return {
@@ -568,15 +566,9 @@ def _offline(
         raise RuntimeError(f"{row_id}: no KV cache beside the weights on {engine!r}")
     n = o["requests"]
     run = simulate(
-        engine,
-        concurrency=n,
-        requests=n,
-        prompt=row["prompt"],
-        output=row["output"],
-        max_batch=o["max_batch"],
-        token_budget=o["max_tokens"],
-        prefill="chunked",
-        admission="reserve",
+        Colocated(engine),
+        ClosedLoop(concurrency=n, requests=n, workload=Workload(row["prompt"], row["output"])),
+        Scheduler(o["max_batch"], o["max_tokens"], prefill="chunked", admission="reserve"),
         timeline=timeline,
     )
     if run.completed != n or run.preemptions:
@@ -644,8 +636,7 @@ def _modelled(row_id: str, step: float, coll: float, factor: float, req: float) 
     if load is None:
         return _value(row_id, step, coll, factor, req)
     s = _settings(row)
-    key = (row["system"], row["chips"], s["model"], s["tp"], s["fmt"], s["kv_fmt"])
-    key += (row["prompt"], row["output"], tuple(sorted(load.items())))
+    key = (row["system"], row["chips"], s["model"], s["tp"], s["fmt"], s["kv_fmt"], *load)
     served = _served(key, step, coll, factor, req)
     if row["metric"] == "throughput_tokens_per_s":
         return float(served["output_tokens_per_s"])
@@ -771,7 +762,7 @@ def validate_inference() -> InferenceValidation:
             case = f"{s['model']} tp {s['tp']} batch {s['batch']} {s['prompt']}/{s['output']}"
             case += f" {s['fmt']}" + _speculation_text(row)
         else:
-            load_text = _load_text(load)
+            load_text = _load_text(*load)
             case = f"{s['model']} tp {s['tp']} {row['prompt']}/{row['output']} {s['fmt']}; "
             case += load_text
         out.append(

@@ -1,0 +1,361 @@
+"""Scheduling: what a replica's iteration runs, and when a queued request may start.
+
+:class:`Scheduler` holds the settings, a frozen value checked in its constructor: ``max_batch``
+(sequences running at once on a replica), ``token_budget`` (tokens an iteration processes, at
+least ``max_batch`` so every running sequence decodes each iteration, as vLLM requires
+``max_num_batched_tokens >= max_num_seqs``), the prefill policy and the admission rule, each a
+small class registered by name:
+
+- prefill policies (:data:`PREFILL_POLICIES`, names :data:`PREFILLS`): :class:`Chunked`
+  (``"chunked"``) and :class:`Separate` (``"separate"``). ``plan(replica)`` chooses an
+  iteration's work and takes its KV blocks; it returns the engine's arguments ``(tokens,
+  sequences, kv_tokens, pairs)``, the decodes, the sequences that took a prefill chunk, those
+  admitted to decode with their KV moved in, and the blocks in use - or None when there is
+  nothing to run. Both build an iteration from the replica's decode step
+  (:meth:`~tlm.inference.serving.replica.Replica.decode_all`) and one chunk step,
+  :func:`take_chunk`.
+- admission rules (:data:`ADMISSION_RULES`, names :data:`ADMISSIONS`): :class:`Greedy`
+  (``"greedy"``) and :class:`Reserve` (``"reserve"``): whether a queued request may start
+  (``admit``), what it gives back when it leaves (``release``), the KV a request holds at most
+  (``kv_tokens``, for rejection at arrival) and whether a running sequence may be preempted
+  (``preempts``).
+
+Examples
+--------
+>>> s = Scheduler(max_batch=8, token_budget=256, prefill="separate", admission="reserve")
+>>> s.prefill_policy().name, s.admission_rule().name, s.admission_rule().kv_tokens(100, 10)
+('separate', 'reserve', 110)
+>>> try:
+...     Scheduler(max_batch=64, token_budget=32)
+... except ServingInputError as error:
+...     print(error.field, error.value, error.allowed)
+token_budget 32 >= max_batch=64
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .checks import Registry, ServingInputError, check_int
+
+__all__ = [
+    "ADMISSIONS",
+    "ADMISSION_RULES",
+    "PREFILLS",
+    "PREFILL_POLICIES",
+    "Admission",
+    "Chunked",
+    "Greedy",
+    "PrefillPolicy",
+    "Reserve",
+    "Scheduler",
+    "Separate",
+    "take_chunk",
+]
+
+#: The prefill policies by name.
+PREFILL_POLICIES = Registry("prefill")
+#: The admission rules by name.
+ADMISSION_RULES = Registry("admission")
+
+
+def take_chunk(r, seq, c: int) -> tuple[int, int]:
+    """The chunk step: ``seq`` takes ``c`` tokens of its prefill in this iteration on replica
+    ``r`` - the blocks its KV grows into - and reads ``ctx + c`` keys and ``c ctx + c (c + 1)
+    / 2`` query-key pairs (causal). Returns those two."""
+    s = seq.ctx
+    grow = -(-(s + c) // r.B) - seq.blocks
+    r.used += grow
+    seq.blocks += grow
+    seq.chunk = c
+    return s + c, c * s + c * (c + 1) // 2
+
+
+def _fits(r, seq, c: int) -> bool:
+    """Whether the free blocks of ``r`` hold ``c`` more tokens of ``seq``'s KV."""
+    return -(-(seq.ctx + c) // r.B) - seq.blocks <= r.total - r.used
+
+
+# ------------------------------------------------------------------ admission rules
+
+
+class Admission(abc.ABC):
+    """When a queued request may start on a replica."""
+
+    name: ClassVar[str]
+    #: Whether a running sequence may be preempted (recompute) when blocks run out.
+    preempts: ClassVar[bool]
+
+    @abc.abstractmethod
+    def kv_tokens(self, prompt: int, output: int) -> int:
+        """Tokens of KV a request of these lengths holds at most (one needing more blocks
+        than a replica has is rejected at arrival)."""
+
+    @abc.abstractmethod
+    def admit(self, r, seq) -> bool:
+        """Whether replica ``r`` may start the queue's head ``seq`` (its blocks for this
+        iteration being free); if so, what it holds for it is held."""
+
+    @abc.abstractmethod
+    def release(self, r, seq) -> None:
+        """``seq`` leaves replica ``r``: give back what :meth:`admit` held."""
+
+
+@ADMISSION_RULES.register("greedy")
+class Greedy(Admission):
+    """As soon as the blocks of its first chunk are free (vLLM); when blocks run out, the
+    latest-arrived running sequence is preempted by recompute. A request holds at most
+    ``prompt + output - 1`` tokens of KV (the last token is never fed back)."""
+
+    preempts = True
+
+    def kv_tokens(self, prompt: int, output: int) -> int:
+        return prompt + output - 1
+
+    def admit(self, r, seq) -> bool:
+        return True
+
+    def release(self, r, seq) -> None:
+        pass  # nothing held beyond the blocks
+
+
+@ADMISSION_RULES.register("reserve")
+class Reserve(Admission):
+    """Only when the blocks of its whole KV fit beside those every running sequence has
+    reserved for its own: TensorRT-LLM's ``GUARANTEED_NO_EVICT`` ("guarantee that a started
+    request is never paused"), the reservation ``ceil((prompt + output) / block_tokens)``
+    (``KVCacheManager::getRemainingBlocksToCompletion``); on a prefill pool's replica the
+    prompt's. Blocks are still taken as the KV grows, but they are always there: no sequence is
+    ever preempted. The replica keeps the reserved blocks in ``committed``, a sequence its own
+    in ``reserved``."""
+
+    preempts = False
+
+    def kv_tokens(self, prompt: int, output: int) -> int:
+        return prompt + output
+
+    def admit(self, r, seq) -> bool:
+        tokens = seq.prompt if r.prefill_only else seq.prompt + seq.output
+        need = -(-tokens // r.B)
+        if r.committed + need > r.total:
+            return False
+        r.committed += need
+        seq.reserved = need
+        return True
+
+    def release(self, r, seq) -> None:
+        r.committed -= seq.reserved
+        seq.reserved = 0
+
+
+# ------------------------------------------------------------------ prefill policies
+
+
+class PrefillPolicy(abc.ABC):
+    """How prefills share a replica's iterations: :meth:`plan` chooses an iteration."""
+
+    name: ClassVar[str]
+
+    def __init__(self, max_batch: int, token_budget: int):
+        self.max_batch = max_batch
+        self.token_budget = token_budget
+
+    @abc.abstractmethod
+    def plan(self, r):
+        """The next iteration of replica ``r``, its blocks taken (preempting if it must):
+        ``((tokens, sequences, kv_tokens, pairs), decodes, chunked, admitted, used)``, or
+        None when there is nothing to run."""
+
+
+@PREFILL_POLICIES.register("chunked")
+class Chunked(PrefillPolicy):
+    """Continuous batching (Orca, OSDI 2022) with chunked prefill and stall-free scheduling
+    (Sarathi-Serve, OSDI 2024; vLLM V1's scheduler): every decoding sequence takes one token
+    of the budget; then sequences part way through a prefill take chunks, earliest arrival
+    first; then queued requests are admitted first come first served while fewer than
+    ``max_batch`` run and budget and blocks remain (a head that finds no block stops
+    admission: no overtaking). A sequence whose KV moved in from a prefill pool is admitted
+    in its turn to decode at once."""
+
+    def plan(self, r):
+        B = r.B
+        admission = r.admission
+        waiting = r.waiting
+        while True:
+            r.kv_mark()
+            # 1. decodes: every decoding sequence, one token each; preempt for their blocks
+            n, kv = r.decode_all()
+            tokens = sequences = n
+            pairs = kv
+            budget = self.token_budget - n
+            chunked = []
+            # 2. sequences part way through a prefill, in arrival order, as room allows
+            for seq in r.prefilling:
+                if budget == 0:
+                    break
+                room = seq.blocks * B - seq.ctx + (r.total - r.used) * B
+                c = min(seq.target - seq.ctx, budget, room)
+                if c <= 0:
+                    continue
+                k, p = take_chunk(r, seq, c)
+                tokens += c
+                sequences += 1
+                kv += k
+                pairs += p
+                budget -= c
+                chunked.append(seq)
+            # 3. admissions, first come first served
+            admitted = []
+            while waiting and budget > 0 and len(r.running) < self.max_batch:
+                seq = waiting[0]
+                if seq.ctx == seq.target:  # KV transferred in: decode now
+                    if not r.admit_transferred(seq):
+                        break
+                    tokens += 1
+                    sequences += 1
+                    kv += seq.ctx + 1
+                    pairs += seq.ctx + 1
+                    budget -= 1
+                    admitted.append(seq)
+                    continue
+                c = min(seq.target - seq.ctx, budget)
+                if not _fits(r, seq, c) or not admission.admit(r, seq):
+                    break
+                r.start(seq)
+                k, p = take_chunk(r, seq, c)
+                tokens += c
+                sequences += 1
+                kv += k
+                pairs += p
+                budget -= c
+                chunked.append(seq)
+            if tokens:
+                return (tokens, sequences, kv, pairs), n, chunked, admitted, r.used
+            if not r.running:
+                return None  # idle, or waiting for blocks a KV transfer still holds
+            # only prefills part way, with no free block: make room, plan again
+            r.preempt_latest()
+
+
+@PREFILL_POLICIES.register("separate")
+class Separate(PrefillPolicy):
+    """An iteration is one sequence's prefill chunk alone (up to ``token_budget`` tokens) or
+    the decodes alone. A prefill under way goes on first; else the queue's head is admitted
+    and prefilled (while fewer than ``max_batch`` run); only when no prefill can run do the
+    decodes step (and sequences whose KV moved in join them). The Neuron stack's scheduling:
+    vLLM Neuron's ``NeuronScheduler`` (one prefill an iteration, the decodes hidden while it
+    runs; aws-neuron-sdk ``vllm-neuron/docs/design/vllm/neuron-scheduler.md``) and NxD
+    Inference under vLLM V0."""
+
+    def plan(self, r):
+        budget = self.token_budget
+        while True:
+            r.kv_mark()
+            seq = r.prefilling[0] if r.prefilling else None
+            if seq is not None:
+                room = seq.blocks * r.B - seq.ctx + (r.total - r.used) * r.B
+                c = min(seq.target - seq.ctx, budget, room)
+            elif (
+                r.waiting
+                and len(r.running) < self.max_batch
+                and r.waiting[0].ctx < r.waiting[0].target
+            ):
+                seq = r.waiting[0]
+                c = min(seq.target - seq.ctx, budget)
+                if not _fits(r, seq, c) or not r.admission.admit(r, seq):
+                    c = 0
+                else:
+                    r.start(seq)
+            else:
+                c = 0
+            if c > 0:
+                k, p = take_chunk(r, seq, c)
+                return (c, 1, k, p), 0, [seq], [], r.used
+            # no prefill can run: the decodes (and KV moved in)
+            args, admitted = self._decodes(r, budget)
+            if args[0]:
+                return args, r.n_dec, [], admitted, r.used
+            if not r.running:
+                return None  # idle, or waiting for blocks a KV transfer still holds
+            r.preempt_latest()
+
+    def _decodes(self, r, budget):
+        """Every decoding sequence, one token each (preempting for their blocks), then the
+        queue's head while its KV is already here: the engine's arguments and the admitted."""
+        n, kv = r.decode_all()
+        tokens = sequences = n
+        pairs = kv
+        budget -= n
+        admitted = []
+        while r.waiting and budget > 0 and len(r.running) < self.max_batch:
+            seq = r.waiting[0]
+            if seq.ctx != seq.target or not r.admit_transferred(seq):
+                break
+            tokens += 1
+            sequences += 1
+            kv += seq.ctx + 1
+            pairs += seq.ctx + 1
+            budget -= 1
+            admitted.append(seq)
+        return (tokens, sequences, kv, pairs), admitted
+
+
+#: The prefill policies' names.
+PREFILLS = PREFILL_POLICIES.names
+#: The admission rules' names.
+ADMISSIONS = ADMISSION_RULES.names
+
+
+# ------------------------------------------------------------------ the settings
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """A replica's scheduling settings.
+
+    Parameters
+    ----------
+    max_batch : int
+        Sequences running at once on a replica, >= 1.
+    token_budget : int
+        Tokens an iteration processes (decodes and prefill chunks), >= ``max_batch``.
+    prefill : str
+        One of :data:`PREFILLS`: ``"chunked"`` (prefill chunks beside the decodes) or
+        ``"separate"`` (one prefill chunk alone, or the decodes alone).
+    admission : str
+        One of :data:`ADMISSIONS`: ``"greedy"`` (vLLM: start when the first chunk's blocks
+        are free, preempt the latest when they run out) or ``"reserve"`` (TensorRT-LLM's
+        ``GUARANTEED_NO_EVICT``: start when the whole KV's blocks can be reserved, never
+        preempt).
+    """
+
+    max_batch: int = 128
+    token_budget: int = 2048
+    prefill: str = "chunked"
+    admission: str = "greedy"
+
+    def __post_init__(self):
+        PREFILL_POLICIES.named(self.prefill)
+        ADMISSION_RULES.named(self.admission)
+        max_batch = check_int("max_batch", self.max_batch, 1)
+        token_budget = check_int("token_budget", self.token_budget, 1)
+        if token_budget < max_batch:
+            raise ServingInputError(
+                "token_budget",
+                token_budget,
+                f">= max_batch={max_batch}",
+                f"token_budget must be >= max_batch={max_batch} (every running sequence "
+                f"decodes each iteration), not {token_budget}",
+            )
+        object.__setattr__(self, "max_batch", max_batch)
+        object.__setattr__(self, "token_budget", token_budget)
+
+    def prefill_policy(self) -> PrefillPolicy:
+        """The prefill policy these settings name."""
+        return PREFILL_POLICIES.named(self.prefill)(self.max_batch, self.token_budget)
+
+    def admission_rule(self) -> Admission:
+        """The admission rule these settings name."""
+        return ADMISSION_RULES.named(self.admission)()
