@@ -62,7 +62,6 @@ it to the full path.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 
@@ -70,6 +69,7 @@ import numpy as np
 
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..costs.opcosts import VECTOR_OPS
+from ..elementwise import ceil, minimum
 from ..hardware import Hardware
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
@@ -626,14 +626,21 @@ class Engine:
         }
 
     def _attention(self, tokens, sequences, kv_tokens, pairs):
-        """One layer's attention on one chip (arrays): the products' compute, the HBM
-        traffic and the softmax, seconds; and the HBM bytes."""
+        """One layer's attention on one chip: the products' compute, the HBM traffic and the
+        softmax, seconds; and the HBM bytes (arrays, or one iteration's numbers: the fast
+        path's, by the same formula)."""
         rows = self.attention_rows_per_query * tokens / sequences
-        idx = np.minimum(np.ceil(rows), ATTENTION_ROWS_MAX).astype(np.intp) - 1
-        eff = self.attention_efficiency[np.maximum(idx, 0)]
-        compute = self.attn_s_per_pair * pairs / eff
+        index = minimum(ceil(rows), ATTENTION_ROWS_MAX) - 1  # the table's row: 1-based rows
+        compute = self.attn_s_per_pair * pairs / self._efficiency(index)
         nbytes = (kv_tokens + tokens) * self.kv_token_layer_bytes + tokens * self.qo_bytes_per_token
         return compute, nbytes / self.bw, self.softmax_s_per_pair * pairs, nbytes
+
+    def _efficiency(self, index):
+        """The attention products' efficiency at the table's 0-based ``index`` (an array, or
+        one number: a list lookup, faster than numpy's for one)."""
+        if type(index) is np.ndarray:
+            return self.attention_efficiency[np.maximum(index, 0).astype(np.intp)]
+        return self._eff_list[max(int(index), 0)]
 
     # ---- the full path --------------------------------------------------------------------
 
@@ -745,13 +752,7 @@ class Engine:
             fast = self._fast
             if tokens > len(fast.get("tokens", ())) or sequences > len(fast.get("sequences", ())):
                 self._grow(tokens, sequences)
-            rows = self.attention_rows_per_query * tokens / sequences
-            idx = min(math.ceil(rows), ATTENTION_ROWS_MAX) - 1
-            compute = self.attn_s_per_pair * pairs / self._eff_list[idx]
-            memory = (
-                (kv_tokens + tokens) * self.kv_token_layer_bytes + tokens * self.qo_bytes_per_token
-            ) / self.bw
-            soft = self.softmax_s_per_pair * pairs
+            compute, memory, soft, _ = self._attention(tokens, sequences, kv_tokens, pairs)
             return (
                 fast["tokens"][tokens - 1]
                 + fast["sequences"][sequences - 1]
