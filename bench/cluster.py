@@ -46,6 +46,7 @@ def random_configurations(n: int, seed: int = 0) -> dict:
 
 def bench_cluster() -> list[dict]:
     from tlm.cluster import hbm_capacity_bytes, memory_per_chip
+    from tlm.cluster.layout import Layout
     from tlm.workloads import load_model
 
     rows = []
@@ -60,7 +61,7 @@ def bench_cluster() -> list[dict]:
         result = {}
 
         def run(model=model, dense=dense, result=result):
-            result["r"] = memory_per_chip(model, hbm_bytes=hbm, **dense)
+            result["r"] = memory_per_chip(model, Layout(**dense), hbm_bytes=hbm)
 
         seconds = best_time(run, repeat=3)
         r = result["r"]
@@ -79,12 +80,7 @@ def bench_cluster() -> list[dict]:
         single = best_time(
             lambda model=model: memory_per_chip(
                 model,
-                dp=64,
-                tp=8,
-                pp=16,
-                zero=1,
-                sp=True,
-                recompute="selective",
+                layout=Layout(dp=64, tp=8, pp=16, zero=1, sp=True, recompute="selective"),
                 hbm_bytes=hbm,
             ),
             repeat=50,
@@ -105,6 +101,7 @@ def bench_training() -> list[dict]:
     """The step model, the search and the training validation."""
     import time
 
+    from tlm.cluster.layout import Layout
     from tlm.cluster.network import Network
     from tlm.cluster.search import candidates, evaluate, search
     from tlm.cluster.training import training_step
@@ -129,9 +126,8 @@ def bench_training() -> list[dict]:
     calls = [dict(micro_batch=1 + i % 2, **layouts[i % 4]) for i in range(40)]
 
     def step(call):
-        return training_step(
-            m, costs, net, zero=1, sp=True, recompute="selective", hbm_bytes=hw.hbm_bytes, **call
-        )
+        layout = Layout(zero=1, sp=True, recompute="selective", **call)
+        return training_step(m, costs, net, layout, hbm_bytes=hw.hbm_bytes)
 
     rows_of_one = [
         {

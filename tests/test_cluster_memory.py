@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from layouts import MEMORY_RECIPE, laid
 
 from tlm.cluster import (
     DEFAULT_RESERVE_BYTES,
@@ -14,6 +15,7 @@ from tlm.cluster import (
     layer_activation_bytes,
     memory_per_chip,
 )
+from tlm.cluster.layout import Layout
 from tlm.workloads import load_model
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
@@ -81,14 +83,10 @@ def test_korthikanti_first_stage_totals(name, t, p, b, batch, v):
     ):
         r = memory_per_chip(
             m,
-            dp=1,
-            tp=t,
-            pp=p,
-            micro_batch=b,
+            layout=Layout(
+                dp=1, tp=t, pp=p, micro_batch=b, interleave=v, sp=sp, recompute=recompute, zero=0
+            ),
             global_batch=batch,
-            interleave=v,
-            sp=sp,
-            recompute=recompute,
         )
         assert int(r.stage) == 0
         whole = t if sp else 1  # without sequence parallelism these are whole on every chip
@@ -117,7 +115,7 @@ def test_sixteen_bytes_per_parameter(name):
     master 4 B + two fp32 moments 8 B. On one chip that is 16 x the model's parameters -
     counted here by a second, per-chip route that must agree with the model's own count."""
     m = load_model(name)
-    r = memory_per_chip(m, recompute="full")
+    r = memory_per_chip(m, layout=Layout(recompute="full", zero=0, sp=False))
     states = r.weights_bytes + r.gradients_bytes + r.optimizer_bytes
     assert float(states) == 16 * m.parameters
     assert float(r.weights_bytes) == 2 * m.parameters
@@ -125,14 +123,20 @@ def test_sixteen_bytes_per_parameter(name):
 
 def test_formats_change_the_bytes():
     m = load_model("llama3-8b")
-    fp8 = memory_per_chip(m, weights="fp8_e4m3", gradients="fp32", optimizer="bf16")
+    fp8 = memory_per_chip(
+        m, **laid(MEMORY_RECIPE, weights="fp8_e4m3", gradients="fp32", optimizer="bf16")
+    )
     assert float(fp8.weights_bytes) == m.parameters
     assert float(fp8.gradients_bytes) == 4 * m.parameters
     assert float(fp8.optimizer_bytes) == (4 + 2 * 2) * m.parameters
-    fp32 = memory_per_chip(m, weights="fp32", gradients="fp32", master="fp32")
+    fp32 = memory_per_chip(
+        m, **laid(MEMORY_RECIPE, weights="fp32", gradients="fp32", master="fp32")
+    )
     assert float(fp32.optimizer_bytes) == 8 * m.parameters  # no separate master copy
-    half = memory_per_chip(m, activations="fp8_e4m3", recompute="full")
-    full = memory_per_chip(m, recompute="full")
+    half = memory_per_chip(
+        m, layout=Layout(recompute="full", zero=0, sp=False), activations="fp8_e4m3"
+    )
+    full = memory_per_chip(m, layout=Layout(recompute="full", zero=0, sp=False))
     assert float(half.activations_bytes) < float(full.activations_bytes)
 
 
@@ -142,7 +146,7 @@ def test_zero_stages_divide_what_they_should(name):
     by the data-parallel chips (dp x cp); experts by the expert-data-parallel ones (/ ep)."""
     m = load_model(name)
     cfg = dict(dp=32, tp=8, pp=4, cp=2, ep=16 if m.moe else 1, recompute="full")
-    z = [memory_per_chip(m, zero=k, **cfg) for k in range(4)]
+    z = [memory_per_chip(m, **laid(MEMORY_RECIPE, zero=k, **cfg)) for k in range(4)]
     for part, stage in (("optimizer", 1), ("gradients", 2), ("weights", 3)):
         values = [float(getattr(r, f"{part}_bytes")) for r in z]
         assert values[:stage] == [values[0]] * stage, part
@@ -161,7 +165,7 @@ def test_zero_on_experts_by_hand():
     same experts, the rest of the model's over all 64."""
     m = load_model("deepseek-v3")
     base = dict(dp=64, tp=1, pp=1, ep=16, recompute="full", global_batch=64)
-    z0, z1 = (memory_per_chip(m, zero=k, **base) for k in (0, 1))
+    z0, z1 = (memory_per_chip(m, **laid(MEMORY_RECIPE, zero=k, **base)) for k in (0, 1))
     x = m.moe
     all_experts = m.moe_layers * x.experts * m.ffn_parameters(x.expert_ffn)
     rest = m.parameters - all_experts
@@ -174,7 +178,11 @@ def test_pipeline_in_flight_micro_batches():
     m = load_model("llama3-8b")
     one = dict(tp=1, dp=1, micro_batch=1, recompute="selective")
     acts = {
-        (pp, gb): float(memory_per_chip(m, pp=pp, global_batch=gb, **one).activations_bytes)
+        (pp, gb): float(
+            memory_per_chip(
+                m, **laid(MEMORY_RECIPE, pp=pp, global_batch=gb, **one)
+            ).activations_bytes
+        )
         for pp, gb in ((4, 64), (4, 2), (8, 64))
     }
     layer = float(
@@ -185,14 +193,16 @@ def test_pipeline_in_flight_micro_batches():
     assert acts[(4, 64)] == pytest.approx(4 * 8 * layer)  # 4 in flight x 32/4 layers
     assert acts[(4, 2)] == pytest.approx(2 * 8 * layer)  # only 2 micro-batches
     assert acts[(8, 64)] == pytest.approx(8 * 4 * layer)  # L layers' worth either way
-    inter = memory_per_chip(m, pp=4, interleave=2, global_batch=64, **one)
+    inter = memory_per_chip(m, **laid(MEMORY_RECIPE, pp=4, interleave=2, global_batch=64, **one))
     assert float(inter.activations_bytes) == pytest.approx(acts[(4, 64)] * (1 + 3 / 8))
 
 
 def test_uneven_pipeline_split():
     """Llama 3 405B's 126 layers over 16 stages: the first stages take 8, the last 7."""
     m = load_model("llama3-405b")
-    r = memory_per_chip(m, dp=64, tp=8, pp=16, sp=True, recompute="selective", zero=1)
+    r = memory_per_chip(
+        m, layout=Layout(dp=64, tp=8, pp=16, sp=True, recompute="selective", zero=1)
+    )
     layer = float(
         layer_activation_bytes(
             m, "dense", micro_batch=1, seq_len=8192, tp=8, sp=True, recompute=SELECTIVE
@@ -220,7 +230,7 @@ def test_vectorised_equals_scalar_calls():
         sp=rng.choice([False, True], n),
         recompute=rng.choice(["none", "selective", "full"], n),
     )
-    many = memory_per_chip(m, hbm_bytes=96 * 2**30, **cfg)
+    many = memory_per_chip(m, **laid(MEMORY_RECIPE, hbm_bytes=96 * 2**30, **cfg))
     assert many.total_bytes.shape == (n,)
     valid = 0
     for i in range(n):
@@ -228,11 +238,11 @@ def test_vectorised_equals_scalar_calls():
         if many.reason[i]:
             assert np.isnan(many.total_bytes[i]) and not many.fits[i]
             with pytest.raises(ValueError) as info:
-                memory_per_chip(m, **one)
+                memory_per_chip(m, **laid(MEMORY_RECIPE, **one))
             assert str(info.value) == many.reasons[many.reason[i]]
             continue
         valid += 1
-        r = memory_per_chip(m, hbm_bytes=96 * 2**30, **one)
+        r = memory_per_chip(m, **laid(MEMORY_RECIPE, hbm_bytes=96 * 2**30, **one))
         for key in ("weights_bytes", "activations_bytes", "buffers_bytes", "total_bytes"):
             assert getattr(many, key)[i] == float(getattr(r, key)), (i, key)
         assert bool(many.fits[i]) == bool(r.fits)
@@ -246,7 +256,11 @@ def test_trn2_hbm_from_the_preset():
 
 def test_does_not_fit_says_by_how_much():
     m = load_model("llama3-405b")
-    r = memory_per_chip(m, dp=8, tp=8, pp=2, hbm_bytes=hbm_capacity_bytes("trn2"), recompute="full")
+    r = memory_per_chip(
+        m,
+        layout=Layout(dp=8, tp=8, pp=2, recompute="full", zero=0, sp=False),
+        hbm_bytes=hbm_capacity_bytes("trn2"),
+    )
     with pytest.raises(DoesNotFit) as info:
         r.check()
     text = str(info.value)
@@ -261,11 +275,20 @@ def test_does_not_fit_says_by_how_much():
     )
     assert text.endswith("the largest: optimizer)")
     with pytest.raises(ValueError, match="hbm_bytes must be the chip's HBM in bytes"):
-        memory_per_chip(m).check()
-    names = memory_per_chip(m, tp=8, pp=16, recompute=np.array(["full", "none", "full"]))
-    codes = memory_per_chip(m, tp=8, pp=16, recompute=np.array([2, 0, 2]))
+        memory_per_chip(m, **laid(MEMORY_RECIPE)).check()
+    names = memory_per_chip(
+        m,
+        layout=Layout(tp=8, pp=16, recompute=np.array(["full", "none", "full"]), zero=0, sp=False),
+    )
+    codes = memory_per_chip(
+        m, layout=Layout(tp=8, pp=16, recompute=np.array([2, 0, 2]), zero=0, sp=False)
+    )
     assert np.array_equal(names.total_bytes, codes.total_bytes)
-    fits = memory_per_chip(m, dp=8, tp=8, pp=16, zero=1, recompute="full", hbm_bytes=96 * 2**30)
+    fits = memory_per_chip(
+        m,
+        layout=Layout(dp=8, tp=8, pp=16, zero=1, recompute="full", sp=False),
+        hbm_bytes=96 * 2**30,
+    )
     fits.check()  # no error
     assert float(fits.buffers_bytes) >= DEFAULT_RESERVE_BYTES
 
@@ -309,7 +332,7 @@ def test_does_not_fit_says_by_how_much():
 )
 def test_bad_configurations(name, kwargs, message):
     with pytest.raises(ValueError) as info:
-        memory_per_chip(load_model(name), **kwargs)
+        memory_per_chip(load_model(name), **laid(MEMORY_RECIPE, **kwargs))
     assert str(info.value) == message
 
 

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from layouts import MEMORY_RECIPE, laid
 
 from tlm.cluster.memory import memory_per_chip
 from tlm.cluster.search import (
@@ -58,7 +59,9 @@ def test_candidates_are_every_valid_layout(name, chips):
     assert rows == _brute(m, chips, m.global_batch_sequences, m.seq_len)
     assert cuts[-1][1] == len(rows)
     # the memory model (which validates independently) accepts every one of them
-    mem = memory_per_chip(m, **{k: got[k] for k in AXES[1:]}, sp=got["tp"] > 1)
+    mem = memory_per_chip(
+        m, **laid(MEMORY_RECIPE, **{k: got[k] for k in AXES[1:]}, sp=got["tp"] > 1)
+    )
     assert np.all(mem.reason == 0)
 
 

@@ -8,7 +8,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from layouts import laid
 
+from tlm.cluster.layout import Layout
 from tlm.cluster.training import PARTS, training_step
 from tlm.workloads import load_model
 
@@ -84,13 +86,7 @@ def test_compute_is_the_flops_over_the_peak(name, recompute):
         m,
         PeakCosts(),
         FreeNetwork(),
-        dp=8,
-        tp=tp,
-        pp=1,
-        ep=ep,
-        zero=1,
-        sp=True,
-        recompute=recompute,
+        layout=Layout(dp=8, tp=tp, pp=1, ep=ep, zero=1, sp=True, recompute=recompute),
         global_batch=64,
         attention="materialised",
     )
@@ -107,19 +103,19 @@ def test_flash_attention_recomputes_the_score_product_in_the_backward_pass():
     score product is one of its two)."""
     m = load_model("llama3-8b")
     args = dict(dp=1, tp=8, pp=1, sp=True, recompute="none", global_batch=8)
-    flash = training_step(m, PeakCosts(), FreeNetwork(), attention="flash", **args)
-    plain = training_step(m, PeakCosts(), FreeNetwork(), attention="materialised", **args)
+    flash = training_step(m, PeakCosts(), FreeNetwork(), **laid(attention="flash", **args))
+    plain = training_step(m, PeakCosts(), FreeNetwork(), **laid(attention="materialised", **args))
     score = m.attention_flop_per_token() / 2 * 8 * m.seq_len / 8  # per chip of 8
     assert float(flash.step_s - plain.step_s) * 1e15 == pytest.approx(score, rel=1e-9)
     with pytest.raises(ValueError, match="attention must be one of flash, materialised"):
-        training_step(m, PeakCosts(), FreeNetwork(), attention="paged", **args)
+        training_step(m, PeakCosts(), FreeNetwork(), **laid(attention="paged", **args))
 
 
 def test_selective_recompute_is_the_attention_products_forward():
     m = load_model("gpt3-175b")
     args = dict(dp=1, tp=8, pp=1, sp=True, global_batch=8, attention="materialised")
-    none = training_step(m, PeakCosts(), FreeNetwork(), recompute="none", **args)
-    sel = training_step(m, PeakCosts(), FreeNetwork(), recompute="selective", **args)
+    none = training_step(m, PeakCosts(), FreeNetwork(), **laid(recompute="none", **args))
+    sel = training_step(m, PeakCosts(), FreeNetwork(), **laid(recompute="selective", **args))
     tokens = 8 * m.seq_len
     attention = m.attention_flop_per_token() * tokens / 8  # forward, per chip of 8
     assert float(sel.recompute_s) == pytest.approx(attention / 1e15, rel=1e-9)
@@ -130,44 +126,53 @@ def test_pipeline_bubble_and_interleave():
     """The bubble is (pp - 1) / v micro-batch times; interleaving divides it."""
     m = load_model("llama3-70b")
     args = dict(dp=4, tp=8, pp=8, zero=1, sp=True, recompute="selective", global_batch=256)
-    plain = training_step(m, PeakCosts(), RingNetwork(), interleave=1, **args)
-    inter = training_step(m, PeakCosts(), RingNetwork(), interleave=2, **args)
+    plain = training_step(m, PeakCosts(), RingNetwork(), **laid(interleave=1, **args))
+    inter = training_step(m, PeakCosts(), RingNetwork(), **laid(interleave=2, **args))
     for s, v in ((plain, 1), (inter, 2)):
         assert float(s.bubble_s) == pytest.approx(7 / v * float(s.micro_batch_s), rel=1e-12)
         assert float(s.micro_batches) == 256 / 4
     assert float(inter.bubble_s) < float(plain.bubble_s)
     assert float(inter.pp_comm_s) == pytest.approx(2 * float(plain.pp_comm_s), rel=1e-12)
-    one = training_step(m, PeakCosts(), RingNetwork(), dp=32, tp=8, pp=1, global_batch=256)
+    one = training_step(
+        m, PeakCosts(), RingNetwork(), layout=Layout(dp=32, tp=8, pp=1), global_batch=256
+    )
     assert float(one.bubble_s) == 0 and float(one.pp_comm_s) == 0
 
 
 def test_communication_parts_follow_the_groups():
     m = load_model("llama3-70b")
     base = dict(zero=1, sp=True, recompute="selective", global_batch=256)
-    solo = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=1, pp=1, **base)
+    solo = training_step(m, PeakCosts(), RingNetwork(), **laid(dp=1, tp=1, pp=1, **base))
     assert all(
         float(getattr(solo, p)) == 0
         for p in ("tp_comm_s", "dp_comm_s", "pp_comm_s", "cp_comm_s", "ep_comm_s")
     )
-    tp = training_step(m, PeakCosts(), RingNetwork(), dp=1, tp=8, pp=1, **base)
+    tp = training_step(m, PeakCosts(), RingNetwork(), **laid(dp=1, tp=8, pp=1, **base))
     assert float(tp.tp_comm_s) > 0 and float(tp.dp_comm_s) == 0
-    dp = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False, **base)
+    dp = training_step(
+        m, PeakCosts(), RingNetwork(), **laid(dp=8, tp=1, pp=1, overlap_dp=False, **base)
+    )
     assert float(dp.dp_comm_s) > 0 and float(dp.tp_comm_s) == 0
-    hidden = training_step(m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=True, **base)
+    hidden = training_step(
+        m, PeakCosts(), RingNetwork(), **laid(dp=8, tp=1, pp=1, overlap_dp=True, **base)
+    )
     assert float(hidden.dp_comm_s) < float(dp.dp_comm_s)
     z3 = training_step(
-        m, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, overlap_dp=False, **{**base, "zero": 3}
+        m,
+        PeakCosts(),
+        RingNetwork(),
+        **laid(dp=8, tp=1, pp=1, overlap_dp=False, **{**base, "zero": 3}),
     )
     assert float(z3.dp_comm_s) > float(dp.dp_comm_s)  # weights gathered per micro-batch
     # context parallelism: the K/V exchange shows only what attention does not hide - all
     # of it on a network 1,000x slower, none of it on a free one
     args = dict(dp=1, tp=8, cp=2, pp=1, **base)
-    slow = training_step(m, PeakCosts(), RingNetwork(scale=1000.0), **args)
+    slow = training_step(m, PeakCosts(), RingNetwork(scale=1000.0), **laid(**args))
     assert float(slow.cp_comm_s) > 0
-    free = training_step(m, PeakCosts(), FreeNetwork(), **args)
+    free = training_step(m, PeakCosts(), FreeNetwork(), **laid(**args))
     assert float(free.cp_comm_s) == 0
     moe = load_model("deepseek-v3")
-    ep = training_step(moe, PeakCosts(), RingNetwork(), dp=8, tp=1, pp=1, ep=8, **base)
+    ep = training_step(moe, PeakCosts(), RingNetwork(), **laid(dp=8, tp=1, pp=1, ep=8, **base))
     assert float(ep.ep_comm_s) > 0
 
 
@@ -189,16 +194,16 @@ def test_vectorised_equals_scalar():
         overlap_dp=rng.random(n) < 0.5,
     )
     many = training_step(
-        m, PeakCosts(), RingNetwork(), global_batch=64, hbm_bytes=96 * 2**30, **cfg
+        m, PeakCosts(), RingNetwork(), **laid(global_batch=64, hbm_bytes=96 * 2**30, **cfg)
     )
     for i in range(n):
         one = training_step(
             m,
             PeakCosts(),
             RingNetwork(),
-            global_batch=64,
-            hbm_bytes=96 * 2**30,
-            **{k: v[i].item() for k, v in cfg.items()},
+            **laid(
+                global_batch=64, hbm_bytes=96 * 2**30, **{k: v[i].item() for k, v in cfg.items()}
+            ),
         )
         for p in (*PARTS, "step"):
             assert float(getattr(many, p + "_s")[i]) == pytest.approx(
@@ -245,7 +250,7 @@ def test_one_configuration_is_the_vectorised_row_bit_for_bit(name):
         interleave=rng.choice([1, 2], n),
         overlap_dp=rng.random(n) < 0.5,
     )
-    many = _figures(training_step(m, costs, network, hbm_bytes=hw.hbm_bytes, **cfg))
+    many = _figures(training_step(m, costs, network, **laid(hbm_bytes=hw.hbm_bytes, **cfg)))
     valid = 0
     for i in range(n):
         rows = _figures(
@@ -253,20 +258,21 @@ def test_one_configuration_is_the_vectorised_row_bit_for_bit(name):
                 m,
                 costs,
                 network,
-                hbm_bytes=hw.hbm_bytes,
-                **{k: v[i : i + 1] for k, v in cfg.items()},
+                **laid(hbm_bytes=hw.hbm_bytes, **{k: v[i : i + 1] for k, v in cfg.items()}),
             )
         )
         one = {k: v[i].item() for k, v in cfg.items()}
         reason = str(many["memory.reason"][i])
         if reason:
             with pytest.raises(ValueError) as info:
-                training_step(m, costs, network, hbm_bytes=hw.hbm_bytes, **one)
+                training_step(m, costs, network, **laid(hbm_bytes=hw.hbm_bytes, **one))
             assert str(info.value) == reason
             scalars = None
         else:
             valid += 1
-            scalars = _figures(training_step(m, costs, network, hbm_bytes=hw.hbm_bytes, **one))
+            scalars = _figures(
+                training_step(m, costs, network, **laid(hbm_bytes=hw.hbm_bytes, **one))
+            )
         for key, column in many.items():
             assert rows[key].shape == (1,), key
             assert rows[key].dtype == column.dtype, key
@@ -279,16 +285,22 @@ def test_one_configuration_is_the_vectorised_row_bit_for_bit(name):
 
 def test_invalid_rows_are_nan_and_scalars_raise():
     m = load_model("llama3-8b")
-    many = training_step(m, PeakCosts(), FreeNetwork(), tp=np.array([8, 3]), global_batch=8)
+    many = training_step(
+        m, PeakCosts(), FreeNetwork(), layout=Layout(tp=np.array([8, 3])), global_batch=8
+    )
     assert np.isfinite(many.step_s[0]) and np.isnan(many.step_s[1])
     assert not bool(many.valid[1])
     with pytest.raises(ValueError, match="tp must be a divisor of the 32 heads"):
-        training_step(m, PeakCosts(), FreeNetwork(), tp=3)
+        training_step(m, PeakCosts(), FreeNetwork(), layout=Layout(tp=3))
 
 
 def test_more_data_parallel_chips_shorten_the_step():
     m = load_model("llama3-8b")
     steps = training_step(
-        m, PeakCosts(), RingNetwork(), dp=np.array([1, 2, 4, 8]), tp=8, global_batch=64
+        m,
+        PeakCosts(),
+        RingNetwork(),
+        layout=Layout(dp=np.array([1, 2, 4, 8]), tp=8),
+        global_batch=64,
     )
     assert np.all(np.diff(steps.step_s) < 0)

@@ -8,6 +8,7 @@ compute, communication and the strategy search of issue 13 build on them. See
 True
 """
 
+from .layout import Layout
 from .memory import (
     COMPONENTS,
     DEFAULT_RESERVE_BYTES,
@@ -20,6 +21,7 @@ from .memory import (
 )
 
 __all__ = [
+    "Layout",
     "COMPONENTS",
     "DEFAULT_RESERVE_BYTES",
     "RECOMPUTE",

@@ -24,15 +24,14 @@ derivation and every assumption are in docs/workloads.md.
 Examples
 --------
 >>> from tlm.workloads import load_model
->>> from tlm.cluster import memory_per_chip
+>>> from tlm.cluster import Layout, memory_per_chip
 >>> m = load_model("llama3-70b")
->>> r = memory_per_chip(m, dp=16, tp=8, pp=4, zero=1, sp=True, recompute="selective",
-...                     hbm_bytes=96 * 2**30)
+>>> r = memory_per_chip(m, Layout(dp=16, tp=8, pp=4), hbm_bytes=96 * 2**30)
 >>> bool(r.fits), round(float(r.total_bytes) / 2**30, 1)
 (True, 33.0)
 >>> import numpy as np
->>> many = memory_per_chip(m, dp=16, tp=np.array([1, 2, 4, 8]), pp=4, zero=1, sp=True,
-...                        recompute="selective", hbm_bytes=96 * 2**30)
+>>> many = memory_per_chip(m, Layout(dp=16, tp=np.array([1, 2, 4, 8]), pp=4),
+...                        hbm_bytes=96 * 2**30)
 >>> many.fits.tolist(), (many.total_bytes / 2**30).round().tolist()
 ([False, False, True, True], [250.0, 126.0, 64.0, 33.0])
 """
@@ -58,6 +57,7 @@ from ..elementwise import (
 )
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import tp_allowed
+from .layout import LAYOUT_FIELDS, Layout
 
 __all__ = [
     "MemoryBreakdown",
@@ -298,17 +298,8 @@ def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt):
 # --- the model ----------------------------------------------------------------------------------
 def memory_per_chip(
     model: Model,
+    layout: Layout | None = None,
     *,
-    dp=1,
-    tp=1,
-    pp=1,
-    cp=1,
-    ep=1,
-    zero=0,
-    micro_batch=1,
-    sp=False,
-    recompute="none",
-    interleave=1,
     global_batch=None,
     seq_len=None,
     weights="bf16",
@@ -323,19 +314,9 @@ def memory_per_chip(
 
     Parameters
     ----------
-    dp, tp, pp, cp, ep : int or array
-        Data, tensor, pipeline, context and expert parallel sizes; chips = dp x tp x pp x cp,
-        and the expert-parallel group is carved from the dp x cp chips of a stage.
-    zero : int or array
-        ZeRO stage: 0 none, 1 optimizer state sharded over the data-parallel chips, 2 and the
-        gradients, 3 (FSDP) and the weights.
-    micro_batch : int or array
-        Sequences per micro-batch.
-    sp : bool or array
-        Sequence parallelism (splits what tensor parallelism leaves whole).
-    recompute : str, or array of str or codes of :data:`RECOMPUTE`
-    interleave : int or array
-        Virtual pipeline stages per chip (1: plain 1F1B).
+    layout : Layout, optional
+        The parallel sizes and the memory recipe (:class:`tlm.cluster.layout.Layout`, whose
+        defaults these are; scalars, or arrays that broadcast).
     global_batch, seq_len : int, optional
         Sequences per step and tokens per sequence (the model file's by default).
     weights, gradients, optimizer, master, activations : str
@@ -353,6 +334,10 @@ def memory_per_chip(
         When every configuration input is a scalar and the configuration is not valid,
         naming the input, its value and what is allowed (arrays mark invalid rows instead).
     """
+    layout = Layout() if layout is None else layout
+    dp, tp, pp, cp, ep, zero, micro_batch, sp, recompute, interleave = (
+        getattr(layout, name) for name in LAYOUT_FIELDS
+    )
     config = {
         "dp": _int_array("dp", dp),
         "tp": _int_array("tp", tp),

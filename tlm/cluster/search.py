@@ -246,6 +246,7 @@ def engines(hw: Hardware, settings: tuple = (), chips: int | None = None):
 
 def _step(model, hw, configs, opts, settings):
     """The training step of ``configs``; with several sites, one network per chip count."""
+    from .layout import Layout
     from .training import STEP_FIELDS, training_step
 
     def run(rows, chips=None):
@@ -254,16 +255,18 @@ def _step(model, hw, configs, opts, settings):
             model,
             costs,
             network,
-            dp=rows["dp"],
-            tp=rows["tp"],
-            pp=rows["pp"],
-            cp=rows["cp"],
-            ep=rows["ep"],
-            zero=rows["zero"],
-            micro_batch=rows["micro_batch"],
-            interleave=rows["interleave"],
-            recompute=rows["recompute"],
-            sp=rows["tp"] > 1,
+            layout=Layout(
+                dp=rows["dp"],
+                tp=rows["tp"],
+                pp=rows["pp"],
+                cp=rows["cp"],
+                ep=rows["ep"],
+                zero=rows["zero"],
+                micro_batch=rows["micro_batch"],
+                interleave=rows["interleave"],
+                recompute=rows["recompute"],
+                sp=rows["tp"] > 1,
+            ),
             overlap_dp=opts.get("overlap_dp", True),
             global_batch=opts.get("global_batch"),
             seq_len=opts.get("seq_len"),

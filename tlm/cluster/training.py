@@ -41,11 +41,12 @@ Examples
 >>> from tlm.workloads import load_model
 >>> from tlm.costs import OpCosts
 >>> from tlm.hardware import load_hardware
+>>> from tlm.cluster import Layout
 >>> from tlm.cluster.network import Network
 >>> trn2 = load_hardware("trn2")
 >>> step = training_step(load_model("llama3-70b"), OpCosts.for_preset("trn2"),
-...                      Network.for_hardware(trn2), dp=8, tp=16, pp=4, zero=1, sp=True,
-...                      recompute="selective", hbm_bytes=trn2.hbm_bytes)
+...                      Network.for_hardware(trn2), Layout(dp=8, tp=16, pp=4),
+...                      hbm_bytes=trn2.hbm_bytes)
 >>> 0.2 < float(step.mfu) < 0.7, bool(step.memory.fits)
 (True, True)
 """
@@ -71,6 +72,7 @@ from ..elementwise import (
 )
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
+from .layout import Layout
 from .memory import RECOMPUTE, MemoryBreakdown, memory_per_chip
 
 __all__ = [
@@ -296,17 +298,8 @@ def training_step(
     model: Model,
     costs,
     network,
+    layout: Layout | None = None,
     *,
-    dp=1,
-    tp=1,
-    pp=1,
-    cp=1,
-    ep=1,
-    zero=1,
-    micro_batch=1,
-    sp=True,
-    recompute="selective",
-    interleave=1,
     overlap_dp=True,
     global_batch=None,
     seq_len=None,
@@ -324,8 +317,9 @@ def training_step(
         One chip's operator costs.
     network : tlm.cluster.network.Network
         Collective and point-to-point times of a group at a stride.
-    dp, tp, pp, cp, ep, zero, micro_batch, sp, recompute, interleave : scalar or array
-        As :func:`tlm.cluster.memory.memory_per_chip` (they broadcast together).
+    layout : Layout, optional
+        The parallel sizes and the memory recipe (:class:`tlm.cluster.layout.Layout`, whose
+        defaults these are; scalars, or arrays that broadcast together).
     overlap_dp : bool or array
         Hide the gradients' reduction behind the last micro-batch's backward pass.
     global_batch, seq_len : int, optional
@@ -353,16 +347,7 @@ def training_step(
     extra = {} if reserve_bytes is None else {"reserve_bytes": reserve_bytes}
     mem = memory_per_chip(
         model,
-        dp=dp,
-        tp=tp,
-        pp=pp,
-        cp=cp,
-        ep=ep,
-        zero=zero,
-        micro_batch=micro_batch,
-        sp=sp,
-        recompute=recompute,
-        interleave=interleave,
+        layout,
         global_batch=gb,
         seq_len=s,
         hbm_bytes=hbm_bytes,

@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..cluster import DEFAULT_RESERVE_BYTES, RECOMPUTE, hbm_capacity_bytes, memory_per_chip
+from ..cluster.layout import Layout
 from ..formats import FLOAT_FORMATS
 from ..workloads import WorkloadError, load_model, model_names, model_ops
 from .protocol import InputError, PresetInputs, Results, Study, format_field, loaded, register
@@ -67,12 +68,21 @@ class ModelInputs(PresetInputs):
     cp: int = Field(1, ge=1, description="context-parallel size (splits the sequence)")
     ep: int = Field(1, ge=1, description="expert-parallel size (within dp x cp)")
     zero: int = Field(
-        0, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 + gradients, 3 (FSDP) + weights"
+        Layout().zero,
+        ge=0,
+        le=3,
+        description="ZeRO stage: 1 optimizer, 2 + gradients, 3 (FSDP) + weights",
     )
-    micro_batch: int = Field(1, ge=1, description="sequences per micro-batch")
-    interleave: int = Field(1, ge=1, description="virtual pipeline stages per chip")
-    sp: Literal["on", "off"] = Field("off", description="sequence parallelism")
-    recompute: Literal[RECOMPUTE] = Field("none", description="activation recomputation")
+    micro_batch: int = Field(Layout().micro_batch, ge=1, description="sequences per micro-batch")
+    interleave: int = Field(
+        Layout().interleave, ge=1, description="virtual pipeline stages per chip"
+    )
+    sp: Literal["on", "off"] = Field(
+        "on" if Layout().sp else "off", description="sequence parallelism"
+    )
+    recompute: Literal[RECOMPUTE] = Field(
+        Layout().recompute, description="activation recomputation"
+    )
     global_batch: int | None = Field(
         None,
         ge=1,
@@ -122,16 +132,18 @@ class ModelInputs(PresetInputs):
         """:func:`tlm.cluster.memory_per_chip` of these (resolved) inputs."""
         return memory_per_chip(
             self.workload(),
-            dp=self.dp,
-            tp=self.tp,
-            pp=self.pp,
-            cp=self.cp,
-            ep=self.ep,
-            zero=self.zero,
-            micro_batch=self.micro_batch,
-            sp=self.sp == "on",
-            recompute=self.recompute,
-            interleave=self.interleave,
+            layout=Layout(
+                dp=self.dp,
+                tp=self.tp,
+                pp=self.pp,
+                cp=self.cp,
+                ep=self.ep,
+                zero=self.zero,
+                micro_batch=self.micro_batch,
+                sp=self.sp == "on",
+                recompute=self.recompute,
+                interleave=self.interleave,
+            ),
             global_batch=self.global_batch,
             seq_len=self.seq_len,
             weights=self.format,

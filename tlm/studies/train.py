@@ -27,6 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..cluster.layout import Layout
 from ..cluster.memory import RECOMPUTE, DoesNotFit
 from ..cluster.training import PARTS, training_step
 from .cost import ClusterInputs, RunResults, run_figures
@@ -89,12 +90,21 @@ class TrainInputs(FabricInputs):
     cp: int = Field(1, ge=1, description="context-parallel size (splits the sequence)")
     ep: int = Field(1, ge=1, description="expert-parallel size (within dp x cp)")
     zero: int = Field(
-        1, ge=0, le=3, description="ZeRO stage: 1 optimizer, 2 + gradients, 3 (FSDP) + weights"
+        Layout().zero,
+        ge=0,
+        le=3,
+        description="ZeRO stage: 1 optimizer, 2 + gradients, 3 (FSDP) + weights",
     )
-    micro_batch: int = Field(1, ge=1, description="sequences per micro-batch")
-    interleave: int = Field(1, ge=1, description="virtual pipeline stages per chip")
-    sp: Literal["on", "off"] = Field("on", description="sequence parallelism")
-    recompute: Literal[RECOMPUTE] = Field("selective", description="activation recomputation")
+    micro_batch: int = Field(Layout().micro_batch, ge=1, description="sequences per micro-batch")
+    interleave: int = Field(
+        Layout().interleave, ge=1, description="virtual pipeline stages per chip"
+    )
+    sp: Literal["on", "off"] = Field(
+        "on" if Layout().sp else "off", description="sequence parallelism"
+    )
+    recompute: Literal[RECOMPUTE] = Field(
+        Layout().recompute, description="activation recomputation"
+    )
     overlap_dp: Literal["on", "off"] = Field(
         "on", description="hide the gradients' reduction behind the last backward pass"
     )
@@ -207,16 +217,18 @@ class TrainInputs(FabricInputs):
                 self.workload(),
                 costs,
                 network,
-                dp=self.dp,
-                tp=self.tp,
-                pp=self.pp,
-                cp=self.cp,
-                ep=self.ep,
-                zero=self.zero,
-                micro_batch=self.micro_batch,
-                sp=self.sp == "on",
-                recompute=self.recompute,
-                interleave=self.interleave,
+                layout=Layout(
+                    dp=self.dp,
+                    tp=self.tp,
+                    pp=self.pp,
+                    cp=self.cp,
+                    ep=self.ep,
+                    zero=self.zero,
+                    micro_batch=self.micro_batch,
+                    sp=self.sp == "on",
+                    recompute=self.recompute,
+                    interleave=self.interleave,
+                ),
                 overlap_dp=self.overlap_dp == "on",
                 global_batch=self.global_batch,
                 seq_len=self.seq_len,

@@ -36,6 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..cluster.layout import Layout
 from ..cluster.network import Network
 from ..cluster.training import training_step
 from ..costs import OpCosts
@@ -144,7 +145,7 @@ def _family(run) -> str:
 def _layout(run) -> dict:
     assumed = ASSUMED_LAYOUT[_family(run)]
     pick = lambda v, key: assumed[key] if v is None else v  # noqa: E731
-    return dict(
+    layout = Layout(
         dp=run.dp,
         tp=run.tp,
         pp=run.pp,
@@ -155,6 +156,9 @@ def _layout(run) -> dict:
         sp=pick(run.sequence_parallel, "sequence_parallel"),
         recompute=run.recompute or "none",
         zero=assumed["zero"],
+    )
+    return dict(
+        layout=layout,
         overlap_dp=assumed["overlap_dp"],
         global_batch=run.global_batch_sequences,
         seq_len=run.seq_len,
@@ -245,12 +249,12 @@ def validate_training() -> TrainingValidation:
     for m, i, run in runs:
         hw_name = CHIPS[run.chip]
         quantity, published = _published(run)
-        lay = _layout(run)
+        lay = _layout(run)["layout"]
         layout = (
             f"tp{run.tp} pp{run.pp} dp{run.dp}"
             + (f" cp{run.cp}" if run.cp > 1 else "")
-            + f" mb{lay['micro_batch']} {lay['recompute']}"
-            + (" sp" if lay["sp"] else "")
+            + f" mb{lay.micro_batch} {lay.recompute}"
+            + (" sp" if lay.sp else "")
         )
         rows.append(
             ValidationRow(
