@@ -141,14 +141,11 @@ class _Plan:
     overlap: bool  # the phases run at once (the slower decides) rather than one after another
 
 
+#: The sort order of one row.
+_ONE_ROW = np.zeros(1, dtype=np.intp)
 #: Largest group or stride (rows are keyed by both packed in one 64-bit integer).
 _MAX = (1 << 31) - 1
 
-
-#: Rows up to which an array call is evaluated row by row on Python floats (each row as a
-#: scalar call is): numpy's per-call cost exceeds the arithmetic of a few rows. The same IEEE
-#: operations either way (:mod:`tlm.elementwise`), so the same bits.
-_FEW_ROWS = 8
 
 #: The scalars a row's group, stride or size may be (one row: no arrays built).
 _SCALARS = (int, float, np.integer, np.floating)
@@ -724,34 +721,25 @@ class Network:
     def _evaluate(self, op, group, stride, nbytes, dtype_bytes, explain=False):
         op = self._op(op)
         g, s, b = self._rows(group, stride, nbytes, dtype_bytes)
-        if type(g) is not np.ndarray:  # one row: its plan on floats
-            if not explain:
-                total = self._plan_s(self._plan(op, g, s), ceil(b / dtype_bytes), dtype_bytes)
-                return np.float64(total[0])
-            g, s, b = np.asarray(g, dtype=np.int64), np.asarray(s, dtype=np.int64), np.asarray(b)
-        shape = g.shape
+        g, s = np.asarray(g, dtype=np.int64), np.asarray(s, dtype=np.int64)
+        b = np.asarray(b, dtype=float)
+        shape = g.shape  # () for one row: a numpy float out
         g, s, b = g.ravel(), s.ravel(), b.ravel()
-        if not explain and len(b) <= _FEW_ROWS:
-            rows = zip(g.tolist(), s.tolist(), b.tolist(), strict=True)
-            return np.array(
-                [
-                    self._plan_s(self._plan(op, kg, ks), ceil(kb / dtype_bytes), dtype_bytes)[0]
-                    for kg, ks, kb in rows
-                ],
-                dtype=float,
-            ).reshape(shape)
         # rows sorted by (group, stride): each pair's rows are one slice, its plan's few
         # numbers applied to the slice as scalars (no per-row gathers of tables)
         key = (g << 31) | s
-        order = np.argsort(key, kind="stable")
-        sorted_key = key[order]
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(sorted_key)) + 1, [len(key)]])
+        if len(key) == 1:  # one row: one slice (the sort's result, without its calls)
+            order, sorted_key, starts = _ONE_ROW, key, (0, 1)
+        else:
+            order = np.argsort(key, kind="stable")
+            sorted_key = key[order]
+            starts = [0, *(np.flatnonzero(np.diff(sorted_key)) + 1).tolist(), len(key)]
         count = np.ceil(b[order] / dtype_bytes)
         total = np.zeros(len(b))
-        up = np.zeros(len(b))
-        out = np.zeros(len(b))
-        tiers = np.empty(len(b), dtype=object)
-        labels = np.empty(len(b), dtype=object)
+        if explain:
+            up, out = np.zeros(len(b)), np.zeros(len(b))
+            tiers = np.empty(len(b), dtype=object)
+            labels = np.empty(len(b), dtype=object)
         for lo, hi in zip(starts[:-1], starts[1:], strict=True):
             kg, ks = int(sorted_key[lo] >> 31), int(sorted_key[lo] & ((1 << 31) - 1))
             plan = self._plan(op, kg, ks)
@@ -776,7 +764,7 @@ class Network:
         result = np.empty(len(b))
         result[order] = total
         if not explain:
-            return result.reshape(shape)
+            return result.reshape(shape)[()]
 
         def back(x, kind=float):
             y = np.empty(len(b), dtype=kind)
@@ -889,21 +877,14 @@ class Network:
         s = _integers("stride", stride)
         b = _sizes(nbytes)
         g = 0 if group is None else _integers("group", group)
-        if not any(type(x) is np.ndarray for x in (s, b, g)):  # one row: its forms on floats
-            if self.chips is not None and s >= self.chips:
-                raise ValueError(f"stride must be less than chips ({self.chips}), not {s}")
-            return np.float64(_send_s(self._p2p_form(s, g or None), b))
-        s, b, g = np.broadcast_arrays(s, b, g)
-        shape = s.shape
+        s, b, g = np.broadcast_arrays(
+            np.asarray(s, dtype=np.int64), np.asarray(b, dtype=float), np.asarray(g, np.int64)
+        )
+        shape = s.shape  # () for one row: a numpy float out
         s, b, g = s.ravel(), b.ravel(), g.ravel()
         if self.chips is not None and np.any(s >= self.chips):
             bad = s[s >= self.chips][0]
             raise ValueError(f"stride must be less than chips ({self.chips}), not {bad}")
-        if len(b) <= _FEW_ROWS:  # row by row on floats (a missing form is 0 s below)
-            rows = zip(s.tolist(), b.tolist(), g.tolist(), strict=True)
-            return np.array(
-                [_send_s(self._p2p_form(ks, kg or None), kb) for ks, kb, kg in rows], dtype=float
-            ).reshape(shape)
         keys, inverse = _unique_pairs(s, g)
         A = np.zeros((len(keys), 2))  # each pair's forms, a form of none as (0, 0)
         K = np.zeros((len(keys), 2))
@@ -912,4 +893,4 @@ class Network:
             for j, (a, k) in enumerate(forms):
                 A[u, j], K[u, j] = a, k
         t = _send_s([(A[inverse, j], K[inverse, j]) for j in range(2)], b)
-        return t.reshape(shape)
+        return t.reshape(shape)[()]
