@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import shutil
@@ -250,6 +251,73 @@ def print_table(rows: list[dict]):
     Console().print(table)
 
 
+#: The generated section of docs/performance.md (between these two lines).
+DOC = ROOT / "docs" / "performance.md"
+BEGIN = "<!-- figures: written by `make bench` from build/bench/figures.json; do not edit -->"
+END = "<!-- figures: end -->"
+#: Each part's title in the rendered tables.
+TITLES = {
+    "tlm": "tensor engine TLM",
+    "chip": "chip TLM",
+    "gen": "Verilog generation",
+    "build": "Verilator builds",
+    "sim": "RTL simulation under cocotb",
+    "noc": "NeuronLink",
+    "coll": "collectives",
+    "cluster": "training model",
+    "costs": "operator costs",
+    "serve": "serving simulation",
+    "infer": "inference model and start-up",
+}
+
+
+def _value_text(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def render(latest: dict) -> str:
+    """The figures of record (``figures.json``'s latest record of each part) as Markdown:
+    a table per part, with when and on what load it was measured."""
+    out = [BEGIN, ""]
+    for part in PARTS:
+        if part not in latest:
+            continue
+        rec = latest[part]
+        load = rec.get("load", "")
+        out.append(f"### {TITLES[part]} (`--only {part}`)")
+        out.append("")
+        out.append(
+            f"{rec['when']}, {rec['machine']}, Python {rec['python']}"
+            + (f", load average {load}" if load else "")
+            + "."
+        )
+        out.append("")
+        out.append("| figure | value | unit | target | naive |")
+        out.append("|---|---|---|---|---|")
+        for row in rec["figures"]:
+            cells = (row["figure"], _value_text(row["value"]), row["unit"], row["target"])
+            out.append(
+                "| " + " | ".join(str(c).replace("|", "/") for c in cells) + f" | {row['naive']} |"
+            )
+        out.append("")
+    out.append(END)
+    return "\n".join(out)
+
+
+def write_doc(latest: dict, doc=DOC) -> None:
+    """Put :func:`render` between :data:`BEGIN` and :data:`END` in ``doc`` (after its title
+    the first time)."""
+    text = doc.read_text()
+    block = render(latest)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        title, rest = text.split("\n", 1)
+        text = f"{title}\n\n## Figures of record\n\n{block}\n{rest}"
+    doc.write_text(text)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     p.add_argument(
@@ -259,7 +327,19 @@ def main(argv=None) -> int:
     )
     p.add_argument("--cycles", type=int, default=3000, help="cycles of each speed run")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help="only write build/bench/figures.json's figures into docs/performance.md",
+    )
     args = p.parse_args(argv)
+    path = OUT / "figures.json"
+    if args.render:
+        if not path.exists():
+            p.error(f"--render needs {path}: run make bench first")
+        write_doc(json.loads(path.read_text()))
+        print(f"wrote {DOC}")
+        return 0
     parts = [x for x in args.only.split(",") if x]
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
@@ -314,8 +394,8 @@ def main(argv=None) -> int:
         "machine": platform.platform(),
         "python": platform.python_version(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
     }
-    path = OUT / "figures.json"
     latest = json.loads(path.read_text()) if path.exists() else {}
     latest |= {part: {**head, "figures": part_rows} for part, part_rows in by_part.items()}
     path.write_text(json.dumps({p: latest[p] for p in PARTS if p in latest}, indent=2))
@@ -325,7 +405,8 @@ def main(argv=None) -> int:
         print(json.dumps(record))
     else:
         print_table(rows)
-        print(f"recorded in {OUT / 'figures.json'} ({', '.join(by_part)})")
+        print(f"recorded in {OUT / 'figures.json'} ({', '.join(by_part)}) and {DOC}")
+    write_doc(latest)
     return 0
 
 
