@@ -31,7 +31,9 @@ def seed(request):
 
 def pytest_configure(config):
     """One seed for every Hypothesis test of the session: --seed, else $SEED, else fresh;
-    pytest-xdist's workers take the controller's (see pytest_configure_node)."""
+    pytest-xdist's workers take the controller's (see pytest_configure_node). The numpy
+    SIMD features NPY_DISABLE_CPU_FEATURES names are checked off (make test-dispatch)."""
+    config.dispatch_off = _dispatch_off()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "hypothesis_seed" in workerinput:
         config.hypothesis_seed = workerinput["hypothesis_seed"]
@@ -46,12 +48,29 @@ def pytest_configure_node(node):
     node.workerinput["hypothesis_seed"] = node.config.hypothesis_seed
 
 
+def _dispatch_off() -> str:
+    """The numpy SIMD features NPY_DISABLE_CPU_FEATURES names, checked off: a name this
+    numpy knows that is still on would let make test-dispatch pass without its point."""
+    from numpy._core._multiarray_umath import __cpu_features__ as features
+
+    names = os.environ.get("NPY_DISABLE_CPU_FEATURES", "").split()
+    still_on = [n for n in names if features.get(n)]
+    if still_on:
+        raise pytest.UsageError(
+            f"NPY_DISABLE_CPU_FEATURES names {' '.join(still_on)}, still on in this numpy"
+        )
+    unknown = [n for n in names if n not in features]
+    known = [n for n in names if n in features]
+    return (" ".join(known) or "none") + (
+        f" (unknown here: {' '.join(unknown)})" if unknown else ""
+    )
+
+
 def pytest_report_header(config):
     seed = config.hypothesis_seed
-    off = os.environ.get("NPY_DISABLE_CPU_FEATURES", "")
     return [
         f"Hypothesis seed {seed} (rerun with SEED={seed})",
-        f"numpy SIMD loops turned off: {off or 'none'} (NPY_DISABLE_CPU_FEATURES)",
+        f"numpy SIMD features off: {config.dispatch_off} (NPY_DISABLE_CPU_FEATURES)",
     ]
 
 

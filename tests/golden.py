@@ -5,7 +5,7 @@ AVX-512 and AVX2 loops, so a float stored on one CPU is a few ulps off on anothe
 float therefore matches within :data:`REL` of its stored value; integers, booleans and text
 match exactly. :data:`REL` is also the contract of a refactoring: figures unchanged to 1e-9.
 
-A golden file is written by the test module that owns it (``python -m tests.<module>
+A golden file is written by the test module that owns it (``python tests/<module>.py
 --write``); why a figure moved goes in the commit that rewrites it, not in the data.
 """
 

@@ -2,7 +2,7 @@
 
 from tlm.cluster.layout import LAYOUT_FIELDS, Layout
 
-#: The memory model's defaults before the one Layout (tests written against them keep them).
+#: ZeRO-0, no sequence parallelism, no recomputation: the recipe of the memory tests.
 MEMORY_RECIPE = {"zero": 0, "sp": False, "recompute": "none"}
 
 

@@ -212,7 +212,7 @@ def test_a_format_the_chip_does_not_have_is_an_input_error():
     input error naming fmt and what the chip has, not the cost table's."""
     with pytest.raises(
         InferenceInputError,
-        match=r"fmt must be one of bf16, fp16 \(the formats of a100\), not 'fp8'",
+        match=r"fmt must be one of bf16 \(the formats of a100\), not 'fp8'",
     ):
         estimate("llama3-8b", "a100", "server", tp=1, fmt="fp8")
     assert estimate("llama3-8b", "a100", "server", tp=1, kv_fmt="fp8").ttft_s > 0
@@ -234,7 +234,9 @@ def test_the_request_cost_is_in_the_ttft_and_e2e_only():
     assert b.engine.iteration_s(64, 4, 4 * 600, 4 * 600) == a.engine.iteration_s(
         64, 4, 4 * 600, 4 * 600
     )
-    with pytest.raises(InferenceInputError, match="request_fixed_s must be a number of seconds"):
+    with pytest.raises(
+        InferenceInputError, match="request_fixed_s must be a finite number of seconds"
+    ):
         estimate("llama3-8b", "trn2", "server", **args, request_fixed_s=-1.0)
 
 
@@ -453,7 +455,7 @@ def test_the_collective_bandwidth_factor_prices_each_collective_at_bytes_over_it
         ),
         (
             lambda: Engine.build("llama3-8b", "trn2", step_fixed_s=-1.0),
-            "step_fixed_s must be a number of seconds >= 0, not -1.0",
+            "step_fixed_s must be a finite number of seconds >= 0, not -1.0",
         ),
         (
             lambda: estimate("llama3-8b", "trn2", batch=0),
@@ -584,3 +586,47 @@ def test_a_replica_spec_is_a_validated_hashable_value():
         assert (caught.value.field, caught.value.value) == (field, value)
     with pytest.raises(InferenceInputError, match="collective_bandwidth_factor must be"):
         FixedCosts.given("trn2", collective_bandwidth_factor=1.5)
+
+
+def test_input_errors_pickle_with_their_fields():
+    """A search's chunks run on Dask workers: their errors come back whole."""
+    import pickle
+
+    from tlm.inference.serving.checks import ServingInputError
+
+    e = pickle.loads(pickle.dumps(InferenceInputError("tp", 6, "a divisor", shown="6!")))
+    assert (e.field, e.value, e.allowed, str(e)) == (
+        "tp",
+        6,
+        "a divisor",
+        "tp must be a divisor, not 6!",
+    )
+    s = pickle.loads(pickle.dumps(ServingInputError("rate", -1, "a number > 0")))
+    assert (s.field, str(s)) == ("rate", "rate must be a number > 0, not -1")
+
+
+def test_a_replica_spec_refuses_bad_memory_fields_and_fixed_costs_unknown_names():
+    from tlm.inference import FixedCosts, ReplicaSpec
+
+    for field, value in (
+        ("reserve_bytes", -1e12),
+        ("block_tokens", 0),
+        ("extra_weights_bytes", math.nan),
+    ):
+        with pytest.raises(InferenceInputError) as caught:
+            ReplicaSpec("llama3-8b", "trn2", "server", tp=4, **{field: value})
+        assert caught.value.field == field
+    with pytest.raises(TypeError, match="not step_fixed"):
+        FixedCosts.given("trn2", step_fixed=5)
+    with pytest.raises(InferenceInputError, match="step_fixed_s must be a finite number"):
+        FixedCosts.given("trn2", step_fixed_s=math.inf)
+
+
+def test_a_hardware_pickles_without_its_hash():
+    """str hashes differ between processes: a worker works the hash out again."""
+    import pickle
+
+    hw = load_hardware("trn2")
+    hash(hw)
+    back = pickle.loads(pickle.dumps(hw))
+    assert "_hash" not in vars(back) and back == hw and hash(back) == hash(hw)

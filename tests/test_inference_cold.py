@@ -28,9 +28,8 @@ FREE = {
     "request_fixed_s": 0.0,
 }
 GOLDEN = Path(__file__).with_name("data") / "inference_golden.json"
-#: The shipped fixed costs the golden figures were computed at (d603696), pinned: the test
-#: checks how figures are computed, not the validation's latest fit (the golden figures
-#: predate the per-request cost: 0).
+#: Fixed costs the golden figures are computed at, pinned: the test checks how figures are
+#: computed, not the validation's latest fit (no per-request cost).
 GOLDEN_FIXED = {
     "trn2": dict(
         step_fixed_s=3.19e-3,
@@ -48,8 +47,8 @@ GOLDEN_FIXED = {
 
 
 def _pinned(args: dict, estimate: bool) -> dict:
-    """``args`` at the golden fixed costs (unless they give their own), and a pipeline run as
-    one batch (``micro_batches=1``: the golden figures predate micro-batches)."""
+    """``args`` at the golden fixed costs (unless they give their own); a pipeline runs as one
+    batch (``micro_batches=1``) unless the layout says otherwise."""
     a = GOLDEN_FIXED[args["hardware"]] | dict(args)
     if estimate and a.get("pp", 1) > 1:
         a.setdefault("micro_batches", 1)
@@ -140,7 +139,7 @@ LAYOUTS = {
     "405b-h100-2xserver-tp8-pp2-fp8": dict(
         model="llama3.1-405b", hardware="h100", system="2xserver", tp=8, pp=2, fmt="fp8"
     ),
-    # layouts that existed before data-parallel attention and pipeline micro-batches
+    # more layouts of the same kinds, one batch through any pipeline
     "70b-server-tp16-b1-p2048": dict(
         model="llama3.3-70b",
         hardware="trn2",
@@ -234,6 +233,53 @@ LAYOUTS = {
         prompt=512,
         output=16,
     ),
+    # data-parallel attention and micro-batches in flight
+    "dsv3-ultra-tp8-ep64-dp-fp8-b64": dict(
+        model="deepseek-v3",
+        hardware="trn2",
+        system="ultraserver",
+        tp=8,
+        ep=64,
+        dp_attention=True,
+        fmt="fp8",
+        kv_fmt="fp8",
+        batch=64,
+        prompt=1024,
+        output=16,
+    ),
+    "mixtral-server-tp2-ep8-dp-b8": dict(
+        model="mixtral-8x7b",
+        hardware="trn2",
+        system="server",
+        tp=2,
+        ep=8,
+        dp_attention=True,
+        batch=8,
+        prompt=512,
+        output=16,
+    ),
+    "8b-2xserver-tp8-pp4-mb4-b16": dict(
+        model="llama3-8b",
+        hardware="trn2",
+        system="2xserver",
+        tp=8,
+        pp=4,
+        micro_batches=4,
+        batch=16,
+        prompt=256,
+        output=16,
+    ),
+    "70b-ultra-tp16-pp4-mb2-b8": dict(
+        model="llama3.3-70b",
+        hardware="trn2",
+        system="ultraserver",
+        tp=16,
+        pp=4,
+        micro_batches=2,
+        batch=8,
+        prompt=1024,
+        output=32,
+    ),
 }
 
 #: Engines whose step() and iteration_s() figures are pinned, and the iterations asked.
@@ -245,6 +291,18 @@ ENGINES = {
     "70b-h100-tp8": dict(model="llama3.3-70b", hardware="h100", system="server", tp=8),
     "mixtral-server-tp8-ep4": dict(
         model="mixtral-8x7b", hardware="trn2", system="server", tp=8, ep=4
+    ),
+    "dsv3-ultra-tp8-ep64-dp": dict(
+        model="deepseek-v3",
+        hardware="trn2",
+        system="ultraserver",
+        tp=8,
+        ep=64,
+        dp_attention=True,
+        fmt="fp8",
+    ),
+    "8b-2xserver-tp8-pp4-mb4": dict(
+        model="llama3-8b", hardware="trn2", system="2xserver", tp=8, pp=4, micro_batches=4
     ),
 }
 #: (tokens, sequences, kv_tokens, pairs) of mixed iterations: decode, prefill chunks, both.

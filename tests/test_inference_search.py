@@ -180,3 +180,10 @@ def test_bad_layout_options_are_named(kwargs, message):
 def test_the_study_names_the_layout_flags(args, message, capsys):
     assert main(["infer-search", "--model", "mixtral-8x7b", "--scheduler", "inline", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_format_the_chip_lacks_names_the_formats_flag(capsys):
+    """The model's error names its field; the study maps it to --formats."""
+    argv = ["infer-search", "--model", "llama3-8b", "--hardware", "a100", "--formats", "fp8"]
+    assert main([*argv, "--scheduler", "inline"]) == 2
+    assert capsys.readouterr().err.startswith("trnsim infer-search: error: --formats: 'fp8'")

@@ -198,3 +198,11 @@ def test_the_trace_names_the_pools_tracks(tmp_path):
             assert e["args"]["decodes"] == 0
         elif e["ph"] == "X":
             assert e["args"]["tokens"] == e["args"]["sequences"]
+
+
+def test_disaggregated_pools_with_an_fp8_kv_cache(capsys):
+    """The KV transfer is priced at the FP8 cache's bytes (tlm.formats' E4M3)."""
+    args = ["serve", "--model", "llama3-8b", "--tp", "4", "--prefill-replicas", "1"]
+    args += ["--decode-replicas", "1", "--requests", "20", "--json"]
+    assert main([*args, "--kv-format", "fp8"]) == 0, capsys.readouterr().err
+    capsys.readouterr()

@@ -179,6 +179,9 @@ class Hardware:
             object.__setattr__(self, "_hash", known)
         return known
 
+    def __getstate__(self) -> dict:  # the hash of str fields differs between processes
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def peak_flops(self, fmt: str = "bf16") -> float:
         """Dense peak FLOP/s of one chip in ``fmt`` (``bf16``, ``fp16`` as bf16, ``fp8``)."""
         key = "bf16" if fmt == "fp16" else ("fp8" if fmt.startswith("fp8") else fmt)

@@ -69,8 +69,11 @@ class InferenceInputError(ValueError):
     """
 
     def __init__(self, field: str, value, allowed: str, shown: str | None = None):
-        self.field, self.value, self.allowed = field, value, allowed
+        self.field, self.value, self.allowed, self.shown = field, value, allowed, shown
         super().__init__(f"{field} must be {allowed}, not {shown or repr(value)}")
+
+    def __reduce__(self):  # pickles (a Dask worker's error) with its fields
+        return type(self), (self.field, self.value, self.allowed, self.shown)
 
 
 def weight_bytes_per_element(fmt: str) -> float:
@@ -260,14 +263,20 @@ class ReplicaSpec:
         check_layout(model, self.chips_available, self.tp, self.pp, self.ep, self.dp_attention)
         check_format("fmt", self.fmt)
         check_format("kv_fmt", self.kv_fmt)
-        have = costs_for(hw).formats()  # the GEMMs' format must be one the chip has
+        chip = costs_for(hw).formats()  # the GEMMs' format must be one the chip has
+        have = [f for f in FORMATS if f in chip]
         if self.fmt not in have:
             raise InferenceInputError(
                 "fmt", self.fmt, f"one of {', '.join(have)} (the formats of {hw.name})"
             )
-        n = self.max_tokens
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise InferenceInputError("max_tokens", n, "a positive integer")
+        for name in ("max_tokens", "block_tokens"):
+            n = getattr(self, name)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise InferenceInputError(name, n, "a positive integer")
+        for name in ("reserve_bytes", "extra_weights_bytes", "extra_kv_per_token_bytes"):
+            x = getattr(self, name)
+            if isinstance(x, bool) or not isinstance(x, int | float) or not 0 <= x < 1e18:
+                raise InferenceInputError(name, x, "a number of bytes >= 0")
 
     @property
     def chips_available(self) -> int:
@@ -368,8 +377,12 @@ class FixedCosts:
     def __post_init__(self):
         for name in ("step_fixed_s", "collective_fixed_s", "request_fixed_s"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-                raise InferenceInputError(name, value, "a number of seconds >= 0")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 <= value < 1e3
+            ):
+                raise InferenceInputError(name, value, "a finite number of seconds >= 0")
         factor = self.collective_bandwidth_factor
         if isinstance(factor, bool) or not isinstance(factor, int | float) or not 0 < factor <= 1:
             raise InferenceInputError("collective_bandwidth_factor", factor, "a number in (0, 1]")
@@ -387,6 +400,9 @@ class FixedCosts:
         InferenceInputError
             A given cost that is not allowed, naming it.
         """
+        unknown = sorted(set(given) - set(FIXED_COSTS))
+        if unknown:
+            raise TypeError(f"FixedCosts.given takes {', '.join(FIXED_COSTS)}, not {unknown[0]}")
         shipped = fixed_costs(hardware_name)
         values = {k: getattr(shipped, k) if given.get(k) is None else given[k] for k in FIXED_COSTS}
         changed = any(values[k] != getattr(shipped, k) for k in FIXED_COSTS)

@@ -126,7 +126,7 @@ class _Shape:
     fmt: str
 
 
-@cache
+@lru_cache(maxsize=256)
 def _parts_memo(shape: _Shape) -> dict:
     """The figures the parts of engines of ``shape`` have evaluated, by part and collective
     bandwidth factor, and the fast path's tables: filled as engines ask."""

@@ -5,9 +5,8 @@ every study that runs on one (``infer``, ``infer-search``, ``serve``, ``train``,
 A hardware file names an accelerator, its server, scale-up domain, network and cloud
 instance (the Trainium files name their chip preset); a chip preset (``--preset``,
 :mod:`tlm.presets`) is the chip alone, the input of the studies on a chip (``tensor``,
-``gemm``, ``noc``, ``collective``, ``tp-step``, ``model``). Those studies' ``--preset`` once
-meant the hardware file; it is still taken there, for one release, as a deprecated name of
-``--hardware`` (:data:`DEPRECATED`).
+``gemm``, ``collective``, ``tp-step``, ``model``). In the studies that take ``--hardware``,
+``--preset`` is a deprecated name of it for one release (:data:`DEPRECATED`).
 
 Examples
 --------

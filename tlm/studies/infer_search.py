@@ -54,6 +54,8 @@ from .protocol import (
 
 __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
 
+#: The search's argument names -> this study's inputs.
+_SEARCH_FIELDS = {"fmts": "formats", "kv_fmts": "kv_formats", "fmt": "formats"}
 _SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
 _MICRO_BATCHES = "a comma-separated list of integers >= 1 and pp (as many as stages)"
 #: Configurations in the series.
@@ -230,7 +232,10 @@ def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
             f"is not met: {error}",
         ) from None
     except InferenceInputError as error:
-        raise InputError("systems", inputs.systems, _SYSTEMS, str(error)) from None
+        field = _SEARCH_FIELDS.get(error.field, error.field)
+        if field not in type(inputs).model_fields:
+            raise error from None  # no input of this study: the model's own line
+        raise InputError(field, getattr(inputs, field), error.allowed) from None
     a = found.arrays
     meets = a["meets"].astype(bool)
     order = [int(i) for i in a["cost_per_hour_usd"].argsort() if meets[i]][:TOP]

@@ -35,7 +35,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from ..inference import Engine, InferenceInputError, token_economics
+from ..inference import FORMATS, Engine, InferenceInputError, token_economics
 from ..inference.serving import (
     ADMISSIONS,
     PREFILLS,
@@ -245,7 +245,8 @@ class ServeInputs(ReplicaInputs):
             slo_tpot_s=self.slo_tpot_s,
         )
         if self.prefill_replicas:
-            per_token = engine.model.kv_cache_per_token_bytes(self.kv_format)
+            # the KV format's tlm.formats name (fp8: the tensor engine's E4M3)
+            per_token = engine.model.kv_cache_per_token_bytes(FORMATS[engine.kv_fmt])
             args |= dict(
                 prefill_replicas=self.prefill_replicas,
                 decode_replicas=self.decode_replicas,

@@ -506,6 +506,9 @@ class System:
             object.__setattr__(self, "_hash", known)
         return known
 
+    def __getstate__(self) -> dict:  # the hash of str fields differs between processes
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def hops(self, src: int, dst: int) -> int:
         return len(self.path(src, dst))
 

@@ -46,8 +46,11 @@ class ServingInputError(ValueError):
     """
 
     def __init__(self, field: str, value, allowed: str, message: str | None = None):
-        self.field, self.value, self.allowed = field, value, allowed
+        self.field, self.value, self.allowed, self.message = field, value, allowed, message
         super().__init__(message or f"{field} must be {allowed}, not {value!r}")
+
+    def __reduce__(self):  # pickles (a Dask worker's error) with its fields
+        return type(self), (self.field, self.value, self.allowed, self.message)
 
 
 def check_int(name: str, value, minimum: int) -> int:
