@@ -37,9 +37,9 @@ from ..collectives.trace import write_collective_trace
 from ..formats import get_format
 from ..presets import PRESETS
 from ..system import SystemSpecError, load_system, system_names
+from .preset import PresetInputs
 from .protocol import (
     InputError,
-    PresetInputs,
     Results,
     Study,
     figure,

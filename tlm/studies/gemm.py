@@ -18,9 +18,9 @@ from pydantic import Field
 from ..chip.trace import write_chrome_trace, write_vcd
 from ..core.view import DTYPE_NAMES
 from ..kernels import build_gemm
+from .preset import PresetInputs
 from .protocol import (
     InputError,
-    PresetInputs,
     Results,
     Study,
     format_field,

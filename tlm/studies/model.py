@@ -29,7 +29,8 @@ from ..cluster import DEFAULT_RESERVE_BYTES, RECOMPUTE, hbm_capacity_bytes, memo
 from ..cluster.layout import Layout
 from ..formats import FLOAT_FORMATS
 from ..workloads import WorkloadError, load_model, model_names, model_ops
-from .protocol import InputError, PresetInputs, Results, Study, format_field, loaded, register
+from .preset import PresetInputs
+from .protocol import InputError, Results, Study, format_field, loaded, register
 
 __all__ = [
     "ModelInputs",

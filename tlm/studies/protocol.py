@@ -41,21 +41,17 @@ import typing
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
-from ..formats import FORMATS
-from ..presets import PRESETS, ChipSpec, PresetError, load_preset
 from .catalogue import CATALOGUE
 
 __all__ = [
     "InputError",
     "Inputs",
-    "PresetInputs",
     "Results",
     "Study",
     "Report",
@@ -190,6 +186,7 @@ def allowed_text(field) -> str:
 
     Examples
     --------
+    >>> from tlm.studies.preset import PresetInputs
     >>> allowed_text(PresetInputs.model_fields["preset"])
     'one of trn1, trn2, trn3, or a preset file path ending in .toml'
     """
@@ -363,13 +360,6 @@ class Inputs(BaseModel):
         return self
 
 
-# "choose['tensor.freq_hz'] must name one of its alternatives (a, b), not 'c'"
-_BAD_ALTERNATIVE = re.compile(
-    r"choose\['(.+)'\] must name one of its alternatives \((.*)\), not '(.*)'"
-)
-_PRESET_ALLOWED = f"one of {', '.join(PRESETS)}, or a preset file path ending in .toml"
-
-
 class SweepInputs(Inputs):
     """What every search on Dask takes (``train-search``, ``infer-search``): where its chunks
     run, how many local workers, and where chunks are kept for a rerun to resume."""
@@ -401,63 +391,19 @@ class SweepInputs(Inputs):
             ) from None
 
 
-class PresetInputs(Inputs):
-    """Inputs of a study on a chip preset: ``--preset`` and ``--choose``."""
-
-    preset: str = Field(
-        "trn2",
-        description="chip preset: trn1, trn2, trn3, or a preset TOML file",
-        json_schema_extra={"allowed": _PRESET_ALLOWED},
-    )
-    choose: dict[str, str] = Field(
-        default_factory=dict,
-        description="a named alternative for a preset figure, SECTION.FIGURE=ALTERNATIVE "
-        "(repeatable), e.g. tensor.freq_hz=core_nki2",
-        json_schema_extra={
-            "allowed": "SECTION.FIGURE=ALTERNATIVE naming an alternative "
-            "the preset lists (see tlm/presets/*.toml)"
-        },
-    )
-
-    @cached_property
-    def spec(self) -> ChipSpec:
-        """The preset with the chosen alternatives."""
-        if self.preset not in PRESETS and not self.preset.endswith(".toml"):
-            raise InputError("preset", self.preset, _PRESET_ALLOWED)
-        try:
-            return load_preset(self.preset, self.choose)
-        except PresetError as error:
-            text = str(error)
-            given = ",".join(f"{k}={v}" for k, v in self.choose.items())
-            bad_alt = _BAD_ALTERNATIVE.match(text)
-            if bad_alt:
-                raise InputError(
-                    "choose", f"{bad_alt[1]}={bad_alt[3]}", f"{bad_alt[1]}=one of {bad_alt[2]}"
-                ) from None
-            if text.startswith("choose names figures"):
-                raise InputError(
-                    "choose",
-                    given,
-                    "SECTION.FIGURE=ALTERNATIVE for a figure with alternatives in the preset",
-                    f"names figures {self.preset} has no alternatives for "
-                    f"({text.rpartition(': ')[2]})",
-                ) from None
-            raise InputError("preset", self.preset, _PRESET_ALLOWED, f"fails: {text}") from None
-        except OSError as error:
-            raise InputError(
-                "preset", self.preset, _PRESET_ALLOWED, f"cannot be read ({error.strerror})"
-            ) from None
-
-
 def format_field(
     default: str | None,
-    names=tuple(FORMATS),
+    names=None,
     description: str = "operand format",
     unset: str | None = None,
 ):
     """A ``format`` input (or ``kv_format``, ...): a name from :data:`tlm.formats.FORMATS`
     (the one list), or from the subset ``names`` a study supports; ``unset`` says what a
     default of None stands for."""
+    if names is None:
+        from ..formats import FORMATS
+
+        names = tuple(FORMATS)
     extra = {"allowed": "one of " + ", ".join(sorted(names)), "choices": tuple(names)}
     if unset is not None:
         extra["unset"] = unset

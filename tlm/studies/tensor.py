@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from ..tensor import MAX_N, EngineConfig, matmul_cycles
 from ..tensor.cost import MODES
-from .protocol import InputError, PresetInputs, Results, Study, format_field, register
+from .preset import PresetInputs
+from .protocol import InputError, Results, Study, format_field, register
 
 __all__ = ["TensorInputs", "TensorResults", "TensorPoint", "tensor_study"]
 

@@ -31,9 +31,9 @@ from ..server.tensor_parallel import VALUES_MAX_MACS, output_blocks
 from ..server.trace import write_step_trace
 from ..system import system_names
 from .collective import system_input
+from .preset import PresetInputs
 from .protocol import (
     InputError,
-    PresetInputs,
     Results,
     Study,
     format_field,
