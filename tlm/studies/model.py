@@ -30,7 +30,7 @@ from ..cluster.layout import Layout
 from ..formats import FLOAT_FORMATS
 from ..workloads import WorkloadError, load_model, model_names, model_ops
 from .preset import PresetInputs
-from .protocol import InputError, Results, Study, format_field, loaded, register
+from .protocol import InputError, Inputs, Results, Study, format_field, loaded, register
 
 __all__ = [
     "ModelInputs",
@@ -53,16 +53,11 @@ def workload_input(name: str):
 _FLOATS = tuple(FLOAT_FORMATS)
 
 
-class ModelInputs(PresetInputs):
-    """Inputs of ``trnsim model``."""
+class RecipeInputs(Inputs):
+    """A training layout's inputs, their defaults :class:`tlm.cluster.Layout`'s: ``trnsim
+    model`` and ``trnsim train`` share them (a study may give ``dp``, ``tp`` and ``pp`` its own
+    defaults)."""
 
-    deprecated = {"weights_format": "format"}
-
-    model: str = Field(
-        "llama3-8b",
-        description="the model: a workload name or a model TOML file",
-        json_schema_extra={"allowed": MODEL_ALLOWED},
-    )
     dp: int = Field(1, ge=1, description="data-parallel size")
     tp: int = Field(1, ge=1, description="tensor-parallel size")
     pp: int = Field(1, ge=1, description="pipeline-parallel size (1F1B)")
@@ -83,6 +78,33 @@ class ModelInputs(PresetInputs):
     )
     recompute: Literal[RECOMPUTE] = Field(
         Layout().recompute, description="activation recomputation"
+    )
+
+    def layout(self) -> Layout:
+        """These inputs as the cluster model's :class:`~tlm.cluster.Layout`."""
+        return Layout(
+            dp=self.dp,
+            tp=self.tp,
+            pp=self.pp,
+            cp=self.cp,
+            ep=self.ep,
+            zero=self.zero,
+            micro_batch=self.micro_batch,
+            sp=self.sp == "on",
+            recompute=self.recompute,
+            interleave=self.interleave,
+        )
+
+
+class ModelInputs(RecipeInputs, PresetInputs):
+    """Inputs of ``trnsim model``."""
+
+    deprecated = {"weights_format": "format"}
+
+    model: str = Field(
+        "llama3-8b",
+        description="the model: a workload name or a model TOML file",
+        json_schema_extra={"allowed": MODEL_ALLOWED},
     )
     global_batch: int | None = Field(
         None,
@@ -133,18 +155,7 @@ class ModelInputs(PresetInputs):
         """:func:`tlm.cluster.memory_per_chip` of these (resolved) inputs."""
         return memory_per_chip(
             self.workload(),
-            layout=Layout(
-                dp=self.dp,
-                tp=self.tp,
-                pp=self.pp,
-                cp=self.cp,
-                ep=self.ep,
-                zero=self.zero,
-                micro_batch=self.micro_batch,
-                sp=self.sp == "on",
-                recompute=self.recompute,
-                interleave=self.interleave,
-            ),
+            layout=self.layout(),
             global_batch=self.global_batch,
             seq_len=self.seq_len,
             weights=self.format,

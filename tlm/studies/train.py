@@ -27,11 +27,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..cluster.layout import Layout
-from ..cluster.memory import RECOMPUTE, DoesNotFit
+from ..cluster.memory import DoesNotFit
 from ..cluster.training import PARTS, training_step
 from .cost import ClusterInputs, RunResults, run_figures
-from .model import MemoryResults, memory_figures
+from .model import MemoryResults, RecipeInputs, memory_figures
 from .protocol import PLOT_ALLOWED, InputError, Study, figure, format_field, plot_path, register
 
 __all__ = [
@@ -74,7 +73,7 @@ class FabricInputs(ClusterInputs):
         )
 
 
-class TrainInputs(FabricInputs):
+class TrainInputs(RecipeInputs, FabricInputs):
     """Inputs of ``trnsim train``."""
 
     deprecated = {**FabricInputs.deprecated, "gemm_format": "format"}
@@ -87,24 +86,6 @@ class TrainInputs(FabricInputs):
     )
     tp: int = Field(16, ge=1, description="tensor-parallel size (sequence parallel with --sp on)")
     pp: int = Field(8, ge=1, description="pipeline-parallel size (1F1B)")
-    cp: int = Field(1, ge=1, description="context-parallel size (splits the sequence)")
-    ep: int = Field(1, ge=1, description="expert-parallel size (within dp x cp)")
-    zero: int = Field(
-        Layout().zero,
-        ge=0,
-        le=3,
-        description="ZeRO stage: 1 optimizer, 2 + gradients, 3 (FSDP) + weights",
-    )
-    micro_batch: int = Field(Layout().micro_batch, ge=1, description="sequences per micro-batch")
-    interleave: int = Field(
-        Layout().interleave, ge=1, description="virtual pipeline stages per chip"
-    )
-    sp: Literal["on", "off"] = Field(
-        "on" if Layout().sp else "off", description="sequence parallelism"
-    )
-    recompute: Literal[RECOMPUTE] = Field(
-        Layout().recompute, description="activation recomputation"
-    )
     overlap_dp: Literal["on", "off"] = Field(
         "on", description="hide the gradients' reduction behind the last backward pass"
     )
@@ -217,18 +198,7 @@ class TrainInputs(FabricInputs):
                 self.workload(),
                 costs,
                 network,
-                layout=Layout(
-                    dp=self.dp,
-                    tp=self.tp,
-                    pp=self.pp,
-                    cp=self.cp,
-                    ep=self.ep,
-                    zero=self.zero,
-                    micro_batch=self.micro_batch,
-                    sp=self.sp == "on",
-                    recompute=self.recompute,
-                    interleave=self.interleave,
-                ),
+                layout=self.layout(),
                 overlap_dp=self.overlap_dp == "on",
                 global_batch=self.global_batch,
                 seq_len=self.seq_len,
