@@ -630,3 +630,15 @@ def test_a_hardware_pickles_without_its_hash():
     hash(hw)
     back = pickle.loads(pickle.dumps(hw))
     assert "_hash" not in vars(back) and back == hw and hash(back) == hash(hw)
+
+
+def test_max_sequences_sets_the_kv_capacity_beside_fewer_sampled_rows():
+    """An iteration of max_tokens tokens sampling fewer sequences leaves more room for KV."""
+    wide = Engine.build("llama3-8b", "trn2", "server", tp=2, max_tokens=4096, **FREE)
+    few = Engine.build(
+        "llama3-8b", "trn2", "server", tp=2, max_tokens=4096, max_sequences=8, **FREE
+    )
+    assert few.kv_capacity_tokens == few.memory.kv_capacity_tokens(4096, 8)
+    assert few.kv_capacity_tokens > wide.kv_capacity_tokens
+    with pytest.raises(InferenceInputError, match="max_sequences must be a positive integer"):
+        Engine.build("llama3-8b", "trn2", "server", tp=2, max_sequences=0)

@@ -222,6 +222,8 @@ class ReplicaSpec:
         Runtime reserve per chip.
     max_tokens : int
         The largest iteration (tokens) the KV capacity leaves room for.
+    max_sequences : int, optional
+        The sequences that iteration samples (the LM head's rows); default ``max_tokens``.
     extra_weights_bytes, extra_kv_per_token_bytes : float
         Memory per chip of what shares the chips (a draft model).
 
@@ -244,6 +246,7 @@ class ReplicaSpec:
     block_tokens: int = DEFAULT_BLOCK_TOKENS
     reserve_bytes: float = DEFAULT_RESERVE_BYTES
     max_tokens: int = 8192
+    max_sequences: int | None = None
     extra_weights_bytes: float = 0.0
     extra_kv_per_token_bytes: float = 0.0
 
@@ -269,8 +272,10 @@ class ReplicaSpec:
             raise InferenceInputError(
                 "fmt", self.fmt, f"one of {', '.join(have)} (the formats of {hw.name})"
             )
-        for name in ("max_tokens", "block_tokens"):
+        for name in ("max_tokens", "block_tokens", "max_sequences"):
             n = getattr(self, name)
+            if name == "max_sequences" and n is None:
+                continue
             if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                 raise InferenceInputError(name, n, "a positive integer")
         for name in ("reserve_bytes", "extra_weights_bytes", "extra_kv_per_token_bytes"):

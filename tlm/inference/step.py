@@ -185,7 +185,9 @@ class Engine:
             spec.reserve_bytes, spec.extra_weights_bytes, spec.extra_kv_per_token_bytes
         )
         self.max_tokens = spec.max_tokens
-        self.kv_capacity_tokens = self.memory.kv_capacity_tokens(spec.max_tokens)
+        self.kv_capacity_tokens = self.memory.kv_capacity_tokens(
+            spec.max_tokens, spec.max_sequences
+        )
         # the parts' figures, shared by the engines of one shape (the collective bandwidth
         # factor keys the entries): the model, hardware, network, the engine's kind (experts
         # within tp, or data-parallel attention: other parts), tp, pp, ep, the GEMMs' format
@@ -223,6 +225,7 @@ class Engine:
         request_fixed_s: float | None = None,
         reserve_bytes: float = DEFAULT_RESERVE_BYTES,
         max_tokens: int = 8192,
+        max_sequences: int | None = None,
         extra_weights_bytes: float = 0.0,
         extra_kv_per_token_bytes: float = 0.0,
         dp_attention: bool = False,
@@ -259,6 +262,8 @@ class Engine:
             Runtime reserve per chip.
         max_tokens : int
             The largest iteration (tokens) the KV capacity leaves room for.
+        max_sequences : int, optional
+            The sequences that iteration samples; default ``max_tokens``.
         extra_weights_bytes, extra_kv_per_token_bytes : float
             Memory per chip of what shares the chips (a draft model).
         dp_attention : bool
@@ -289,6 +294,7 @@ class Engine:
             block_tokens=block_tokens,
             reserve_bytes=reserve_bytes,
             max_tokens=max_tokens,
+            max_sequences=max_sequences,
             extra_weights_bytes=extra_weights_bytes,
             extra_kv_per_token_bytes=extra_kv_per_token_bytes,
         )

@@ -54,7 +54,6 @@ True
 
 from __future__ import annotations
 
-import copy
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -543,11 +542,8 @@ def _offline_engine(row: dict, step: float, coll: float, factor: float, req: flo
         block_tokens=o["block_tokens"],
         **_costs(step, coll, factor, req),
         max_tokens=o["max_tokens"],
+        max_sequences=o["max_batch"],
     )
-    # a copy (Engine.build shares its engines) with the capacity of max_batch sampled rows
-    # rather than max_tokens: the same tables, as Engine.build's own copies
-    engine = copy.copy(engine)
-    engine.kv_capacity_tokens = engine.memory.kv_capacity_tokens(o["max_tokens"], o["max_batch"])
     return engine, o
 
 
