@@ -31,6 +31,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -204,25 +205,26 @@ def _explain(model, chips, cuts) -> str:
     )
 
 
-_ENGINES: dict = {}
-
-
 #: The settings that shape the network (the rest shape the step).
 NETWORK_SETTINGS = ("oversubscription", "sites", "site_bandwidth_Bps", "site_latency_s")
 
 
 def engines(hw: Hardware, settings: tuple = (), chips: int | None = None):
-    """The hardware's operator costs and network (cached per worker process: a hardware
-    object is scattered to each worker once). With several sites the network depends on the
-    job's chips (the sites are equal blocks of them)."""
+    """The hardware's operator costs and network (built once per hardware, network settings
+    and - with several sites, whose network depends on the job's chips - chip count, in each
+    worker process)."""
+    opts = tuple(sorted((k, v) for k, v in settings if k in NETWORK_SETTINGS))
+    sites = dict(opts).get("sites", 1)
+    return _engines(hw, opts, chips if sites > 1 else None)
+
+
+@lru_cache(maxsize=32)
+def _engines(hw: Hardware, opts: tuple, chips: int | None):
     from ..costs import OpCosts
     from .network import Network
 
-    opts = {k: v for k, v in settings if k in NETWORK_SETTINGS}
+    opts = dict(opts)
     sites = opts.get("sites", 1)
-    key = (id(hw), tuple(sorted(opts.items())), chips if sites > 1 else None)
-    if key in _ENGINES and _ENGINES[key][0] is hw:
-        return _ENGINES[key][1:]
     costs = (
         OpCosts.for_preset(hw.chip_preset)
         if hw.chip_preset is not None
@@ -238,9 +240,6 @@ def engines(hw: Hardware, settings: tuple = (), chips: int | None = None):
     network = Network.for_hardware(
         hw, oversubscription=opts.get("oversubscription"), sites=sites, **extra
     )
-    if len(_ENGINES) > 32:
-        _ENGINES.clear()
-    _ENGINES[key] = (hw, costs, network)
     return costs, network
 
 
@@ -347,22 +346,16 @@ def _goodput(model: Model, hw: Hardware, chips):
     )
 
 
-_GOODPUT: dict = {}
-
-
 def _cached_goodput(model: Model, hw: Hardware, chips: np.ndarray):
     """:func:`_goodput` of a few chip counts, kept: it depends on the model and the hardware
     only through the chip counts, which every chunk of a search (and every single estimate
     on the same chips) repeats."""
-    key = (id(model), id(hw), chips.dtype.str, chips.tobytes())
-    hit = _GOODPUT.get(key)
-    if hit is not None and hit[0] is model and hit[1] is hw:
-        return hit[2]
-    value = _goodput(model, hw, chips)
-    if len(_GOODPUT) > 64:
-        _GOODPUT.clear()
-    _GOODPUT[key] = (model, hw, value)
-    return value
+    return _goodput_of(model, hw, chips.dtype.str, chips.tobytes(), chips.shape)
+
+
+@lru_cache(maxsize=64)
+def _goodput_of(model: Model, hw: Hardware, dtype: str, data: bytes, shape: tuple):
+    return _goodput(model, hw, np.frombuffer(data, dtype=dtype).reshape(shape))
 
 
 def run_power_w(model: Model, hw: Hardware, chips) -> np.ndarray:
