@@ -3,52 +3,16 @@ sub-topology, the scale-out fabric as a folded Clos, and sites joined by slower 
 
 The training model places the parallel dimensions on chips in Megatron's order (tp innermost,
 then cp, ep, dp, pp outermost), so a dimension's group is ``group`` chips at chip-index
-``stride`` apart: chips ``o + stride x i`` (``i < group``), and every chip of the job is in one
-group of each dimension. Every group of a dimension runs its collective at the same time.
-:class:`Network` answers, vectorised over numpy arrays of ``(group, stride, nbytes)``:
-
-**Inside a node** (``group x stride <= chips_per_node``; a node is the scale-up domain: the
-trn2 UltraServer's 64 chips, an 8-GPU NVSwitch board). On a Trainium system the analytic
-engine (:class:`tlm.collectives.Analytic`) times every algorithm that fits the group's
-sub-system (:meth:`tlm.system.System.subset`: on the 4x4x4 torus tp=4 at stride 1 is a ring on
-one x row, tp=16 the 4x4 server plane, 64 the whole torus, stride 16 a z ring between the
-servers at the z rate) and the fastest is taken, size by size. The schedule timed is the
-group's schedule run by **every group of the dimension in the node at once** (the groups at
-the other offsets, translated), so groups whose routes cross the same links - every other chip
-of a ring, routed through the chip between, which belongs to the other group - share them as
-they would. On a switched node (trn3; NVSwitch, which has no system preset) the switch is
-non-blocking and each chip has its own port: ring, mesh and recursive halving/doubling in
-closed form at the per-direction port bandwidth (equal to the analytic engine on the trn3
-switch, a test).
-
-**Across nodes** (the EFA or InfiniBand NICs, one per chip). A group with ``m > 1`` members
-per node is **hierarchical**: a reduce-scatter among the node's ``m`` members (the scale-up
-tables above), then ``m`` lanes - one per member, each its own NIC - run the cross-node part on
-``1/m`` of the buffer over the ``n = group / m`` nodes, then an all-gather in the node; an
-all-to-all sends its in-node and cross-node blocks at the same time (the slower decides). A
-group with one member per node runs the cross-node part alone. The cross-node part is a ring
-or recursive halving/doubling (``rdh``, ``n`` a power of two) over the NICs, whichever is
-faster, or direct sends (all-to-all). The fabric is the folded Clos of
-:mod:`tlm.cluster.cost` (:class:`tlm.cluster.cost.Fabric`: radix, port bandwidth,
-oversubscription at the leaves; its :func:`~tlm.cluster.cost.clos_tiers` give the tiers a
-group spans, each tier above the leaf adding its switches' latency). A leaf holds
-``radix / 2`` ports' worth of chips and its uplinks carry ``1 / oversubscription`` of their
-NIC bandwidth; above the leaves the fabric is non-blocking. A transfer that leaves a leaf
-shares the leaf's uplinks with every chip of the leaf that leaves it at the same moment
-(every group runs at once): in a ring whose hops are ``D`` chips apart the last ``min(leaf,
-D)`` chips of each leaf do, in an exchange at distance ``d`` (``2 d > leaf``) all of them.
-Chips, nodes, leaves and sites are contiguous, aligned blocks of chips (powers of two).
-
-**Sites** (Project Rainier: several data centres). ``sites`` equal blocks of ``chips /
-sites`` chips, joined by ``site_bandwidth_Bps`` each way between neighbouring sites: a group
-spanning sites sends across a site boundary from the chips that cross it at once, as for a
-leaf, sharing the inter-site bandwidth, and each step that crosses pays ``site_latency_s``.
-
-Figures come from the hardware file (:mod:`tlm.hardware`) and, for Trainium, its system
-preset (:mod:`tlm.system`: the torus, the EFA NIC and latencies, the step cost); the Clos from
-:data:`tlm.cluster.cost.DEFAULT_FABRIC`; ASSUMED where they say so. Each ``(op, group,
-stride)`` is worked out once (routes, schedules, the analytic engine's two numbers ``A + K x
-chunk`` per algorithm) and kept; evaluating a million rows is then a few numpy operations.
+``stride`` apart, and every group of a dimension runs its collective at the same time.
+:class:`Network` answers, vectorised over arrays of ``(group, stride, nbytes)``: inside a node
+with the analytic collective engine on the group's sub-system, every group of the node run
+together (a switched node in closed form); across nodes hierarchically - in-node
+reduce-scatter, one lane per member over the NICs (ring, recursive halving/doubling or direct
+sends on the Clos, sharing leaf uplinks and site links with the chips that cross them at once),
+in-node all-gather; pipeline sends by :meth:`Network.p2p_s`. Each ``(op, group, stride)`` is
+worked out once and kept. Figures come from the hardware file and, for Trainium, its system
+preset; the Clos from :data:`tlm.cluster.cost.DEFAULT_FABRIC`. The model, its sharing rules and
+what is ASSUMED: docs/cluster.md.
 
 Examples
 --------

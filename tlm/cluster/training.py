@@ -2,39 +2,14 @@
 
 For a model (:mod:`tlm.workloads`), a chip's operator costs (:class:`tlm.costs.OpCosts`: the
 chip TLM's calibrated GEMM efficiency, or a roofline where there is none) and a network
-(:class:`tlm.cluster.network.Network`: each parallel group's collectives on its real
-sub-topology), :func:`training_step` gives, for arrays of configurations - data (``dp``, with
-ZeRO 0-3), tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 1F1B with
-``interleave`` virtual stages), context (``cp``) and expert (``ep``) parallelism, micro-batch
-and recomputation - the step time and its breakdown, MFU and HFU, tokens/s, and each chip's
-memory (:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares). One
-configuration (scalars, or arrays of one) runs the same formulas on Python numbers
-(:mod:`tlm.elementwise`): a single estimate without numpy's per-call overhead.
-
-The model of a step (the derivation and its assumptions are in docs/cluster.md):
-
-- **Placement**: Megatron's order, ``tp`` innermost, then ``cp``, then ``dp`` (the
-  expert-parallel group carved from ``dp x cp``), ``pp`` outermost; a group of ``g`` chips at
-  stride ``k`` is what :meth:`Network.collective_s` prices.
-- **One micro-batch on the slowest stage** (``t_mb``): its layers' forward and backward GEMMs
-  and attention products on the operator costs (backward = the two products of each forward
-  one, dgrad and wgrad, each priced at its own shape), the vector work (norms, softmax,
-  activations, residuals; backward twice forward), recomputation (full: the layers' forward
-  again; selective: the attention products and softmax), the tensor-parallel collectives (two
-  all-reduces per layer each way, or with sequence parallelism two all-gathers and two
-  reduce-scatters), context-parallel K/V exchange (hidden behind attention where it can be),
-  the expert-parallel all-to-alls (dispatch and combine, each way) - all on the critical path
-  (ASSUMED: no TP/EP overlap, as Megatron-LM of the validation papers) - and the pipeline's
-  sends of one micro-batch's activation and gradient per virtual stage.
-- **The pipeline**: ``(m + (pp - 1) / v) t_mb`` for ``m`` micro-batches and ``v`` virtual
-  stages; the ``(pp - 1) / v`` term is the bubble.
-- **Data parallelism**: the gradients' reduce-scatter and the weights' all-gather (ZeRO 1-2
-  with the distributed optimizer, or an all-reduce at ZeRO 0: the same bytes), over
-  ``dp x cp``; ZeRO-3 adds the weights' all-gather before each micro-batch's forward and
-  backward. With ``overlap_dp`` the gradient reduction hides behind the last micro-batch's
-  backward pass as far as it is long.
-- **Optimizer**: Adam reads and writes each local shard's weights, gradients, master copy and
-  moments from HBM (memory-bound, on :meth:`OpCosts.memory_s`).
+(:class:`tlm.cluster.network.Network`), :func:`training_step` gives for a
+:class:`tlm.cluster.Layout` - data (ZeRO 0-3), tensor (with sequence parallelism), pipeline
+(1F1B with interleaved virtual stages), context and expert parallelism, micro-batch and
+recomputation, scalars or arrays - the step time and its parts (the slowest stage's
+micro-batch, the pipeline's bubble, the data-parallel gradients' reduction and its overlap, the
+optimizer), MFU and HFU, tokens/s, and each chip's memory
+(:func:`tlm.cluster.memory.memory_per_chip`, whose validity rules it shares). The model of a
+step, its derivation and what is ASSUMED: docs/cluster.md, "The training step".
 
 Examples
 --------

@@ -1,40 +1,15 @@
-"""A whole request on one replica: the prefill of ``batch`` prompts, then every decode step
-with the KV cache growing from the prompt to prompt + output; optionally speculative decoding.
+"""A request's latency and throughput on one replica: ``batch`` sequences of ``prompt`` +
+``output`` tokens through :class:`~tlm.inference.step.Engine` - the prefill (chunked by the
+engine's largest iteration, a pipeline's micro-batches from an empty pipeline) and the
+decode steps - with the memory check, TTFT, TPOT, end-to-end latency, tokens/s, MFU and HBM
+utilisation per phase.
 
-- **TTFT**: the serving stack's time per request outside the iterations (``request_fixed_s``:
-  receiving and tokenising the prompts, returning the first token; the replica free
-  meanwhile, so it is in no phase's time) and the prefill iteration (``batch x prompt``
-  tokens, causal attention: each prompt's ``prompt (prompt + 1) / 2`` query-key pairs) - it
-  samples the first token.
-- **TPOT**: the mean of the ``output - 1`` decode steps, each evaluated exactly (step ``j``
-  attends ``prompt + j`` keys per sequence), no quadrature; 0 when ``output`` is 1.
-- **Speculative decoding** (a draft model, ``draft_tokens`` k, ``acceptance`` a): a verify
-  step yields ``(1 - a^(k+1)) / (1 - a)`` tokens on average (Leviathan et al. 2023, Eq. 1;
-  ``k + 1`` at a = 1) and costs ``k`` draft decode steps plus one target iteration of ``k + 1``
-  queries per sequence; the ``output - 1`` tokens take ``ceil((output - 1) / E)`` such steps,
-  the context advancing ``E`` per step. The draft runs tensor-parallel on the largest divisor
-  of ``tp`` its heads allow, on the replica's chips (its weights and KV cache share their HBM).
-  The draft encodes the prompts too before the first token (its KV cache). Two ways to run it
-  (``draft_fused``): **separate** draft calls (vLLM's draft proposer, EAGLE on vLLM Neuron:
-  the draft is its own compiled graph, so each of its calls is an iteration with the
-  per-iteration fixed cost, and the proposals for the first verify step - the draft's prefill,
-  then ``k - 1`` draft steps - run before the first token is returned); or **fused** into the
-  target's graphs (NxD Inference's fused speculation: the context-encoding graph holds both
-  prefills and the token-generation graph the ``k`` draft steps and the verify, so the draft
-  adds its work and its collectives but no iteration of its own).
-- **Throughput**: ``batch x output`` over the replica's time (``e2e - request_fixed_s``: the
-  prefill and the decode) generated tokens per second per replica, per chip
-  and per server (a server's chips of replicas like this one); decode-only ``batch / TPOT``.
-- **MFU / HBM-bandwidth utilisation** per phase: model FLOPs (bytes) over the phase's time x
-  the replica's chips x the dense peak in ``fmt`` (the HBM bandwidth).
-- **Pipeline micro-batches** (``pp > 1``, :mod:`tlm.inference.pipeline`): the batch is split
-  into ``micro_batches`` (default ``pp``) that fill the stages: the prefill is the pass of
-  every micro-batch from an empty pipeline, each decode step the steady state's
-  ``max(L, m t)`` - so with ``m <= pp`` a token's latency is a micro-batch's and the tokens/s
-  grow with the sequences in flight. ``micro_batches=1`` is one batch through the stages.
-- **Data-parallel attention** (``dp_attention``, :mod:`tlm.inference.expert`): the batch is
-  shared by the ``ep / tp`` attention groups (``batch`` a multiple of them), the experts
-  spread over the ``ep`` chips of a stage.
+Speculative decoding (``draft_model``): each verify step scores ``draft_tokens + 1`` positions
+and accepts ``tokens_per_verify`` of them on average (each draft token accepted with
+``acceptance``, independently); the draft encodes the prompts too. The draft runs as calls of
+its own (vLLM's proposer: each an iteration with the fixed cost, the first proposals before the
+first token) or, with ``draft_fused``, inside the target's compiled iterations (NxD Inference's
+fused speculation). Definitions and what is assumed: docs/inference.md, "A request".
 
 Examples
 --------

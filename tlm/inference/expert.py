@@ -1,45 +1,15 @@
-"""Expert parallelism beyond the tensor-parallel group: attention data-parallel across groups
-of ``tp`` chips, the routed experts spread over all ``ep`` chips of a pipeline stage, tokens
-dispatched to their experts and combined back by all-to-alls.
+"""Expert parallelism beyond the tensor-parallel group: attention data-parallel over ``ep /
+tp`` groups of ``tp`` chips, each chip holding ``E / ep`` whole experts, tokens dispatched
+to their experts and combined back by all-to-alls (DeepSeek-V3's serving layout; vLLM's
+``--enable-expert-parallel`` with data parallelism, SGLang's ``--enable-dp-attention``).
 
-This is the layout DeepSeek serves DeepSeek-V3 with (DeepSeek-V3 Technical Report,
-arXiv:2412.19437, Section 3.4: decode with attention TP4 + DP80 and the MoE part EP320,
-dispatch and combine as all-to-alls over IB and NVLink) and the one vLLM and SGLang run for
-such models: vLLM ``--data-parallel-size N --enable-expert-parallel`` ("data parallel for the
-attention layers and expert or tensor parallel (EP or TP) for the expert layers", vLLM docs,
-Data Parallel Deployment; Expert Parallel Deployment), SGLang ``--enable-dp-attention`` with
-``--tp`` and ``--dp`` (SGLang docs, "DP, DPA and SGLang DP Router"). The other layout, experts
-split within the tensor-parallel group with the combine riding the all-reduce, is
-:class:`~tlm.inference.step.Engine`'s (``ep`` dividing ``tp``).
-
-A stage is ``ep`` chips: ``dp = ep / tp`` **attention groups** of ``tp`` chips (``tp``
-innermost, stride 1; the groups next to each other; stages at stride ``ep``):
-
-- **Attention, dense FFN layers, shared experts, router, norms, embedding and LM head** run
-  ``tp``-way within each group on the group's sequences: an iteration's ``tokens``,
-  ``sequences``, ``kv_tokens`` and ``pairs`` are shared evenly by the ``dp`` groups (each
-  prices ``1/dp`` of them: the average group, so a batch should be a multiple of ``dp`` -
-  :func:`tlm.inference.estimate` insists). Their weights are replicated in every group; the
-  KV cache of a sequence lives in its group only (a chip holds ``1/dp`` of the replica's KV
-  per token).
-- **Routed experts**: each chip holds ``E / ep`` whole experts (expert tensor parallelism 1).
-  Every token of the stage may pick them, so the active experts and the rows per expert follow
-  the stage's ``tokens`` (balanced routing, as :mod:`tlm.inference.step`).
-- **Dispatch and combine** (per MoE layer): each chip sends its ``1/tp`` share of its group's
-  tokens - ``tokens / ep`` of them, ``top_k x capacity_factor`` copies each - to the experts'
-  chips and gets the outputs back: two all-to-alls of ``tokens / ep x k x cf x hidden x 2 B``
-  per chip among the ``ep`` chips (:meth:`Network.collective_s` ``("all_to_all", ep, 1,
-  ...)`` on the real topology: the torus, the UltraServer, EFA across servers; the network
-  prices the share that leaves the chip), each plus ``collective_fixed_s``. The group's
-  all-reduces stay (after attention; after the FFN for the shared experts and the combined
-  outputs), on the group's tokens.
-
-This layout is a choice inside :class:`~tlm.inference.step.Engine` (``dp_attention=True``):
-its stage shape, its parts over a group's share of the tokens, its attention coefficients and
-memory per replica token; this module prices the dispatch and combine. Everything else (the
-fast path, the pipeline, the fixed costs, the time categories) is the engine's; the replica's
-figures are per replica token, the memory per replica token too (``kv_per_token_bytes`` and
-the activations divided by ``dp``).
+The layout is a choice of :class:`~tlm.inference.step.Engine` (``dp_attention=True``): its
+stage shape, a group's share of the parts, the attention's coefficients and the memory per
+replica token. This module prices the dispatch and combine (:func:`dispatch_combine_s`): per
+MoE layer two all-to-alls among the ``ep`` chips of each chip's ``tokens / ep x top_k x
+capacity_factor`` copies of the hidden state, on the real topology, each with its collective
+call's fixed cost. The layout's rules and sources: docs/inference.md, "Expert parallelism with
+data-parallel attention".
 
 Examples
 --------

@@ -1,43 +1,14 @@
-"""Pipeline parallelism with micro-batches in flight: an iteration's sequences split into
-``m`` micro-batches that follow each other through the ``pp`` stages, so every stage works
-while the others do.
+"""Pipeline parallelism with micro-batches in flight: an iteration's sequences split into ``m``
+micro-batches that follow each other through the ``pp`` stages (vLLM's virtual engines, NxD
+Inference's pipelined micro-batches).
 
-vLLM's pipeline parallelism (``--pipeline-parallel-size``) keeps as many batches in flight as
-there are stages: "multiple virtual engines to match the number of pipeline stages, and each
-virtual engine has its own scheduler ... so that they can schedule multiple batches
-simultaneously ... saturating all pipeline stages" (vLLM RFC, vllm-project/vllm issue 11945,
-on V0; V1 keeps the aim); NeuronX Distributed's pipeline runs "in a pipelined fashion over
-microbatches to maximize device usage" (Neuron docs, Pipeline Parallelism Overview). Without
-micro-batches a pipeline only buys memory (:class:`~tlm.inference.step.Engine`: the stages run
-one after another).
-
-**The rule.** An iteration of ``tokens``, ``sequences``, ``kv_tokens`` and ``pairs`` is split
-by sequences (a sequence is never split) into ``m' = min(m, sequences)`` micro-batches of
-``ceil(tokens / m')`` tokens and ``ceil(sequences / m')`` sequences (the largest sets the
-pace), ``kv_tokens / m'`` and ``pairs / m'``. For one micro-batch the engine gives:
-
-- ``L``, its latency through the stages: the sum of the stage times, the ``pp - 1`` sends
-  and the fixed costs (the engine's iteration time of that micro-batch);
-- ``t``, the busiest stage's time: the layers' share ``body / pp`` (the layers spread evenly:
-  ``layers / pp`` each, a model's dense and MoE layers averaged) plus the larger of the first
-  stage's embedding (and its all-reduce) and the last stage's final norm, LM head, sampling
-  softmax and logits' all-gather; ``body = L - step_fixed_s - sends - first - last``.
-
-Then, with micro-batches in flight (sends overlap the next micro-batch's work; the per-step
-fixed cost - the host's scheduling - overlaps the other micro-batches' device time):
-
-- **steady state** (decode: each micro-batch needs its last token before its next step): a
-  token for every sequence every ``max(L, m' t)`` seconds - ``L`` while ``m' <= pp`` fills
-  the stages (a token's latency unchanged, ``m'`` times the sequences), ``m' t`` beyond;
-- **from an empty pipeline** (a prefill: the micro-batches independent):
-  ``L + (m' - 1) t`` for the last one to come out.
-
-With ``m' = 1`` both are ``L``, the engine's own time (a single batch). The
-time's breakdown is the micro-batch's scaled to that time; FLOPs are the iteration's, HBM
-bytes ``m'`` micro-batches'. Memory: as the engine's (the largest iteration's activations
-counted whole: conservative). Micro-batches are a choice inside
-:class:`~tlm.inference.step.Engine` (``micro_batches``, default ``pp``); its :meth:`step` and
-:meth:`iteration_s` call :func:`step` and :func:`iteration_s` here.
+For a micro-batch of ``ceil(tokens / m')`` tokens and ``ceil(sequences / m')`` sequences (``m'
+= min(m, sequences)``) the engine gives its latency ``L`` through the stages and the busiest
+stage's time ``t``; an iteration then takes ``max(L, m' t)`` in the steady state (decode) and
+``L + (m' - 1) t`` from an empty pipeline (a prefill). With ``m' = 1`` both are the engine's
+own time. :func:`step` and :func:`iteration_s` are what :class:`~tlm.inference.step.Engine`
+calls when its ``micro_batches`` exceed 1. The rule, its sources and what is assumed:
+docs/inference.md, "Pipeline micro-batches".
 
 Examples
 --------

@@ -1,63 +1,19 @@
-"""One iteration of a serving engine on one model replica: time, its breakdown, FLOPs and HBM
-bytes, vectorised over iterations; and the fast scalar path a serving simulation calls.
+"""One iteration of a serving engine on one model replica: its time, the time's breakdown
+(compute, memory, communication, fixed), model FLOPs and HBM bytes, vectorised over
+iterations; and the fast scalar call a serving simulation makes.
 
-An iteration is described by four numbers (numpy arrays or scalars):
-
-- ``tokens``: GEMM rows - a decode sequence counts 1, a prefill chunk its prompt tokens;
-- ``sequences``: sequences in the batch (each samples one token: the LM head's rows);
-- ``kv_tokens``: the sum over sequences of the keys attended (the KV bytes read);
-- ``pairs``: the sum over sequences of queries x keys (the attention products' FLOPs).
-
-Per operator on one chip (shapes from :func:`tlm.workloads.layer_ops` and
-:func:`~tlm.workloads.operators.head_ops` at one token, scaled by ``tokens``):
-
-- **GEMMs** (QKV, attention output, FFN or router/experts/shared experts, LM head): time
-  ``max(OpCosts.gemm_s, HBM bytes / bandwidth)`` - the chip TLM's calibrated kernel, whose
-  small-M shapes are slow streams of the weights; bytes = the weights (read once per
-  iteration) + the input and output activations. A routed expert's weights are read only if
-  it gets tokens: of a chip's ``E / ep`` experts ``(E / ep)(1 - (1 - k/E)^tokens)`` are
-  active on average (each token picks ``k`` of ``E`` uniformly: balanced routing), each on
-  ``tokens x k x cf / E`` over that fraction rows.
-- **Attention** (per layer): the score and context products regrouped by KV head (the query
-  heads sharing a KV head stacked as rows, as flash-decoding kernels do): FLOPs
-  ``2 a_l (d_qk + d_v) pairs`` at the calibrated efficiency of a product of
-  :data:`ATTENTION_KEY_BLOCK` keys (the steady state) against ``R = group x tokens /
-  sequences`` query rows (``K = d_qk``; x 2 over an FP8 KV cache: the calibrated kernel streams
-  BF16 keys, so at half the bytes a row is the arithmetic intensity of two - the key stream
-  is not charged at twice the KV format's bytes), against the KV bytes read (``kv_tokens``) and
-  written (``tokens``) and Q/O, against the softmax on the Vector/Scalar engines; a flash
-  kernel overlaps the three, so the slowest sets the time.
-- **Vector/Scalar work** (:meth:`OpCosts.vector_s`, unfused, from HBM): two RMS/LayerNorms,
-  two residual adds, RoPE on Q and K, the activation and the gating multiply over the FFN's
-  (or routed experts') intermediates, the router's softmax; the final norm and the sampling
-  softmax over the local vocabulary for each sequence.
-- **Embedding**: a row read per token (HBM).
-- **Collectives** (:meth:`Network.collective_s` on the replica's topology, each plus
-  ``collective_fixed_s``): two all-reduces of the hidden state per layer (after attention and
-  after the FFN; with experts split over the tensor-parallel group, the expert outputs'
-  combine rides on the second one - no all-to-all is needed since every chip holds every
-  token), one after the vocabulary-parallel embedding, the logits' all-gather (FP32); with
-  pipeline parallelism ``pp - 1`` sends (:meth:`Network.p2p_s`: each chip its ``1/tp`` of the
-  hidden state, then an all-gather among the receiving stage). No sequence parallelism: the
-  prefill uses all-reduces too (the same bytes as reduce-scatter + all-gather).
-- **Fixed**: ``step_fixed_s`` per iteration. (``request_fixed_s``, the serving stack's time
-  per request outside the iterations, is carried for the request's latency - :func:`estimate`,
-  the serving simulation - and never in an iteration.)
-
-Each op's time counts as **memory** when its arithmetic intensity (FLOPs per HBM byte) is
-below the chip's (peak / bandwidth) - its time, calibrated or not, is set by streaming its
-operands - else **compute**; attention by whichever of its three terms is the slowest
-(softmax: compute). With ``pp > 1`` an engine's iteration is one batch passing through the
-``pp`` stages one after another (their times add up, with the ``pp - 1`` sends);
-the engine splits it into micro-batches (:mod:`tlm.inference.pipeline`; ``pp``
-micro-batches in flight by default) unless ``micro_batches=1``. Expert parallelism beyond the
-tensor-parallel group (data-parallel attention, all-to-all dispatch and combine) is the
-engine's other choice, ``dp_attention`` (:mod:`tlm.inference.expert`).
-
-The fast path (:meth:`Engine.iteration_s` on scalars) adds up the same parts from tables:
-the token-dependent and sequence-dependent parts evaluated by the full path for every integer
-up to the largest asked (grown by doubling), and the attention's coefficients; a test holds
-it to the full path.
+An iteration is four numbers (arrays or scalars): ``tokens`` (GEMM rows: a decode sequence 1, a
+prefill chunk its tokens), ``sequences`` (sampled: the LM head's rows), ``kv_tokens`` (keys
+attended, summed over sequences) and ``pairs`` (queries x keys, summed). :class:`Engine` prices
+each layer's GEMMs on the chip's calibrated operator costs (at least their HBM traffic), the
+attention products by KV head, the vector work, the embedding, and the collectives on the
+replica's real network (:func:`tlm.inference.layout.network_for`), plus the named fixed costs
+(:class:`~tlm.inference.layout.FixedCosts`). An engine is a
+:class:`~tlm.inference.layout.ReplicaSpec` under fixed costs; data-parallel attention
+(:mod:`tlm.inference.expert`) and pipeline micro-batches (:mod:`tlm.inference.pipeline`) are
+choices of it. :meth:`Engine.iteration_s` reads tables filled by the same parts
+:meth:`Engine.step` adds up. The operator table, the categories and what is assumed:
+docs/inference.md, "An iteration".
 """
 
 from __future__ import annotations

@@ -1,47 +1,18 @@
-"""The inference model against published latencies: every row's error, few parameters fitted.
+"""The inference model against published latencies and throughputs: every row's error, few
+parameters fitted.
 
-The published measurements are ``tlm/validation/inference.toml`` (one ``[[row]]`` per
-published number, each with its source, settings and a reliability mark): Trn2 from the AWS
-Neuron tutorials (Llama 3.3 70B and 3.1 405B on a trn2.48xlarge at TP 64 logical cores = 16
-chips; Llama 3.1 8B on vLLM Neuron), Trn1 from the Neuron performance tables, H100 from
-TensorRT-LLM and NVIDIA NIM. A row of one request at a time is modelled with
-:func:`tlm.inference.estimate` on the hardware file of its system, its model, tensor
-parallelism, batch, prompt and output and its formats. A row measured under load - a request
-rate, or more than one request in flight - is simulated
-(:func:`tlm.inference.serving.simulate` on the row's :class:`~tlm.inference.Engine`: Poisson
-arrivals at the rate, or the published closed loop of clients, batched as the source's stack
-does, :data:`STACKS`) and the row's statistic taken. A TPOT the tool divides by its own count
-of output tokens uses that count (``counted_output_tokens``). What a source does not give is
-ASSUMED (:data:`ASSUMED`, docs/validation.md).
-
-**Which rows.** Latencies - TTFT, TPOT, end-to-end - of plain decoding, and of speculative
-decoding where they do not need an acceptance rate (a TTFT holds the draft's prefill) or the
-source publishes one (its mean acceptance length); the output tokens/s of a run under a
-published load (its serving simulation); and the throughputs of TensorRT-LLM's
-maximum-throughput benchmark (``trtllm-bench throughput``: sources :data:`MAX_THROUGHPUT`),
-each one offline run (:func:`_offline`: every request at time 0, the batch limits of
-trtllm-bench's public heuristic, :func:`trtllm_bench_limits`, and the runtime's default
-admission, whole-request KV reservation). Not modelled, each reported with
-the reason (:attr:`InferenceValidation.skipped`): rows of a system without fitted costs
-(trn1), speculative rows that need an acceptance rate the source does not publish, MLPerf's
-throughputs (the layout and the length distribution are not published), formats the model
-does not have (FP8 in the MLPs only).
-
-**What is fitted.** Per system, the four named fixed costs (:class:`tlm.inference.FixedCosts`):
-``step_fixed_s`` (each iteration: the runtime's launch, sampling, the host's scheduler),
-``collective_fixed_s`` (each collective call), ``collective_bandwidth_factor`` (the fraction
-of the modelled link bandwidth the runtime's collectives reach: the collectives suite measures
-0.34 for Neuron's all-reduce on trn2 against the same model) and ``request_fixed_s`` (each
-request, outside the iterations: the serving stack's receiving and tokenising of it and the
-return of its first token; in the TTFT and end-to-end latency only). The model of one request
-is exactly linear in the three costs; it is solved for them by non-negative least squares of
-the relative error on the :data:`FIT` rows - each chosen for the figure it isolates - for each
-factor of a grid, and the factor with the least fit error kept; rows under load enter by a
-fixed-point iteration over their ratio to one request (:func:`_fit`). Every other row is
-judged: its error ``model / published - 1``; mean and max over the judged rows. The fitted
-figures are what ``tlm/inference/data/fixed_costs.toml`` ships (a test checks they agree); the
-**bare** column (``shipped``) is the model without them - no fixed cost, collectives at the
-modelled bandwidth, under the same load - which is what a per-operator roofline estimator says.
+The published measurements are ``tlm/validation/inference.toml`` (one ``[[row]]`` per published
+number, each with its source, settings and a reliability mark: Trn2 from the AWS Neuron
+tutorials and vLLM Neuron, Trn1 from the Neuron tables, H100 from TensorRT-LLM and NVIDIA NIM).
+A row of one request is modelled with :func:`tlm.inference.estimate`; a row under a published
+load is simulated (:func:`tlm.inference.serving.simulate`, the stack's batching:
+:data:`STACKS`); TensorRT-LLM's maximum-throughput rows are offline runs at trtllm-bench's
+limits (:func:`trtllm_bench_limits`). Rows the model cannot hold are reported with their
+reason. Per system the four named fixed costs (:class:`tlm.inference.FixedCosts`) are fitted by
+non-negative least squares of the relative error on the :data:`FIT` rows, each chosen for the
+figure it isolates; every other row is judged (``model / published - 1``, mean and max). The
+fitted figures are what ``tlm/inference/data/fixed_costs.toml`` ships (a test checks they
+agree). Which rows, the fit and every row's error: docs/validation.md.
 
 Examples
 --------
