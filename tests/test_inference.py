@@ -434,11 +434,11 @@ def test_the_collective_bandwidth_factor_prices_each_collective_at_bytes_over_it
         ),
         (
             lambda: Engine.build("llama3-8b", "trn2", "server", fmt="fp4"),
-            "fmt must be one of bf16, fp8, not 'fp4'",
+            "fmt must be one of bf16, fp8_e4m3, not 'fp4'",
         ),
         (
             lambda: Engine.build("llama3-8b", "trn2", "server", kv_fmt="int8"),
-            "kv_fmt must be one of bf16, fp8, not 'int8'",
+            "kv_fmt must be one of bf16, fp8_e4m3, not 'int8'",
         ),
         (
             lambda: Engine.build("llama3-8b", "trn2", "megaserver"),

@@ -77,7 +77,8 @@ def test_an_interrupted_search_resumes_and_local_dask_agrees(tmp_path):
         ({"prompt": 0}, "prompt must be an integer >= 1"),
         ({"rate_per_s": -1.0}, "rate_per_s must be a number > 0"),
         ({"batches": (0,)}, "batches must be integers >= 1"),
-        ({"fmts": ("int4",)}, "fmts must be formats of bf16, fp8"),
+        ({"fmts": ("int4",)}, "fmts must be one of bf16, fp8_e4m3, not 'int4'"),
+        ({"kv_fmts": ()}, "kv_fmts must be formats of bf16, fp8_e4m3"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
@@ -184,6 +185,6 @@ def test_the_study_names_the_layout_flags(args, message, capsys):
 
 def test_a_format_the_chip_lacks_names_the_formats_flag(capsys):
     """The model's error names its field; the study maps it to --formats."""
-    argv = ["infer-search", "--model", "llama3-8b", "--hardware", "a100", "--formats", "fp8"]
+    argv = ["infer-search", "--model", "llama3-8b", "--hardware", "a100", "--formats", "fp8_e4m3"]
     assert main([*argv, "--scheduler", "inline"]) == 2
-    assert capsys.readouterr().err.startswith("trnsim infer-search: error: --formats: 'fp8'")
+    assert capsys.readouterr().err.startswith("trnsim infer-search: error: --formats: 'fp8_e4m3'")

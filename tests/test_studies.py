@@ -799,6 +799,32 @@ def test_same_flags_for_the_same_things():
     assert chip == CHIP_STUDIES and hardware == HARDWARE_STUDIES
 
 
+def test_every_format_is_named_as_tlm_formats_names_it():
+    """A number format has one name on the front door: every input that takes formats
+    (``--format``, ``--kv-format``, ``--formats``, ``--gradients-format``...) allows only
+    names of :data:`tlm.formats.FORMATS`."""
+    import typing
+
+    from tlm.formats import FORMATS
+
+    def names(annotation):
+        args = typing.get_args(annotation)
+        if typing.get_origin(annotation) is typing.Literal:
+            return set(args)
+        return set().union(*map(names, args)) if args else set()
+
+    seen = 0
+    for s in STUDIES.values():
+        for name, field in s.inputs.model_fields.items():
+            if not name.endswith(("format", "formats")):
+                continue
+            extra = field.json_schema_extra or {}
+            allowed = set(extra.get("choices", ())) | names(field.annotation)
+            assert allowed and allowed <= set(FORMATS), (s.name, name, allowed - set(FORMATS))
+            seen += 1
+    assert seen >= 12
+
+
 def test_no_old_spelling_is_left():
     """The old names of renamed inputs are no input's name, and each is taken only where it
     names what it used to (--preset is the hardware's old name on a hardware file only)."""
@@ -1079,10 +1105,10 @@ def test_a_typed_list_names_the_bad_item(odd_study, argv, message, capsys):
 
 
 def test_old_flags_run_as_the_new_ones(capsys):
-    """infer's --preset, --dtype and --kv-dtype are --hardware, --format and --kv-format, each
-    with one warning; the contract is the new one's."""
+    """infer's --preset, --dtype and --kv-dtype are --hardware, --format and --kv-format, and
+    its format fp8 is fp8_e4m3, each with one warning; the contract is the new one's."""
     base = ["infer", *QUICK["infer"], "--json"]
-    new = _run([*base, "--hardware", "trn2", "--format", "fp8", "--kv-format", "bf16"], capsys)
+    new = _run([*base, "--hardware", "trn2", "--format", "fp8_e4m3", "--kv-format", "bf16"], capsys)
     assert main([*base, "--preset", "trn2", "--dtype", "fp8", "--kv-dtype", "bf16"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == new
@@ -1090,8 +1116,10 @@ def test_old_flags_run_as_the_new_ones(capsys):
         "trnsim infer: warning: --preset is deprecated; use --hardware\n"
         "trnsim infer: warning: --dtype is deprecated; use --format\n"
         "trnsim infer: warning: --kv-dtype is deprecated; use --kv-format\n"
+        "trnsim infer: warning: --format fp8 is deprecated; use --format fp8_e4m3\n"
     )
-    assert new["inputs"]["hardware"] == "trn2" and new["inputs"]["format"] == "fp8"
+    assert new["inputs"]["hardware"] == "trn2" and new["inputs"]["format"] == "fp8_e4m3"
+
     for name, old, flag_now in (
         ("cost", ["--preset", "h100"], "--hardware"),
         ("train", ["--gemm-format", "fp8_e4m3"], "--format"),
@@ -1119,6 +1147,35 @@ def test_old_config_keys_run_as_the_new_ones(capsys, tmp_path):
         f"trnsim train: warning: preset in {path} is deprecated; use hardware\n"
         f"trnsim train: warning: gemm_format in {path} is deprecated; use format\n"
     )
+
+
+def test_old_format_spellings_run_as_the_new_ones(capsys, tmp_path):
+    """fp8, the inference studies' old name of fp8_e4m3, is taken from a flag, a list's item
+    and a config file with one warning each; the contract shows fp8_e4m3."""
+    path = tmp_path / "old.toml"
+    path.write_text('kv_format = "fp8"\n')
+    out = _run(["infer", *QUICK["infer"], "--config", str(path), "--json"], capsys)
+    assert out["inputs"]["kv_format"] == "fp8_e4m3"
+    path.write_text('study = "infer"\nkv_format = "fp8"\n')  # a run's inputs are in [inputs]
+    assert main(["infer", "--config", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"trnsim infer: error: --config: {str(path)!r} has 'kv_format'; allowed: a run's keys "
+        "(inputs, results, series, study, version)\n"
+    )
+    argv = ["infer-search", *QUICK["infer-search"], "--json"]
+    new = _run([*argv, "--formats", "bf16,fp8_e4m3", "--kv-formats", "fp8_e4m3"], capsys)
+    assert main([*argv, "--formats", "bf16,fp8", "--kv-formats", "fp8"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == new and new["inputs"]["formats"] == ["bf16", "fp8_e4m3"]
+    assert {row["format"] for row in new["series"]} <= {"bf16", "fp8_e4m3"}
+    assert err == (
+        "trnsim infer-search: warning: --formats fp8 is deprecated; use --formats fp8_e4m3\n"
+        "trnsim infer-search: warning: --kv-formats fp8 is deprecated; use --kv-formats "
+        "fp8_e4m3\n"
+    )
+    with pytest.warns(DeprecationWarning, match="format fp8 is deprecated; use format fp8_e4m3"):
+        report = run_study("infer", model="llama3.3-70b", tp=16, format="fp8")
+    assert report.inputs.format == "fp8_e4m3"
 
 
 def test_preset_is_the_chip_and_hardware_the_hardware_file(capsys):
@@ -1161,7 +1218,7 @@ def test_a_saved_run_of_the_last_release_reruns(capsys, tmp_path):
     new = _run(["infer-search", *QUICK["infer-search"], "--json"], capsys)
     assert new["inputs"]["batches"] == [1, 8] and new["inputs"]["micro_batches"] == [1, "pp"]
     assert new["inputs"]["systems"] == ["server", "ultraserver"]
-    assert new["inputs"]["formats"] == ["bf16", "fp8"]
+    assert new["inputs"]["formats"] == ["bf16", "fp8_e4m3"]
     old = dict(new["inputs"])
     for name, text in (
         ("systems", "server,ultraserver"),
@@ -1171,14 +1228,15 @@ def test_a_saved_run_of_the_last_release_reruns(capsys, tmp_path):
     ):
         old[name] = text
     old["preset"] = old.pop("hardware")
-    old["dtypes"] = ",".join(old.pop("formats"))
-    old["kv_dtypes"] = ",".join(old.pop("kv_formats"))
+    old["dtypes"] = ",".join(old.pop("formats")).replace("fp8_e4m3", "fp8")  # its spellings
+    old["kv_dtypes"] = ",".join(old.pop("kv_formats")).replace("fp8_e4m3", "fp8")
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"study": "infer-search", "version": "0.1.0", "inputs": old}))
     assert main(["infer-search", "--config", str(path), "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == new
-    assert err.count("warning") == 3 and f"dtypes in {path} is deprecated; use formats" in err
+    assert err.count("warning") == 5 and f"dtypes in {path} is deprecated; use formats" in err
+    assert f"formats fp8 in {path} is deprecated; use formats fp8_e4m3" in err
     toml = tmp_path / "new.toml"
     assert main(["infer-search", "--config", str(path), "--out", str(toml)]) == 0
     capsys.readouterr()

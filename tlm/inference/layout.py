@@ -45,8 +45,10 @@ __all__ = [
 ]
 
 #: Formats of the weights and the GEMMs' inputs (``fmt``) and of the KV cache (``kv_fmt``),
-#: with the :mod:`tlm.formats` name each stores as: FP8 is the tensor engine's E4M3.
+#: with the :mod:`tlm.formats` name each stores as: FP8 is the tensor engine's E4M3. Either
+#: name is taken (:func:`check_format`); the model keys its costs by the first.
 FORMATS = {"bf16": "bf16", "fp8": "fp8_e4m3"}
+_BY_FORMAT_NAME = {name: key for key, name in FORMATS.items()}
 #: Activations between operators stay in BF16 in HBM (an FP8 GEMM quantises its input on the
 #: way in): the format of hidden states, Q/K/V, attention outputs and collectives.
 ACTIVATION_FORMAT = "bf16"
@@ -77,14 +79,18 @@ class InferenceInputError(ValueError):
 
 
 def weight_bytes_per_element(fmt: str) -> float:
-    """Bytes of one weight in ``fmt`` (``bf16`` or ``fp8``)."""
+    """Bytes of one weight in ``fmt`` (``bf16`` or ``fp8_e4m3``)."""
     return element_bytes(FORMATS[check_format("fmt", fmt)])
 
 
 def check_format(name: str, fmt) -> str:
-    if fmt not in FORMATS:
-        raise InferenceInputError(name, fmt, f"one of {', '.join(FORMATS)}")
-    return fmt
+    """The model's key (:data:`FORMATS`) of format ``fmt``, given by its key or by its
+    :mod:`tlm.formats` name (``fp8_e4m3`` is ``fp8``); :class:`InferenceInputError` if the
+    model has no such format."""
+    key = _BY_FORMAT_NAME.get(fmt, fmt) if isinstance(fmt, str) else fmt
+    if key not in FORMATS:
+        raise InferenceInputError(name, fmt, f"one of {', '.join(FORMATS.values())}")
+    return key
 
 
 def as_model(model) -> Model:
@@ -264,13 +270,16 @@ class ReplicaSpec:
                 "micro_batches", mb, "1 when pp is 1 (micro-batches fill pipeline stages)"
             )
         check_layout(model, self.chips_available, self.tp, self.pp, self.ep, self.dp_attention)
-        check_format("fmt", self.fmt)
-        check_format("kv_fmt", self.kv_fmt)
+        given = self.fmt
+        object.__setattr__(self, "fmt", check_format("fmt", self.fmt))
+        object.__setattr__(self, "kv_fmt", check_format("kv_fmt", self.kv_fmt))
         chip = costs_for(hw).formats()  # the GEMMs' format must be one the chip has
         have = [f for f in FORMATS if f in chip]
         if self.fmt not in have:
             raise InferenceInputError(
-                "fmt", self.fmt, f"one of {', '.join(have)} (the formats of {hw.name})"
+                "fmt",
+                given,
+                f"one of {', '.join(FORMATS[f] for f in have)} (the formats of {hw.name})",
             )
         for name in ("max_tokens", "block_tokens", "max_sequences"):
             n = getattr(self, name)

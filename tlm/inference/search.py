@@ -50,6 +50,7 @@ from .layout import (
     InferenceInputError,
     as_hardware,
     as_model,
+    check_format,
     check_layout,
     system_chips,
 )
@@ -379,8 +380,11 @@ def search(
         raise InferenceInputError("batches", batches, "integers >= 1")
     kv_fmts = tuple(fmts if kv_fmts is None else kv_fmts)
     for name, values in (("fmts", tuple(fmts)), ("kv_fmts", kv_fmts)):
-        if not values or any(v not in FORMATS for v in values):
-            raise InferenceInputError(name, values, f"formats of {', '.join(FORMATS)}")
+        if not values:
+            raise InferenceInputError(name, values, f"formats of {', '.join(FORMATS.values())}")
+        for value in values:
+            check_format(name, value)
+    fmts, kv_fmts = (tuple(check_format("", v) for v in vs) for vs in (fmts, kv_fmts))
     expert_layouts = tuple(expert_layouts)
     if not expert_layouts or any(x not in EXPERT_LAYOUTS for x in expert_layouts):
         raise InferenceInputError(

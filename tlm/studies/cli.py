@@ -180,6 +180,9 @@ def inputs_from(study: Study, args: argparse.Namespace) -> dict:
             )
         _warn(study, flag(old), flag(new))
         given[new] = given.pop(old)
+    given, respelled = rename_deprecated(study.inputs, given)  # the names are new by now
+    for old, new in respelled:  # "name value": as "--name value"
+        _warn(study, *(flag(n) + " " + v for n, v in (p.split(" ", 1) for p in (old, new))))
     for name in fields:
         if name not in given:
             continue

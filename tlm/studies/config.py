@@ -30,6 +30,10 @@ __all__ = ["load_config", "dumps_toml", "write_output"]
 _KINDS = "a .toml file of inputs, or a .json run contract (trnsim ... --out run.json)"
 
 
+#: The keys of a saved run (:meth:`tlm.studies.protocol.Report.to_dict`).
+_RUN_KEYS = {"study", "version", "inputs", "results", "series"}
+
+
 def load_config(path: str, study: str) -> dict:
     """The inputs in config file ``path`` for ``study`` (field name -> value).
 
@@ -53,6 +57,11 @@ def load_config(path: str, study: str) -> dict:
     named = data.get("study")
     if named is not None and named != study:
         raise InputError("config", path, f"a config of trnsim {study}", f"is for {named!r}")
+    stray = sorted(set(data) - _RUN_KEYS) if named is not None else []
+    if stray:  # a run (it names its study) keeps its inputs in its inputs table
+        raise InputError(
+            "config", path, f"a run's keys ({', '.join(sorted(_RUN_KEYS))})", f"has {stray[0]!r}"
+        )
     inputs = data.get("inputs", data if named is None else {})
     if not isinstance(inputs, dict):
         raise InputError("config", path, _KINDS, "has an 'inputs' that is not a table")

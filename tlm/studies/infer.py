@@ -53,10 +53,12 @@ from .protocol import (
     register,
 )
 
-__all__ = ["ReplicaInputs", "InferInputs", "InferResults", "PhaseRow", "infer_study"]
+__all__ = ["OLD_FORMATS", "ReplicaInputs", "InferInputs", "InferResults", "PhaseRow", "infer_study"]
 
-#: The formats a replica may run in (:data:`tlm.inference.FORMATS`).
-_FORMATS = tuple(FORMATS)
+#: The formats a replica may run in: the :mod:`tlm.formats` names of
+#: :data:`tlm.inference.FORMATS`; ``fp8`` is the old spelling of ``fp8_e4m3``.
+_FORMATS = tuple(FORMATS.values())
+OLD_FORMATS = {key: name for key, name in FORMATS.items() if key != name}
 #: The estimate's argument names -> this study's inputs.
 _RENAMED = {"fmt": "format", "kv_fmt": "kv_format"}
 _PART_INPUT = {"weights": "tp", "activations": "prompt", "KV cache": "batch"}
@@ -68,6 +70,7 @@ class ReplicaInputs(Inputs):
     ``trnsim serve``)."""
 
     deprecated = {**HARDWARE_DEPRECATED, "dtype": "format", "kv_dtype": "kv_format"}
+    deprecated_values = {"format": OLD_FORMATS, "kv_format": OLD_FORMATS}
 
     model: str = Field(
         "llama3.1-405b",
@@ -239,8 +242,8 @@ class InferInputs(ReplicaInputs):
             raise InputError(
                 field,
                 getattr(self, field),
-                "a replica that fits the chip's HBM (more tp or pp, --format fp8, "
-                "--kv-format fp8, a smaller --batch, --prompt or --output)",
+                "a replica that fits the chip's HBM (more tp or pp, --format fp8_e4m3, "
+                "--kv-format fp8_e4m3, a smaller --batch, --prompt or --output)",
                 f"does not fit: {error}",
             ) from None
         except InferenceInputError as error:

@@ -39,6 +39,7 @@ from ..inference.search import (
 )
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
+from .infer import OLD_FORMATS
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import (
     PLOT_ALLOWED,
@@ -66,6 +67,7 @@ class InferSearchInputs(SweepInputs):
     """Inputs of ``trnsim infer-search``."""
 
     deprecated = {**HARDWARE_DEPRECATED, "dtypes": "formats", "kv_dtypes": "kv_formats"}
+    deprecated_values = {"formats": OLD_FORMATS, "kv_formats": OLD_FORMATS}
 
     model: str = Field(
         "llama3.1-405b",
@@ -90,13 +92,13 @@ class InferSearchInputs(SweepInputs):
         description="batches tried",
         json_schema_extra={"allowed": "a comma-separated list of integers >= 1"},
     )
-    formats: list[Literal[tuple(FORMATS)]] = Field(
-        default_factory=lambda: list(FORMATS),
+    formats: list[Literal[tuple(FORMATS.values())]] = Field(
+        default_factory=lambda: list(FORMATS.values()),
         min_length=1,
         description="formats of the weights and GEMM inputs tried",
     )
-    kv_formats: list[Literal[tuple(FORMATS)]] = Field(
-        default_factory=lambda: list(FORMATS),
+    kv_formats: list[Literal[tuple(FORMATS.values())]] = Field(
+        default_factory=lambda: list(FORMATS.values()),
         min_length=1,
         description="formats of the KV cache tried",
     )
@@ -200,8 +202,8 @@ class InferSearchResults(Results):
 def _config(row: dict) -> ConfigRow:
     return ConfigRow(
         **{k: row[k] for k in ConfigRow.model_fields if k in row},
-        format=row["fmt"],
-        kv_format=row["kv_fmt"],
+        format=FORMATS[row["fmt"]],
+        kv_format=FORMATS[row["kv_fmt"]],
     )
 
 

@@ -349,10 +349,13 @@ class Inputs(BaseModel):
 
     ``deprecated`` maps an input's old name to its name now (``{"dtype": "format"}``): the old
     name is still taken, for one release, as a flag, a config file's key or a keyword of
-    :func:`run_study`, each time with a warning (:func:`rename_deprecated`)."""
+    :func:`run_study`, each time with a warning (:func:`rename_deprecated`).
+    ``deprecated_values`` likewise maps an input to its values' old spellings and their
+    spellings now (``{"format": {"fp8": "fp8_e4m3"}}``), an item of a list included."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
     deprecated: ClassVar[dict[str, str]] = {}
+    deprecated_values: ClassVar[dict[str, dict[str, str]]] = {}
 
     def resolve(self) -> Inputs:
         """These inputs with every default filled in and every combination checked (raise
@@ -584,7 +587,9 @@ def rename_deprecated(
     inputs: type[Inputs], values: dict, where: str = ""
 ) -> tuple[dict, list[tuple[str, str]]]:
     """``values`` with each deprecated name (:attr:`Inputs.deprecated`) replaced by the
-    input's name now, and the ``(old, new)`` pairs replaced, for the caller to warn of.
+    input's name now, and each deprecated value (:attr:`Inputs.deprecated_values`) by its
+    spelling now; and the ``(old, new)`` pairs replaced (a value as ``"name value"``), for
+    the caller to warn of.
 
     Raises
     ------
@@ -595,9 +600,10 @@ def rename_deprecated(
     --------
     >>> class Old(Inputs):
     ...     deprecated = {"dtype": "format"}
+    ...     deprecated_values = {"format": {"fp8": "fp8_e4m3"}}
     ...     format: str = "bf16"
     >>> rename_deprecated(Old, {"dtype": "fp8", "seed": 1})
-    ({'format': 'fp8', 'seed': 1}, [('dtype', 'format')])
+    ({'format': 'fp8_e4m3', 'seed': 1}, [('dtype', 'format'), ('format fp8', 'format fp8_e4m3')])
     """
     renamed = [(old, new) for old, new in inputs.deprecated.items() if old in values]
     for old, new in renamed:
@@ -609,7 +615,21 @@ def rename_deprecated(
                 f"is given beside {new}{where}",
             )
     new_name = dict(renamed)
-    return {new_name.get(k, k): v for k, v in values.items()}, renamed
+    values = {new_name.get(k, k): v for k, v in values.items()}
+    for name, spelled in inputs.deprecated_values.items():
+        if name not in values:
+            continue
+        value = values[name]
+        items = value.split(",") if isinstance(value, str) and "," in value else value
+        if isinstance(items, list | tuple):
+            old = [v for v in items if isinstance(v, str) and v.strip() in spelled]
+            new = [spelled.get(v.strip(), v) if isinstance(v, str) else v for v in items]
+            values[name] = ",".join(new) if isinstance(value, str) else type(items)(new)
+        else:
+            old = [value] if isinstance(value, str) and value in spelled else []
+            values[name] = spelled.get(value, value) if old else value
+        renamed += [(f"{name} {v.strip()}", f"{name} {spelled[v.strip()]}") for v in old]
+    return values, renamed
 
 
 def run_study(name: str, **values) -> Report:

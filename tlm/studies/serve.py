@@ -358,7 +358,8 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
             "max_batch" if run.rejected else "rate_per_s",
             inputs.max_batch if run.rejected else inputs.rate_per_s,
             "a fleet that completes a request: no request fits the replica's KV cache "
-            f"({engine.kv_capacity_tokens} tokens); more tp, --kv-format fp8 or shorter requests",
+            f"({engine.kv_capacity_tokens} tokens); more tp, --kv-format fp8_e4m3 or shorter "
+            "requests",
         )
     hw = engine.hardware
     money = token_economics(hw, run.chips, run.output_tokens_per_s)
