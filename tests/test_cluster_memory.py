@@ -343,3 +343,23 @@ def test_moe_activations_scale_with_top_k():
     more = dataclasses.replace(m, moe=dataclasses.replace(m.moe, top_k=16))
     per_copy = 2 * 2 * m.hidden + 2 * 3 * m.moe.expert_ffn
     assert float(layer_activation_bytes(more, "moe", **shape)) - base == 8 * 4096 * per_copy
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(tp=0), "tp must be a positive integer, not 0"),
+        (dict(zero=-1), "zero must be one of 0, 1, 2, 3, not -1"),
+        (dict(pp=2.5), "pp must be an integer or an array of integers, not 2.5"),
+        (dict(dp=True), "dp must be an integer or an array of integers, not True"),
+        (dict(sp="yes"), "sp must be a bool, not 'yes'"),
+        (dict(recompute=3), "recompute must be one of none, selective, full, not 3"),
+    ],
+)
+def test_a_layout_checks_its_scalars_when_made(kwargs, message):
+    """A scalar field is checked by the Layout itself, before any model sees it; a table's
+    rows are left to memory_per_chip to mark."""
+    with pytest.raises(ValueError) as info:
+        Layout(**kwargs)
+    assert str(info.value) == message
+    Layout(tp=np.array([0, 8]), recompute=np.array(["half", "full"]))  # a table: no error

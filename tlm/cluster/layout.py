@@ -2,8 +2,10 @@
 share, with one set of defaults.
 
 Each field is a scalar (one layout) or a numpy array (a table of layouts that broadcast
-together: a strategy search evaluates thousands at once); :func:`tlm.cluster.memory.
-memory_per_chip` checks them, naming the field, or marks the invalid rows of a table.
+together: a strategy search evaluates thousands at once). A scalar field is checked when the
+layout is made (``ValueError`` naming it); what depends on the model (tp dividing its heads...)
+:func:`tlm.cluster.memory.memory_per_chip` checks, naming the field, or marks the invalid
+rows of a table.
 
 Examples
 --------
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-__all__ = ["Layout", "LAYOUT_FIELDS"]
+import numpy as np
+
+__all__ = ["Layout", "LAYOUT_FIELDS", "RECOMPUTE"]
 
 
 @dataclass(frozen=True)
@@ -53,16 +57,44 @@ class Layout:
     recompute: object = "selective"
     interleave: object = 1
 
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if hasattr(value, "shape") and getattr(value, "ndim", 0):
+                continue  # a table's rows are marked, not raised on
+            if f.name == "sp":
+                ok, allowed = isinstance(value, bool | np.bool_), "a bool"
+            elif f.name == "recompute":
+                code = _is_integer(value) and 0 <= value < len(RECOMPUTE)
+                ok, allowed = value in RECOMPUTE or code, "one of " + ", ".join(RECOMPUTE)
+            elif isinstance(value, bool) or not _is_integer(value):
+                ok, allowed = False, "an integer or an array of integers"
+            elif f.name == "zero":
+                ok, allowed = 0 <= value <= 3, "one of 0, 1, 2, 3"
+            else:
+                ok, allowed = value >= 1, "a positive integer"
+            if not ok:
+                raise ValueError(f"{f.name} must be {allowed}, not {value!r}")
+
     def as_dict(self) -> dict:
         """The fields by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def chips_of(self, row: int | None = None) -> int:
         """Chips of one layout (``dp x tp x pp x cp``; ``row`` of a table)."""
-        import numpy as np
-
         chips = np.asarray(self.dp) * self.tp * self.pp * self.cp
         return int(chips if chips.ndim == 0 else chips.ravel()[row or 0])
+
+
+#: Recomputation choices, by name (an array of layouts may hold their codes: the index).
+RECOMPUTE = ("none", "selective", "full")
+
+
+def _is_integer(value) -> bool:
+    try:
+        return int(value) == value and not isinstance(value, str)
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 #: The fields of :class:`Layout`, in order.

@@ -57,7 +57,7 @@ from ..elementwise import (
 )
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import tp_allowed
-from .layout import LAYOUT_FIELDS, Layout
+from .layout import LAYOUT_FIELDS, RECOMPUTE, Layout
 
 __all__ = [
     "MemoryBreakdown",
@@ -70,8 +70,6 @@ __all__ = [
     "layer_activation_bytes",
 ]
 
-#: Recomputation modes, by their code in arrays.
-RECOMPUTE = ("none", "selective", "full")
 #: The parts of a chip's memory, in the order they are reported.
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "buffers")
 #: Memory the runtime keeps for itself (allocator slack, collective scratch, code):

@@ -472,17 +472,25 @@ def _every(model, chips, settings, fixed):
     return {k: np.concatenate([p[k] for p in parts]) for k in AXES}, cuts
 
 
-_EVERY: dict = {}
+@lru_cache(maxsize=1)
+def _every_once(model, chips: tuple, settings: tuple, fixed: tuple) -> dict:
+    """:func:`_every`'s layouts, kept for the next chunk of the same search."""
+    return _every(model, chips, settings, dict(fixed))[0]
+
+
+def _frozen(value):
+    """``value`` with every list a tuple (a cache key)."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 def _run_chunk(model, hw, chips, settings, fixed, start, stop):
     """One task: layouts ``start:stop`` of the search - enumerated again here (cheap, once
     per worker: only these few numbers travel to it) - with their results."""
-    key = (id(model), tuple(chips), settings, repr(sorted((fixed or {}).items())))
-    if key not in _EVERY or _EVERY[key][0] is not model:
-        _EVERY.clear()
-        _EVERY[key] = (model, _every(model, chips, settings, fixed)[0])
-    configs = {k: v[start:stop] for k, v in _EVERY[key][1].items()}
+    pinned = _frozen(sorted((fixed or {}).items()))
+    every = _every_once(model, tuple(chips), _frozen(settings), pinned)
+    configs = {k: v[start:stop] for k, v in every.items()}
     return {**configs, **evaluate(model, hw, configs, settings)}
 
 

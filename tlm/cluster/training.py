@@ -29,6 +29,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import numpy as np
 
@@ -157,24 +158,32 @@ def _backward_shapes(m, n, k):
     return (m, k, n), (k, n, m)
 
 
-#: Per-shape-class times already computed, by (model, costs, what, classes, sequence, format):
-#: a search meets the same few classes in every chunk, a single estimate in every call.
-_TIMES: dict = {}
+class _ArrayKey:
+    """An array as a cache key: equal by shape, dtype and bytes."""
+
+    __slots__ = ("array", "_key")
+
+    def __init__(self, array: np.ndarray):
+        self.array, self._key = array, (array.shape, array.dtype.str, array.tobytes())
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, _ArrayKey) and self._key == other._key
+
+
+@lru_cache(maxsize=4096)
+def _times(make, model, costs, *keys):
+    return make(model, costs, *(k.array if isinstance(k, _ArrayKey) else k for k in keys))
 
 
 def _cached(make, model, costs, *args):
-    """``make(model, costs, *args)``, kept by the arguments (an array by its bytes)."""
-    key = (make, id(model), id(costs)) + tuple(
-        (a.tobytes(), a.shape) if isinstance(a, np.ndarray) else a for a in args
-    )
-    hit = _TIMES.get(key)
-    if hit is not None and hit[0] is model and hit[1] is costs:
-        return hit[2]
-    value = make(model, costs, *args)
-    if len(_TIMES) > 4096:
-        _TIMES.clear()
-    _TIMES[key] = (model, costs, value)
-    return value
+    """``make(model, costs, *args)``, kept by the values of the arguments (an array by its
+    bytes): a search meets the same few shape classes in every chunk, a single estimate in
+    every call."""
+    keys = (_ArrayKey(a) if isinstance(a, np.ndarray) else a for a in args)
+    return _times(make, model, costs, *keys)
 
 
 def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, attention):

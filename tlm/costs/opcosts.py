@@ -43,6 +43,7 @@ import bisect
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -160,18 +161,17 @@ class _Table:
     log_efficiency: dict  # {"all"|"one": ln(efficiency) at the grid points, flat}
     uniform: bool  # every axis is consecutive powers of two
 
-
-#: A table's axes and grids as Python lists, by the table's identity (kept with it): the
-#: scalar path indexes them without numpy's per-item cost.
-_LISTS: dict = {}
+    @cached_property
+    def lists(self) -> tuple:
+        """The axes and each grid as Python lists: the scalar path indexes them without
+        numpy's per-item cost."""
+        grids = {c: g.tolist() for c, g in self.log_efficiency.items()}
+        return [a.tolist() for a in self.log_axes], grids
 
 
 def _as_lists(table: _Table, cores: str) -> tuple:
-    hit = _LISTS.get(id(table))
-    if hit is None or hit[0] is not table:
-        grids = {c: g.tolist() for c, g in table.log_efficiency.items()}
-        hit = _LISTS[id(table)] = (table, [a.tolist() for a in table.log_axes], grids)
-    return hit[1], hit[2][cores]
+    axes, grids = table.lists
+    return axes, grids[cores]
 
 
 def _interpolate(table: _Table, cores: str, m, n, k):
