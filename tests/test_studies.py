@@ -56,6 +56,7 @@ QUICK = {
 #: Figures named by what they count carry no unit suffix.
 COUNTS = {"n", "nodes", "packets", "instructions", "cycles", "node", "direction", "links"}
 COUNTS |= {"ranks", "count", "type", "algorithm"}  # collective: nccom-test's columns
+COUNTS |= {"ranks_per_chip", "runtime"}  # collective: where the ranks run, on what footing
 COUNTS |= {"failed_links", "detoured_transfers"}
 COUNTS |= {"rows", "judged_rows", "section", "role", "source"}
 COUNTS |= {"group", "values_bit_exact"}  # tp-step: the all-reduce's number, a yes or no

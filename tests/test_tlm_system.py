@@ -58,7 +58,7 @@ def test_trn3_switch_and_trn1():
     s = load_system("ultraserver", chip="trn3")
     assert s.torus is None and s.chips == 64 and len(s.links) == 128
     assert [s.links[i].name for i in s.path(3, 40)] == ["chip 3 up", "chip 40 down"]
-    assert load_system("server", chip="trn1").links[0].bandwidth_Bps == 192e9
+    assert load_system("server", chip="trn1").links[0].bandwidth_Bps == 96e9
 
 
 @pytest.mark.parametrize("name", ["trn2-server", "trn2-ultraserver"])

@@ -38,7 +38,8 @@ class ChipSpec:
 
     ``chip``, ``core``, ``tensor``, ``vector``, ``scalar``, ``gpsimd`` and ``published`` are
     namespaces of numbers (``spec.core.dma_engines``); ``cost`` (chip power and price, for the
-    cluster cost model) is one too, or None when the preset has no ``[cost]`` section;
+    cluster cost model) and ``collectives`` (the Neuron runtime's collective costs,
+    :mod:`tlm.collectives.runtime`) are too, or None when the preset has no such section;
     ``sources`` maps each figure's dotted name to its source keys, ``choices`` the figures set
     to a named alternative.
     """
@@ -55,6 +56,7 @@ class ChipSpec:
     sources: dict
     choices: dict
     cost: SimpleNamespace | None = None
+    collectives: SimpleNamespace | None = None
 
     @property
     def cores_per_hbm_stack(self) -> int:

@@ -121,6 +121,21 @@ class CostSection(FigureSection):
     capex_usd: Figure
 
 
+class CollectivesSection(FigureSection):
+    """What the Neuron runtime adds to a collective on this chip (:mod:`tlm.collectives.runtime`):
+    the default logical core size and the runtime's costs, fitted once per generation
+    (``tools/calibrate_collectives.py``). Optional: without it, collectives run one rank per
+    chip with no runtime costs."""
+
+    _integers = ("lnc",)
+
+    lnc: Figure
+    reduce_fixed_s: Figure
+    move_fixed_s: Figure
+    step_sync_s: Figure
+    dma_Bps: Figure
+
+
 #: The sections of a preset file and their schema.
 SECTIONS = {
     "chip": ChipSection,
@@ -134,7 +149,7 @@ SECTIONS = {
 
 
 #: Sections a preset may leave out (None in :class:`tlm.presets.ChipSpec` when absent).
-OPTIONAL_SECTIONS = {"cost": CostSection}
+OPTIONAL_SECTIONS = {"cost": CostSection, "collectives": CollectivesSection}
 
 
 class PresetFile(BaseModel):
@@ -153,6 +168,7 @@ class PresetFile(BaseModel):
     gpsimd: StreamEngineSection
     published: PublishedSection
     cost: CostSection | None = None
+    collectives: CollectivesSection | None = None
 
     @model_validator(mode="after")
     def _check_sources(self):

@@ -33,6 +33,7 @@ from ..collectives.algorithms import ALGORITHMS
 from ..collectives.flit import MAX_SENT_BYTES, VCS, FlitEngine, FlitEngineError, flit_links
 from ..collectives.flow import Flow
 from ..collectives.packets import ORDERS
+from ..collectives.runtime import Placement, PlacementError, RuntimeCosts
 from ..collectives.trace import write_collective_trace
 from ..formats import get_format
 from ..presets import PRESETS
@@ -176,6 +177,32 @@ class CollectiveInputs(PresetInputs):
         "transfer (each transfer's packets in a row) or packet (the queue's transfers take "
         "turns one packet each)",
     )
+    runtime: bool | None = Field(
+        None,
+        description="charge the Neuron runtime: nccom-test's ranks on the cores of each chip, "
+        "their DMA queues, and the per-operation and per-step costs of the chip preset's "
+        "[collectives], fitted to published runs (docs/collectives.md); off: one rank per "
+        "chip, links only",
+        json_schema_extra={"unset": "on when --ranks, --nodes or --lnc is given"},
+    )
+    ranks: int | None = Field(
+        None,
+        description="nccom-test -r: ranks on the first chips of each node, cores / lnc a chip",
+        json_schema_extra={
+            "allowed": "a multiple of nodes x ranks a chip, 2 or more",
+            "unset": "every rank of the system (without --runtime: one a chip)",
+        },
+    )
+    nodes: int | None = Field(
+        None,
+        description="nccom-test -N: the nodes the ranks are divided over",
+        json_schema_extra={"unset": "every node of the system"},
+    )
+    lnc: int | None = Field(
+        None,
+        description="logical core size: physical cores per rank",
+        json_schema_extra={"unset": "the chip preset's (trn2: 2; without --runtime: all cores)"},
+    )
     root: int = Field(0, description="the chip a broadcast starts from", ge=0)
     fail_links: list[str] = Field(
         default_factory=list,
@@ -194,7 +221,12 @@ class CollectiveInputs(PresetInputs):
 
     def resolve(self) -> CollectiveInputs:
         chip = self.spec.name if self.spec.name in PRESETS else None
-        system = self.system_graph(chip)
+        placement = self._placement(self.system_graph(chip))
+        if placement != (self.runtime, self.ranks, self.nodes, self.lnc):
+            runtime, ranks, nodes, lnc = placement
+            update = {"runtime": runtime, "ranks": ranks, "nodes": nodes, "lnc": lnc}
+            return self.model_copy(update=update).resolve()
+        system = self.run_system(chip)
         if self.root >= system.chips:
             raise InputError("root", self.root, f"a chip of {system.name}: 0..{system.chips - 1}")
         if self.root and self.op != "broadcast":
@@ -277,6 +309,58 @@ class CollectiveInputs(PresetInputs):
         """The system these inputs name, without the failed links (:func:`system_input`)."""
         return system_input(self.system, chip, self.fail_links)
 
+    def _placement(self, system) -> tuple:
+        """``(runtime, ranks, nodes, lnc)`` resolved: with the runtime, nccom-test's placement
+        (:meth:`Placement.of <tlm.collectives.runtime.Placement.of>`); without, one rank a
+        chip of the whole system (other values refused)."""
+        given = {"ranks": self.ranks, "nodes": self.nodes, "lnc": self.lnc}
+        runtime = self.runtime
+        if runtime is None:
+            runtime = any(v is not None for v in given.values())
+        if not runtime:
+            one = {"ranks": system.chips, "nodes": system.nodes, "lnc": int(self.spec.chip.cores)}
+            for name, value in given.items():
+                if value is not None and value != one[name]:
+                    raise InputError(
+                        name, value, f"{one[name]} without --runtime (one rank a chip, links only)"
+                    )
+            return False, one["ranks"], one["nodes"], one["lnc"]
+        if self.spec.collectives is None:
+            raise InputError(
+                "runtime", True, "off for a chip preset with no [collectives] (runtime costs)"
+            )
+        try:
+            where = Placement.of(system, self.spec, **given)
+        except PlacementError as error:
+            raise InputError(error.field, error.value, error.allowed) from None
+        lnc = int(self.spec.chip.cores) // where.ranks_per_chip
+        return True, where.ranks, where.nodes, lnc
+
+    def run_system(self, chip=None):
+        """What the schedules run between (resolved inputs): the system's chips, or with the
+        runtime its ranks (:class:`tlm.collectives.runtime.RankSystem`)."""
+        system = self.system_graph(chip)
+        if not self.runtime:
+            return system
+        if self.engine == "flit":
+            raise InputError(
+                "engine",
+                self.engine,
+                "analytic or flow with --runtime (the flit engine runs one rank a chip, links "
+                "only)",
+            )
+        if self.root:
+            raise InputError("root", self.root, "0 with --runtime")
+        return _rank_system(system, self.spec, self.ranks, self.nodes, self.lnc)
+
+
+def _rank_system(system, spec, ranks, nodes, lnc):
+    """The ranks of a (checked) placement on ``system``, kept with it."""
+    where = Placement.of(system, spec, ranks, nodes, lnc)
+    key = ("ranks", where)
+    costs = RuntimeCosts.of(spec)
+    return system.cached(key, lambda: where.rank_system(system, costs))
+
 
 def system_input(spec: str, chip=None, fail_links=()):
     """The system a ``--system`` input names (:func:`tlm.system.load_system`), without the
@@ -345,8 +429,13 @@ class CollectiveResults(Results):
 
     ranks: int
     nodes: int
+    ranks_per_chip: int
     links: int
-    step_fixed_s: float = Field(description="the system preset's fixed cost per step")
+    step_fixed_s: float = Field(
+        description="fixed cost per step: the runtime's with --ranks, else the system preset's"
+    )
+    op_fixed_s: float = Field(description="the runtime's cost per operation (0 without --ranks)")
+    runtime: str = Field(description="where the runtime costs come from (none: links only)")
     failed_links: str = Field(description="the failed links (chip pairs), or none")
     detoured_transfers: int = Field(
         description="transfers of the schedules used whose route goes round a failed link"
@@ -357,7 +446,9 @@ class CollectiveResults(Results):
 def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
     """Time the operation at every size with the chosen engine."""
     chip = inputs.spec.name if inputs.spec.name in PRESETS else None
-    system = inputs.system_graph(chip)
+    system = inputs.run_system(chip)
+    runtime = getattr(system, "costs", None)
+    op_fixed = runtime.fixed_s(inputs.op) if runtime is not None else 0.0
     fmt = get_format(inputs.format)
     itemsize = fmt.dtype.itemsize
     sizes = np.array(parse_sizes(inputs.sizes), dtype=np.int64)
@@ -381,7 +472,7 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
             )
         factor[name] = schedule.send_factor()
         pick = np.array([n == name for n in names])
-        times[pick] = cost.time_s(sizes[pick], itemsize)
+        times[pick] = op_fixed + cost.time_s(sizes[pick], itemsize)
     points = []
     for size, name, time_s in zip(sizes.tolist(), names, times.tolist(), strict=True):
         algbw = size / time_s
@@ -399,9 +490,14 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
     results = CollectiveResults(
         ranks=system.chips,
         nodes=system.nodes,
+        ranks_per_chip=getattr(system, "ranks_per_chip", 1),
         links=len(system.links),
         step_fixed_s=system.step_fixed_s,
-        failed_links=", ".join(f"{a}-{b}" for a, b in system.failed) or "none",
+        op_fixed_s=op_fixed,
+        runtime=(
+            f"the {inputs.spec.name} preset's [collectives]" if runtime is not None else "none"
+        ),
+        failed_links=", ".join(f"{a}-{b}" for a, b in _chips(system).failed) or "none",
         detoured_transfers=sum(
             detours(build(n, inputs.op, system, inputs.root), system) for n in dict.fromkeys(names)
         ),
@@ -420,6 +516,11 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
         chunk = float(cost.chunk_bytes(sizes[largest : largest + 1], itemsize)[0])
         write_collective_trace(flow, chunk, inputs.trace)
     return results
+
+
+def _chips(system):
+    """The system of chips under a rank system (the system itself otherwise)."""
+    return getattr(system, "chips_system", system)
 
 
 def detours(schedule, system) -> int:
@@ -466,15 +567,15 @@ def plot_series(runs, title: str, path) -> Path:
 def schedules(inputs: CollectiveInputs, results: CollectiveResults):
     """Per algorithm used: its steps, transfers and bus factor."""
     chip = inputs.spec.name if inputs.spec.name in PRESETS else None
-    system = inputs.system_graph(chip)
+    system = inputs.run_system(chip)
     rows = []
     for name in dict.fromkeys(p.algorithm for p in results.series):
         s = build(name, inputs.op, system, inputs.root)
         transfers = sum(len(step.transfers) for step in s.steps)
         row = (name, len(s.steps), transfers, s.chunks, round(s.send_factor(), 4))
-        rows.append(row + ((detours(s, system),) if system.failed else ()))
+        rows.append(row + ((detours(s, system),) if _chips(system).failed else ()))
     columns = ("algorithm", "steps", "transfers", "chunks", "busbw / algbw")
-    if system.failed:
+    if _chips(system).failed:
         columns += (f"round {results.failed_links}",)
     return [(f"schedules of {inputs.op} on {system.name}", columns, rows)]
 
