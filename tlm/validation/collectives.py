@@ -1,49 +1,53 @@
 """The collective model against published nccom-test measurements (``collectives.toml``).
 
-Each section of the data file is one published sweep. The model runs every row with the
-system, operation, format and algorithm the section names (the published algorithm mapped to
-the model's), on the chosen engine, giving the **shipped** time: the presets as they are, no
-parameter touched. Then two parameters are **calibrated** per section, each physical and named:
-
-* ``op_fixed_s`` - a fixed cost per operation, beyond the schedule's per-step costs (the
-  runtime's launch and synchronisation; the presets have none);
-* ``bandwidth_factor`` - the bandwidth transfers achieve over the links' preset figures (DMA
-  and protocol efficiency; 1 in the presets).
-
-Each row's time splits into the schedule's fixed part ``F`` (its time with empty chunks) and
-its bandwidth part ``B`` (the rest), so the calibrated time is
-``op_fixed_s + F + B / bandwidth_factor``. The two parameters are solved from the section's two
-``fit`` rows (the smallest and the largest size), and every other row is **judged**: its error
-is reported, and the mean and max over the judged rows. A row's error is
-``model / measured - 1``.
+Each section of the data file is one published sweep: the command, the chip generation
+(``platform``) whose calibration it belongs to, the system, ranks, nodes and logical core size
+it ran with, and the reading where the docs are silent. Every row runs **as shipped**: the
+schedule over the ranks (:class:`tlm.collectives.runtime.RankSystem`) with the runtime costs of
+the platform's chip preset (``[collectives]``), which ``tools/calibrate_collectives.py`` fitted
+once per platform on the rows marked ``fit`` (at most a third of the platform's rows, checked on
+load) - so the figures judged are the figures ``trnsim collective`` gives. A row's error is
+``model / measured - 1``; :func:`summary` gives the mean and max over the fit and the judged
+rows of each platform. Published tables the model cannot express are listed with the reason.
 
 Examples
 --------
 >>> sections = validate()
->>> [s.name.split(":")[0] for s in sections]
-['trn2', 'trn1']
->>> s = sections[0]
->>> round(s.op_fixed_s * 1e6, 1), round(s.bandwidth_factor, 3)
-(295.9, 0.335)
+>>> sorted({s.platform for s in sections})
+['trn1', 'trn2']
+>>> len(load_file().unexpressed) > 0
+True
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..collectives import ALGORITHMS, Analytic, build
+from ..collectives import ALGORITHMS, Analytic, build, choose
 from ..collectives.flow import Flow
+from ..collectives.runtime import RUNTIME_FIGURES, Placement, RankSystem, RuntimeCosts
 from ..formats import get_format
+from ..presets import load_preset
 from ..system import load_system
 from .row import CollectiveDetail, ValidationRow
 
-__all__ = ["ENGINES", "SectionResult", "load_file", "validate"]
+__all__ = [
+    "ENGINES",
+    "SectionResult",
+    "calibrate",
+    "load_file",
+    "row_times",
+    "summary",
+    "validate",
+]
 
 #: Engines a validation may run.
 ENGINES = ("analytic", "flow")
@@ -59,6 +63,7 @@ class PublishedRow(_Strict):
     size_bytes: int = Field(ge=1)
     time_us: float = Field(gt=0)
     algorithm: str = ""
+    fit: bool = False
     source: str
 
 
@@ -66,45 +71,69 @@ class Section(_Strict):
     """One published sweep and how the model runs it."""
 
     name: str
+    command: str
+    platform: str
     system: str
-    ranks_per_chip: int = Field(ge=1)
+    ranks: int = Field(ge=2)
+    nodes: int = Field(ge=1)
+    lnc: int = Field(ge=1)
     op: Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "permute"]
     format: str
+    statistic: Literal["p50", "avg"]
+    reading: str
     algorithms: dict[str, str]
-    fit: list[int] = Field(min_length=2, max_length=2)
-    rows: list[PublishedRow] = Field(min_length=3)
+    rows: list[PublishedRow] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _check(self):
-        sizes = [r.size_bytes for r in self.rows]
-        for size in self.fit:
-            if size not in sizes:
-                raise ValueError(f"fit must name sizes of the rows, not {size}")
         for row in self.rows:
             if row.algorithm not in self.algorithms:
                 raise ValueError(
                     f"algorithms must map every row's algorithm, not miss {row.algorithm!r}"
                 )
         for model in self.algorithms.values():
-            if model not in ALGORITHMS:
-                raise ValueError(f"algorithms must map to {', '.join(ALGORITHMS)}, not {model!r}")
+            if model != "auto" and model not in ALGORITHMS:
+                raise ValueError(
+                    f"algorithms must map to auto or {', '.join(ALGORITHMS)}, not {model!r}"
+                )
         get_format(self.format)
         return self
+
+
+class Unexpressed(_Strict):
+    """A published table the model cannot run yet, and why."""
+
+    name: str
+    command: str
+    rows: int = Field(ge=1)
+    source: str
+    why: str
 
 
 class ValidationFile(_Strict):
     sources: dict[str, str]
     section: list[Section]
+    unexpressed: list[Unexpressed] = []
 
     @model_validator(mode="after")
     def _check(self):
-        for section in self.section:
-            for row in section.rows:
-                if row.source not in self.sources:
-                    raise ValueError(f"source must be a key of [sources], not {row.source!r}")
+        cited = [r.source for s in self.section for r in s.rows]
+        cited += [u.source for u in self.unexpressed]
+        for source in cited:
+            if source not in self.sources:
+                raise ValueError(f"source must be a key of [sources], not {source!r}")
+        for platform in {s.platform for s in self.section}:
+            rows = [r for s in self.section if s.platform == platform for r in s.rows]
+            fit = sum(r.fit for r in rows)
+            if not 0 < 3 * fit <= len(rows):
+                raise ValueError(
+                    f"fit rows of {platform} must be 1 to a third of its {len(rows)} rows, "
+                    f"not {fit}"
+                )
         return self
 
 
+@cache
 def load_file() -> ValidationFile:
     """The published figures (``tlm/validation/collectives.toml``), validated."""
     text = resources.files(__package__).joinpath("collectives.toml").read_text()
@@ -113,77 +142,78 @@ def load_file() -> ValidationFile:
 
 @dataclass(frozen=True)
 class SectionResult:
-    """One section: its calibrated parameters and every row (seconds)."""
+    """One section run as shipped: every row (seconds)."""
 
     name: str
+    platform: str
     system: str
+    ranks: int
     ranks_per_chip: int
-    op_fixed_s: float
-    bandwidth_factor: float
     rows: tuple[ValidationRow, ...]
 
-    def errors(self, which: str, role: str | None = None) -> np.ndarray:
-        """Absolute errors of ``which`` (``shipped`` or ``calibrated``) over the rows of
-        ``role`` (all when None)."""
+    def errors(self, role: str | None = None) -> np.ndarray:
+        """Absolute errors over the rows of ``role`` (all when None)."""
         return np.array(
-            [
-                abs(getattr(r, f"{which}_error_fraction"))
-                for r in self.rows
-                if role is None or r.role == role
-            ]
+            [abs(r.shipped_error_fraction) for r in self.rows if role is None or r.role == role]
         )
 
 
-def _time(cost, size, itemsize) -> float:
-    return float(cost.time_s(np.array([size], dtype=np.int64), itemsize)[0])
+def _placement(section: Section):
+    return _placed(section.system, section.ranks, section.nodes, section.lnc)
+
+
+@cache
+def _placed(system_name: str, ranks: int, nodes: int, lnc: int):
+    system = load_system(system_name)
+    where = Placement.of(system, load_preset(system.chip), ranks, nodes, lnc)
+    return where, where.chips(system)
+
+
+def row_times(
+    section: Section, costs: RuntimeCosts, engine: str = "analytic"
+) -> list[tuple[float, str]]:
+    """The model's time (seconds) and algorithm for each row of ``section`` with the runtime
+    ``costs`` (the calibration varies them; the suite passes the preset's)."""
+    where, chips = _placement(section)
+    ranks = RankSystem(chips, where.ranks_per_chip, costs)
+    itemsize = get_format(section.format).dtype.itemsize
+    out = []
+    for row in section.rows:
+        name = section.algorithms[row.algorithm]
+        if name == "auto":
+            name = choose(section.op, ranks, row.size_bytes)
+        cost = Analytic(_schedule(section.op, name, chips, where.ranks_per_chip), ranks)
+        if engine == "flow":
+            cost = Flow(cost.schedule, ranks, cost)
+        sizes = np.array([row.size_bytes], dtype=np.int64)
+        out.append((costs.fixed_s(section.op) + float(cost.time_s(sizes, itemsize)[0]), name))
+    return out
+
+
+@cache
+def _schedule(op: str, name: str, chips, ranks_per_chip: int):
+    """The schedule of ``op`` by ``name`` over the ranks (their layout does not depend on the
+    runtime costs, so it is built once)."""
+    costs = RuntimeCosts.of(load_preset(chips.chip))
+    return build(name, op, RankSystem(chips, ranks_per_chip, costs))
 
 
 def _run_section(section: Section, engine: str) -> SectionResult:
-    path = resources.files(__package__).joinpath(section.system)
-    system = load_system(str(path) if section.system.endswith(".toml") else section.system)
-    itemsize = get_format(section.format).dtype.itemsize
-    costs = {}
-    parts = []
-    for row in section.rows:
-        name = section.algorithms[row.algorithm]
-        if name not in costs:
-            cost = Analytic(build(name, section.op, system), system)
-            costs[name] = Flow(cost.schedule, system, cost) if engine == "flow" else cost
-        cost = costs[name]
-        shipped = _time(cost, row.size_bytes, itemsize)
-        fixed = float(cost.run(0.0)) if engine == "flow" else float(cost.total_fixed_s)
-        if engine == "analytic" and not cost.chain:
-            fixed = _time(cost, 0, itemsize)
-        parts.append((name, shipped, fixed, shipped - fixed))
-    # solve op_fixed_s + F + B z = measured on the two fit rows (z = 1 / bandwidth_factor)
-    at = [next(i for i, r in enumerate(section.rows) if r.size_bytes == s) for s in section.fit]
-    (a, b) = at
-    ya = section.rows[a].time_us * 1e-6 - parts[a][2]
-    yb = section.rows[b].time_us * 1e-6 - parts[b][2]
-    if parts[b][3] == parts[a][3]:
-        raise ValueError(f"fit rows of {section.name!r} must differ in their bandwidth part")
-    z = (yb - ya) / (parts[b][3] - parts[a][3])
-    if not z > 0:
-        raise ValueError(
-            f"fit rows of {section.name!r} give a bandwidth factor that is not positive "
-            f"(1/{z:g}): the larger size must take longer"
-        )
-    op_fixed = ya - parts[a][3] * z
+    where, chips = _placement(section)
+    costs = RuntimeCosts.of(load_preset(chips.chip))
     rows = []
-    for i, (row, (name, shipped, fixed, moving)) in enumerate(
-        zip(section.rows, parts, strict=True)
-    ):
+    for row, (time_s, name) in zip(section.rows, row_times(section, costs, engine), strict=True):
         rows.append(
             ValidationRow(
                 suite="collectives",
                 section=section.name.split(":")[0],
                 case=f"{row.size_bytes} B, {row.algorithm or '-'} (model: {name})",
-                system=system.name,
+                system=f"{section.system}, {section.ranks} ranks",
                 quantity="time_s",
-                role="fit" if i in at else "judge",
+                role="fit" if row.fit else "judge",
                 published=row.time_us * 1e-6,
-                shipped=shipped,
-                calibrated=op_fixed + fixed + moving * z,
+                shipped=time_s,
+                calibrated=time_s,
                 source=row.source,
                 detail=CollectiveDetail(
                     size_bytes=row.size_bytes, algorithm=row.algorithm, model_algorithm=name
@@ -191,12 +221,88 @@ def _run_section(section: Section, engine: str) -> SectionResult:
             )
         )
     return SectionResult(
-        section.name, system.name, section.ranks_per_chip, op_fixed, 1 / z, tuple(rows)
+        section.name,
+        section.platform,
+        section.system,
+        section.ranks,
+        where.ranks_per_chip,
+        tuple(rows),
     )
 
 
 def validate(engine: str = "analytic") -> list[SectionResult]:
-    """Every section of the data file against the model on ``engine``."""
+    """Every section of the data file against the model as shipped, on ``engine``."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     return [_run_section(section, engine) for section in load_file().section]
+
+
+def summary(sections: list[SectionResult]) -> dict:
+    """Per platform: rows, fit and judged rows, and the mean and max absolute error of each."""
+    out = {}
+    for platform in sorted({s.platform for s in sections}):
+        rows = [r for s in sections if s.platform == platform for r in s.rows]
+        entry = {"rows": len(rows)}
+        for role in ("fit", "judge"):
+            e = np.array([abs(r.shipped_error_fraction) for r in rows if r.role == role])
+            entry[role] = (len(e), float(e.mean()), float(e.max()))
+        out[platform] = entry
+    return out
+
+
+def calibrate(platform: str) -> RuntimeCosts:
+    """The runtime costs of ``platform`` that fit its ``fit`` rows best: the figures of the
+    preset's ``[collectives]`` whose source is ``FITTED`` (the others held at the preset's
+    values), by the least squares of ``log(model / published)`` over the fit rows
+    (Levenberg-Marquardt on the figures' logarithms, so each stays positive), from the
+    preset's values. What ``tools/calibrate_collectives.py`` writes into the preset.
+
+    Raises
+    ------
+    ValueError
+        For a platform with no section, or a preset with no fitted figure.
+    """
+    sections = [s for s in load_file().section if s.platform == platform]
+    if not sections:
+        known = sorted({s.platform for s in load_file().section})
+        raise ValueError(f"platform must be one of {', '.join(known)}, not {platform!r}")
+    spec = load_preset(platform)
+    start = RuntimeCosts.of(spec)
+    free = [n for n in RUNTIME_FIGURES if "FITTED" in spec.sources[f"collectives.{n}"].split()]
+    if not free:
+        raise ValueError(f"preset {platform} has no [collectives] figure whose source is FITTED")
+    fit = [
+        s.model_copy(update={"rows": [r for r in s.rows if r.fit]})
+        for s in sections
+        if any(r.fit for r in s.rows)
+    ]
+    published = np.log([r.time_us * 1e-6 for s in fit for r in s.rows])
+
+    def costs_of(x) -> RuntimeCosts:
+        return dataclasses.replace(start, **dict(zip(free, np.exp(x).tolist(), strict=True)))
+
+    def residuals(x):
+        model = [t for s in fit for t, _ in row_times(s, costs_of(x))]
+        return np.log(model) - published
+
+    x = np.log([getattr(start, name) for name in free])
+    r, damping = residuals(x), 1e-2
+    for _ in range(100):
+        jacobian = np.empty((r.size, x.size))
+        for j in range(x.size):
+            dx = np.zeros_like(x)
+            dx[j] = 1e-4
+            jacobian[:, j] = (residuals(x + dx) - r) / 1e-4
+        a = jacobian.T @ jacobian
+        step = np.linalg.solve(a + damping * np.diag(np.diag(a) + 1e-12), -jacobian.T @ r)
+        trial = residuals(x + step)
+        if trial @ trial < r @ r:
+            done = r @ r - trial @ trial < 1e-12 * max(r @ r, 1e-30)
+            x, r, damping = x + step, trial, max(damping / 3, 1e-9)
+            if done:
+                break
+        else:
+            damping *= 5
+            if damping > 1e9:
+                break
+    return costs_of(x)
