@@ -322,3 +322,25 @@ def test_broadcast_from_any_root(algo, root):
     check_values(schedule, 23, "bf16", "sum", np.random.default_rng(root))
     with pytest.raises(CollectiveError, match="root must be a chip 0..15, not 16"):
         build(algo, "broadcast", system, root=16)
+
+
+@pytest.mark.parametrize(
+    "system, chips, steps",
+    [
+        ("trn2-server", None, 2 * (3 + 3)),
+        ("trn2-ultraserver", None, 2 * (3 + 3 + 3)),
+        ("trn2-server", range(8), 2 * (3 + 1)),  # a 4x2 torus: a ring of 2 is one step
+        ("trn2-ultraserver", [0, 16, 32, 48], 2 * 3),  # a z ring of 4 chips
+    ],
+)
+def test_rings_take_a_ring_per_dimension(system, chips, steps):
+    """The torus-native all-reduce sends what the ring over every rank sends, in sum (k - 1)
+    steps per phase instead of r - 1; proven by the values engine on sub-tori too."""
+    s = load_system(system)
+    s = s if chips is None else s.subset(chips)
+    rings, ring = build("rings", "all_reduce", s), build("ring", "all_reduce", s)
+    assert len(rings.steps) == steps < len(ring.steps) or s.chips <= 4
+    assert rings.send_factor() == pytest.approx(ring.send_factor())
+    check_values(rings, 2 * s.chips + 3, "fp32", "sum", np.random.default_rng(s.chips))
+    assert unfit("rings", "all_reduce", load_system("2xtrn2-server")).startswith("needs one")
+    assert unfit("rings", "all_reduce", load_system("trn3-ultraserver")).startswith("needs a")

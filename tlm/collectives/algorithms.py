@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import hierarchical, kangaring, mesh, mesh1, rdh, ring
+from . import hierarchical, kangaring, mesh, mesh1, rdh, ring, rings
 from .schedule import OPS, Schedule
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 #: Algorithm modules by name (each has NAME, OPS, fits(system, op), build(op, system)).
-ALGORITHMS = {m.NAME: m for m in (ring, mesh, mesh1, rdh, kangaring, hierarchical)}
+ALGORITHMS = {m.NAME: m for m in (ring, mesh, mesh1, rdh, kangaring, hierarchical, rings)}
 #: What ``--algo`` accepts.
 ALGOS = ("auto", *ALGORITHMS)
 #: ``auto``'s documented thresholds (CCi).
