@@ -154,3 +154,24 @@ def test_every_suite_returns_one_row_type_and_validate_renders_it(training):
     ]
     r = training.rows[0]
     assert row["calibrated_error_fraction"] == r.calibrated / r.published - 1
+
+
+def test_other_readings_of_a_placement_are_run_and_shown():
+    """A sweep whose placement is not published shows its judged error under each other
+    reading too (the same presets); a reading that does not fit the ranks is refused."""
+    sections = [s for s in validate() if s.readings]
+    assert len(sections) >= 3
+    for s in sections:
+        mine = s.errors("judge").mean()
+        assert all(0 <= mean <= most for _, mean, most in s.readings)
+        assert any(abs(mean - mine) > 1e-3 for _, mean, _ in s.readings) or "8-rank" in s.name
+    from tlm.studies.validate import parameters
+
+    report = run_study("validate", suite="collectives")
+    tables = {title: rows for title, _, rows in parameters(report.inputs, report.results)}
+    shown = tables["collectives: the judged errors under other readings (same presets)"]
+    assert len(shown) == len(sections) + sum(len(s.readings) for s in sections)
+    section = load_file().section[3]
+    bad = collectives.Reading(reading="three chips", chips=[0, 1, 2])
+    with pytest.raises(ValueError, match=r"chips must be 4 chips of one node for 16 ranks"):
+        collectives.row_times(section, RuntimeCosts.of(load_preset("trn2")), reading=bad)
