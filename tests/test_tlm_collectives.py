@@ -331,16 +331,39 @@ def test_broadcast_from_any_root(algo, root):
         ("trn2-ultraserver", None, 2 * (3 + 3 + 3)),
         ("trn2-server", range(8), 2 * (3 + 1)),  # a 4x2 torus: a ring of 2 is one step
         ("trn2-ultraserver", [0, 16, 32, 48], 2 * 3),  # a z ring of 4 chips
+        ("2xtrn2-server", None, 2 * (3 + 3 + 1)),  # and a ring of the 2 nodes over EFA
     ],
 )
 def test_rings_take_a_ring_per_dimension(system, chips, steps):
     """The torus-native all-reduce sends what the ring over every rank sends, in sum (k - 1)
-    steps per phase instead of r - 1; proven by the values engine on sub-tori too."""
+    steps per phase instead of r - 1; proven by the values engine on sub-tori and nodes."""
     s = load_system(system)
     s = s if chips is None else s.subset(chips)
     rings, ring = build("rings", "all_reduce", s), build("ring", "all_reduce", s)
     assert len(rings.steps) == steps < len(ring.steps) or s.chips <= 4
-    assert rings.send_factor() == pytest.approx(ring.send_factor())
+    assert sorted(rings.chips) == list(range(s.chips))
+    assert rings.send_factor() == pytest.approx(2 * (s.chips - 1) / s.chips)
     check_values(rings, 2 * s.chips + 3, "fp32", "sum", np.random.default_rng(s.chips))
-    assert unfit("rings", "all_reduce", load_system("2xtrn2-server")).startswith("needs one")
     assert unfit("rings", "all_reduce", load_system("trn3-ultraserver")).startswith("needs a")
+
+
+def test_rings_cross_the_slowest_dimension_with_the_least_data():
+    """The reduce-scatter's last phase (and the all-gather's first) runs along the slowest
+    links: the UltraServer's z rings (half rate), then EFA between nodes."""
+    from tlm.collectives.rings import dimensions
+
+    us = load_system("trn2-ultraserver")
+    assert [bw for _, bw in dimensions(us)] == [256e9, 256e9, 128e9]
+    rs = build("rings", "reduce_scatter", us)
+
+    def rate(t):
+        return min(us.bandwidth_Bps[i] for i in us.path(rs.chips[t.src], rs.chips[t.dst]))
+
+    first, last = rs.steps[0].transfers[0], rs.steps[-1].transfers[0]
+    assert (first.units, rate(first)) == (16, 256e9)  # a quarter of the buffer, fast links
+    assert (last.units, rate(last)) == (1, 128e9)  # one block, over z
+    two = load_system("2xtrn2-server")
+    ag = build("rings", "all_gather", two)
+    t = ag.steps[0].transfers[0]
+    assert two.node_of(ag.chips[t.src]) != two.node_of(ag.chips[t.dst])  # EFA first, 1 block
+    assert t.units == 1

@@ -2,8 +2,11 @@
 all-gather and all-reduce), O(sum of the ring sizes) steps where one ring over every rank
 takes O(product).
 
-Ranks are the torus's nodes in their own order (dimension 0 fastest); rank ``j``'s share is
-block ``j``. On a torus of shape ``(k0, k1, ...)``:
+The dimensions are the torus's and, on several nodes, the nodes (a ring over EFA): every level of
+a hierarchy at once - the cores of a chip too, on ranks (:mod:`~tlm.collectives.runtime`).
+Ranks are numbered over the dimensions from the slowest (by its links' bandwidth) to the fastest,
+so the reduce-scatter crosses the slowest last, with the least data, and the all-gather first;
+rank ``j``'s share is block ``j``. With the dimensions so ordered, of sizes ``(k0, k1, ...)``:
 
 =============== ================================================================ ==============
 op              phases (every ring of the dimension at once)                     steps
@@ -40,20 +43,57 @@ OPS = ("all_reduce", "reduce_scatter", "all_gather")
 
 def fits(system, op) -> str | None:
     if system.torus is None:
-        return "needs a torus (a ring per dimension), not a switched system"
-    if system.nodes != 1:
-        return f"needs one torus, not a {system.nodes}-node system (hierarchical joins nodes)"
+        return "needs a torus in each node (a ring per dimension), not a switched system"
     return None
 
 
+def dimensions(system) -> list[tuple[int, float]]:
+    """``(ring size, bandwidth)`` of each dimension: the torus's in order, then the nodes (a
+    ring over them, over EFA) when there are several; the bandwidth is the slowest link from
+    chip 0 to its neighbour along it."""
+    torus, per = system.torus, system.chips_per_node
+    dims = []
+    for d, k in enumerate(torus.shape):
+        step = torus.node(tuple(1 if j == d else 0 for j in range(torus.dims)))
+        dims.append((k, _bandwidth(system, 0, step)))
+    if system.nodes > 1:
+        dims.append((system.nodes, _bandwidth(system, 0, per)))
+    return dims
+
+
+def _bandwidth(system, a: int, b: int) -> float:
+    return float(min(system.bandwidth_Bps[i] for i in system.path(a, b)))
+
+
 def build(op, system) -> Schedule:
-    torus = system.torus
-    shape, r = torus.shape, system.chips
-    dims = len(shape)
+    dims = dimensions(system)
+    # the slowest dimension varies fastest in the ranks' numbers, so the reduce-scatter crosses
+    # it last (with the least data) and the all-gather first
+    order = sorted(range(len(dims)), key=lambda i: (dims[i][1], i))
+    shape = [dims[i][0] for i in order]
+    torus, per = system.torus, system.chips_per_node
+    n = len(shape)
     span = [1]
     for k in shape[:-1]:
         span.append(span[-1] * k)  # blocks whose owners differ below dimension d
-    coords = [torus.coord(n) for n in range(r)]
+    r = span[-1] * shape[-1]
+    coords = []
+    for rank in range(r):
+        c = []
+        for k in shape:
+            rank, digit = divmod(rank, k)
+            c.append(digit)
+        coords.append(tuple(c))
+
+    def number(c) -> int:
+        return sum(x * s for x, s in zip(c, span, strict=True))
+
+    def chip(c) -> int:
+        real = [0] * len(dims)
+        for m, i in enumerate(order):
+            real[i] = c[m]
+        node = real[torus.dims] if len(dims) > torus.dims else 0
+        return node * per + torus.node(tuple(real[: torus.dims]))
 
     def sends(d, t, reduce):
         """One ring step along dimension ``d``: every rank to its + neighbour there."""
@@ -61,17 +101,17 @@ def build(op, system) -> Schedule:
         k = shape[d]
         for p, c in enumerate(coords):
             x = (c[d] - t - (1 if reduce else 0)) % k
-            start = x * span[d] + sum(c[j] * span[j] for j in range(d + 1, dims))
-            dst = torus.node(tuple((c[j] + 1) % k if j == d else c[j] for j in range(dims)))
+            start = x * span[d] + sum(c[j] * span[j] for j in range(d + 1, n))
+            dst = number(tuple((c[j] + 1) % k if j == d else c[j] for j in range(n)))
             moves.append(Transfer(p, dst, start, start + span[d], reduce))
         return moves
 
     groups = []
     if op != "all_gather":
-        for d in reversed(range(dims)):
+        for d in reversed(range(n)):
             groups += [sends(d, t, True) for t in range(shape[d] - 1)]
     if op != "reduce_scatter":
-        for d in range(dims):
+        for d in range(n):
             groups += [sends(d, t, False) for t in range(shape[d] - 1)]
 
     @cache
@@ -79,17 +119,16 @@ def build(op, system) -> Schedule:
         owner = coords[block]
 
         def partial(d, low):
-            if d == dims:
-                return torus.node(low)
+            if d == n:
+                return number(low)
             k = shape[d]
             return chain(partial(d + 1, (*low, (owner[d] + 1 + i) % k)) for i in range(k))
 
         return partial(0, ())
 
-    def order(rank, chunk):
+    def order_fn(rank, chunk):
         return order_of(chunk)
 
+    chips = tuple(chip(c) for c in coords)
     reducing = op != "all_gather"
-    return Schedule(
-        op, NAME, tuple(range(r)), r, 1, linear(groups, op), order if reducing else None
-    )
+    return Schedule(op, NAME, chips, r, 1, linear(groups, op), order_fn if reducing else None)
