@@ -422,18 +422,18 @@ BAD = [
         ["collective", "--system", "ultraserver", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --op all_reduce on --system ultraserver (it needs one "
         "4x4 torus (the trn2 server), not a 4x4x4 torus); allowed: auto or one of ring, mesh, "
-        "mesh1, rdh",
+        "mesh1, rdh, rings",
     ),
     (
         ["collective", "--system", "3xserver", "--algo", "rdh"],
         "--algo: 'rdh' does not fit --op all_reduce on --system 3xserver (it needs a power of "
-        "two of ranks, not 48); allowed: auto or one of ring, mesh, mesh1, hierarchical",
+        "two of ranks, not 48); allowed: auto or one of ring, mesh, mesh1, hierarchical, rings",
     ),
     (
         ["collective", "--algo", "hierarchical"],
         "--algo: 'hierarchical' does not fit --op all_reduce on --system server (it needs 2 or "
         "more nodes joined by EFA (NxSYSTEM), not trn2-server); allowed: auto or one of ring, "
-        "mesh, mesh1, rdh, kangaring",
+        "mesh, mesh1, rdh, kangaring, rings",
     ),
     (
         ["collective", "--op", "all_to_all", "--sizes", "1MiB", "--algo", "ring"],
@@ -455,7 +455,7 @@ BAD = [
     (
         ["collective", "--algo", "tree"],
         "--algo: 'tree' is not allowed; allowed: one of auto, ring, mesh, mesh1, rdh, "
-        "kangaring, hierarchical",
+        "kangaring, hierarchical, rings",
     ),
     (
         ["collective", "--sizes", "4GiB..8B"],
@@ -508,7 +508,7 @@ BAD = [
         ["collective", "--fail-links", "3-7", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --op all_reduce on --system server (it needs every "
         "link of the 4x4 torus, for its two Hamiltonian cycles use them all, and the link 3-7 "
-        "has failed); allowed: auto or one of ring, mesh, mesh1, rdh",
+        "has failed); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
     ),
     (
         ["collective", "--preset", "trn3", "--system", "ultraserver", "--fail-links", "0-1"],
@@ -572,7 +572,7 @@ BAD = [
     (
         ["tp-step", "--system", "ultraserver", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --system ultraserver (it needs one 4x4 torus (the trn2 "
-        "server), not a 4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, rdh",
+        "server), not a 4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
     ),
     (
         ["tp-step", "--system", "trn3-ultraserver"],
@@ -582,7 +582,7 @@ BAD = [
     (
         ["tp-step", "--algo", "tree"],
         "--algo: 'tree' is not allowed; allowed: one of auto, ring, "
-        "mesh, mesh1, rdh, kangaring, hierarchical",
+        "mesh, mesh1, rdh, kangaring, hierarchical, rings",
     ),
     (
         ["tp-step", "--trace", "/no/such/folder/t.json"],
