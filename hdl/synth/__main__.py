@@ -31,10 +31,11 @@ class UsageError(ValueError):
 
 
 def parse_blocks(text: str) -> list[str]:
-    """Block names from ``--block``: comma-separated names of :data:`BLOCKS`, or ``all``."""
+    """Block names from ``--block``: comma-separated names of :data:`BLOCKS`, or ``all``
+    (every block whose ``in_all`` is set)."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if text.strip() == "all":
-        return list(BLOCKS)
+        return [name for name, block in BLOCKS.items() if block.in_all]
     bad = [n for n in names if n not in BLOCKS]
     if bad or not names:
         raise UsageError(
@@ -104,7 +105,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.list:
         for block in BLOCKS.values():
-            print(f"{block.name:22} {block.summary}")
+            note = "" if block.in_all else " (not in all: name it)"
+            print(f"{block.name:22} {block.summary}{note}")
         return 0
     try:
         names = parse_blocks(args.block)
@@ -121,6 +123,7 @@ def main(argv=None) -> int:
             f"[synth] {name}: {b['cells']:,} cells, {b['flops']:,} flops, "
             f"{b['depth_levels']} levels ({b['seconds']['total']:.1f} s"
             f"{', netlist cached' if b['cached'] else ''})",
+            file=sys.stderr,
             flush=True,
         )
     total = time.perf_counter() - start

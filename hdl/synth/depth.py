@@ -111,11 +111,11 @@ class Netlist:
         mod = self.modules[name]
         model = ModuleModel()
         reg_name = self._register_names(name, mod)
-        arr: dict = {}  # bit -> {start: levels}
-        # evaluators: (kind, payload); each has input bits and produces output bits
-        users = defaultdict(list)  # bit -> evaluator ids reading it
-        evaluators = []  # (bits read, ("gate", bits out, bits in) or ("inst", [bit], ...))
-        captures = []  # (bits, end label or (instance model, port, bit))
+        arr: dict = {}  # bit -> {start: levels of the longest path from it}
+        users = defaultdict(list)  # bit -> evaluators reading it
+        # (bits read, ("gate", bits out, bits in) or ("inst", [bit out], child's starts, pins))
+        evaluators = []
+        captures = []  # (bits, {end: levels from these bits to that end})
 
         for port, info in mod["ports"].items():
             if info["direction"] == "input":
