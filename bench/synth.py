@@ -48,7 +48,7 @@ def bench_synth() -> list[dict]:
         ):
             rows.append(
                 {
-                    "figure": f"{name} ({b['summary']}): {label}",
+                    "figure": f"{name}: {label}",
                     "value": value,
                     "unit": unit,
                     "target": target,
