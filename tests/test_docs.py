@@ -72,6 +72,7 @@ MODULES = [
     "tlm.inference.search",
     "tlm.studies.serve",
     "tlm.studies.infer_search",
+    "hdl.synth.clock",
 ]
 
 

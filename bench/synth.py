@@ -1,0 +1,67 @@
+"""``python -m bench --only synth``: synthesis figures of every block (``make synth``).
+
+Runs ``python -m hdl.synth --fresh`` in a fresh interpreter (every netlist synthesised again,
+so the times are real) and records, per block, its cells, flops, longest register-to-register
+stage in generic gate levels and wall time, and the whole run's wall time (target: 10 minutes).
+The depth target is what one stage holds at the preset's tensor engine clock in a 5 nm-class
+process (:mod:`hdl.synth.clock`). Measured and printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from .common import ROOT
+
+#: The naive design's figures (../shared/TOOLCHAIN.md, "Synthesis figures": synth; ltp).
+NAIVE = {
+    ("pe_all", "levels"): "300-365",
+    ("router_4x4", "cells"): "17 k",
+    ("router_4x4", "flops"): "3,100",
+    ("router_4x4", "levels"): "92",
+}
+
+
+def bench_synth() -> list[dict]:
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "hdl.synth", "--fresh", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    wall = time.perf_counter() - start
+    if result.returncode:
+        raise RuntimeError(f"python -m hdl.synth failed:\n{result.stderr[-3000:]}")
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    budget = record["clock"]["levels_per_stage"]["5nm"]  # at the preset's clock
+    rows = []
+    for name, b in record["blocks"].items():
+        for key, label, unit, value, target in (
+            ("cells", "cells", "cells", b["cells"], ""),
+            ("flops", "flops", "flops", b["flops"], ""),
+            ("levels", "longest stage", "levels", b["depth_levels"], f"<= {budget} at 5 nm"),
+            ("seconds", "synthesis wall time", "s", b["seconds"]["total"], ""),
+        ):
+            rows.append(
+                {
+                    "figure": f"{name}: {label}",
+                    "value": value,
+                    "unit": unit,
+                    "target": target,
+                    "naive": NAIVE.get((name, key), ""),
+                }
+            )
+    rows.append(
+        {
+            "figure": "make synth, every block from scratch (fresh interpreter)",
+            "value": wall,
+            "unit": "s",
+            "target": "<= 600 s",
+            "naive": "",
+        }
+    )
+    return rows

