@@ -21,7 +21,7 @@ LINK_BLOCKS := link_router torus
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint bench calibrate \
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal bench calibrate \
 	calibrate-collectives clean help
 
 help:
@@ -41,6 +41,8 @@ help:
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
 	@echo "                 (int8, every format), 4x4 torus"
+	@echo "make formal     formal proofs (SymbiYosys, z3): one line per property, PASS/FAIL,"
+	@echo "                 proven or the bounded depth; build/formal/formal.json"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make calibrate   rerun the chip TLM's GEMM over the cost grid: tlm/costs/data/PRESET.json"
 	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
@@ -96,6 +98,9 @@ lint:
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
 		fusesoc --cores-root $(CURDIR) run --target $$target trnsim:tensor:engine) || exit 1; \
 	done
+
+formal:
+	$(PY) -m verif.formal
 
 bench:
 	$(PY) -m bench
