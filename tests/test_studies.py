@@ -1279,3 +1279,44 @@ def test_train_search_axes_are_all_or_a_list(capsys, tmp_path):
     ):  # fmt: skip
         assert main([*base, *argv]) == 2
         assert capsys.readouterr().err == f"trnsim train-search: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["tensor", "--clock-hz", "inf"], "--clock-hz: inf is not allowed; allowed: a finite "
+         "number > 0"),
+        (["train", "--oversubscription", "inf"], "--oversubscription: inf is not allowed; "
+         "allowed: a finite number >= 1"),
+        (["train", "--restart-s", "inf"], "--restart-s: inf is not allowed; allowed: a finite "
+         "number >= 0"),
+        (["noc", "--rate", "0.1,inf"], "--rate: inf is not allowed; allowed: a comma-separated "
+         "list of loads in 0..1, each finite"),
+    ],
+)  # fmt: skip
+def test_an_infinite_number_is_one_line_not_a_crash(argv, message, capsys):
+    """inf reaches no model (it crashed with a division by zero, or blamed goodput)."""
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"trnsim {argv[0]}: error: {message}\n"
+    with pytest.raises(InputError, match="a finite number >= 0"):
+        run_study("train", restart_s=float("inf"))
+
+
+def test_output_paths_are_checked_before_the_run(capsys, tmp_path, monkeypatch):
+    """--out '' and --out-dir '' were ignored or wrote into the current folder; a relative
+    --out-dir is made absolute (Dask workers run in folders of their own)."""
+    assert main(["collective", "--out", ""]) == 2
+    assert capsys.readouterr().err == (
+        "trnsim collective: error: --out: '' is empty; allowed: a file path: .toml for the "
+        "inputs, else JSON\n"
+    )
+    assert main(["infer-search", "--out-dir", "", "--scheduler", "inline"]) == 2
+    assert "--out-dir: '' is empty; allowed: a folder path" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["infer-search", "--out-dir", str(tmp_path / "file")]) == 2
+    assert "allowed: a folder (this is a file)" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)
+    out = _run(["infer-search", *QUICK["infer-search"], "--out-dir", "chunks", "--json"], capsys)
+    assert out["inputs"]["out_dir"] == str(tmp_path / "chunks")
+    assert any((tmp_path / "chunks").iterdir())
+

@@ -268,12 +268,16 @@ def run(argv=None) -> int:
     args = parser(_study_named(argv)).parse_args(argv)
     study = STUDIES[args.study]
     inputs = validate_inputs(study, inputs_from(study, args))
-    if args.out:
+    if args.out is not None:
+        if not args.out.strip():
+            raise InputError(
+                "out", args.out, "a file path: .toml for the inputs, else JSON", "is empty"
+            )
         writable_path("out", args.out)
     with _progress_bar(enabled=not args.json):
         report = execute(study, inputs)
     contract = report.to_dict()
-    if args.out:
+    if args.out is not None:
         write_output(args.out, contract)
     if args.json:
         print(json.dumps(contract))

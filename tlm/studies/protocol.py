@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import importlib
+import math
 import os
 import re
 import types
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .. import __version__
 from .catalogue import CATALOGUE
@@ -378,9 +379,27 @@ class SweepInputs(Inputs):
     )
     out_dir: str | None = Field(
         None,
-        description="keep each chunk's results here; a rerun resumes from them",
+        description="keep each chunk's results here (made absolute: Dask workers run in folders "
+        "of their own); a rerun resumes from them",
         json_schema_extra={"unset": "kept in memory only"},
     )
+
+    @field_validator("out_dir")
+    @classmethod
+    def _out_dir(cls, value: str | None) -> str | None:
+        """An absolute path to a folder this user may write, or may make in one."""
+        if value is None:
+            return None
+        if not value.strip():
+            raise InputError("out_dir", value, "a folder path", "is empty")
+        path = Path(value).expanduser().absolute()
+        if path.exists() and not path.is_dir():
+            raise InputError("out_dir", value, "a folder (this is a file)", "cannot be written")
+        folder = path if path.exists() else path.parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            allowed = "a folder this user may write, or one to make in an existing folder"
+            raise InputError("out_dir", value, allowed, "cannot be written")
+        return str(path)
 
     def check_scheduler(self) -> None:
         """``scheduler`` is local, inline or an address (else the input's error)."""
@@ -523,6 +542,19 @@ def register(study: Study) -> Study:
     return study
 
 
+def _check_finite(name: str, value, field) -> None:
+    """Reject an infinite or NaN number (or list item): no input means it, and the models would
+    turn it into infinite or NaN results, or a division by zero."""
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, float) and not math.isfinite(item):
+            text = allowed_text(field)
+            if text.startswith("a comma-separated list"):
+                text += ", each finite"
+            elif text.startswith("a "):
+                text = "a finite " + text.removeprefix("a ")
+            raise InputError(name, item, text)
+
+
 def validate_inputs(study: Study, values: dict) -> Inputs:
     """Build a study's inputs from ``values`` (field name -> value), resolve them, and turn
     every problem into an :class:`InputError` naming the input. A list may be given as its
@@ -556,6 +588,7 @@ def validate_inputs(study: Study, values: dict) -> Inputs:
         raise InputError(name, value, allowed_text(fields[name])) from None
     for name in fields:
         study.check_choice(name, getattr(inputs, name))
+        _check_finite(name, getattr(inputs, name), fields[name])
     try:
         return inputs.resolve()
     except InputError:
