@@ -1320,3 +1320,23 @@ def test_output_paths_are_checked_before_the_run(capsys, tmp_path, monkeypatch):
     assert out["inputs"]["out_dir"] == str(tmp_path / "chunks")
     assert any((tmp_path / "chunks").iterdir())
 
+
+@pytest.mark.parametrize(
+    "flag, value, figure",
+    [
+        ("--restart-s", "3600", "best_train_days"),
+        ("--storage-Bps", "1e9", "best_train_days"),
+        ("--spares-per-server", "0.5", "best_power_w"),
+        ("--pue", "1.5", "best_power_w"),
+        ("--repair-s", "60", "best_train_days"),  # with no spares a repair waits
+    ],
+)
+def test_train_search_honours_every_run_input(flag, value, figure, capsys):
+    """train-search passed only the network's settings on: the run's goodput and cost inputs
+    changed nothing. Each now moves the figure it should (as in trnsim train)."""
+    base = ["train-search", *QUICK["train-search"], "--json"]
+    if flag == "--repair-s":
+        base += ["--spares-per-server", "0"]
+    before = _run(base, capsys)["results"][figure]
+    after = _run([*base, flag, value], capsys)["results"][figure]
+    assert after != pytest.approx(before, rel=1e-6), (flag, before, after)

@@ -207,6 +207,10 @@ def _explain(model, chips, cuts) -> str:
 
 #: The settings that shape the network (the rest shape the step).
 NETWORK_SETTINGS = ("oversubscription", "sites", "site_bandwidth_Bps", "site_latency_s")
+#: The settings of the run's goodput (:func:`tlm.cluster.goodput.goodput`) and cost
+#: (:func:`tlm.cluster.cost.run_cost`); the defaults are theirs.
+GOODPUT_SETTINGS = ("storage_Bps", "restart_s", "repair_s", "spare_fraction")
+COST_SETTINGS = ("pue", "usd_per_kwh", "amortisation_years")
 
 
 def engines(hw: Hardware, settings: tuple = (), chips: int | None = None):
@@ -293,6 +297,7 @@ def _step(model, hw, configs, opts, settings):
 def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) -> dict:
     """:data:`OUTPUTS` of each layout in ``configs`` (arrays of :data:`AXES`), one chip count
     or several. ``settings``: (name, value) pairs - the network's (:data:`NETWORK_SETTINGS`),
+    the run's goodput and cost (:data:`GOODPUT_SETTINGS`, :data:`COST_SETTINGS`),
     ``overlap_dp``, ``fmt`` (the GEMMs' format), ``global_batch``, ``seq_len``."""
     from .training import STEP_FIELDS
 
@@ -310,7 +315,7 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
     # overhead on arrays of one element would be most of a single estimate's time)
     one = np.size(chips) == 1
     uniq, inverse = (chips.reshape(1), 0) if one else np.unique(chips, return_inverse=True)
-    g = _cached_goodput(model, hw, uniq)
+    g = _cached_goodput(model, hw, uniq, _picked(settings, GOODPUT_SETTINGS))
     per_layout = (lambda x: x.item(inverse)) if one else (lambda x: x[inverse])  # noqa: E731
     good = per_layout(g.goodput_fraction)
     gb = model.global_batch_sequences if opts.get("global_batch") is None else opts["global_batch"]
@@ -325,6 +330,8 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
         steps=steps,
         goodput=good,
         spare_servers=per_layout(g.spare_servers),
+        fabric=_fabric(opts),
+        **dict(_picked(settings, COST_SETTINGS)),
     )
     nan = where(valid, 1.0, np.nan)
     return {
@@ -340,29 +347,46 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
     }
 
 
-def _goodput(model: Model, hw: Hardware, chips):
+def _picked(settings: tuple, names: tuple) -> tuple:
+    """The pairs of ``settings`` named in ``names``, in a fixed order (a cache key)."""
+    return tuple(sorted((k, v) for k, v in settings if k in names))
+
+
+def _fabric(opts: dict):
+    from .cost import Fabric
+
+    return Fabric(oversubscription=opts.get("oversubscription", 1.0))
+
+
+def _goodput(model: Model, hw: Hardware, chips, run: tuple = ()):
     return goodput(
-        chips=chips, server_chips=hw.server_chips, checkpoint_bytes=checkpoint_bytes(model)
+        chips=chips,
+        server_chips=hw.server_chips,
+        checkpoint_bytes=checkpoint_bytes(model),
+        **dict(run),
     )
 
 
-def _cached_goodput(model: Model, hw: Hardware, chips: np.ndarray):
+def _cached_goodput(model: Model, hw: Hardware, chips: np.ndarray, run: tuple = ()):
     """:func:`_goodput` of a few chip counts, kept: it depends on the model and the hardware
     only through the chip counts, which every chunk of a search (and every single estimate
     on the same chips) repeats."""
-    return _goodput_of(model, hw, chips.dtype.str, chips.tobytes(), chips.shape)
+    return _goodput_of(model, hw, chips.dtype.str, chips.tobytes(), chips.shape, run)
 
 
 @lru_cache(maxsize=64)
-def _goodput_of(model: Model, hw: Hardware, dtype: str, data: bytes, shape: tuple):
-    return _goodput(model, hw, np.frombuffer(data, dtype=dtype).reshape(shape))
+def _goodput_of(model: Model, hw: Hardware, dtype: str, data: bytes, shape: tuple, run: tuple):
+    return _goodput(model, hw, np.frombuffer(data, dtype=dtype).reshape(shape), run)
 
 
-def run_power_w(model: Model, hw: Hardware, chips) -> np.ndarray:
+def run_power_w(model: Model, hw: Hardware, chips, settings: tuple = ()) -> np.ndarray:
     """Facility power of a run of ``model`` on ``chips`` chips of ``hw``, hot spares' hosts
     included: what :func:`evaluate` reports as ``power_w`` and a power budget limits."""
-    g = _goodput(model, hw, chips)
-    return power(hw, chips, spare_servers=g.spare_servers).total_w
+    g = _goodput(model, hw, chips, _picked(settings, GOODPUT_SETTINGS))
+    pue = dict(settings).get("pue")
+    extra = {} if pue is None else {"pue": pue}
+    fabric = _fabric(dict(settings))
+    return power(hw, chips, spare_servers=g.spare_servers, fabric=fabric, **extra).total_w
 
 
 def pareto_front(time_s: np.ndarray, cost: np.ndarray) -> np.ndarray:

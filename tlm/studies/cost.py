@@ -93,6 +93,19 @@ class ClusterInputs(Inputs):
         """The model these inputs name."""
         return workload_input(self.model)
 
+    def run_settings(self) -> tuple:
+        """The run's goodput and cost settings as a search takes them
+        (:data:`tlm.cluster.search.GOODPUT_SETTINGS`, ``COST_SETTINGS``)."""
+        return (
+            ("storage_Bps", self.storage_Bps),
+            ("restart_s", self.restart_s),
+            ("repair_s", self.repair_s),
+            ("spare_fraction", self.spares_per_server),
+            ("pue", self.pue),
+            ("usd_per_kwh", self.usd_per_kwh),
+            ("amortisation_years", self.amortisation_years),
+        )
+
     def economics(self):
         """The cost model's scale-out fabric at these inputs' oversubscription."""
         from ..cluster.cost import Fabric

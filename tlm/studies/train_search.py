@@ -149,7 +149,8 @@ class SearchInputs(FabricInputs, SweepInputs):
         if self.memory_budget_bytes is None:
             update["memory_budget_bytes"] = hw.hbm_bytes
         if self.power_budget_w is None:
-            update["power_budget_w"] = float(run_power_w(model, hw, max(counts)))
+            settings = self.settings() + self.run_settings()
+            update["power_budget_w"] = float(run_power_w(model, hw, max(counts), settings))
         return self.model_copy(update=update)
 
 
@@ -215,7 +216,7 @@ def search_study(inputs: SearchInputs) -> SearchResults:
     """Enumerate, evaluate in chunks, pick."""
     import numpy as np
 
-    settings = inputs.settings()
+    settings = inputs.settings() + inputs.run_settings()  # every run input reaches the run
     budget = {"memory_bytes": inputs.memory_budget_bytes, "power_w": inputs.power_budget_w}
     try:
         found = search(
