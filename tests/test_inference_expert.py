@@ -221,3 +221,51 @@ def test_the_two_expert_layouts_of_one_shape_keep_their_own_parts():
     a, b = both(True), both(False)
     assert a[True].tpot_s == b[True].tpot_s and a[False].tpot_s == b[False].tpot_s
     assert a[True].tpot_s != a[False].tpot_s
+
+
+# ---- docs/inference.md's tables are the model's ---------------------------------------------
+_TABLES = [
+    ("**DeepSeek-V3 on a trn2 UltraServer**", "deepseek-v3", "ultraserver", "fp8_e4m3", 3),
+    ("**Mixtral 8x7B on a trn2 server**", "mixtral-8x7b", "server", "bf16", 2),
+]
+
+
+@pytest.mark.parametrize("title, model, system, fmt, first", _TABLES, ids=["dsv3", "mixtral"])
+def test_docs_expert_tables_follow_the_model(title, model, system, fmt, first):
+    """Each row of docs/inference.md's expert-layout tables, recomputed: TTFT, TPOT,
+    tokens/s/chip, decode tokens/s, decode communication and max batch, as printed."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "inference.md").read_text()
+    start = text.index(title)
+    block = text[start : text.index("\n\n", text.index("|---", start))]
+    rows = [r for r in block.splitlines() if r.startswith("| tp")]
+    assert len(rows) >= 7
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        m = re.match(r"tp (\d+), ep (\d+)(, dp attention)?", cells[0])
+        e = estimate(
+            model,
+            "trn2",
+            system,
+            tp=int(m[1]),
+            ep=int(m[2]),
+            dp_attention=bool(m[3]),
+            batch=int(cells[1]),
+            prompt=2048,
+            output=256,
+            fmt=fmt,
+            kv_fmt=fmt,
+            check_memory=False,
+        )
+        d = e.decode
+        got = [
+            f"{e.ttft_s * 1e3:.0f}",
+            f"{e.tpot_s * 1e3:.1f}",
+            f"{e.tokens_per_s_per_chip:.1f}",
+            f"{e.decode_tokens_per_s:.0f}",
+            f"{d.communication_s / d.time_s:.0%}",
+        ]
+        assert got == cells[first : first + 5], row
+        assert str(e.max_batch) == cells[-1], row
