@@ -1,56 +1,21 @@
 """The flit engine: a schedule's transfers as packets on the cycle-exact torus model.
 
-Every transfer of a step becomes packets as :func:`tlm.collectives.packets.plan_step` says,
-with the system preset's ``[flit]`` figures (:class:`tlm.system.FlitLinks`): flits of
-``bytes_per_flit`` data bytes, packets of at most ``max_packet_flits`` flits (a head and data
-flits), the link clock ``clock_hz``. The packets run on the torus model of :mod:`tlm.link` -
-the routers the RTL is held to, cycle for cycle (:class:`~tlm.link.compiled.CompiledNetwork`,
-or the per-router :class:`~tlm.link.network.RouterNetwork`, which gives the same cycles) - with the
-preset's links: a link of dimension ``d`` sends a flit every ``interval[d]`` cycles (1 at the
-full rate, 2 for the UltraServer's z links: :func:`tlm.link.config.port_intervals`).
+Every transfer of a step becomes packets (:func:`tlm.collectives.packets.plan_step`, the one
+definition the RTL bench shares) with the system preset's ``[flit]`` figures
+(:class:`tlm.system.FlitLinks`), and the packets run on the cycle-exact torus model of
+:mod:`tlm.link` - the routers the RTL is held to, cycle for cycle - with the preset's link rates
+(a z link of the UltraServer sends a flit every 2 cycles).
 
-* **Steps and dependencies.** A step's packets are offered ``fixed_s`` after the steps it waits
-  for have delivered their last flit (the analytic engine's per-step fixed cost, the preset's
-  ``step_fixed_s`` plus the longest path latency, rounded to the nearest cycle; at the next
-  cycle at the earliest); a step that waits for none is offered at cycle ``fixed_s``. A step
-  has ended when the last flit of its last packet has left its destination's ejection port.
-* **Ports.** By default each router has an injection port per output link and an ejection
-  port per input link (``ports="per_direction"``, :mod:`tlm.link.ports`): a node starts a
-  packet on every link in the same cycle and takes one from every link in the same cycle, as
-  the flow engine's links do. ASSUMED, not published: a Trainium2 chip's NeuronLink DMA
-  engines feed and drain each link independently, not through one port of one link's rate;
-  ``ports="single"`` is the RTL router's one injection and one ejection port per node.
-* **Injection.** Each injection port has one queue: a step's packets join the queue of their
-  route's first hop (dimension-order routing decides it) when the step is offered, behind what
-  is still queued, in the order ``order`` says (:func:`~tlm.collectives.packets.queue_order`:
-  ``"transfer"``, the default, the step's transfers in order and each transfer's packets in a
-  row; ``"packet"``, the queue's transfers take turns, a packet each), and enter the network
-  one flit per cycle when the router accepts it. Its injection buffer holds two packets
-  (``inject_depth = 2 max_packet_flits``), so packets stream back to back. A DMA engine with a
-  queue per step (or per ring) would let an independent step's packets pass a busy one's - it
-  changes nothing for schedules whose steps form a chain (every shipped algorithm).
-* **Lanes.** The routers have ``vcs`` virtual channels per link (2 by default: one per
-  dateline class, one lane); with ``vcs = 4`` or 8 a source's packets take the ``vcs / 2``
-  lanes in turn (:func:`~tlm.collectives.packets.lane`), so a pair's packets alternate lanes.
-  Packets of one (source, destination, lane) arrive in the order they were sent, and that is
-  how an ejected head is matched to its step; a head that is not the next one sent on its lane
-  stops the run with an error. ``vcs=4, order="packet"`` is nearer the flow engine under
-  contention (the mesh all-to-all) and leaves contention-free steps of one hop unchanged; a lone
-  transfer whose path slows down (x or y links, then the UltraServer's z links) is no longer
-  the one-lane closed form (docs/collectives.md, "The flit engine").
-* **Time.** The operation ends in the cycle its last flit leaves the network:
-  ``time = that cycle / clock_hz``, counting from cycle 0 when the operation starts. Chunks are
-  charged as the other engines charge them (every chunk as the largest,
-  :meth:`Analytic.chunk_bytes <tlm.collectives.analytic.Analytic.chunk_bytes>`), so the engines
-  compare figure for figure.
-* **Fast-forward.** While nothing is in flight and the next step starts later, the network is
-  idle (:attr:`CompiledNetwork.idle <tlm.link.compiled.CompiledNetwork.idle>`) and the cycles
-  until then are skipped, not stepped: a step's fixed cost (thousands of cycles) costs
-  nothing.
-
-Under ``ports="single"`` a node's injection and ejection port carry one flit per cycle each,
-the rate of one link, which the flow engine's links do not have: a node that sends to several
-neighbours at once (mesh, KangaRing) is slower there (docs/collectives.md, "The flit engine").
+Contract: a step's packets are offered the analytic engine's ``fixed_s`` (in cycles) after the
+steps it waits for have delivered their last flit; the operation ends in the cycle its last
+flit leaves the network (``time = cycle / clock_hz``); chunks are charged as the other engines
+charge them, so the three compare figure for figure. Options: ``ports`` (``"per_direction"``,
+the default, an injection and ejection port per link - ASSUMED, the DMA engines feed each link
+on its own; ``"single"``, the RTL router's one port each), ``vcs`` (2, 4 or 8 virtual channels:
+``vcs / 2`` lanes a source's packets take in turn) and ``order`` (how a step's packets join
+their injection queues). Idle cycles before a step are skipped, not stepped. A packet out of
+order on its lane, or dropped, stops the run with an error. The details and what each option
+changes: docs/collectives.md, "The flit engine".
 
 Examples
 --------
