@@ -1,29 +1,15 @@
 """The fleet: replicas of a model behind a router, colocated or in disaggregated prefill and
 decode pools joined by a KV transfer.
 
-A fleet is a frozen value checked in its constructor:
-
-- :class:`Colocated`: ``replicas`` replicas of ``engine``, each prefilling and decoding.
-- :class:`Disaggregated` (DistServe, OSDI 2024; Splitwise, ISCA 2024): ``prefill_replicas``
-  replicas of ``engine`` only prefill; at the end of its prefill a sequence's KV moves to one
-  of ``decode_replicas`` replicas of ``decode_engine`` in ``kv_transfer_s(prompt)`` seconds
-  (:class:`KvLink`: ``latency_s + prompt * bytes_per_token / bandwidth_Bps``, or any callable),
-  its blocks held on the prefill replica until then. The first token travels with the KV
-  (TTFT includes the transfer). The decode replica admits it when it has the blocks (its KV
-  waits outside the paged cache meanwhile) and recomputes it locally if it preempts it.
-
-An **engine** is one model replica, a duck type (:class:`tlm.inference.Engine`, or a stand-in):
-``chips``, ``kv_capacity_tokens`` (KV tokens beside the weights, all sequences),
-``block_tokens`` (the KV page), ``iteration_s(tokens, sequences, kv_tokens, pairs)`` and
-optionally ``request_fixed_s`` (the serving stack's time per request outside the iterations;
-the prefill pool's counts).
-
-The **router** of each pool, by name in :data:`ROUTER_POLICIES` (names :data:`ROUTERS`):
-``"least_loaded"`` (fewest requests queued or running, ties to the lowest index) or
-``"round_robin"``. At run time :class:`Pools` holds the replicas, routes requests, rejects
-those whose KV can never fit a replica (by reason: ``"kv_capacity"``; disaggregated
-``"prefill_kv_capacity"`` for the prompt, ``"decode_kv_capacity"`` for the whole request) and
-moves the KV between the pools.
+Frozen values, checked when made: :class:`Colocated` (``replicas`` replicas of ``engine``, each
+prefilling and decoding) and :class:`Disaggregated` (DistServe; Splitwise: a prefill pool whose
+finished prompts move their KV to a decode pool in ``kv_transfer_s(prompt)`` seconds - a
+:class:`KvLink` or any callable - the first token travelling with the KV). An engine is a duck
+type (:class:`tlm.inference.Engine` or a stand-in): ``chips``, ``kv_capacity_tokens``,
+``block_tokens``, ``iteration_s(tokens, sequences, kv_tokens, pairs)`` and optionally
+``request_fixed_s``. Each pool's router is named in :data:`ROUTER_POLICIES`; at run time
+:class:`Pools` holds the replicas, routes, rejects requests whose KV can never fit (by reason)
+and moves the KV. The rules in full: docs/serving.md.
 
 Examples
 --------

@@ -1,29 +1,15 @@
 """Requests: what arrives at a fleet, and when.
 
-A **load** is one of three, registered by name in :data:`LOAD_KINDS`, each a frozen value checked
-in its constructor:
-
-- :class:`Poisson` (``"poisson"``): arrivals at ``rate`` per second, ``requests`` of them or
-  for ``duration_s`` seconds. The gaps are standard exponentials divided by the rate, so the
-  same seed at another rate gives the same requests scaled in time (common random numbers).
-- :class:`Trace` (``"trace"``): a CSV or JSON-lines file of ``arrival_s, prompt, output``
-  (:func:`read_trace`).
-- :class:`ClosedLoop` (``"closed_loop"``): ``concurrency`` clients each send a request at time
-  0 and their next the moment the previous one completes (or is rejected), ``requests`` in
-  all (``vllm bench serve --max-concurrency``, LLMPerf's ``--num-concurrent-requests``,
-  genai-perf's ``--concurrency``).
-
-The drawn loads take their lengths from a :class:`Workload`: prompt and output tokens fixed or
-drawn (:func:`parse_lengths`) and the seed; arrival gaps and lengths are separate streams of
-``numpy.random.SeedSequence(seed)``, so a closed loop draws the lengths a Poisson load with
-that seed draws.
-
-The interface (:class:`Load`): :meth:`~Load.draw` gives the :class:`Requests` (arrival times,
-zeros for a closed loop; lengths; the seed, None if nothing was drawn), and
-:meth:`~Load.driver` makes what brings them to a simulation - :class:`OpenLoop` (each at its
-time) or :class:`Clients` (each client's next as its last completes). A driver sees the
-simulation through ``env`` (SimPy), ``arrival`` (the arrival times, which a closed loop fills
-in) and ``arrive(rid) -> bool`` (False if rejected).
+A load is a frozen value checked when made, registered in :data:`LOAD_KINDS`:
+:class:`Poisson` (arrivals at ``rate``; the same seed at another rate scales the same requests
+in time), :class:`Trace` (a CSV or JSON-lines file of ``arrival_s, prompt, output``,
+:func:`read_trace`) or :class:`ClosedLoop` (``concurrency`` clients, each sending its next
+request when its last completes, as ``vllm bench serve --max-concurrency``). The drawn loads
+take lengths from a :class:`Workload` (fixed or drawn, :func:`parse_lengths`; gaps and lengths
+are separate streams of the seed, so a closed loop draws a Poisson load's lengths).
+:meth:`Load.draw` gives the :class:`Requests`; :meth:`Load.driver` brings them to a simulation
+(:class:`OpenLoop` or :class:`Clients`, through SimPy's ``env``, the ``arrival`` times and
+``arrive(rid) -> bool``). Details: docs/serving.md.
 
 Examples
 --------
