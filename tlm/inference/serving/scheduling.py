@@ -183,6 +183,20 @@ class Chunked(PrefillPolicy):
         B = r.B
         admission = r.admission
         waiting = r.waiting
+        tokens = sequences = kv = pairs = budget = 0
+        chunked: list = []
+
+        def add(seq, c):
+            """Put ``c`` prompt tokens of ``seq`` in this iteration's plan."""
+            nonlocal tokens, sequences, kv, pairs, budget
+            k, p = take_chunk(r, seq, c)
+            tokens += c
+            sequences += 1
+            kv += k
+            pairs += p
+            budget -= c
+            chunked.append(seq)
+
         while True:
             r.kv_mark()
             # 1. decodes: every decoding sequence, one token each; preempt for their blocks
@@ -197,15 +211,8 @@ class Chunked(PrefillPolicy):
                     break
                 room = seq.blocks * B - seq.ctx + (r.total - r.used) * B
                 c = min(seq.target - seq.ctx, budget, room)
-                if c <= 0:
-                    continue
-                k, p = take_chunk(r, seq, c)
-                tokens += c
-                sequences += 1
-                kv += k
-                pairs += p
-                budget -= c
-                chunked.append(seq)
+                if c > 0:
+                    add(seq, c)
             # 3. admissions, first come first served
             admitted = []
             while waiting and budget > 0 and len(r.running) < self.max_batch:
@@ -224,13 +231,7 @@ class Chunked(PrefillPolicy):
                 if not _fits(r, seq, c) or not admission.admit(r, seq):
                     break
                 r.start(seq)
-                k, p = take_chunk(r, seq, c)
-                tokens += c
-                sequences += 1
-                kv += k
-                pairs += p
-                budget -= c
-                chunked.append(seq)
+                add(seq, c)
             if tokens:
                 return (tokens, sequences, kv, pairs), n, chunked, admitted, r.used
             if not r.running:
