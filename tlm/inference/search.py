@@ -379,12 +379,12 @@ def search(
     if not batches or min(batches) < 1:
         raise InferenceInputError("batches", batches, "integers >= 1")
     kv_fmts = tuple(fmts if kv_fmts is None else kv_fmts)
+    keys = {}
     for name, values in (("fmts", tuple(fmts)), ("kv_fmts", kv_fmts)):
         if not values:
             raise InferenceInputError(name, values, f"formats of {', '.join(FORMATS.values())}")
-        for value in values:
-            check_format(name, value)
-    fmts, kv_fmts = (tuple(check_format("", v) for v in vs) for vs in (fmts, kv_fmts))
+        keys[name] = tuple(check_format(name, value) for value in values)  # the model's keys
+    fmts, kv_fmts = keys["fmts"], keys["kv_fmts"]
     expert_layouts = tuple(expert_layouts)
     if not expert_layouts or any(x not in EXPERT_LAYOUTS for x in expert_layouts):
         raise InferenceInputError(
