@@ -49,7 +49,7 @@ class FreeNetwork:
     def collective_s(self, op, group, stride, nbytes, dtype_bytes=2):
         return np.zeros(np.broadcast_shapes(np.shape(group), np.shape(nbytes)))
 
-    def p2p_s(self, nbytes, stride):
+    def p2p_s(self, nbytes, stride, group=None):
         return np.zeros(np.broadcast_shapes(np.shape(nbytes), np.shape(stride)))
 
 
@@ -66,7 +66,7 @@ class RingNetwork(FreeNetwork):
         per = 1e-6 + np.asarray(nbytes) / g / 100e9
         return np.where(g > 1, f * (g - 1) * per * self.scale, 0.0)
 
-    def p2p_s(self, nbytes, stride):
+    def p2p_s(self, nbytes, stride, group=None):
         return 1e-6 + np.asarray(nbytes, float) / 25e9 + 0 * np.asarray(stride)
 
 
@@ -137,6 +137,32 @@ def test_pipeline_bubble_and_interleave():
         m, PeakCosts(), RingNetwork(), layout=Layout(dp=32, tp=8, pp=1), global_batch=256
     )
     assert float(one.bubble_s) == 0 and float(one.pp_comm_s) == 0
+
+
+def test_pipeline_sends_across_sites_pay_the_site_link():
+    """Four sites of 64 trn2 (an UltraServer each) joined at 100 GB/s and 2 ms, a pipeline
+    of 16 stages of 16 chips: stages 4 apart share a site, and the boundaries between sites
+    make every stage wait for the slowest send, so each send pays the site's latency; the
+    same job on one site (its stages in four UltraServers) does not."""
+    from tlm.cluster.network import Network
+    from tlm.costs import OpCosts
+    from tlm.hardware import load_hardware
+
+    hw = load_hardware("trn2")
+    m = load_model("llama3-70b")
+    costs = OpCosts.for_preset("trn2")
+    layout = dict(layout=Layout(dp=1, tp=16, pp=16), global_batch=64)
+    one = training_step(m, costs, Network.for_hardware(hw), **layout)
+    sites = Network.for_hardware(
+        hw, sites=4, chips=256, site_bandwidth_Bps=100e9, site_latency_s=2e-3
+    )
+    four = training_step(m, costs, sites, **layout)
+    sends = 2 * float(four.micro_batches)  # one forward and one backward per micro-batch
+    assert float(four.pp_comm_s) - float(one.pp_comm_s) > sends * 2e-3
+    assert float(four.step_s) > float(one.step_s)
+    # the other parts do not cross a site: unchanged
+    assert float(four.tp_comm_s) == float(one.tp_comm_s)
+    assert float(four.compute_s) == float(one.compute_s)
 
 
 def test_communication_parts_follow_the_groups():

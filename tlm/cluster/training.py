@@ -445,8 +445,11 @@ def training_step(
     # (Megatron's scatter-gather: each tensor-parallel chip sends its 1/tp of the hidden
     # state, the receivers all-gather it over the scale-up links)
     if any_(ppf > 1):
-        # (rows without a pipeline send to a stage that is not there: stride 1, masked below)
-        p2p = network.p2p_s(hidden_bytes / tpf, where(ppf > 1, tpv * cpv * dpv, 1))
+        # (rows without a pipeline send to a stage that is not there: stride 1, masked below;
+        # the pipeline's stages as the group, so the boundaries that cross nodes and sites pay
+        # their links)
+        stride_pp = where(ppf > 1, tpv * cpv * dpv, 1)
+        p2p = network.p2p_s(hidden_bytes / tpf, stride_pp, where(ppf > 1, ppv, 1))
         regather = tp_collective("all_gather", logical_not(spv) & (tpf > 1) & (ppf > 1))
         p2p = p2p + where(spv | (tpf == 1), 0.0, regather)
         pp_t = where(ppf > 1, 2 * vf * p2p, 0.0)
