@@ -206,3 +206,17 @@ def test_trnsim_train_refuses_a_layout_that_does_not_fit():
         "optimizer",
     ):
         run_study("train", model="llama3-405b", chips=128, tp=8, pp=2, zero=0)
+
+
+def test_no_layout_beats_the_roofline_of_its_own_products():
+    """On a roofline chip no product runs faster than the peak times the GEMM efficiency,
+    so no layout the search finds - whatever its overlap - has an MFU above that efficiency
+    (each layout's step holds at least its own products' time)."""
+    from tlm.costs.opcosts import DEFAULT_EFFICIENCY
+
+    hw = load_hardware("h100")
+    found = search(load_model("llama3-8b"), hw, [64, 512], scheduler="inline")
+    mfu = found.mfu[np.isfinite(found.mfu)]
+    assert mfu.size > 1000
+    assert float(mfu.max()) <= DEFAULT_EFFICIENCY
+

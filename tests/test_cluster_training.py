@@ -202,6 +202,25 @@ def test_communication_parts_follow_the_groups():
     assert float(ep.ep_comm_s) > 0
 
 
+def test_zero3_charges_a_micro_batch_window_once():
+    """ZeRO-3 gathers the weights twice and reduce-scatters the gradients every micro-batch;
+    overlapped, they hide behind that micro-batch's forward and backward - one window, so
+    overlap saves at most the compute (it once hid the gradients behind the backward pass a
+    second time)."""
+    m = load_model("llama3-8b")
+    args = dict(dp=8, tp=1, pp=1, zero=3, sp=False, recompute="none", global_batch=8)
+    slow = RingNetwork(scale=1000.0)  # communication far longer than compute
+    plain = training_step(m, PeakCosts(), slow, **laid(overlap_dp=False, **args))
+    hidden = training_step(m, PeakCosts(), slow, **laid(overlap_dp=True, **args))
+    params = float(plain.memory.weights_bytes) / 2 * 8  # the stage's weights, unsharded
+    ag = float(slow.collective_s("all_gather", 8, 1, params * 2))
+    rs = float(slow.collective_s("reduce_scatter", 8, 1, params * 2))
+    assert float(plain.micro_batches) == 1
+    assert float(plain.dp_comm_s) == pytest.approx(2 * ag + rs, rel=1e-9)
+    saved = float(plain.dp_comm_s) - float(hidden.dp_comm_s)
+    assert 0 < saved <= float(hidden.compute_s)
+
+
 def test_vectorised_equals_scalar():
     """Random valid layouts evaluated together give each one's own figures."""
     rng = np.random.default_rng(SEED)

@@ -470,12 +470,16 @@ def training_step(
     if any_(gf > 1):
         rs = network.collective_s("reduce_scatter", group, stride, grad_bytes, dtype_bytes=2)
         ag = network.collective_s("all_gather", group, stride, params * wb, dtype_bytes=2)
-        dp_sync = where(gf > 1, rs + ag, 0.0)
-        # ZeRO-3 gathers the stage's weights before each micro-batch's forward and backward;
-        # with overlap the next layer's gather hides behind this layer's compute
-        gathers = where(overlap, maximum(2 * ag - (fwd + bwd), 0.0), 2 * ag)
-        zero3 = where((zero_v >= 3) & (gf > 1), gathers * n_micro, 0.0)
-        dp_sync = where(zero_v >= 3, rs, dp_sync)
+        # ZeRO 0-2: the gradients reduced and the weights gathered once a step, after the
+        # last backward pass (which hides them with overlap)
+        dp_sync = where((gf > 1) & (zero_v < 3), rs + ag, 0.0)
+        # ZeRO-3 holds neither whole weights nor whole gradients: each micro-batch gathers
+        # the stage's weights for its forward and again for its backward and reduce-scatters
+        # its gradients; with overlap each layer's traffic hides behind the layers next to it,
+        # so a micro-batch's forward and backward are one window, charged once
+        per_micro = 2 * ag + rs
+        exposed = where(overlap, maximum(per_micro - (fwd + bwd), 0.0), per_micro)
+        zero3 = where((zero_v >= 3) & (gf > 1), exposed * n_micro, 0.0)
     else:
         dp_sync = zeros_like(tpf)
         zero3 = zeros_like(tpf)
