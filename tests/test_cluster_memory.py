@@ -60,7 +60,7 @@ def test_korthikanti_table_2_per_layer(name, t, p, b, batch, v, case):
     layer: 16-bit activations, 1-byte dropout masks, MLP of 4h."""
     m = load_model(name)
     args = {"micro_batch": b, "seq_len": m.seq_len, "tp": t, **CASES[case]}
-    ours = layer_activation_bytes(m, "dense", **args)
+    ours = layer_activation_bytes(m, "dense", attention="materialised", **args)
     want = table_2(m.seq_len, b, m.hidden, m.heads, args["tp"], case)
     assert float(ours) == pytest.approx(want, rel=1e-12)
 
@@ -84,7 +84,15 @@ def test_korthikanti_first_stage_totals(name, t, p, b, batch, v):
         r = memory_per_chip(
             m,
             layout=Layout(
-                dp=1, tp=t, pp=p, micro_batch=b, interleave=v, sp=sp, recompute=recompute, zero=0
+                dp=1,
+                tp=t,
+                pp=p,
+                micro_batch=b,
+                interleave=v,
+                sp=sp,
+                recompute=recompute,
+                zero=0,
+                attention="materialised",
             ),
             global_batch=batch,
         )
@@ -103,7 +111,7 @@ def test_five_fold_reduction(name, t, p, b, batch, v):
     memory about 5x against tensor parallelism alone (4.9x to 5.4x on the three large
     models)."""
     m = load_model(name)
-    shape = dict(micro_batch=b, seq_len=m.seq_len, tp=t)
+    shape = dict(micro_batch=b, seq_len=m.seq_len, tp=t, attention="materialised")
     base = layer_activation_bytes(m, "dense", **shape, sp=False, recompute=NONE)
     ours = layer_activation_bytes(m, "dense", **shape, sp=True, recompute=SELECTIVE)
     assert 4.9 <= float(base / ours) <= 5.5
@@ -195,10 +203,16 @@ def test_pipeline_in_flight_micro_batches():
     assert acts[(8, 64)] == pytest.approx(8 * 4 * layer)  # L layers' worth either way
     inter = memory_per_chip(m, **laid(MEMORY_RECIPE, pp=4, interleave=2, global_batch=64, **one))
     assert float(inter.activations_bytes) == pytest.approx(acts[(4, 64)] * (1 + 3 / 8))
+    # interleaved with 4 micro-batches a step: all of them, and no more, in flight
+    few = memory_per_chip(m, **laid(MEMORY_RECIPE, pp=4, interleave=2, global_batch=4, **one))
+    assert float(few.activations_bytes) == pytest.approx(4 * 8 * layer)
 
 
 def test_uneven_pipeline_split():
-    """Llama 3 405B's 126 layers over 16 stages: the first stages take 8, the last 7."""
+    """Llama 3 405B's 126 layers over 16 stages: what 16 does not divide goes to the stages
+    after the first, so the first and the last take 7 and the fourteen between them 8 (the
+    split Llama 3 describes). The peak is then the second stage: 8 layers of 15 micro-batches
+    (120 layer-micro-batches) over the first's 7 of 16 (112)."""
     m = load_model("llama3-405b")
     r = memory_per_chip(
         m, layout=Layout(dp=64, tp=8, pp=16, sp=True, recompute="selective", zero=1)
@@ -208,8 +222,34 @@ def test_uneven_pipeline_split():
             m, "dense", micro_batch=1, seq_len=8192, tp=8, sp=True, recompute=SELECTIVE
         )
     )
-    assert int(r.stage) == 0
-    assert float(r.activations_bytes) == pytest.approx(16 * 8 * layer)
+    assert int(r.stage) == 1
+    assert float(r.activations_bytes) == pytest.approx(15 * 8 * layer)
+    # 31 layers over 8 stages: the 7 after the first get one more, the last among them; the
+    # second (4 layers x 7 micro-batches) is the peak, holding 4 layers' weights and no more
+    m31 = dataclasses.replace(load_model("llama3-8b"), layers=31, vocab=1024)
+    w = memory_per_chip(m31, **laid(MEMORY_RECIPE, pp=8, global_batch=64))
+    assert int(w.stage) == 1
+    assert float(w.weights_bytes) == 4 * m31.layer_parameters() * 2
+    # one stage holds everything
+    one = memory_per_chip(m, layout=Layout(dp=1, tp=8, pp=1))
+    assert int(one.stage) == 0
+
+
+def test_flash_attention_stores_no_scores():
+    """Flash attention keeps each query's fp32 softmax statistics, not the b a s^2 scores:
+    with it, selective recomputation stores what no recomputation does."""
+    m = load_model("gpt3-175b")
+    shape = dict(micro_batch=1, seq_len=m.seq_len, tp=8, sp=True)
+    s, b, h, a, t = m.seq_len, 1, m.hidden, m.heads, 8
+    for code in (NONE, SELECTIVE):
+        flash = layer_activation_bytes(m, "dense", **shape, recompute=code)
+        assert float(flash) == pytest.approx(s * b * h * 34 / t + 4 * b * a / t * s, rel=1e-12)
+    full = layer_activation_bytes(m, "dense", **shape, recompute=FULL)
+    assert float(full) == 2 * s * b * h / t
+    with pytest.raises(ValueError, match="attention must be one of flash, materialised"):
+        layer_activation_bytes(m, "dense", **shape, recompute=NONE, attention="paged")
+    with pytest.raises(ValueError, match="attention must be one of flash, materialised"):
+        Layout(attention="eager")
 
 
 def test_vectorised_equals_scalar_calls():

@@ -86,9 +86,17 @@ def test_compute_is_the_flops_over_the_peak(name, recompute):
         m,
         PeakCosts(),
         FreeNetwork(),
-        layout=Layout(dp=8, tp=tp, pp=1, ep=ep, zero=1, sp=True, recompute=recompute),
+        layout=Layout(
+            dp=8,
+            tp=tp,
+            pp=1,
+            ep=ep,
+            zero=1,
+            sp=True,
+            recompute=recompute,
+            attention="materialised",
+        ),
         global_batch=64,
-        attention="materialised",
     )
     padded = replace(m, vocab=-(-m.vocab // tp) * tp)
     flops = 64 * m.seq_len * padded.training_flop_per_token(recompute=recompute)
@@ -120,6 +128,19 @@ def test_selective_recompute_is_the_attention_products_forward():
     attention = m.attention_flop_per_token() * tokens / 8  # forward, per chip of 8
     assert float(sel.recompute_s) == pytest.approx(attention / 1e15, rel=1e-9)
     assert float(sel.compute_s) == pytest.approx(float(none.compute_s), rel=1e-12)
+
+
+def test_flash_attention_leaves_selective_recomputation_nothing_to_do():
+    """With flash attention the backward pass recomputes the score product already: selective
+    recomputation adds no time and no hardware FLOPs, and stores what no recomputation does."""
+    m = load_model("gpt3-175b")
+    args = dict(dp=1, tp=8, pp=1, sp=True, global_batch=8, attention="flash")
+    none = training_step(m, PeakCosts(), FreeNetwork(), **laid(recompute="none", **args))
+    sel = training_step(m, PeakCosts(), FreeNetwork(), **laid(recompute="selective", **args))
+    assert float(sel.recompute_s) == 0
+    assert float(sel.step_s) == float(none.step_s)
+    assert float(sel.hfu) == float(none.hfu)
+    assert float(sel.memory.activations_bytes) == float(none.memory.activations_bytes)
 
 
 def test_pipeline_bubble_and_interleave():

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-__all__ = ["Layout", "LAYOUT_FIELDS", "RECOMPUTE"]
+__all__ = ["Layout", "LAYOUT_FIELDS", "RECOMPUTE", "ATTENTION"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,12 @@ class Layout:
         ``none``, ``selective`` (the attention's products, as Korthikanti et al.) or ``full``.
     interleave : int or array
         Virtual pipeline stages per chip (1: plain 1F1B).
+    attention : str
+        The attention kernel, one of :data:`ATTENTION` (one for the whole table): ``flash``
+        (scores never in HBM: only each query's softmax statistics are kept, and the backward
+        pass recomputes the score product - so selective recomputation has nothing left to
+        recompute) or ``materialised`` (scores, softmax and dropout through HBM, as Megatron-LM
+        of 2021-22). The step's time and its memory both read it.
     """
 
     dp: object = 1
@@ -56,13 +62,17 @@ class Layout:
     sp: object = True
     recompute: object = "selective"
     interleave: object = 1
+    attention: str = "flash"
 
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if hasattr(value, "shape") and getattr(value, "ndim", 0):
+            if f.name != "attention" and hasattr(value, "shape") and getattr(value, "ndim", 0):
                 continue  # a table's rows are marked, not raised on
-            if f.name == "sp":
+            if f.name == "attention":
+                ok = isinstance(value, str) and value in ATTENTION
+                allowed = "one of " + ", ".join(ATTENTION)
+            elif f.name == "sp":
                 ok, allowed = isinstance(value, bool | np.bool_), "a bool"
             elif f.name == "recompute":
                 code = _is_integer(value) and 0 <= value < len(RECOMPUTE)
@@ -88,6 +98,8 @@ class Layout:
 
 #: Recomputation choices, by name (an array of layouts may hold their codes: the index).
 RECOMPUTE = ("none", "selective", "full")
+#: Attention kernels: fused on chip (flash), or the scores through HBM.
+ATTENTION = ("flash", "materialised")
 
 
 def _is_integer(value) -> bool:

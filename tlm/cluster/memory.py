@@ -57,7 +57,7 @@ from ..elementwise import (
 )
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import tp_allowed
-from .layout import LAYOUT_FIELDS, RECOMPUTE, Layout
+from .layout import ATTENTION, LAYOUT_FIELDS, RECOMPUTE, Layout
 
 __all__ = [
     "MemoryBreakdown",
@@ -228,29 +228,44 @@ def _layer_params(m: Model, t, ep):
 
 # --- activations ------------------------------------------------------------------------------
 def layer_activation_bytes(
-    m: Model, kind, *, micro_batch, seq_len, tp, cp=1, sp, recompute, fmt="bf16"
+    m: Model,
+    kind,
+    *,
+    micro_batch,
+    seq_len,
+    tp,
+    cp=1,
+    sp,
+    recompute,
+    fmt="bf16",
+    attention="flash",
 ):
     """Bytes one layer stores for the backward pass, for one micro-batch, on one chip
-    (vectorised over every argument but ``m``, ``kind`` and ``fmt``).
+    (vectorised over every argument but ``m``, ``kind``, ``fmt`` and ``attention``).
 
-    ``recompute`` is a name or code of :data:`RECOMPUTE` (or an array of them). See the
-    module docstring and docs/workloads.md for the derivation.
+    ``recompute`` is a name or code of :data:`RECOMPUTE` (or an array of them); ``attention``
+    one of :data:`tlm.cluster.layout.ATTENTION`. See the module docstring and
+    docs/workloads.md for the derivation.
 
     >>> from tlm.workloads import load_model
     >>> gpt = load_model("gpt3-175b")     # Korthikanti: sbh (34 + 5as/h) = 2048 x 12288 x 114
-    >>> int(layer_activation_bytes(gpt, "dense", micro_batch=1, seq_len=2048, tp=1, sp=False,
-    ...                            recompute="none")) == 2048 * 12288 * 114
+    >>> stored = layer_activation_bytes(gpt, "dense", micro_batch=1, seq_len=2048, tp=1,
+    ...                                 sp=False, recompute="none", attention="materialised")
+    >>> int(stored) == 2048 * 12288 * 114
     True
     """
     if kind not in ("dense", "moe") or (kind == "moe" and not m.moe):
         allowed = "dense or moe" if m.moe else "dense"
         raise ValueError(f"kind must be {allowed}, not {kind!r}")
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, not {attention!r}")
     b, s, t, c = (np.asarray(x, dtype=float) for x in (micro_batch, seq_len, tp, cp))
     sp = np.asarray(sp, dtype=bool)
-    return _activation_bytes(m, kind, b, s, t, c, sp, _recompute_codes(recompute), fmt)
+    code = _recompute_codes(recompute)
+    return _activation_bytes(m, kind, b, s, t, c, sp, code, fmt, attention)
 
 
-def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt):
+def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt, attention):
     """:func:`layer_activation_bytes` of checked inputs: floats ``b, s, t, c`` (micro-batch,
     sequence, tp, cp), booleans ``sp`` and recomputation codes ``code`` - arrays, or Python
     numbers for one configuration."""
@@ -272,8 +287,13 @@ def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt):
     else:
         kv_l = maximum(m.kv_heads / t, 1)
         split = e * (a_l * m.head_dim + kv_l * (m.head_dim + m.v_head_dim) + a_l * m.v_head_dim)
-    # scores: softmax output (+ dropout mask and output), b a s^2 over the context chips
-    scores = b * a_l * (s / c) * s * (e + mask * (1 + e))
+    if attention == "flash":
+        # each query's softmax statistics (fp32 log-sum-exp); the dropout mask is regenerated
+        # from its seed in the backward pass
+        scores = b * a_l * (s / c) * 4.0
+    else:
+        # scores: softmax output (+ dropout mask and output), b a s^2 over the context chips
+        scores = b * a_l * (s / c) * s * (e + mask * (1 + e))
     # FFN: norm input, first projection's input, dropout mask; intermediates split by t
     whole = whole + (2 * e + mask) * h
     mid = 3 if m.mlp == "swiglu" else 2  # SwiGLU: gate and up outputs, product; GeLU: in, out
@@ -289,7 +309,10 @@ def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt):
         per_copy = 2 * e * h + e * mid * x.expert_ffn / t
         routed = tokens * x.top_k * x.capacity_factor * per_copy
     full_layer = tokens * (whole / r + split) + routed
-    stored = where(code == 0, full_layer + scores, full_layer)
+    if attention == "flash":  # nothing left for selective recomputation to drop
+        stored = full_layer + scores
+    else:
+        stored = where(code == 0, full_layer + scores, full_layer)
     return where(code == 2, tokens * e * h / r, stored)
 
 
@@ -333,7 +356,7 @@ def memory_per_chip(
         naming the input, its value and what is allowed (arrays mark invalid rows instead).
     """
     layout = Layout() if layout is None else layout
-    dp, tp, pp, cp, ep, zero, micro_batch, sp, recompute, interleave = (
+    dp, tp, pp, cp, ep, zero, micro_batch, sp, recompute, interleave, attention = (
         getattr(layout, name) for name in LAYOUT_FIELDS
     )
     config = {
@@ -367,9 +390,8 @@ def memory_per_chip(
     safe = {
         k: where(ok, v, 1) if k not in ("sp", "recompute", "zero") else v for k, v in values.items()
     }
-    figures = _evaluate(
-        model, safe, gb, s, weights, gradients, optimizer, master, activations, reserve_bytes
-    )
+    formats = (weights, gradients, optimizer, master, activations)
+    figures = _evaluate(model, safe, gb, s, formats, attention, reserve_bytes)
     nan = where(ok, 1.0, np.nan)
     hbm = np.nan if hbm_bytes is None else float(hbm_bytes)
     total = figures["total_bytes"] * nan
@@ -463,52 +485,86 @@ def _validate(m: Model, c: dict, gb: int, s: int):
     return code, tuple(reasons)
 
 
-def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
+def _in_flight(pp, v, n_micro, r):
+    """Micro-batches whose activations pipeline stage ``r`` holds at its peak, in whole-stage
+    units: 1F1B's warm-up plus the one in its steady state (Megatron-LM's schedules: ``pp - r``;
+    interleaved over ``v`` virtual stages, ``(2 (pp - r - 1) + (v - 1) pp + 1) / v`` chunks of
+    a stage - Korthikanti's ``pp (1 + (pp - 1) / (pp v))`` on the first), never more than the
+    step's micro-batches."""
+    plain = pp - r
+    interleaved = pp + (pp - 2 * r - 1) / maximum(v, 1)
+    return minimum(where(v > 1, interleaved, plain), n_micro)
+
+
+def _evaluate(m, c, gb, s, formats, attention, reserve):
     dp, t, pp, cp, ep = (as_float(c[k]) for k in ("dp", "tp", "pp", "cp", "ep"))
     zero, b, rc, v = c["zero"], as_float(c["micro_batch"]), c["recompute"], c["interleave"]
     sp = c["sp"]
+    wf, gf, of, mf, af = formats
     wb, gb_, ob = element_bytes(wf), element_bytes(gf), element_bytes(of)
     master = 0.0 if mf == wf else element_bytes(mf)
     ab = element_bytes(af)
     dense_p, moe_p, expert_p = _layer_params(m, t, ep)
 
-    # layers on the first and the last stage (uneven splits: the first stages take one more)
+    # layers per stage: what pp does not divide goes to the stages after the first (stages
+    # 1 .. L mod pp take one more), so the first - which holds the most micro-batches and the
+    # embedding - and, unless every other stage has one more, the last - which holds the
+    # output layer - take the fewest (as Llama 3 405B's 126 layers over 16 stages: 7, 8 x 14, 7)
     L = m.layers
     base = floor(L / pp)
-    first_n = ceil(L / pp)
-    last_n = where(pp == 1, L, base)
+    rem = L - base * pp
     k_dense = m.dense_layers if m.moe else L
-    first_dense = minimum(k_dense, first_n)
-    last_dense = clip(k_dense - (L - last_n), 0, last_n)
+    first_n = base
+    second_n = base + where(rem >= 1, 1, 0)
+    last_n = base + where((pp > 1) & (rem == pp - 1), 1, 0)
 
     vocab_l = ceil(m.vocab / t)
     embed = vocab_l * m.hidden + (s * m.hidden if m.position == "learned" else 0)
     head = where(pp > 1, vocab_l * m.hidden, 0.0) if m.tied_embeddings else vocab_l * m.hidden
     head = head + m.norm_parameters()
-    stages = []
     n_micro = gb / (dp * b)
-    for n_layers, n_dense, extra, in_flight in (
-        # one stage holds the embedding and the output projection both
-        (first_n, first_dense, embed + where(pp == 1, head, 0.0), minimum(pp, n_micro)),
-        (last_n, last_dense, head, ones_like(pp)),
-    ):
-        n_moe = n_layers - n_dense
-        dense_params = n_dense * dense_p + n_moe * moe_p + extra  # sharded over dp x cp
-        expert_params = n_moe * expert_p  # sharded over dp x cp / ep
-        stages.append((n_layers, n_dense, n_moe, dense_params, expert_params, in_flight))
+    # the first, the second (a peak candidate only from 3 stages: with 2 it is the last) and
+    # the last stage: (index, layers, dense layers among them, parameters beyond the layers)
+    candidates = (
+        (0, first_n, minimum(k_dense, first_n), embed + where(pp == 1, head, 0.0)),
+        (
+            where(pp >= 3, 1, 0),
+            where(pp >= 3, second_n, first_n),
+            where(pp >= 3, clip(k_dense - first_n, 0, second_n), minimum(k_dense, first_n)),
+            where(pp >= 3, 0.0, embed + where(pp == 1, head, 0.0)),
+        ),
+        (pp - 1, last_n, clip(k_dense - (L - last_n), 0, last_n), head),
+    )
 
     d_shard = dp * cp
     e_shard = d_shard / ep
-    # what is the same on both stages: a layer's activations per micro-batch, and while it is
-    # recomputed (the larger of the two kinds of layer)
+    # what is the same on every stage: a layer's activations per micro-batch, and while it
+    # is recomputed (the larger of the two kinds of layer)
     shape = (b, s, t, cp, sp)
-    dense_acts = _activation_bytes(m, "dense", *shape, rc, af)
-    moe_acts = _activation_bytes(m, "moe", *shape, rc, af) if m.moe else 0.0
-    working = _activation_bytes(m, "dense", *shape, 0 * rc, af)
+    dense_acts = _activation_bytes(m, "dense", *shape, rc, af, attention)
+    moe_acts = _activation_bytes(m, "moe", *shape, rc, af, attention) if m.moe else 0.0
+    working = _activation_bytes(m, "dense", *shape, 0 * rc, af, attention)
     if m.moe:
-        working = maximum(working, _activation_bytes(m, "moe", *shape, 0 * rc, af))
+        working = maximum(working, _activation_bytes(m, "moe", *shape, 0 * rc, af, attention))
+    tokens = b * s / cp
+    r = where(sp, t, 1.0)
+    # buffers: ZeRO-3 gathers a layer's weights (two in flight: one prefetched); pipeline
+    # send and receive of one micro-batch's hidden state; a fully recomputed layer's
+    # activations while it is recomputed; context-parallel K/V blocks in flight; reserve
+    biggest = maximum(dense_p, moe_p + expert_p) if m.moe else dense_p
+    buf = where(zero >= 3, 2 * biggest * wb, 0.0)
+    buf = buf + where(pp > 1, 2 * tokens * ab * m.hidden / r, 0.0)
+    buf = buf + where(rc == 2, working, 0.0)
+    kv_l = maximum(m.kv_heads / t, 1)
+    buf = buf + where(cp > 1, 2 * tokens * ab * kv_l * (m.head_dim + m.v_head_dim), 0.0)
+    buf = buf + reserve
+    # final norm and output projection inputs, fp32 logits split by vocabulary
+    head_acts = tokens * (2 * ab * m.hidden / r + 4.0 * vocab_l)
     results = []
-    for i, (_, n_dense, n_moe, pd, pe, in_flight) in enumerate(stages):
+    for index, n_layers, n_dense, extra in candidates:
+        n_moe = n_layers - n_dense
+        pd = n_dense * dense_p + n_moe * moe_p + extra  # sharded over dp x cp
+        pe = n_moe * expert_p  # sharded over dp x cp / ep
         held = pd / where(zero >= 3, d_shard, 1) + pe / where(zero >= 3, e_shard, 1)
         weights = held * wb
         grads = pd / where(zero >= 2, d_shard, 1) + pe / where(zero >= 2, e_shard, 1)
@@ -518,32 +574,24 @@ def _evaluate(m, c, gb, s, wf, gf, of, mf, af, reserve):
         per_mb = n_dense * dense_acts
         if m.moe:
             per_mb = per_mb + n_moe * moe_acts
-        factor = where(v > 1, 1 + (pp - 1) / (pp * v), 1.0) if i == 0 else 1.0
-        acts = per_mb * in_flight * factor
-        tokens = b * s / cp
-        r = where(sp, t, 1.0)
-        if i == 0:  # the embedding's dropout mask, per micro-batch in flight
-            acts = acts + (tokens * m.hidden / r * (1.0 if m.dropout else 0.0)) * in_flight
-        # final norm and output projection inputs, fp32 logits split by vocabulary: on the
-        # last stage (the first too when there is one stage)
-        head_acts = tokens * (2 * ab * m.hidden / r + 4.0 * vocab_l)
-        acts = acts + (head_acts if i == 1 else where(pp == 1, head_acts, 0.0))
-        # buffers: ZeRO-3 gathers a layer's weights (two in flight: one prefetched); pipeline
-        # send and receive of one micro-batch's hidden state; a fully recomputed layer's
-        # activations while it is recomputed; context-parallel K/V blocks in flight; reserve
-        biggest = maximum(dense_p, moe_p + expert_p) if m.moe else dense_p
-        buf = where(zero >= 3, 2 * biggest * wb, 0.0)
-        buf = buf + where(pp > 1, 2 * tokens * ab * m.hidden / r, 0.0)
-        buf = buf + where(rc == 2, working, 0.0)
-        kv_l = maximum(m.kv_heads / t, 1)
-        buf = buf + where(cp > 1, 2 * tokens * ab * kv_l * (m.head_dim + m.v_head_dim), 0.0)
-        buf = buf + reserve
-        results.append((weights, grads, opt, acts, buf))
-    totals = [sum(parts) for parts in results]
-    last_peak = totals[1] > totals[0]
+        acts = per_mb * _in_flight(pp, v, n_micro, index)
+        first = index == 0
+        # the embedding's dropout mask, per micro-batch in flight on the first stage
+        mask = tokens * m.hidden / r * (1.0 if m.dropout else 0.0)
+        acts = acts + where(first, mask * minimum(pp, n_micro), 0.0)
+        acts = acts + where(index == pp - 1, head_acts, 0.0)
+        results.append((weights, grads, opt, acts, buf, index))
+    totals = [sum(parts[:5]) for parts in results]
+    peak = where(totals[1] > totals[0], 1, 0)
+    peak = where(totals[2] > maximum(totals[0], totals[1]), 2, peak)
     out = {}
     for j, name in enumerate(COMPONENTS):
-        out[f"{name}_bytes"] = where(last_peak, results[1][j], results[0][j]) + 0.0
-    out["total_bytes"] = where(last_peak, totals[1], totals[0]) + 0.0
-    out["stage"] = as_int(last_peak)
+        out[f"{name}_bytes"] = _pick(peak, [x[j] for x in results]) + 0.0
+    out["total_bytes"] = _pick(peak, totals) + 0.0
+    out["stage"] = as_int(_pick(peak, [x[5] for x in results]))
     return out
+
+
+def _pick(which, values):
+    """``values[which]`` per configuration (``which`` 0, 1 or 2)."""
+    return where(which == 2, values[2], where(which == 1, values[1], values[0]))

@@ -48,7 +48,7 @@ from ..elementwise import (
 )
 from ..workloads.model import Model, element_bytes
 from ..workloads.operators import head_ops, layer_ops
-from .layout import Layout
+from .layout import ATTENTION, Layout
 from .memory import RECOMPUTE, MemoryBreakdown, memory_per_chip
 
 __all__ = [
@@ -63,8 +63,6 @@ __all__ = [
 
 #: The per-layout arrays of :class:`TrainingStep` (its memory aside).
 STEP_FIELDS = ("step_s", "mfu", "tokens_per_s")
-#: How attention's scores are computed: fused on chip, or through HBM.
-ATTENTION = ("flash", "materialised")
 #: The parts of a step's time, in the order they are reported; they add up to ``step_s``.
 PARTS = (
     "compute",
@@ -288,7 +286,6 @@ def training_step(
     global_batch=None,
     seq_len=None,
     fmt="bf16",
-    attention="flash",
     hbm_bytes=None,
     reserve_bytes=None,
 ) -> TrainingStep:
@@ -311,10 +308,6 @@ def training_step(
     fmt : str
         Format of the GEMMs' inputs (``bf16``, ``fp8_e4m3``, ...); activations, weights and
         gradients are kept in bf16.
-    attention : str
-        ``flash`` (the default: softmax fused with the products on chip, the score product
-        recomputed in the backward pass) or ``materialised`` (the scores, their softmax and
-        dropout written to and read from HBM, as Megatron-LM's fused softmax of 2021-22).
     hbm_bytes, reserve_bytes : optional
         Passed to the memory model (without ``hbm_bytes`` nothing fits).
 
@@ -324,8 +317,8 @@ def training_step(
         When every configuration input is a scalar and the configuration is not valid (the
         memory model's messages: the input, its value and what is allowed).
     """
-    if attention not in ATTENTION:
-        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, not {attention!r}")
+    layout = Layout() if layout is None else layout
+    attention = layout.attention  # the kernel the memory model assumes too
     gb = model.global_batch_sequences if global_batch is None else int(global_batch)
     s = model.seq_len if seq_len is None else int(seq_len)
     extra = {} if reserve_bytes is None else {"reserve_bytes": reserve_bytes}
@@ -387,7 +380,10 @@ def training_step(
     last_share = where(ppf > 1, floor(L / ppf) / n_layers, 1.0)
     head_total = _take(head_f, head_which) + _take(head_b, head_which)
     stage_compute = maximum(fwd + bwd, (fwd + bwd) * last_share + head_total)
-    recompute_t = where(rc == 2, fwd, where(rc == 1, attn_fwd, 0.0))
+    # selective recomputation reruns the attention products - which flash's backward pass
+    # does already (the score product, counted in ``bwd``), so with flash it adds nothing
+    selective = attn_fwd if attention == "materialised" else 0.0
+    recompute_t = where(rc == 2, fwd, where(rc == 1, selective, 0.0))
 
     # --- tensor-parallel collectives per micro-batch ----------------------------------------
     tokens = mbf * s / cpf
@@ -507,6 +503,8 @@ def training_step(
     tokens_step = float(gb * s)
     per_token = _cached(_flop_per_token, model, costs, s)
     model_flop = tokens_step * per_token[0]
+    if attention == "flash":  # selective recomputation recomputes nothing more
+        per_token = (per_token[0], per_token[0], per_token[2])
     hw_flop = _take(np.array([tokens_step * x for x in per_token]), rc)
     peak = costs.peak_flops(fmt)
     nan = where(ok, 1.0, np.nan)

@@ -258,9 +258,16 @@ def model_study(inputs: ModelInputs) -> ModelResults:
         chips=inputs.dp * inputs.tp * inputs.pp * inputs.cp,
         **memory_figures(row),
         headroom_bytes=row["hbm_bytes"] - row["total_bytes"],
-        peak_stage="last" if row["stage"] else "first",
+        peak_stage=_stage_name(int(row["stage"]), inputs.pp),
         series=rows,
     )
+
+
+def _stage_name(stage: int, pp: int) -> str:
+    """The peak pipeline stage in words: first, second or last (the only candidates)."""
+    if stage == pp - 1 and pp > 1:
+        return "last"
+    return ("first", "second")[stage]
 
 
 STUDY = register(

@@ -156,13 +156,13 @@ def _layout(run) -> dict:
         sp=pick(run.sequence_parallel, "sequence_parallel"),
         recompute=run.recompute or "none",
         zero=assumed["zero"],
+        attention=ATTENTION[_family(run)],
     )
     return dict(
         layout=layout,
         overlap_dp=assumed["overlap_dp"],
         global_batch=run.global_batch_sequences,
         seq_len=run.seq_len,
-        attention=ATTENTION[_family(run)],
     )
 
 
