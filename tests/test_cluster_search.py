@@ -219,4 +219,3 @@ def test_no_layout_beats_the_roofline_of_its_own_products():
     mfu = found.mfu[np.isfinite(found.mfu)]
     assert mfu.size > 1000
     assert float(mfu.max()) <= DEFAULT_EFFICIENCY
-

@@ -50,7 +50,6 @@ from ..elementwise import (
     floor,
     maximum,
     minimum,
-    ones_like,
     shaped,
     where,
     zeros_like,
