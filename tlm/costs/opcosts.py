@@ -33,8 +33,8 @@ True
 >>> a100 = OpCosts.for_hardware(load_hardware("a100"))
 >>> a100.source.split(":")[0]
 'roofline'
->>> round(float(a100.gemm_s(8192, 8192, 8192)) * 1e3, 3)   # 2 x 8192^3 / (312e12 x 0.8)
-4.405
+>>> round(float(a100.gemm_s(8192, 8192, 8192)) * 1e3, 2)   # 2 x 8192^3 / (312e12 x 0.7016)
+5.06
 """
 
 from __future__ import annotations
@@ -401,12 +401,13 @@ class OpCosts:
         ----------
         hardware : Hardware
         efficiency : float, optional
-            Fraction of the dense peak large GEMMs reach, in (0, 1]; default
+            Fraction of the dense peak large GEMMs reach, in (0, 1]; default the hardware
+            file's ``gemm_efficiency`` (FITTED by tools/calibrate_training.py), else
             :data:`DEFAULT_EFFICIENCY` (ASSUMED).
         call_s : float, optional
             Seconds each GEMM kernel costs beyond its roofline (launch, prologue, the last
-            wave's tail), >= 0; default :data:`DEFAULT_CALL_S` (ASSUMED). A batch of
-            products is one kernel.
+            wave's tail), >= 0; default the file's ``gemm_call_s``, else
+            :data:`DEFAULT_CALL_S` (ASSUMED). A batch of products is one kernel.
 
         Raises
         ------
@@ -431,15 +432,23 @@ class OpCosts:
             raise CostsError(f"call_s must be a number of seconds >= 0, not {call_s!r}")
         if hardware.chip_preset is not None and efficiency is None and call_s is None:
             return cls.for_preset(hardware.chip_preset)
-        fixed = DEFAULT_CALL_S if call_s is None else float(call_s)
-        eff = DEFAULT_EFFICIENCY if efficiency is None else float(efficiency)
-        told = "ASSUMED" if efficiency is None else "given"
+
+        def pick(given, name, default):
+            """The value given, else the file's (and its source), else the default."""
+            if given is not None:
+                return float(given), "given"
+            if getattr(hardware, name) is not None:
+                return getattr(hardware, name), hardware.sources[name].split(": ", 1)[-1]
+            return default, "ASSUMED"
+
+        eff, told = pick(efficiency, "gemm_efficiency", DEFAULT_EFFICIENCY)
+        fixed, told_call = pick(call_s, "gemm_call_s", DEFAULT_CALL_S)
         peaks = {k: v for k, v in hardware.dense_flops.items() if k in _OPERAND_BYTES}
         where = hardware.sources.get("hbm_bandwidth_Bps", hardware.name).split(":")[0]
         listed = ", ".join(f"{k} {v / 1e12:g} TFLOP/s" for k, v in peaks.items())
         sources = {
             "gemm": f"roofline: peak x efficiency {eff:g} {told}, {fixed * 1e6:g} us per "
-            f"kernel (no chip TLM for {hardware.name}; peaks {listed})",
+            f"kernel {told_call} (no chip TLM for {hardware.name}; peaks {listed})",
             "memory": f"memory: HBM roofline at {hardware.hbm_bandwidth_Bps / 1e12:g} TB/s "
             f"({where})",
             "vector": "vector: HBM roofline of the operands only (no engine model for "

@@ -51,6 +51,21 @@ class ChipSection(FigureSection):
     hbm_bandwidth_Bps: Figure
     power_w: Figure
     capex_usd: Figure
+    gemm_efficiency: Figure | None = Field(
+        None, description="fraction of the dense peak large matrix products reach, (0, 1]"
+    )
+    gemm_call_s: Figure | None = Field(
+        None, description="what each GEMM kernel costs beyond its roofline, seconds >= 0"
+    )
+
+    @model_validator(mode="after")
+    def _gemm(self):
+        e, c = self.gemm_efficiency, self.gemm_call_s
+        if e is not None and not 0 < e.value <= 1:
+            raise ValueError(f"gemm_efficiency must be in (0, 1], not {e.value!r}")
+        if c is not None and not c.value >= 0:
+            raise ValueError(f"gemm_call_s must be seconds >= 0, not {c.value!r}")
+        return self
 
 
 class ScaleUpSection(FigureSection):
@@ -166,6 +181,11 @@ class Hardware:
     scale_out_latency_s: float | None = None
     #: The system preset a Trainium file names (``trn2-ultraserver``); None for the others.
     system: str | None = None
+    #: A chip without a TLM (a GPU): the fraction of its dense peak large GEMMs reach and
+    #: what each kernel costs beyond that (:meth:`tlm.costs.OpCosts.for_hardware`; None: its
+    #: defaults, ASSUMED), fitted on the training validation (tools/calibrate_training.py).
+    gemm_efficiency: float | None = None
+    gemm_call_s: float | None = None
 
     def __hash__(self) -> int:
         known = self.__dict__.get("_hash")
@@ -265,6 +285,9 @@ def _load_hardware(name: str | Path) -> Hardware:
                 own("scale_out", out, "nic_bandwidth_Bps", "scale_out_bandwidth_Bps")
             ),
         )
+        for name in ("gemm_efficiency", "gemm_call_s"):
+            if getattr(c, name) is not None:
+                figures[name] = float(own("chip", c, name))
         for block, section in ((up, "scale_up"), (out, "scale_out")):
             if block.latency_s is not None:
                 key = f"{section}_latency_s"

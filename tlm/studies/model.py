@@ -15,8 +15,8 @@ Examples
 ...               recompute="selective").results
 >>> r.chips, round(r.parameters / 1e9, 1), r.fits
 (8192, 405.9, True)
->>> round(r.total_bytes / 2**30, 1), round(r.hbm_bytes / 2**30)
-(79.0, 96)
+>>> round(r.total_bytes / 2**30, 1), round(r.hbm_bytes / 2**30), r.peak_stage
+(74.1, 96, 'second')
 """
 
 from __future__ import annotations

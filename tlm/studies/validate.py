@@ -72,6 +72,9 @@ class ValidateResults(Results):
     collectives_judged_max_error_fraction: float | None = None
     training_judged_mean_error_fraction: float | None = None
     training_judged_max_error_fraction: float | None = None
+    training_refused_for_memory: int | None = Field(
+        None, description="published training layouts the memory model says do not fit"
+    )
     inference_judged_mean_error_fraction: float | None = None
     inference_judged_max_error_fraction: float | None = None
     inference_not_modelled: int | None = Field(
@@ -84,8 +87,11 @@ def validate_study(inputs: ValidateInputs) -> ValidateResults:
     rows: list[ValidationRow] = []
     if inputs.suite in ("all", "collectives"):
         rows += [r for s in validate(inputs.engine) for r in s.rows]
+    refused = None
     if inputs.suite in ("all", "training"):
-        rows += validate_training().rows
+        trained = validate_training()
+        rows += trained.rows
+        refused = len(trained.refused())
     if inputs.suite in ("all", "inference"):
         rows += validate_inference().rows
 
@@ -113,6 +119,7 @@ def validate_study(inputs: ValidateInputs) -> ValidateResults:
         shipped_mean_error_fraction=float(shipped.mean()),
         shipped_max_error_fraction=float(shipped.max()),
         **per_suite,
+        training_refused_for_memory=refused,
         inference_not_modelled=(
             len(validate_inference().skipped) if inputs.suite in ("all", "inference") else None
         ),
@@ -201,6 +208,17 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
             "judged max |err|",
         )
         tables.append(("training: fitted per accelerator", columns, rows))
+        rows = [
+            (
+                r.case,
+                r.system,
+                f"{r.detail.memory_bytes / 2**30:.1f}",
+                f"{r.detail.hbm_bytes / 2**30:.1f}",
+            )
+            for r in v.refused()
+        ]
+        columns = ("published layout the memory model refuses", "hardware", "needs (GiB)", "HBM")
+        tables.append(("training: published layouts that do not fit in the model", columns, rows))
     if inputs.suite in ("all", "inference"):
         v = validate_inference()
         rows = []

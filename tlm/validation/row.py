@@ -52,6 +52,14 @@ class TrainingDetail(_Frozen):
     run: int
     layout: str = Field(description="tp, pp, dp, cp, micro-batch, recomputation, sp")
     note: str
+    memory_bytes: float = Field(description="the model's memory per chip for the layout")
+    hbm_bytes: float = Field(description="the chip's HBM")
+
+    @property
+    def fits(self) -> bool:
+        """Whether the published layout fits the chip in the model (a run that trained
+        must)."""
+        return self.memory_bytes <= self.hbm_bytes
 
 
 class InferenceDetail(_Frozen):

@@ -13,12 +13,15 @@ its chip (``a100-80gb`` runs on :file:`tlm/hardware/a100.toml`, ``h100`` on
 At most two parameters per accelerator are calibrated, physical and named
 (:meth:`OpCosts.for_hardware`; no chip TLM exists for a GPU): ``efficiency``, the fraction of
 the chip's dense peak its large matrix products reach, and ``call_s``, what each GEMM kernel
-costs beyond that (launch, prologue, the last wave's tail). They are fitted on the ``fit`` rows
-of that accelerator (:data:`FIT`: least squares of the relative step-time error, the model
-linearised in ``1 / efficiency`` and ``call_s`` and solved twice), every other row is judged:
-its error (``model / published - 1`` of the published quantity: FLOP/s per chip or the step
-time), and the mean and max over the judged rows. The **shipped** figures are the model with
-:meth:`OpCosts.for_hardware`'s defaults, nothing fitted.
+costs beyond that (launch, prologue, the last wave's tail). :func:`fit` fits them on the ``fit``
+rows of that accelerator (:data:`FIT`: least squares of the relative step-time error, the
+model linearised in ``1 / efficiency`` and ``call_s`` and solved twice);
+tools/calibrate_training.py writes them into the hardware files (``gemm_efficiency``,
+``gemm_call_s``), so the **shipped** model - the hardware files as they are, what ``trnsim
+train`` runs - is the calibrated one, and a test fails when the two drift apart. Every other
+row is judged: its error (``model / published - 1`` of the published quantity: FLOP/s per
+chip or the step time), and the mean and max over the judged rows. Each row also says whether
+its published layout fits the chip's memory in the model (a row that does not is counted).
 
 Examples
 --------
@@ -37,6 +40,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..cluster.layout import Layout
+from ..cluster.memory import memory_per_chip
 from ..cluster.network import Network
 from ..cluster.training import training_step
 from ..costs import OpCosts
@@ -49,7 +53,9 @@ __all__ = [
     "validate_training",
     "FIT",
     "PARAMETERS",
+    "HARDWARE_FIGURES",
     "ATTENTION",
+    "fit",
     "ASSUMED_LAYOUT",
 ]
 
@@ -69,6 +75,8 @@ FIT = {
 #: The parameters fitted per accelerator (one Llama 3 row can fix only one: the H100 keeps
 #: ``call_s`` at its default).
 PARAMETERS = {"a100": ("efficiency", "call_s"), "h100": ("efficiency",)}
+#: Where each parameter is shipped: its figure in a hardware file's ``[chip]``.
+HARDWARE_FIGURES = {"efficiency": "gemm_efficiency", "call_s": "gemm_call_s"}
 #: How each source's framework computed attention: Megatron-LM's fused softmax of 2021-22
 #: wrote the scores to HBM; Llama 3 (2024) used flash attention. ASSUMED from the papers' dates
 #: and code (neither table states it).
@@ -116,6 +124,10 @@ class TrainingValidation:
     def judged_errors(self) -> np.ndarray:
         """Absolute errors of the judged rows."""
         return np.array([abs(r.calibrated_error_fraction) for r in self.rows if r.role == "judge"])
+
+    def refused(self) -> tuple[ValidationRow, ...]:
+        """Rows whose published layout the memory model says does not fit the chip."""
+        return tuple(r for r in self.rows if not r.detail.fits)
 
     def errors(self, role: str | None = None) -> np.ndarray:
         """Absolute errors of the rows of ``role`` (all rows by default)."""
@@ -181,6 +193,20 @@ def _model_time(m, run, hw_name: str, params: dict | None) -> float:
     return float(step.step_s), float(step.hardware_flop_per_step / step.chips)
 
 
+def _memory(m, run, hw_name: str):
+    """The run's memory per chip in the model (:class:`tlm.cluster.memory.MemoryBreakdown`)."""
+    hw, _ = _hardware(hw_name)
+    model = m if run.vocab is None else replace(m, vocab=run.vocab)
+    lay = _layout(run)
+    return memory_per_chip(
+        model,
+        lay["layout"],
+        global_batch=lay["global_batch"],
+        seq_len=lay["seq_len"],
+        hbm_bytes=hw.hbm_bytes,
+    )
+
+
 def _model_value(m, run, hw_name: str, params: dict | None) -> float:
     """The run's published quantity as the model gives it: the step time, or the achieved
     FLOP/s per chip as the papers count it (hardware FLOPs: recomputation included)."""
@@ -201,6 +227,16 @@ def _published_time(m, run, hw_name: str) -> float:
         return run.step_time_s
     _, flop = _model_time(m, run, hw_name, None)
     return flop / run.achieved_flop_per_s_per_chip
+
+
+def fit(hw_name: str) -> dict:
+    """The parameters of :data:`PARAMETERS` for accelerator ``hw_name`` fitted on its
+    :data:`FIT` rows (``{"efficiency": 0.64}``)."""
+    keys = FIT[hw_name]
+    rows = [(m, run) for m, i, run in _runs() if (m.name, i) in keys]
+    if len(rows) != len(keys):
+        raise ValueError(f"FIT names runs of {hw_name} that are not in the model files")
+    return _fit(hw_name, rows)
 
 
 def _fit(hw_name: str, rows) -> dict:
@@ -239,17 +275,13 @@ def _fit(hw_name: str, rows) -> dict:
 def validate_training() -> TrainingValidation:
     """Fit ``gemm_efficiency`` per accelerator on its :data:`FIT` rows; model every run."""
     runs = _runs()
-    parameters = {}
-    for hw_name, keys in FIT.items():
-        fit_rows = [(m, run) for m, i, run in runs if (m.name, i) in keys]
-        if len(fit_rows) != len(keys):
-            raise ValueError(f"FIT names runs of {hw_name} that are not in the model files")
-        parameters[hw_name] = _fit(hw_name, fit_rows)
+    parameters = {hw_name: fit(hw_name) for hw_name in FIT}
     rows = []
     for m, i, run in runs:
         hw_name = CHIPS[run.chip]
         quantity, published = _published(run)
         lay = _layout(run)["layout"]
+        memory = _memory(m, run, hw_name)
         layout = (
             f"tp{run.tp} pp{run.pp} dp{run.dp}"
             + (f" cp{run.cp}" if run.cp > 1 else "")
@@ -265,10 +297,17 @@ def validate_training() -> TrainingValidation:
                 quantity=quantity,
                 role="fit" if (m.name, i) in FIT[hw_name] else "judge",
                 published=published,
-                shipped=_model_value(m, run, hw_name, None),
+                shipped=_model_value(m, run, hw_name, None),  # the hardware file's figures
                 calibrated=_model_value(m, run, hw_name, parameters[hw_name]),
                 source=run.source,
-                detail=TrainingDetail(model=m.name, run=i, layout=layout, note=run.note),
+                detail=TrainingDetail(
+                    model=m.name,
+                    run=i,
+                    layout=layout,
+                    note=run.note,
+                    memory_bytes=float(memory.total_bytes),
+                    hbm_bytes=float(memory.hbm_bytes),
+                ),
             )
         )
     return TrainingValidation(rows=tuple(rows), parameters=parameters)

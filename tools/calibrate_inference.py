@@ -1,0 +1,105 @@
+"""Fit each system's inference fixed costs on the published TTFT/TPOT rows, write them into
+``tlm/inference/data/fixed_costs.toml`` and the row table of docs/validation.md
+(``make calibrate-inference``):
+
+    .venv/bin/python tools/calibrate_inference.py            # fit, write both
+    .venv/bin/python tools/calibrate_inference.py --check    # fit and print; write nothing
+
+For each system of :data:`tlm.validation.inference.FIT` (h100, trn2) the four named figures of
+:class:`tlm.inference.FixedCosts` fitted on its ``fit`` rows
+(:func:`tlm.validation.inference.validate_inference`) replace the values of its section, source
+``FITTED``; every other byte of the file stays. The table of every row in docs/validation.md
+("| row | system | case ...") gets its published, bare and fitted columns from the same run.
+Commit what it writes; ``tests/test_validation_inference.py`` fails when the file drifts from
+the fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tlm.inference.layout import FIXED_COSTS  # noqa: E402
+from tlm.validation.inference import validate_inference  # noqa: E402
+
+FILE = ROOT / "tlm" / "inference" / "data" / "fixed_costs.toml"
+DOCS = ROOT / "docs" / "validation.md"
+#: The quantities that are times (the docs' table shows them in ms or s; the rest in tokens/s).
+TIMES = ("ttft_s", "tpot_s", "e2e_s")
+
+
+def write_costs(system: str, fitted: dict, text: str) -> str:
+    """``text`` (the fixed costs file) with ``[system]``'s FITTED figures set to ``fitted``."""
+    head, found, tail = text.partition(f"\n[{system}]\n")
+    if not found:
+        raise SystemExit(f"calibrate_inference: {FILE} has no [{system}] section")
+    body, nxt, rest = tail.partition("\n[")
+    for name in FIXED_COSTS:
+        value = fitted[name]
+        shown = f"{value:.4g}" if name == "collective_bandwidth_factor" else f"{value:.4e}"
+        pattern = re.compile(rf"^({name} = {{ value = )([^,]+)(, source = \"FITTED\".*)$", re.M)
+        body, n = pattern.subn(lambda m, v=shown: m[1] + v + m[3], body, count=1)
+        if n != 1:
+            raise SystemExit(f"calibrate_inference: [{system}] has no FITTED {name} line")
+    return head + found + body + nxt + rest
+
+
+def _shown(quantity: str, value: float) -> str:
+    if quantity not in TIMES:  # throughputs: tokens/s, whole
+        return f"{value:,.0f}"
+    return f"{value:.3g} s" if value >= 1 else f"{value * 1e3:,.1f} ms"
+
+
+def write_docs(text: str, rows) -> tuple[str, int]:
+    """``text`` (docs/validation.md) with the numeric columns of every row of the inference
+    table set from ``rows``; and how many rows it set."""
+    by_id = {r.detail.id: r for r in rows}
+    done = 0
+
+    def line(m):
+        nonlocal done
+        cells = m[0].split(" | ")
+        r = by_id.get(cells[0].strip("| `"))
+        if r is None or len(cells) != 11:
+            return m[0]
+        published_unit = cells[4].split(" ", 1)[1] if " " in cells[4] else ""
+        cells[4] = _shown(r.quantity, r.published)
+        if r.quantity not in TIMES and published_unit:
+            cells[4] += f" {published_unit}"
+        cells[5] = _shown(r.quantity, r.shipped)
+        cells[6] = f"{r.shipped_error_fraction:+.1%}"
+        cells[7] = _shown(r.quantity, r.calibrated)
+        cells[8] = f"**{r.calibrated_error_fraction:+.1%}**"
+        cells[9] = r.role
+        done += 1
+        return " | ".join(cells)
+
+    return re.sub(r"^\| `[^`]+` \|.*\|$", line, text, flags=re.M), done
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="fit and print; write nothing")
+    args = p.parse_args(argv)
+    v = validate_inference()
+    for system, fitted in v.parameters.items():
+        print(f"{system}: " + ", ".join(f"{k} {fitted[k]:.4g}" for k in FIXED_COSTS))
+    if args.check:
+        return 0
+    text = FILE.read_text()
+    for system, fitted in v.parameters.items():
+        text = write_costs(system, fitted, text)
+    FILE.write_text(text)
+    docs, n = write_docs(DOCS.read_text(), v.rows)
+    DOCS.write_text(docs)
+    print(f"wrote {FILE.relative_to(ROOT)} and {n} rows of {DOCS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
