@@ -143,6 +143,23 @@ def test_flash_attention_leaves_selective_recomputation_nothing_to_do():
     assert float(sel.memory.activations_bytes) == float(none.memory.activations_bytes)
 
 
+def test_mfu_says_how_it_counts_attention():
+    """MFU counts attention over the whole square (the papers' convention); the causal MFU
+    counts the keys at or before each query: at 131,072 tokens the square is most of Llama 3
+    8B's FLOPs and the two differ by the attention's half."""
+    m = load_model("llama3-8b")
+    s = 131072
+    step = training_step(
+        m, PeakCosts(), FreeNetwork(), **laid(dp=1, tp=8, cp=16, pp=1, global_batch=1), seq_len=s
+    )
+    square = m.training_flop_per_token(s)
+    causal = m.training_flop_per_token(s, causal=True)
+    assert float(step.causal_mfu / step.mfu) == pytest.approx(causal / square, rel=1e-12)
+    attention = 3 * m.attention_flop_per_token(s)
+    assert attention / square > 0.5  # the square is most of the FLOPs at this length
+    assert float(step.causal_mfu) < 0.75 * float(step.mfu)
+
+
 def test_pipeline_bubble_and_interleave():
     """The bubble is (pp - 1) / v micro-batch times; interleaving divides it."""
     m = load_model("llama3-70b")

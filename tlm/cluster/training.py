@@ -93,7 +93,10 @@ ZERO_OPS = {
 class TrainingStep:
     """One training step per configuration (arrays of one shape; NaN where a configuration
     is not valid, its reason in ``memory.reason``). Times in seconds per step; the parts in
-    :data:`PARTS` add up to ``step_s``."""
+    :data:`PARTS` add up to ``step_s``. ``mfu`` counts attention's products over the whole
+    square of queries and keys (Megatron-LM's and Korthikanti's count, as papers print MFU);
+    ``causal_mfu`` only the keys at or before each query (what a causal kernel computes: at
+    long sequences the two differ most)."""
 
     step_s: np.ndarray
     compute_s: np.ndarray
@@ -111,8 +114,10 @@ class TrainingStep:
     tokens_per_step: np.ndarray
     tokens_per_s: np.ndarray
     model_flop_per_step: np.ndarray
+    causal_model_flop_per_step: np.ndarray
     hardware_flop_per_step: np.ndarray
     mfu: np.ndarray
+    causal_mfu: np.ndarray
     hfu: np.ndarray
     memory: MemoryBreakdown
     costs_source: str
@@ -258,8 +263,10 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
 
 def _flop_per_token(model: Model, costs, seq_len):
     """Training FLOPs per token of each recomputation mode (:data:`RECOMPUTE` order; the
-    first, none, is the model's FLOPs). ``costs`` is not used (:func:`_cached`'s key)."""
-    return tuple(model.training_flop_per_token(seq_len, r) for r in RECOMPUTE)
+    first, none, is the model's FLOPs), then the model's FLOPs with causal attention.
+    ``costs`` is not used (:func:`_cached`'s key)."""
+    modes = tuple(model.training_flop_per_token(seq_len, r) for r in RECOMPUTE)
+    return modes + (model.training_flop_per_token(seq_len, causal=True),)
 
 
 def _head_times(model: Model, costs, classes, seq_len, fmt, act_fmt):
@@ -503,9 +510,11 @@ def training_step(
     tokens_step = float(gb * s)
     per_token = _cached(_flop_per_token, model, costs, s)
     model_flop = tokens_step * per_token[0]
+    causal_flop = tokens_step * per_token[3]
+    modes = per_token[:3]
     if attention == "flash":  # selective recomputation recomputes nothing more
-        per_token = (per_token[0], per_token[0], per_token[2])
-    hw_flop = _take(np.array([tokens_step * x for x in per_token]), rc)
+        modes = (modes[0], modes[0], modes[2])
+    hw_flop = _take(np.array([tokens_step * x for x in modes]), rc)
     peak = costs.peak_flops(fmt)
     nan = where(ok, 1.0, np.nan)
     out = {f"{k}_s": shaped(v * nan, shape) for k, v in parts.items()}
@@ -519,8 +528,10 @@ def training_step(
         tokens_per_step=np.full(shape, tokens_step),
         tokens_per_s=shaped(tokens_step / step, shape),
         model_flop_per_step=np.full(shape, model_flop),
+        causal_model_flop_per_step=np.full(shape, causal_flop),
         hardware_flop_per_step=shaped(hw_flop * nan, shape),
         mfu=shaped(model_flop / (step * chips * peak), shape),
+        causal_mfu=shaped(causal_flop / (step * chips * peak), shape),
         hfu=shaped(hw_flop / (step * chips * peak), shape),
         memory=mem,
         costs_source=costs.source,

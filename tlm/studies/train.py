@@ -243,7 +243,13 @@ class TrainResults(RunResults, MemoryResults):
     optimizer_s: float
     micro_batches: int
     tokens_per_s: float
-    mfu_fraction: float = Field(description="model FLOPs / (step x chips x dense peak)")
+    mfu_fraction: float = Field(
+        description="model FLOPs / (step x chips x dense peak); attention over the whole "
+        "square of queries and keys, as Megatron-LM and the papers count it"
+    )
+    causal_mfu_fraction: float = Field(
+        description="the same with causal attention's FLOPs (keys at or before each query)"
+    )
     hfu_fraction: float = Field(description="with recomputation's FLOPs")
     steps: int = Field(description="the model file's tokens / tokens per step")
     train_days: float = Field(description="wall time of the run with goodput, days")
@@ -270,6 +276,7 @@ def train_study(inputs: TrainInputs) -> TrainResults:
         micro_batches=round(r["micro_batches"]),
         tokens_per_s=r["tokens_per_s"],
         mfu_fraction=r["mfu"],
+        causal_mfu_fraction=r["causal_mfu"],
         hfu_fraction=r["hfu"],
         steps=steps,
         train_days=figures["run_wall_s"] / 86400,
