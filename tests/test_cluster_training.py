@@ -259,6 +259,42 @@ def test_zero3_charges_a_micro_batch_window_once():
     assert 0 < saved <= float(hidden.compute_s)
 
 
+def test_overlap_schedules_hide_communication_behind_compute_once():
+    """Tensor-parallel collectives overlapped with their GEMMs, and DualPipe's MoE all-to-alls
+    behind another micro-batch: on a network 1,000x slow each saves at most the compute that
+    hides it; on a fast one the overlapped part disappears; without a partner micro-batch
+    DualPipe has nothing to hide behind."""
+    m = load_model("llama3-70b")
+    args = dict(dp=1, tp=8, pp=1, sp=True, recompute="selective", global_batch=4)
+    for scale in (1000.0, 1e-6):
+        net = RingNetwork(scale=scale)
+        plain = training_step(m, PeakCosts(), net, **laid(**args))
+        over = training_step(m, PeakCosts(), net, overlap_tp=True, **laid(**args))
+        saved = float(plain.tp_comm_s - over.tp_comm_s)
+        assert 0 < saved <= float(plain.compute_s + plain.recompute_s)
+        if scale < 1:
+            assert float(over.tp_comm_s) == 0
+        assert float(over.compute_s) == float(plain.compute_s)
+    # without sequence parallelism the all-reduces stay exposed
+    ar = dict(args, sp=False)
+    a = training_step(m, PeakCosts(), RingNetwork(), **laid(**ar))
+    b = training_step(m, PeakCosts(), RingNetwork(), overlap_tp=True, **laid(**ar))
+    assert float(a.tp_comm_s) == float(b.tp_comm_s) > 0
+
+    moe = load_model("deepseek-v3")
+    slow = RingNetwork(scale=1000.0)
+    base = dict(dp=8, tp=1, pp=1, ep=8, sp=False, recompute="full")
+    for batch, partner in ((64, True), (8, False)):
+        step = dict(global_batch=batch, **base)
+        plain = training_step(moe, PeakCosts(), slow, **laid(**step))
+        dual = training_step(moe, PeakCosts(), slow, overlap_ep=True, **laid(**step))
+        saved = float(plain.ep_comm_s - dual.ep_comm_s)
+        if partner:
+            assert 0 < saved <= float(plain.compute_s + plain.recompute_s)
+        else:
+            assert saved == 0
+
+
 def test_vectorised_equals_scalar():
     """Random valid layouts evaluated together give each one's own figures."""
     rng = np.random.default_rng(SEED)

@@ -271,6 +271,8 @@ def _step(model, hw, configs, opts, settings):
                 sp=rows["tp"] > 1,
             ),
             overlap_dp=opts.get("overlap_dp", True),
+            overlap_tp=opts.get("overlap_tp", False),
+            overlap_ep=opts.get("overlap_ep", False),
             global_batch=opts.get("global_batch"),
             seq_len=opts.get("seq_len"),
             fmt=opts.get("fmt", "bf16"),
@@ -298,7 +300,8 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
     """:data:`OUTPUTS` of each layout in ``configs`` (arrays of :data:`AXES`), one chip count
     or several. ``settings``: (name, value) pairs - the network's (:data:`NETWORK_SETTINGS`),
     the run's goodput and cost (:data:`GOODPUT_SETTINGS`, :data:`COST_SETTINGS`),
-    ``overlap_dp``, ``fmt`` (the GEMMs' format), ``global_batch``, ``seq_len``."""
+    ``overlap_dp``, ``overlap_tp``, ``overlap_ep``, ``fmt`` (the GEMMs' format), ``global_batch``,
+    ``seq_len``."""
     from .training import STEP_FIELDS
 
     opts = dict(settings)

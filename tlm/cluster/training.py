@@ -258,6 +258,8 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
         "fwd": gemm_fwd + attn_fwd + vec_fwd,
         "bwd": gemm_bwd + attn_bwd + extra_bwd + 2 * vec_fwd,
         "attn_fwd": attn_fwd + soft,
+        "gemm_fwd": gemm_fwd,
+        "gemm_bwd": gemm_bwd,
     }
 
 
@@ -290,6 +292,8 @@ def training_step(
     layout: Layout | None = None,
     *,
     overlap_dp=True,
+    overlap_tp=False,
+    overlap_ep=False,
     global_batch=None,
     seq_len=None,
     fmt="bf16",
@@ -310,6 +314,15 @@ def training_step(
         defaults these are; scalars, or arrays that broadcast together).
     overlap_dp : bool or array
         Hide the gradients' reduction behind the last micro-batch's backward pass.
+    overlap_tp : bool
+        Overlap each tensor-parallel all-gather and reduce-scatter (sequence parallelism)
+        with the GEMMs beside it, chunked as Megatron-LM's ``--tp-comm-overlap`` does: a
+        layer's collectives hide behind its GEMMs of the same pass, once; an all-reduce
+        (without sequence parallelism) stays exposed.
+    overlap_ep : bool
+        DualPipe's schedule (DeepSeek-V3): an MoE layer's dispatch and combine all-to-alls
+        hide behind another micro-batch's forward and backward of that layer, once; needs two
+        micro-batches or more.
     global_batch, seq_len : int, optional
         Sequences per step and tokens per sequence (the model file's by default).
     fmt : str
@@ -414,7 +427,20 @@ def training_step(
         one_way = where(tpf > 1, one_way, 0.0)
     else:
         one_way = zeros_like(tpf)
-    tp_t = n_layers * one_way * where(rc == 2, 3.0, 2.0)
+    passes = where(rc == 2, 3.0, 2.0)  # forward, backward, and the recomputed forward
+    if overlap_tp:
+        # each pass's collectives behind that pass's GEMMs of the same layer, per kind
+        hideable = where(spv & (tpf > 1), one_way, 0.0)
+        exposed = 0.0
+        for k, _ in kinds:
+            g_f = _take(per_kind[k]["gemm_fwd"], which)
+            g_b = _take(per_kind[k]["gemm_bwd"], which)
+            fwd_left = maximum(hideable - g_f, 0.0)
+            one = fwd_left * (passes - 1.0) + maximum(hideable - g_b, 0.0)
+            exposed = exposed + counts[k] * one
+        tp_t = exposed + n_layers * (one_way - hideable) * passes
+    else:
+        tp_t = n_layers * one_way * passes
 
     # --- context parallelism: each chip's K and V gathered, their gradients scattered -------
     if any_(cpf > 1) and not model.mla:
@@ -439,8 +465,14 @@ def training_step(
         x = model.moe
         routed = tokens * x.top_k * x.capacity_factor * model.hidden * ab
         a2a = network.collective_s("all_to_all", epv, tpv * cpv, routed, dtype_bytes=int(ab))
-        per_layer = where(epf > 1, 2 * a2a, 0.0)
-        ep_t = n_moe * per_layer * where(rc == 2, 3.0, 2.0)
+        per_layer = where(epf > 1, 2 * a2a, 0.0) * where(rc == 2, 3.0, 2.0)
+        if overlap_ep:
+            # behind another micro-batch's forward and backward of the layer (DualPipe pairs
+            # one's forward with another's backward), once; one micro-batch has no partner
+            window = _take(per_kind["moe"]["fwd"], which) + _take(per_kind["moe"]["bwd"], which)
+            paired = gb / (dpf * mbf) >= 2
+            per_layer = where(paired, maximum(per_layer - window, 0.0), per_layer)
+        ep_t = n_moe * per_layer
     else:
         ep_t = zeros_like(tpf)
 

@@ -89,6 +89,15 @@ class TrainInputs(RecipeInputs, FabricInputs):
     overlap_dp: Literal["on", "off"] = Field(
         "on", description="hide the gradients' reduction behind the last backward pass"
     )
+    overlap_tp: Literal["on", "off"] = Field(
+        "off",
+        description="overlap the tensor-parallel all-gathers and reduce-scatters with the GEMMs "
+        "beside them (Megatron-LM's --tp-comm-overlap)",
+    )
+    overlap_ep: Literal["on", "off"] = Field(
+        "off",
+        description="hide the MoE all-to-alls behind another micro-batch's compute (DualPipe)",
+    )
     format: str = format_field("bf16", GEMM_FORMATS, "format the GEMMs run in")
     global_batch: int | None = Field(
         None,
@@ -156,6 +165,8 @@ class TrainInputs(RecipeInputs, FabricInputs):
         m = self.workload()
         options = [
             ("overlap_dp", self.overlap_dp == "on"),
+            ("overlap_tp", self.overlap_tp == "on"),
+            ("overlap_ep", self.overlap_ep == "on"),
             ("fmt", self.format),
             *self.settings(),
         ]
@@ -200,6 +211,8 @@ class TrainInputs(RecipeInputs, FabricInputs):
                 network,
                 layout=self.layout(),
                 overlap_dp=self.overlap_dp == "on",
+                overlap_tp=self.overlap_tp == "on",
+                overlap_ep=self.overlap_ep == "on",
                 global_batch=self.global_batch,
                 seq_len=self.seq_len,
                 fmt=self.format,
