@@ -1,7 +1,8 @@
-"""The shipped calibration (tlm/costs/data/trn2.json) against the chip TLM it was made from.
+"""The shipped calibrations (tlm/costs/data/<preset>.json) against the chip TLM they were made
+from.
 
-A change to the chip model, the GEMM kernel or the trn2 preset that changes a GEMM's time
-makes the cache stale: these tests re-run grid points and fail, saying how to rebuild it.
+A change to the chip model, the GEMM kernel or a preset that changes a GEMM's time makes its
+cache stale: these tests re-run grid points and fail, saying how to rebuild it.
 """
 
 import json
@@ -16,20 +17,17 @@ from tlm.costs.calibrate import (
     measure_gemm,
 )
 from tlm.costs.grid import AXES, FORMATS, data_path, grid_times
+from tlm.presets import PRESETS
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
 REBUILD = (
-    "the chip TLM no longer gives the cached time: rebuild tlm/costs/data/trn2.json with "
-    "`make calibrate` (tools/calibrate_costs.py) and commit it"
+    "the chip TLM no longer gives the cached time: rebuild tlm/costs/data/{0}.json with "
+    "`make calibrate PRESET={0}` (tools/calibrate_costs.py) and commit it"
 )
 
 
-@pytest.fixture(scope="module")
-def data():
-    return json.loads(data_path("trn2").read_text())
-
-
+@pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize(
     ("m", "n", "k", "fmt", "cores"),
     [
@@ -38,11 +36,15 @@ def data():
         (256, 128, 64, "bf16", "one"),
     ],
 )
-def test_cache_matches_the_chip_tlm_exactly(data, m, n, k, fmt, cores):
+def test_cache_matches_the_chip_tlm_exactly(preset, m, n, k, fmt, cores):
+    data = json.loads(data_path(preset).read_text())
     at = AXES["m"].index(m), AXES["n"].index(n), AXES["k"].index(k)
     stored = grid_times(data, fmt, cores)[at]
-    measured = measure_gemm("trn2", m, n, k, FORMATS[fmt], cores)
-    assert measured == stored, f"{m}x{n}x{k} {fmt} {cores}: {measured!r} != {stored!r}; {REBUILD}"
+    measured = measure_gemm(preset, m, n, k, FORMATS[fmt], cores)
+    why = REBUILD.format(preset)
+    assert measured == stored, (
+        f"{preset} {m}x{n}x{k} {fmt} {cores}: {measured!r} != {stored!r}; {why}"
+    )
 
 
 def check_rows(shapes):

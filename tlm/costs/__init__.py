@@ -3,8 +3,9 @@ GEMMs from the chip TLM's calibration (:mod:`.calibrate`, data in ``tlm/costs/da
 stated roofline, HBM traffic, Vector/Scalar engine work. See ``docs/costs.md``.
 
 >>> from tlm.costs import OpCosts
->>> OpCosts.for_preset("trn3").gemm_basis(4096, 4096, 4096)   # no calibration: roofline
-np.int8(2)
+>>> trn3 = OpCosts.for_preset("trn3")
+>>> trn3.gemm_basis(4096, 4096, 4096), trn3.gemm_basis(4096, 4096, 4096, fmt="fp32")
+(np.int8(0), np.int8(2))
 """
 
 from .opcosts import (

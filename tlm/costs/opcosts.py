@@ -592,7 +592,7 @@ class OpCosts:
         top = self._tables[key].top
         rows, cols = balanced_shape(np.maximum(m, 1.0), n, self._cores)
         beyond = (np.maximum(m, rows) > top[0]) | (np.maximum(n, cols) > top[1]) | (k > top[2])
-        return _out(beyond.astype(np.int8))
+        return _out(np.asarray(beyond, dtype=np.int8))  # (a scalar's too: not a float)
 
     def memory_s(self, nbytes):
         """Seconds to move ``nbytes`` (>= 0) to or from HBM at its full bandwidth."""
