@@ -97,8 +97,10 @@ def test_a_bad_section_is_refused():
 from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: E402
 
 #: The documented bounds (docs/validation.md): the issue's target on the A100 tables; the
-#: H100 rows as measured, so that a change making them worse fails.
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.10, 0.15)}
+#: H100 and Trainium1 rows as measured, so that a change making them worse fails (trn1: the
+#: chip TLM's calibration, nothing fitted; the issue's target, 8 % mean and 15 % each, is not
+#: met).
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.10, 0.15), "trn1": (0.24, 0.39)}
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +120,9 @@ def test_training_judged_errors_within_the_documented_bounds(training, hw):
 
 
 def test_training_fit_uses_few_named_physical_parameters(training):
+    judged_only = {r.system for r in training.rows} - set(training.parameters)
+    assert judged_only == {"trn1"}  # Trainium: the chip TLM, nothing fitted on its rows
+    assert all(r.role == "judge" for r in training.rows if r.system == "trn1")
     for hw, params in training.parameters.items():
         assert tuple(params) == PARAMETERS[hw]
         assert 0 < params["efficiency"] <= 1 and params.get("call_s", 0) >= 0

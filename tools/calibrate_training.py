@@ -7,9 +7,10 @@ file (``make calibrate-training``):
 For each accelerator of :data:`tlm.validation.training.FIT` (a100, h100) fits the figures of
 :data:`tlm.validation.training.PARAMETERS` on its rows marked ``fit`` and writes them into the
 ``[chip]`` section of ``tlm/hardware/<name>.toml`` (``gemm_efficiency``, ``gemm_call_s``, source
-``FITTED``), so ``trnsim train`` as shipped is the model ``trnsim validate`` judges. Then prints
-every accelerator's errors as shipped. Commit the files it writes; ``tests/test_validation.py``
-fails when they drift from the fit.
+``FITTED``), so ``trnsim train`` as shipped is the model ``trnsim validate`` judges; then
+rewrites the table of every run in docs/validation.md ("| run | layout (model) | ...") from the
+shipped model and prints every accelerator's errors. Commit the files it writes;
+``tests/test_validation.py`` fails when they drift from the fit.
 """
 
 from __future__ import annotations
@@ -25,6 +26,40 @@ sys.path.insert(0, str(ROOT))
 from tlm.validation.training import FIT, HARDWARE_FIGURES, fit, validate_training  # noqa: E402
 
 HARDWARE = ROOT / "tlm" / "hardware"
+DOCS = ROOT / "docs" / "validation.md"
+#: The docs' table of runs: its header, and the paragraph that follows it.
+TABLE_HEAD = "| run | layout (model) | published | shipped (= calibrated) | error |"
+TABLE_END = "\n\n**Assumed where the papers are silent**"
+#: How the table names a source.
+LABELS = {"NEURON_NXD": "Neuron NxD", "NEURON_NEMO": "Neuron NeMo"}
+
+
+def _shown(r, x: float) -> str:
+    if r.quantity == "step_time_s":
+        return f"{x:.2f} s"
+    if r.quantity == "sequences_per_s":
+        return f"{x:.2f} seq/s"
+    return f"{x / 1e12:.0f} TFLOP/s"
+
+
+def write_docs(text: str, rows) -> str:
+    """``text`` (docs/validation.md) with its table of training runs made from ``rows``."""
+    lines = [
+        TABLE_HEAD + " memory per chip | role |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r.system, r.section, r.case)):
+        d = r.detail
+        memory = f"{d.memory_bytes / 2**30:.1f} of {d.hbm_bytes / 2**30:.1f} GiB"
+        memory += "" if d.fits else " **(does not fit)**"
+        lines.append(
+            f"| {LABELS.get(r.source, r.source.capitalize())} {d.model} #{d.run} "
+            f"({r.system.upper()}) | "
+            f"{d.layout} | {_shown(r, r.published)} | {_shown(r, r.shipped)} | "
+            f"{r.shipped_error_fraction:+.1%} | {memory} | {r.role} |"
+        )
+    start, end = text.index(TABLE_HEAD), text.index(TABLE_END)
+    return text[:start] + "\n".join(lines) + text[end:]
 
 
 def write_figures(name: str, fitted: dict) -> list[str]:
@@ -60,7 +95,9 @@ def main(argv=None) -> int:
         for line in write_figures(name, fitted):
             print("wrote", line)
     v = validate_training()
-    for name in FIT:
+    DOCS.write_text(write_docs(DOCS.read_text(), v.rows))
+    print(f"wrote the table of runs in {DOCS.relative_to(ROOT)}")
+    for name in sorted({r.system for r in v.rows}):
         for role in ("fit", "judge"):
             errors = [
                 abs(r.shipped_error_fraction) for r in v.rows if r.system == name and r.role == role

@@ -198,6 +198,19 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
                     f"{judged.max():.1%}",
                 )
             )
+        for hw in sorted({r.system for r in v.rows} - set(v.parameters)):
+            judged = np.array([abs(r.calibrated_error_fraction) for r in v.rows if r.system == hw])
+            rows.append(
+                (
+                    hw,
+                    "chip TLM",
+                    "chip TLM",
+                    "nothing: every row judged",
+                    len(judged),
+                    f"{judged.mean():.1%}",
+                    f"{judged.max():.1%}",
+                )
+            )
         columns = (
             "hardware",
             "GEMM efficiency",

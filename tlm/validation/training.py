@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: The published chip names of the runs and the hardware files that model them.
-CHIPS = {"a100-80gb": "a100", "h100": "h100"}
+CHIPS = {"a100-80gb": "a100", "h100": "h100", "trn1": "trn1"}
 #: Rows that calibrate each accelerator: (model, run index in the file). On the A100 the
 #: smallest and a large model of each table; on the H100 the first Llama 3 run.
 FIT = {
@@ -80,7 +80,15 @@ HARDWARE_FIGURES = {"efficiency": "gemm_efficiency", "call_s": "gemm_call_s"}
 #: How each source's framework computed attention: Megatron-LM's fused softmax of 2021-22
 #: wrote the scores to HBM; Llama 3 (2024) used flash attention. ASSUMED from the papers' dates
 #: and code (neither table states it).
-ATTENTION = {"MEGATRON": "materialised", "KORTHIKANTI": "materialised", "LLAMA3": "flash"}
+ATTENTION = {
+    "MEGATRON": "materialised",
+    "KORTHIKANTI": "materialised",
+    "LLAMA3": "flash",
+    # NxD Training's Llama recipes call Neuron's NKI flash-attention kernel; the NeMo port of
+    # 2023 (SDK 2.13) predates it
+    "NEURON_NXD": "flash",
+    "NEURON_NEMO": "materialised",
+}
 #: Layout choices the papers do not print, ASSUMED for every run of a source that does not
 #: give them. Megatron-LM (2021-22): micro-batch 1, no interleaving, no sequence parallelism
 #: unless the row says so, the optimizer sharded (distributed optimizer), the data-parallel
@@ -108,6 +116,22 @@ ASSUMED_LAYOUT = {
         "interleave": 4,
         "sequence_parallel": True,
         "zero": 2,
+        "overlap_dp": True,
+    },
+    # Neuron's NxD and NeMo recipes: the ZeRO-1 optimizer, no interleaving, the gradients'
+    # reduction overlapped with the backward pass (ASSUMED, as the example scripts run)
+    "NEURON_NXD": {
+        "micro_batch": 1,
+        "interleave": 1,
+        "sequence_parallel": True,
+        "zero": 1,
+        "overlap_dp": True,
+    },
+    "NEURON_NEMO": {
+        "micro_batch": 1,
+        "interleave": 1,
+        "sequence_parallel": True,
+        "zero": 1,
         "overlap_dp": True,
     },
 }
@@ -142,9 +166,8 @@ def _runs():
     for name in model_names():
         m = load_model(name)
         for i, run in enumerate(m.runs):
-            if run.chip in CHIPS and (
-                run.step_time_s is not None or run.achieved_flop_per_s_per_chip is not None
-            ):
+            measured = (run.step_time_s, run.achieved_flop_per_s_per_chip, run.sequences_per_s)
+            if run.chip in CHIPS and any(x is not None for x in measured):
                 out.append((m, i, run))
     return out
 
@@ -208,23 +231,32 @@ def _memory(m, run, hw_name: str):
 
 
 def _model_value(m, run, hw_name: str, params: dict | None) -> float:
-    """The run's published quantity as the model gives it: the step time, or the achieved
-    FLOP/s per chip as the papers count it (hardware FLOPs: recomputation included)."""
+    """The run's published quantity as the model gives it: the step time, the whole job's
+    sequences per second, or the achieved FLOP/s per chip as the papers count it (hardware
+    FLOPs: recomputation included)."""
     seconds, flop = _model_time(m, run, hw_name, params)
-    return seconds if run.step_time_s is not None else flop / seconds
+    if run.step_time_s is not None:
+        return seconds
+    if run.sequences_per_s is not None:
+        return run.global_batch_sequences / seconds
+    return flop / seconds
 
 
 def _published(run) -> tuple[str, float]:
     if run.step_time_s is not None:
         return "step_time_s", run.step_time_s
+    if run.sequences_per_s is not None:
+        return "sequences_per_s", run.sequences_per_s
     return "flop_per_s_per_chip", run.achieved_flop_per_s_per_chip
 
 
 def _published_time(m, run, hw_name: str) -> float:
-    """The published figure as a step time (a FLOP/s figure: the model's hardware FLOPs
-    over it)."""
+    """The published figure as a step time (a throughput: the batch over it; a FLOP/s figure:
+    the model's hardware FLOPs over it)."""
     if run.step_time_s is not None:
         return run.step_time_s
+    if run.sequences_per_s is not None:
+        return run.global_batch_sequences / run.sequences_per_s
     _, flop = _model_time(m, run, hw_name, None)
     return flop / run.achieved_flop_per_s_per_chip
 
@@ -295,10 +327,10 @@ def validate_training() -> TrainingValidation:
                 case=f"{m.name} {layout}",
                 system=hw_name,
                 quantity=quantity,
-                role="fit" if (m.name, i) in FIT[hw_name] else "judge",
+                role="fit" if (m.name, i) in FIT.get(hw_name, ()) else "judge",
                 published=published,
                 shipped=_model_value(m, run, hw_name, None),  # the hardware file's figures
-                calibrated=_model_value(m, run, hw_name, parameters[hw_name]),
+                calibrated=_model_value(m, run, hw_name, parameters.get(hw_name)),
                 source=run.source,
                 detail=TrainingDetail(
                     model=m.name,

@@ -182,6 +182,7 @@ class RunRecord(_Strict):
     vocab: int | None = Field(None, ge=1, description="when the run's differs from the model's")
     step_time_s: float | None = Field(None, gt=0)
     achieved_flop_per_s_per_chip: float | None = Field(None, gt=0)
+    sequences_per_s: float | None = Field(None, gt=0, description="the whole job's throughput")
     mfu_fraction: float | None = Field(None, gt=0, le=1)
     hfu_fraction: float | None = Field(None, gt=0, le=1)
     aggregate_flop_per_s: float | None = Field(None, gt=0)
