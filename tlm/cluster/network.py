@@ -285,7 +285,7 @@ class Network:
         # only for attributes not set: the node a pickled network left behind
         spec = self.__dict__.get("_node_spec")
         if name == "node" and spec is not None:
-            self.node = load_system(*spec)
+            self.node = _node_system(*spec)
             return self.node
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
@@ -336,7 +336,7 @@ class Network:
         if not isinstance(fabric, Fabric):
             raise ValueError(f"fabric must be a tlm.cluster.cost.Fabric, not {fabric!r}")
         if hw.system is not None:
-            node = load_system(hw.system, chip=hw.chip_preset)
+            node = _node_system(hw.system, hw.chip_preset)
             efa = node.file.efa
             per = node.chips_per_node
             default_over = efa.oversubscription.value
@@ -858,3 +858,23 @@ class Network:
                 A[u, j], K[u, j] = a, k
         t = _send_s([(A[inverse, j], K[inverse, j]) for j in range(2)], b)
         return t.reshape(shape)[()]
+
+
+def _node_system(system: str, chip: str) -> System:
+    """One node of a Trainium hardware file: its system preset, each step of a collective
+    costing the runtime's fitted synchronisation (the chip preset's ``[collectives]``
+    ``step_sync_s``, fitted on nccom-test's rows) in place of the system file's assumed
+    ``step_fixed_s``, as :class:`tlm.collectives.runtime.RankSystem` charges it. A compiled
+    graph's collectives pay each step's semaphores and descriptors, not the per-operation
+    launch nccom-test's host pays (``reduce_fixed_s``, ``move_fixed_s``: 409 us an all-reduce
+    on trn2 would make its measured inference decode several times too slow)."""
+    from dataclasses import replace
+
+    from ..collectives.runtime import RuntimeCosts
+    from ..presets import load_preset
+
+    node = load_system(system, chip=chip)
+    spec = load_preset(chip)
+    if spec.collectives is None:
+        return node
+    return replace(node, step_fixed_s=RuntimeCosts.of(spec).step_sync_s, _cache={})
