@@ -8,7 +8,8 @@
 For each system of :data:`tlm.validation.inference.FIT` (h100, trn2) the four named figures of
 :class:`tlm.inference.FixedCosts` fitted on its ``fit`` rows
 (:func:`tlm.validation.inference.validate_inference`) replace the values of its section, source
-``FITTED``; every other byte of the file stays. The table of every row in docs/validation.md
+``FITTED``, and of the sections that borrow its fit (:data:`BORROWED`, source ``BORROWED``);
+every other byte of the file stays. The table of every row in docs/validation.md
 ("| row | system | case ...") gets its published, bare and fitted columns from the same run.
 Commit what it writes; ``tests/test_validation_inference.py`` fails when the file drifts from
 the fit.
@@ -28,13 +29,17 @@ from tlm.inference.layout import FIXED_COSTS  # noqa: E402
 from tlm.validation.inference import validate_inference  # noqa: E402
 
 FILE = ROOT / "tlm" / "inference" / "data" / "fixed_costs.toml"
+#: Hardware with no published row of its own, and the system whose fit it borrows (the same
+#: software stack): written with source BORROWED.
+BORROWED = {"a100": "h100", "trn1": "trn2", "trn3": "trn2"}
 DOCS = ROOT / "docs" / "validation.md"
 #: The quantities that are times (the docs' table shows them in ms or s; the rest in tokens/s).
 TIMES = ("ttft_s", "tpot_s", "e2e_s")
 
 
-def write_costs(system: str, fitted: dict, text: str) -> str:
-    """``text`` (the fixed costs file) with ``[system]``'s FITTED figures set to ``fitted``."""
+def write_costs(system: str, fitted: dict, text: str, source: str = "FITTED") -> str:
+    """``text`` (the fixed costs file) with ``[system]``'s figures of ``source`` (FITTED, or
+    BORROWED) set to ``fitted``."""
     head, found, tail = text.partition(f"\n[{system}]\n")
     if not found:
         raise SystemExit(f"calibrate_inference: {FILE} has no [{system}] section")
@@ -42,10 +47,10 @@ def write_costs(system: str, fitted: dict, text: str) -> str:
     for name in FIXED_COSTS:
         value = fitted[name]
         shown = f"{value:.4g}" if name == "collective_bandwidth_factor" else f"{value:.4e}"
-        pattern = re.compile(rf"^({name} = {{ value = )([^,]+)(, source = \"FITTED\".*)$", re.M)
+        pattern = re.compile(rf"^({name} = {{ value = )([^,]+)(, source = \"{source}\".*)$", re.M)
         body, n = pattern.subn(lambda m, v=shown: m[1] + v + m[3], body, count=1)
         if n != 1:
-            raise SystemExit(f"calibrate_inference: [{system}] has no FITTED {name} line")
+            raise SystemExit(f"calibrate_inference: [{system}] has no {source} {name} line")
     return head + found + body + nxt + rest
 
 
@@ -94,6 +99,8 @@ def main(argv=None) -> int:
     text = FILE.read_text()
     for system, fitted in v.parameters.items():
         text = write_costs(system, fitted, text)
+    for system, lender in BORROWED.items():
+        text = write_costs(system, v.parameters[lender], text, "BORROWED")
     FILE.write_text(text)
     docs, n = write_docs(DOCS.read_text(), v.rows)
     DOCS.write_text(docs)
