@@ -1,0 +1,143 @@
+"""A fuzz of the front door: every study's every typed input given values its declared type and
+bounds refuse, on the command line, in process. Each must end with exit 2 and one stderr line
+``trnsim STUDY: error: ...`` naming the flag, no traceback, no warning, nothing on stdout.
+
+The bad values come from each field's annotation (pydantic ``FieldInfo``): numbers below or
+above their bounds, not-numbers, NaN and infinities, words a ``Literal``
+does not list, empty and malformed lists. Free-text fields (names, paths) are left to the
+studies' own tests. Hypothesis draws (study, field, bad value) with the session's seed
+(tests/conftest.py prints it; ``SEED=... pytest`` reruns it): ``FAST`` examples in the fast
+tier; the slow tier runs every case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import typing
+import warnings
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tlm.studies import STUDIES
+from tlm.studies.catalogue import CATALOGUE
+from tlm.studies.cli import flag, main
+from tlm.studies.protocol import bare, without_none
+
+FAST = 150
+
+
+def _bounds(field) -> tuple:
+    low = high = None
+    for meta in field.metadata:
+        for name in ("ge", "gt"):
+            if getattr(meta, name, None) is not None:
+                low = (name, getattr(meta, name))
+        for name in ("le", "lt"):
+            if getattr(meta, name, None) is not None:
+                high = (name, getattr(meta, name))
+    return low, high
+
+
+def _bad_numbers(kind, field) -> list[str]:
+    low, high = _bounds(field)
+    out = ["abc", "", "1,5" if kind is int else "1..5"]
+    if kind is int:
+        out += ["1.5", "nan", "inf"]
+    else:
+        out += ["nan", "inf", "-inf", "1e999"]
+    if low is not None:
+        op, value = low
+        below = value - 1 if kind is int else (value - 1.0 if op == "ge" else value)
+        if op == "gt" and kind is int:
+            below = value
+        out.append(str(below))
+    if high is not None:
+        op, value = high
+        above = value + 1 if (kind is int or op == "le") else value
+        out.append(str(above))
+    return out
+
+
+def bad_values(field) -> list[str]:
+    """Texts the field's declared type or bounds refuse ([] for free text)."""
+    ann = bare(without_none(field.annotation))
+    origin = typing.get_origin(ann)
+    if origin is typing.Literal:
+        return ["zzz-not-a-choice", ""]
+    if origin is list:
+        (item,) = typing.get_args(ann)
+        item = bare(item)
+        if typing.get_origin(item) is typing.Literal:
+            return ["zzz-not-a-choice", ",", ""]
+        if item in (int, float):  # one bad item among good ones, or no item at all
+            bad = [v for v in _bad_numbers(item, field) if "," not in v]
+            return [f"1,{v}" if v else "," for v in bad]
+        return []
+    if ann in (int, float):
+        return _bad_numbers(ann, field)
+    return []
+
+
+def _cases():
+    out = []
+    for name in sorted(CATALOGUE):
+        study = STUDIES[name]
+        for field_name, field in study.inputs.model_fields.items():
+            for text in bad_values(field):
+                out.append((name, field_name, text))
+    return out
+
+
+CASES = _cases()
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("error")  # a warning is a failure, not a line before the error
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def check(case) -> None:
+    name, field_name, text = case
+    argv = [name, f"{flag(field_name)}={text}"]
+    code, out, err = run_cli(argv)
+    where = f"trnsim {' '.join(argv)!r}"
+    assert code == 2, f"{where}: exit {code}, stderr {err!r}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"{where}: {len(lines)} stderr lines: {err!r}"
+    assert lines[0].startswith(f"trnsim {name}: error: "), f"{where}: {err!r}"
+    assert flag(field_name) in lines[0] or field_name in lines[0], f"{where}: {err!r}"
+    assert "Traceback" not in err and out == "", f"{where}: {out!r} {err!r}"
+
+
+def test_the_fuzz_covers_every_study():
+    """Every study has typed inputs the fuzz draws from, and the cases are many."""
+    assert {c[0] for c in CASES} == set(CATALOGUE)
+    assert len(CASES) > 300
+
+
+@settings(max_examples=FAST, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(CASES))
+def test_bad_inputs_end_in_one_clear_line(case):
+    check(case)
+
+
+@pytest.mark.slow
+def test_every_bad_input_of_every_study_ends_in_one_clear_line():
+    """The deep tier: every case, not a sample."""
+    problems = []
+    for case in CASES:
+        try:
+            check(case)
+        except AssertionError as error:
+            problems.append(str(error).splitlines()[0])
+    assert not problems, f"{len(problems)} of {len(CASES)}:\n" + "\n".join(problems[:40])
