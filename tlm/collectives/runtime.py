@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import FieldError
 from ..link.topology import Torus
 from ..system.graph import Link
 from .algorithms import CollectiveError
@@ -47,16 +48,9 @@ __all__ = ["Placement", "PlacementError", "RankSystem", "RuntimeCosts", "RUNTIME
 RUNTIME_FIGURES = ("reduce_fixed_s", "move_fixed_s", "step_sync_s", "dma_Bps")
 
 
-class PlacementError(CollectiveError):
-    """A placement that is not allowed: ``field`` (``ranks``, ``nodes`` or ``lnc``), the
-    ``value`` given and what is ``allowed``, for a front door to name its own flag."""
-
-    def __init__(self, field: str, value, allowed: str):
-        self.field, self.value, self.allowed = field, value, allowed
-        super().__init__(f"{field} must be {allowed}, not {value!r}")
-
-    def __reduce__(self):
-        return type(self), (self.field, self.value, self.allowed)
+class PlacementError(FieldError, CollectiveError):
+    """A placement that is not allowed (:class:`tlm.errors.FieldError`: ``field`` - ``ranks``,
+    ``nodes`` or ``lnc`` -, the ``value`` given and what is ``allowed``)."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from importlib import resources
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..cluster.network import Network
 from ..costs import OpCosts
+from ..errors import FieldError
 from ..hardware import HARDWARE, Hardware, HardwareError, load_hardware
 from ..system.graph import SYSTEMS
 from ..workloads.model import Model, element_bytes, load_model
@@ -54,28 +55,9 @@ _BY_FORMAT_NAME = {name: key for key, name in FORMATS.items()}
 ACTIVATION_FORMAT = "bf16"
 
 
-class InferenceInputError(ValueError):
-    """An argument of the inference model that is not allowed: ``field`` (the argument's
-    name), ``value`` and ``allowed`` (what is), for a front door to name its own flag; the
-    message reads ``"tp must be <allowed>, not 6"``.
-
-    Parameters
-    ----------
-    field : str
-    value
-        The value given.
-    allowed : str
-        What is allowed, as a phrase (``"an integer >= 1"``).
-    shown : str, optional
-        How the message shows the value (default its ``repr``).
-    """
-
-    def __init__(self, field: str, value, allowed: str, shown: str | None = None):
-        self.field, self.value, self.allowed, self.shown = field, value, allowed, shown
-        super().__init__(f"{field} must be {allowed}, not {shown or repr(value)}")
-
-    def __reduce__(self):  # pickles (a Dask worker's error) with its fields
-        return type(self), (self.field, self.value, self.allowed, self.shown)
+class InferenceInputError(FieldError):
+    """An argument of the inference model that is not allowed (:class:`tlm.errors.FieldError`:
+    ``field``, ``value``, ``allowed``); the message reads ``"tp must be <allowed>, not 6"``."""
 
 
 def weight_bytes_per_element(fmt: str) -> float:

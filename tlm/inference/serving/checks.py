@@ -27,30 +27,15 @@ from __future__ import annotations
 import math
 import numbers
 
+from ...errors import FieldError
+
 __all__ = ["ServingInputError", "Registry", "check_int", "check_positive"]
 
 
-class ServingInputError(ValueError):
-    """An argument of the serving simulation that is not allowed.
-
-    Parameters
-    ----------
-    field : str
-        The argument's name (a config field, or ``engine.chips`` for an engine's member).
-    value
-        The value given.
-    allowed : str
-        What is allowed, in words.
-    message : str, optional
-        The message, when ``"<field> must be <allowed>, not <value!r>"`` does not say it.
-    """
-
-    def __init__(self, field: str, value, allowed: str, message: str | None = None):
-        self.field, self.value, self.allowed, self.message = field, value, allowed, message
-        super().__init__(message or f"{field} must be {allowed}, not {value!r}")
-
-    def __reduce__(self):  # pickles (a Dask worker's error) with its fields
-        return type(self), (self.field, self.value, self.allowed, self.message)
+class ServingInputError(FieldError):
+    """An argument of the serving simulation that is not allowed (:class:`tlm.errors.FieldError`:
+    ``field`` - a config field, or ``engine.chips`` for an engine's member -, ``value``,
+    ``allowed``, and the whole ``message`` where the usual one does not say it)."""
 
 
 def check_int(name: str, value, minimum: int) -> int:
