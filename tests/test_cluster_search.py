@@ -183,7 +183,7 @@ def test_sites_give_each_chip_count_its_own_network(small):
 def test_trnsim_train_search_picks_the_searched_layout(small):
     """``trnsim train --search time`` trains the layout the search finds fastest, and its
     contract (search still on) reruns to the same layout."""
-    from tlm.studies import run_study
+    from tlm.studies import InputError, run_study
 
     m, hw = small
     best = search(m, hw, [64], scheduler="inline").best("time")
@@ -195,6 +195,10 @@ def test_trnsim_train_search_picks_the_searched_layout(small):
     assert report.results.step_s == pytest.approx(best["step_s"], rel=1e-12)
     again = run_study("train", **report.to_dict()["inputs"])
     assert again.results.step_s == report.results.step_s
+    # a layout input the search would replace is refused, not overridden silently
+    other = 2 if best["tp"] != 2 else 4
+    with pytest.raises(InputError, match=rf"^tp: {other} is not allowed; allowed: {best['tp']}, "):
+        run_study("train", model="llama3-8b", hardware="trn2", chips=64, search="time", tp=other)
 
 
 def test_trnsim_train_refuses_a_layout_that_does_not_fit():

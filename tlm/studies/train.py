@@ -184,6 +184,16 @@ class TrainInputs(RecipeInputs, FabricInputs):
             ) from None
         layout = {k: best[k] for k in AXES[1:]}  # the layout, chips aside
         layout["sp"] = "on" if best["tp"] > 1 else "off"
+        # a layout input the user gave that the search would replace: refused, not overridden
+        # silently (the same value, as a rerun of the resolved inputs gives, is fine)
+        for name in sorted(self.model_fields_set & set(layout)):
+            if getattr(self, name) != layout[name]:
+                raise InputError(
+                    name,
+                    getattr(self, name),
+                    f"{layout[name]}, the value --search {self.search} found, or left out "
+                    "(the search picks the layout)",
+                )
         return self.model_copy(update=layout)
 
     def engines(self):
