@@ -89,6 +89,24 @@ def test_fractions_add_up_and_goodput_falls_with_scale():
     assert r.goodput_fraction.shape == n.shape
 
 
+def test_restarts_and_redone_work_share_what_goodput_leaves():
+    """Both restarts and redone work stay visible at every scale: at 98,304 chips (44
+    interruptions a day, 10-minute restarts) the redone work was clipped to 0; now the rest of
+    the wall time splits between them as their first-order shares (interruptions x restart,
+    interruptions x half an interval) do, which at small scale they are."""
+    for chips, tolerance in ((98304, None), (1024, 0.02)):
+        g = goodput(chips=chips, server_chips=16, checkpoint_bytes=5.7e12)
+        restart, lost = float(g.restart_fraction), float(g.lost_fraction)
+        assert restart > 0 and lost > 0
+        total = float(g.goodput_fraction + g.checkpoint_fraction) + restart + lost
+        assert total == pytest.approx(1.0, abs=1e-12)
+        if tolerance:
+            lam = float(g.interruptions_per_day) / 86400
+            assert restart == pytest.approx(lam * float(g.restart_s), rel=tolerance)
+            half = (float(g.checkpoint_interval_s) + float(g.checkpoint_write_s)) / 2
+            assert lost == pytest.approx(lam * half, rel=tolerance)
+
+
 def test_spares_cover_failures_or_the_job_waits_for_repairs():
     """Little's law: with too few spares a share of the hardware failures waits repair_s."""
     base = dict(chips=131072, server_chips=8, checkpoint_bytes=1e12, repair_s=48 * 3600.0)

@@ -286,9 +286,19 @@ def goodput(
     )
     wall_per_work = daly_wall_per_work(tau, write, restart, mtbf)
     g = 1.0 / wall_per_work
-    ckpt_f = g * write / tau
-    restart_f = np.minimum(lam * restart, 1 - g - ckpt_f)
-    lost_f = 1 - g - ckpt_f - restart_f
+    ckpt_f = g * write / tau  # one write per interval of work
+    # what is left of the wall time is restarts and redone work; Daly's total is not the sum of
+    # their first-order shares (interruptions x restart, interruptions x half an interval), so
+    # it is split between them in proportion to those (clipping restarts to the rest made the
+    # redone work 0 where interruptions are many)
+    rest = 1 - g - ckpt_f
+    first_restart, first_lost = lam * restart, lam * (tau + write) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(
+            first_restart + first_lost > 0, first_restart / (first_restart + first_lost), 0.0
+        )
+    restart_f = rest * share
+    lost_f = rest - restart_f
     shape = np.broadcast_shapes(*(np.shape(x) for x in (g, servers, spares)))
     b = lambda x: np.broadcast_to(np.asarray(x, float), shape).copy()  # noqa: E731
     return Goodput(
