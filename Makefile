@@ -33,11 +33,12 @@ help:
 	@echo "make gen         Verilog into build/gen/BLOCK.v: BLOCK=tensor_engine (ROWS COLS FORMAT),"
 	@echo "                 BLOCK=link_router or torus (SHAPE=4x4|4x4x4|... VCS DEPTH)"
 	@echo "make sim         one tensor engine bench run: SIM=icarus|verilator ROWS COLS FORMAT"
-	@echo "                 SEED WAVES=1"
+	@echo "                 SEED WAVES=1 OPS MAX_N PATTERNS (a failing test prints its line)"
 	@echo "make waves       open the last tensor engine WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
-	@echo "                 DEPTH SEED WAVES=1; COLLECTIVE=ring|kangaring|rdh|mesh: an all-gather"
-	@echo "                 carrying real bytes through the 4x4 torus instead"
+	@echo "                 DEPTH SEED WAVES=1 TESTCASE PACKETS TRAFFIC PATTERNS MALFORMED COORD"
+	@echo "                 ROGUE SPURIOUS; COLLECTIVE=ring|kangaring|rdh|mesh (FORMAT COUNT):"
+	@echo "                 an all-gather carrying real bytes through the 4x4 torus instead"
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
 	@echo "                 (int8, every format), 4x4 torus"
@@ -55,8 +56,10 @@ help:
 setup:
 	$(PYTHON) tools/setup.py
 
+# build/reports/junit.xml: one <testcase> per test, its parameters in its name, its seed a
+# <property>; a failing bench's message names the seed and the `make sim...` line that reruns it
 test:
-	$(PY) -m pytest -n $(JOBS) $(if $(SEED),--seed $(SEED))
+	$(PY) -m pytest -n $(JOBS) $(if $(SEED),--seed $(SEED)) --junitxml=build/reports/junit.xml
 	$(MAKE) --no-print-directory test-dispatch
 
 test-dispatch:
@@ -74,9 +77,13 @@ gen:
 		--shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH), \
 		--rows $(ROWS) --cols $(COLS) --format $(FORMAT)) -o build/gen/$(BLOCK).v
 
+# Every parameter a bench's pytest entry point uses is a variable here: a failing test prints
+# the one `make sim ...` / `make sim-link ...` line that reruns it (verif/common/triage.py).
 sim:
 	$(PY) -m verif.tensor.run --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
-		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
+		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves) \
+		$(if $(OPS),--ops $(OPS)) $(if $(MAX_N),--max-n $(MAX_N)) \
+		$(if $(PATTERNS),--patterns $(PATTERNS))
 
 waves:
 	$(PY) -m verif.tensor.run --open-waves
@@ -85,7 +92,13 @@ sim-link:
 	$(PY) -m verif.link.run --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
 		--sim $(SIM) --shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves) \
-		$(if $(COLLECTIVE),--collective $(COLLECTIVE))
+		$(if $(COLLECTIVE),--collective $(COLLECTIVE)) \
+		$(if $(filter command line environment,$(origin FORMAT)),--format $(FORMAT)) \
+		$(if $(COUNT),--count $(COUNT)) $(if $(TESTCASE),--testcase $(TESTCASE)) \
+		$(if $(PACKETS),--packets $(PACKETS)) $(if $(TRAFFIC),--traffic $(TRAFFIC)) \
+		$(if $(PATTERNS),--patterns $(PATTERNS)) $(if $(MALFORMED),--malformed $(MALFORMED)) \
+		$(if $(COORD),--coord $(COORD)) $(if $(ROGUE),--rogue $(ROGUE)) \
+		$(if $(SPURIOUS),--spurious $(SPURIOUS))
 
 waves-link:
 	$(PY) -m verif.link.run --open-waves

@@ -9,12 +9,14 @@ from tlm.link.config import LinkConfig
 from verif.common.runner import ROOT, run
 from verif.common.toolchain import have_simulator
 from verif.link.build import build_link
+from verif.link.run import rerun
 
 
 def run_bench(sim, block, cfg, module, seed, tag, testcase=None, **env):
     if not have_simulator(sim):
         pytest.fail(f"{sim} is not installed: run `make setup`")
     simbuild = build_link(sim, block, cfg)
+    again = rerun(sim, block, cfg, seed, testcase, env)
     env = {
         "LINK_SHAPE": cfg.torus.name,
         "LINK_VCS": cfg.vcs,
@@ -23,7 +25,7 @@ def run_bench(sim, block, cfg, module, seed, tag, testcase=None, **env):
         "PYTHONPATH": ROOT,
     } | env
     test_dir = simbuild.build_dir / f"run-{tag}-{seed}"
-    run(simbuild, module, env=env, test_dir=test_dir, testcase=testcase)
+    run(simbuild, module, env=env, test_dir=test_dir, testcase=testcase, rerun=again)
 
 
 @pytest.mark.sim

@@ -7,6 +7,7 @@ from tlm.tensor.config import EngineConfig
 from verif.common.runner import ROOT, run
 from verif.common.toolchain import have_simulator
 from verif.tensor.build import build_engine
+from verif.tensor.run import rerun
 
 #: ld:mv:ready pattern triples every run goes through: full rate, idle producers,
 #: backpressure, and random of all three.
@@ -29,6 +30,7 @@ def run_bench(sim, rows, cols, seed, *, ops, max_n, patterns=PATTERNS, fmt="int8
     run(
         simbuild,
         "verif.tensor.bench",
+        rerun=rerun(sim, cfg, seed, ops=ops, max_n=max_n, patterns=patterns),
         env={
             "TE_ROWS": rows,
             "TE_COLS": cols,

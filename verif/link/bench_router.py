@@ -86,10 +86,12 @@ async def reset(dut, ports):
     dut.rst.value = 0
 
 
-async def run_env(dut, ports, cfg, coord, seed, triple, packets, **misuse):
+async def run_env(dut, ports, cfg, coord, seed, triple, packets, root=None, **misuse):
     """Reset, then drive one :class:`RouterEnv` to the end, comparing every output with the
     model every cycle; check the counters and that every good packet left. Returns the
     (input, VC, output, VC) pairs exercised."""
+    root = seed if root is None else root
+    note = f"seed {root}" + ("" if seed == root else f", sub-seed {seed}")
     send, ready, credit = triple.split(":")
     await reset(dut, ports)
     rng = np.random.default_rng(seed)
@@ -104,13 +106,13 @@ async def run_env(dut, ports, cfg, coord, seed, triple, packets, **misuse):
         await ReadOnly()
         want, got = model.outputs(), ports.read()
         if got != want:
-            raise AssertionError(f"{triple} cycle {cycle} (seed {seed}): RTL {got} != model {want}")
+            raise AssertionError(f"{triple} cycle {cycle} ({note}): RTL {got} != model {want}")
         env.observe(want, ins)
         seen |= coverage(cfg, model.step(**ins.kwargs()).grants)
         cycle += 1
         idle = idle + 1 if env.idle else 0
         if cycle > 50000:
-            raise AssertionError(f"no progress after {cycle} cycles (seed {seed})")
+            raise AssertionError(f"no progress after {cycle} cycles ({note})")
     env.check_counters(model.counters)
     env.check_delivered()
     dut._log.info(
@@ -142,7 +144,7 @@ async def lockstep(dut):
     triples = os.environ.get("LINK_PATTERNS", "random:random:random").split(",")
     seen = set()
     for i, triple in enumerate(triples):
-        seen |= await run_env(dut, ports, cfg, coord, seed + i, triple, packets)
+        seen |= await run_env(dut, ports, cfg, coord, seed + i, triple, packets, root=seed)
     missing = all_pairs(cfg, coord) - seen
     assert not missing, f"never exercised (in port, in vc, out, out vc): {sorted(missing)}"
 

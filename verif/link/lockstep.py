@@ -42,6 +42,7 @@ class Lockstep:
     def __init__(self, dut, cfg: LinkConfig, seed: int):
         self.dut = dut
         self.cfg = cfg
+        self.root = seed  # the bench's seed: a rerun needs it, not a sub-seed alone
         self.seed = seed
         self.ports = NodePorts(dut, cfg.torus.nodes)
         self.net = RouterNetwork(cfg)
@@ -74,7 +75,7 @@ class Lockstep:
             If a node's ``inject.ready``, ejection register or drop counters differ from the
             model's.
         """
-        ports, cycle, seed = self.ports, self.cycle, self.seed
+        ports, cycle, seed = self.ports, self.cycle, self._seed_note()
         await RisingEdge(self.dut.clk)
         ports.offer(offers)
         ports.set_ready(ready)
@@ -98,6 +99,10 @@ class Lockstep:
         self._check_counters(f"cycle {cycle} (seed {seed})")
         self.cycle += 1
         return self.net.step(offers, ready)
+
+    def _seed_note(self) -> str:
+        """``1234`` or ``1234, sub-seed 1235``: the bench's seed first."""
+        return str(self.root) + ("" if self.seed == self.root else f", sub-seed {self.seed}")
 
     def _check_counters(self, when: str):
         """The RTL's ``drops`` port (every node's counters, node 0 in the low bits) against the

@@ -3,8 +3,9 @@
 Configured by environment (the pytest entry point ``tests/test_verif_tensor.py`` sets it):
 ``TE_ROWS``, ``TE_COLS``, ``TE_FORMAT``, ``SEED``, ``TE_OPS``, ``TE_MAX_N``,
 ``TE_PATTERNS`` (comma-separated ``ld:mv:ready`` triples from
-:data:`verif.tensor.stimulus.PATTERNS`), ``TE_MISUSE`` (0/1), ``TE_PERF_JSON`` (write the
-cycles per second to this file).
+:data:`verif.tensor.stimulus.PATTERNS`; triple ``i`` draws from sub-seed ``SEED + i``),
+``TE_MISUSE`` (0/1), ``TE_PERF_JSON`` (write the cycles per second to this file),
+``TE_PLANT_MISMATCH`` (1: a wrong expectation, for the triage tests).
 
 The single clocked loop drives both producers and the consumer, samples every port after the
 design settles, and steps :class:`verif.tensor.scoreboard.Scoreboard` - one trigger pair per
@@ -53,11 +54,15 @@ async def _reset(dut):
     dut.rst.value = 0
 
 
-async def run_traffic(dut, cfg, stim, seed, patterns, log):
-    """Drive ``stim`` under ``patterns`` (ld, mv, ready names) with the scoreboard in lockstep."""
+async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None):
+    """Drive ``stim`` under ``patterns`` (ld, mv, ready names) with the scoreboard in lockstep;
+    the patterns draw from ``seed``, a sub-seed of the bench's seed ``root``."""
+    root = seed if root is None else root
+    where = "" if seed == root else f"pattern triple {':'.join(patterns)} from sub-seed {seed}"
     rng = np.random.default_rng(seed)
     traffic = Traffic(stim, *(pattern(p, rng) for p in patterns))
-    board = Scoreboard(cfg, seed)
+    plant = os.environ.get("TE_PLANT_MISMATCH", "0") == "1"
+    board = Scoreboard(cfg, root, where=where, plant_mismatch=plant)
     codec = Codec(cfg)
     beats = len(stim.ld_beats) + len(stim.mv_beats)
     limit = 100 + 8 * (beats + cfg.latency)
@@ -73,7 +78,7 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
         if cycles >= limit:
             raise AssertionError(
                 f"no progress: {traffic.results}/{stim.results} results after {cycles} cycles"
-                f" (seed {seed})"
+                f" (seed {root}{', ' + where if where else ''})"
             )
         await RisingEdge(clk)
         ld, mv, ready = traffic.offers()
@@ -106,7 +111,7 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
     seconds = time.perf_counter() - start
     log.info(
         "patterns %s: %d ops, %d results, %d loads, %d moving beats, misuse %s, %d cycles, "
-        "%.0f cycles/s (seed %d)",
+        "%.0f cycles/s (seed %d, sub-seed %d)",
         ":".join(patterns),
         len(stim.ops),
         board.results,
@@ -115,6 +120,7 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
         stim.misuse or "none",
         cycles,
         cycles / seconds,
+        root,
         seed,
     )
     return cycles, seconds
@@ -145,7 +151,7 @@ async def random_ops(dut):
         await _reset(dut)
         sub = seed + i
         stim = random_stimulus(cfg, np.random.default_rng(sub), ops=ops, max_n=max_n, misuse=misuse)
-        cycles, seconds = await run_traffic(dut, cfg, stim, sub, patterns, dut._log)
+        cycles, seconds = await run_traffic(dut, cfg, stim, sub, patterns, dut._log, root=seed)
         total_cycles += cycles
         total_seconds += seconds
     if os.environ.get("TE_PERF_JSON"):

@@ -38,12 +38,26 @@ class Scoreboard:
     ----------
     cfg : EngineConfig
     seed : int
-        Quoted in every failure message so the run can be repeated.
+        The bench's seed, quoted in every failure message so the run can be repeated.
+    where : str
+        Said after the seed in failure messages (which part of the run, e.g. its sub-seed).
+    plant_mismatch : bool
+        Fault injection for the triage tests: expect the first result with its lowest bit
+        flipped, so that a correct RTL fails.
     """
 
-    def __init__(self, cfg: EngineConfig, seed: int | None = None):
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        seed: int | None = None,
+        *,
+        where: str = "",
+        plant_mismatch: bool = False,
+    ):
         self.cfg = cfg
         self.seed = seed
+        self.where = where
+        self.plant_mismatch = plant_mismatch
         self.model = EngineTiming(cfg)
         self._mask = (1 << acc_shape(cfg).width) - 1
         self.results = 0
@@ -53,7 +67,7 @@ class Scoreboard:
     def _fail(self, what: str, expected, got):
         raise Mismatch(
             f"cycle {self.model.cycle - 1}: {what}: TLM expects {expected!r}, RTL has {got!r}"
-            f" (seed {self.seed})"
+            f" (seed {self.seed}{', ' + self.where if self.where else ''})"
         )
 
     def check(
@@ -78,6 +92,8 @@ class Scoreboard:
             if want.dtype == np.float32:
                 want = want.view(np.uint32)
             want = want.astype(np.int64) & self._mask
+            if self.plant_mismatch and self.results == 0:
+                want = want ^ 1
             got = np.asarray(rtl.res_data).astype(np.int64) & self._mask
             if not np.array_equal(want, got):
                 bad = np.flatnonzero(want != got)
