@@ -20,6 +20,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import DropKind, LinkConfig
 from tlm.link.network import NetStep, RouterNetwork
+from verif.coverage.link import TorusCoverage
 
 from .ports import NodePorts
 from .scoreboard import describe_buffers, moved
@@ -48,6 +49,8 @@ class Lockstep:
         self.net = RouterNetwork(cfg)
         self.cycle = 0
         self._ready = [False] * cfg.torus.nodes  # the ejection ready driven last
+        #: functional coverage, sampled from the model after each compared step
+        self.coverage = TorusCoverage(cfg)
 
     async def reset(self, seed: int | None = None):
         """Idle every port, hold reset for two cycles, and start a fresh model (its mismatches
@@ -63,6 +66,7 @@ class Lockstep:
             await RisingEdge(self.dut.clk)
         self.dut.rst.value = 0
         self.net = RouterNetwork(self.cfg)
+        self.coverage.reset()
         self.cycle = 0
 
     async def step(self, offers: dict, ready) -> NetStep:
@@ -98,7 +102,9 @@ class Lockstep:
                 )
         self._check_counters(f"cycle {cycle} (seed {seed})")
         self.cycle += 1
-        return self.net.step(offers, ready)
+        step = self.net.step(offers, ready)
+        self.coverage.cycle(self.net.routers)
+        return step
 
     def _seed_note(self) -> str:
         """``1234`` or ``1234, sub-seed 1235``: the bench's seed first."""

@@ -25,6 +25,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.tensor.config import EngineConfig
+from verif.coverage.db import write_run
+from verif.coverage.tensor import EngineCoverage
 from verif.tensor.drivers import Traffic
 from verif.tensor.scoreboard import Observed, Scoreboard
 from verif.tensor.signals import Codec
@@ -54,7 +56,7 @@ async def _reset(dut):
     dut.rst.value = 0
 
 
-async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None):
+async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None, coverage=None):
     """Drive ``stim`` under ``patterns`` (ld, mv, ready names) with the scoreboard in lockstep;
     the patterns draw from ``seed``, a sub-seed of the bench's seed ``root``."""
     root = seed if root is None else root
@@ -62,7 +64,9 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None):
     rng = np.random.default_rng(seed)
     traffic = Traffic(stim, *(pattern(p, rng) for p in patterns))
     plant = os.environ.get("TE_PLANT_MISMATCH", "0") == "1"
-    board = Scoreboard(cfg, root, where=where, plant_mismatch=plant)
+    board = Scoreboard(cfg, root, where=where, plant_mismatch=plant, coverage=coverage)
+    if coverage is not None:
+        coverage.patterns(*patterns)
     codec = Codec(cfg)
     beats = len(stim.ld_beats) + len(stim.mv_beats)
     limit = 100 + 8 * (beats + cfg.latency)
@@ -144,6 +148,7 @@ async def random_ops(dut):
     misuse = os.environ.get("TE_MISUSE", "1") == "1"
     triples = os.environ.get("TE_PATTERNS", "always:always:always").split(",")
     total_cycles, total_seconds = 0, 0.0
+    coverage = EngineCoverage(cfg)
     for i, triple in enumerate(triples):
         patterns = triple.split(":")
         if len(patterns) != 3:
@@ -151,9 +156,12 @@ async def random_ops(dut):
         await _reset(dut)
         sub = seed + i
         stim = random_stimulus(cfg, np.random.default_rng(sub), ops=ops, max_n=max_n, misuse=misuse)
-        cycles, seconds = await run_traffic(dut, cfg, stim, sub, patterns, dut._log, root=seed)
+        cycles, seconds = await run_traffic(
+            dut, cfg, stim, sub, patterns, dut._log, root=seed, coverage=coverage
+        )
         total_cycles += cycles
         total_seconds += seconds
+    write_run(f"tensor-{cfg.tag}-{seed}", {"bench": "tensor", "engine": cfg.tag, "seed": seed})
     if os.environ.get("TE_PERF_JSON"):
         with open(os.environ["TE_PERF_JSON"], "w") as f:
             json.dump({"cycles": total_cycles, "seconds": total_seconds}, f)

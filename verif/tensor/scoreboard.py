@@ -44,6 +44,8 @@ class Scoreboard:
     plant_mismatch : bool
         Fault injection for the triage tests: expect the first result with its lowest bit
         flipped, so that a correct RTL fails.
+    coverage : verif.coverage.tensor.EngineCoverage, optional
+        Sampled every cycle from the beats and the model (functional coverage).
     """
 
     def __init__(
@@ -53,11 +55,13 @@ class Scoreboard:
         *,
         where: str = "",
         plant_mismatch: bool = False,
+        coverage=None,
     ):
         self.cfg = cfg
         self.seed = seed
         self.where = where
         self.plant_mismatch = plant_mismatch
+        self.coverage = coverage
         self.model = EngineTiming(cfg)
         self._mask = (1 << acc_shape(cfg).width) - 1
         self.results = 0
@@ -74,7 +78,11 @@ class Scoreboard:
         self, ld: LoadBeat | None, mv: MovingBeat | None, res_ready: bool, rtl: Observed
     ) -> CycleOut:
         """Compare one cycle; return the model's view of it (which beats were accepted)."""
+        if self.coverage is not None:
+            self.coverage.before(self.model)
         exp = self.model.step(ld, mv, res_ready)
+        if self.coverage is not None:
+            self.coverage.after(self.model, ld, mv, res_ready, exp)
         if ld is not None and exp.ld_ready != rtl.ld_ready:
             self._fail("ld_stream.ready", exp.ld_ready, rtl.ld_ready)
         if mv is not None and exp.mv_ready != rtl.mv_ready:
