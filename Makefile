@@ -21,7 +21,7 @@ LINK_BLOCKS := link_router torus
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal bench \
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal coverage bench \
 	synth calibrate calibrate-collectives clean help
 
 help:
@@ -44,6 +44,8 @@ help:
 	@echo "                 (int8, every format), 4x4 torus"
 	@echo "make formal     formal proofs (SymbiYosys, z3): one line per property, PASS/FAIL,"
 	@echo "                 proven or the bounded depth; build/formal/formal.json"
+	@echo "make coverage    the regression's benches (SEEDS=\"1 2\" for several), then functional"
+	@echo "                 coverage per testplan feature: a table, build/coverage/coverage.json, .md"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
 	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
@@ -59,6 +61,7 @@ setup:
 # build/reports/junit.xml: one <testcase> per test, its parameters in its name, its seed a
 # <property>; a failing bench's message names the seed and the `make sim...` line that reruns it
 test:
+	rm -rf build/coverage/runs
 	$(PY) -m pytest -n $(JOBS) $(if $(SEED),--seed $(SEED)) --junitxml=build/reports/junit.xml
 	$(MAKE) --no-print-directory test-dispatch
 
@@ -117,6 +120,19 @@ lint:
 
 formal:
 	$(PY) -m verif.formal
+
+# The benches of the default regression, once per seed of SEEDS (or SEED, or a fresh one), each
+# run writing its coverage to build/coverage/runs/; then the merged report per testplan feature
+# (verif/testplan.toml): a table, build/coverage/coverage.json and coverage.md.
+# `python -m verif.coverage` alone reports the runs of the last `make test`.
+COVERAGE_TESTS := tests/test_verif_tensor.py tests/test_verif_link.py
+coverage:
+	rm -rf build/coverage/runs
+	@for seed in $(or $(SEEDS),$(SEED),fresh); do \
+		$(PY) -m pytest -n $(JOBS) -q -m "sim and not slow" $(COVERAGE_TESTS) \
+			$$([ $$seed = fresh ] || echo --seed $$seed) || exit 1; \
+	done
+	$(PY) -m verif.coverage
 
 bench:
 	$(PY) -m bench
