@@ -30,9 +30,13 @@ def run_bench(sim, block, cfg, module, seed, tag, testcase=None, **env):
 
 @pytest.mark.sim
 def test_router_icarus(seed):
-    """Directed and random traffic, under full rate, idle inputs and slow neighbours."""
+    """Directed and random traffic, under full rate, idle inputs and slow neighbours (every
+    send:ready:credit pattern at least once: router.patterns coverage)."""
     cfg = LinkConfig((4, 4), depth=2)
-    patterns = "always:always:always,random:random:random,always:1of4:1of4"
+    patterns = (
+        "always:always:always,random:random:random,always:1of4:1of4,"
+        "3of4:1of2:1of2,1of2:3of4:3of4,1of4:always:always"
+    )
     run_bench(
         "icarus",
         "link_router",
@@ -69,7 +73,8 @@ def test_router_link_misuse_icarus(seed):
 
 @pytest.mark.sim
 def test_server_4x4_icarus(seed):
-    """The 4x4 torus: uniform traffic with malformed packets, then backpressure."""
+    """The 4x4 torus: uniform traffic with malformed packets, then backpressure (every
+    inject:eject pattern at least once: torus.patterns coverage)."""
     cfg = LinkConfig((4, 4))
     run_bench(
         "icarus",
@@ -80,7 +85,7 @@ def test_server_4x4_icarus(seed):
         "4x4",
         testcase="traffic",
         LINK_PACKETS=12,
-        LINK_PATTERNS="always:always,random:1of4",
+        LINK_PATTERNS="always:always,random:1of4,3of4:random,1of2:3of4,1of4:1of2",
     )
 
 
