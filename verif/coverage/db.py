@@ -32,8 +32,11 @@ class Covergroup:
     Parameters
     ----------
     items : dict of str to list of str
-        Full item name (``tensor.misuse``) to its bins. An item already registered (by an
-        earlier group in the same process) keeps its bins, which must be the same.
+        Full item name (``tensor.misuse``) to its bins.
+    fresh : bool
+        Start the items from zero hits (cocotb-coverage keeps one database per process: two
+        cocotb tests of one bench run in one simulator process must not add up). Otherwise an
+        item already registered keeps its hits, and its bins must be the same.
 
     Examples
     --------
@@ -43,7 +46,9 @@ class Covergroup:
     {'a': 1, 'b': 0}
     """
 
-    def __init__(self, items: dict[str, list[str]]):
+    def __init__(self, items: dict[str, list[str]], *, fresh: bool = True):
+        if fresh:
+            self.forget(items)
         self._sample = {}
         self._active: dict[str, frozenset] = {}
         self._bins = {name: set(bins) for name, bins in items.items()}
