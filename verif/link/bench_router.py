@@ -1,8 +1,9 @@
 """cocotb bench of one router, in lockstep with :class:`tlm.link.router.Router`.
 
-Random traffic into every input and VC, with malformed packets, idle inputs and slow
-neighbours that return credits late (backpressure on every output), a directed share that
-makes every (input, VC) -> (output, VC) pair occur (:class:`verif.link.router_env.RouterEnv`).
+Random traffic into every input and VC, with malformed packets (each kind at least once per
+input), idle inputs and slow neighbours that return credits late (backpressure on every
+output), a directed share that makes every (input, VC) -> (output, VC) pair occur
+(:class:`verif.link.router_env.RouterEnv`).
 Every output is compared with the model every cycle; coverage, the drop counters and that every
 well-formed packet left are asserted at the end. A second test, ``misuse``, adds a neighbour that
 sends without credits and credits returned that are not owed.
@@ -97,7 +98,18 @@ async def run_env(dut, ports, cfg, coord, seed, triple, packets, root=None, cov=
     send, ready, credit = triple.split(":")
     await reset(dut, ports)
     rng = np.random.default_rng(seed)
-    env = RouterEnv(cfg, coord, rng, packets, 0.1, send=send, ready=ready, credit=credit, **misuse)
+    env = RouterEnv(
+        cfg,
+        coord,
+        rng,
+        packets,
+        0.1,
+        send=send,
+        ready=ready,
+        credit=credit,
+        directed_drops=True,
+        **misuse,
+    )
     model = Router(cfg, coord)
     if cov is not None:
         cov.patterns(send, ready, credit)
