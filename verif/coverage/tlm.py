@@ -22,7 +22,7 @@ from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import EngineTiming
 from verif.common.patterns import pattern
 from verif.tensor.drivers import Traffic
-from verif.tensor.stimulus import random_stimulus
+from verif.tensor.stimulus import run_stimulus
 
 from .db import Covergroup, fraction
 from .tensor import ITEMS, EngineCoverage
@@ -37,7 +37,7 @@ def replay(cfg: EngineConfig, seed: int, *, ops, max_n, patterns, coverage, misu
     for i, triple in enumerate(patterns.split(",")):
         names = triple.split(":")
         sub = seed + i
-        stim = random_stimulus(cfg, np.random.default_rng(sub), ops=ops, max_n=max_n, misuse=misuse)
+        stim = run_stimulus(cfg, seed, i, ops=ops, max_n=max_n, misuse=misuse)
         rng = np.random.default_rng(sub)
         traffic = Traffic(stim, *(pattern(p, rng) for p in names))
         model = EngineTiming(cfg)

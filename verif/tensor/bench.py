@@ -30,7 +30,7 @@ from verif.coverage.tensor import EngineCoverage
 from verif.tensor.drivers import Traffic
 from verif.tensor.scoreboard import Observed, Scoreboard
 from verif.tensor.signals import Codec
-from verif.tensor.stimulus import pattern, random_stimulus
+from verif.tensor.stimulus import pattern, run_stimulus
 
 
 def _config():
@@ -155,7 +155,7 @@ async def random_ops(dut):
             raise ValueError(f"TE_PATTERNS entries must be ld:mv:ready, not {triple!r}")
         await _reset(dut)
         sub = seed + i
-        stim = random_stimulus(cfg, np.random.default_rng(sub), ops=ops, max_n=max_n, misuse=misuse)
+        stim = run_stimulus(cfg, seed, i, ops=ops, max_n=max_n, misuse=misuse)
         cycles, seconds = await run_traffic(
             dut, cfg, stim, sub, patterns, dut._log, root=seed, coverage=coverage
         )
