@@ -153,3 +153,33 @@ def test_the_model_replay_samples_what_the_rtl_bench_sampled(tmp_path, monkeypat
     )
     model = json.loads(model_run.read_text())
     assert {n: rtl["items"][n] for n in ITEMS} == {n: model["items"][n] for n in ITEMS}
+
+
+@pytest.mark.sim
+def test_the_router_replay_samples_what_the_rtl_bench_sampled(tmp_path, monkeypatch, seed):
+    """The same for the router bench's lockstep test."""
+    from tlm.link.config import LinkConfig
+    from verif.common.runner import run
+    from verif.coverage.link import RouterCoverage, router_items
+    from verif.coverage.tlm import replay_router
+    from verif.link.build import build_link
+
+    if not have_simulator("icarus"):
+        pytest.fail("icarus is not installed: run `make setup`")
+    cfg, coord, patterns = (
+        LinkConfig((4, 4), depth=2),
+        (1, 2),
+        "random:random:random,1of2:3of4:1of4",
+    )
+    monkeypatch.setenv("COVERAGE_DIR", str(tmp_path / "rtl"))
+    env = {"LINK_SHAPE": "4x4", "LINK_VCS": 2, "LINK_DEPTH": 2, "LINK_COORD": "1,2"}
+    env |= {"LINK_PACKETS": 4, "LINK_PATTERNS": patterns, "SEED": seed, "PYTHONPATH": ROOT}
+    simbuild = build_link("icarus", "link_router", cfg)
+    run(
+        simbuild, "verif.link.bench_router", env=env, test_dir=tmp_path / "sim", testcase="lockstep"
+    )
+    (rtl,) = load_runs(tmp_path / "rtl")
+    cov = RouterCoverage(cfg, coord)
+    replay_router(cfg, coord, seed, packets=4, patterns=patterns, coverage=cov)
+    items = router_items(cfg, coord)
+    assert {n: rtl["items"][n]["bins"] for n in items} == {n: cov.group.hits(n) for n in items}

@@ -5,6 +5,7 @@ stream patterns, and - since the RTL is held to the model cycle for cycle - the 
 :func:`tensor_coverage` replays it on :class:`~tlm.tensor.timing.EngineTiming` with the same
 sampler, in milliseconds instead of seconds, which is how the seeds and directed runs of the
 regression were chosen (``python -m verif.coverage.tlm``: which seeds add bins).
+:func:`replay_router` does the same for the router bench.
 
 Example::
 
@@ -27,7 +28,7 @@ from verif.tensor.stimulus import run_stimulus
 from .db import Covergroup, fraction
 from .tensor import ITEMS, EngineCoverage
 
-__all__ = ["tensor_coverage", "replay"]
+__all__ = ["tensor_coverage", "replay", "replay_router"]
 
 
 def replay(cfg: EngineConfig, seed: int, *, ops, max_n, patterns, coverage, misuse=True):
@@ -48,6 +49,33 @@ def replay(cfg: EngineConfig, seed: int, *, ops, max_n, patterns, coverage, misu
             out = model.step(ld, mv, ready)
             coverage.after(model, ld, mv, ready, out)
             traffic.update(out)
+            cycles += 1
+    return cycles
+
+
+def replay_router(cfg, coord, seed, *, packets, patterns, coverage, **misuse):
+    """The router bench's run (``verif.link.bench_router``: ``lockstep`` or, with ``rogue``
+    and ``spurious``, ``misuse``) on the model, sampling ``coverage``; returns the cycles."""
+    from tlm.link.router import Router
+    from verif.link.router_env import RouterEnv
+
+    cycles = 0
+    for i, triple in enumerate(patterns.split(",")):
+        send, ready, credit = triple.split(":")
+        rng = np.random.default_rng(seed + i)
+        env = RouterEnv(
+            cfg, coord, rng, packets, 0.1, send=send, ready=ready, credit=credit,
+            directed_drops=True, **misuse,
+        )  # fmt: skip
+        model = Router(cfg, coord)
+        coverage.patterns(send, ready, credit)
+        idle = 0
+        while idle < 30:
+            ins = env.drive()
+            want = model.outputs()
+            env.observe(want, ins)
+            coverage.cycle(model, ins, want, model.step(**ins.kwargs()).grants)
+            idle = idle + 1 if env.idle else 0
             cycles += 1
     return cycles
 
