@@ -214,14 +214,15 @@ def run(
     test_dir: Path | None = None,
     testcase: str | None = None,
     rerun: Rerun | None = None,
+    seed: int | None = None,
 ) -> Path:
     """Run the cocotb ``test_module`` on a build; raise :class:`BenchFailure` if any test
     failed, inside pytest or not (cocotb's runner exits the process under pytest).
 
-    With ``rerun`` (the run as a ``make`` command), cocotb's own random seed is the bench's
-    seed, and a failure's message begins with that seed and the command; on Icarus the command
-    is run at once, so that the failure's waveform is kept under ``build/waves/``, named by the
-    seed. Returns the results file (JUnit XML).
+    cocotb's own random seed is ``seed``, else ``rerun``'s (the bench's). With ``rerun`` (the
+    run as a ``make`` command), a failure's message begins with that seed and the command; on
+    Icarus the command is run at once, so that the failure's waveform is kept under
+    ``build/waves/``, named by the seed. Returns the results file (JUnit XML).
     """
     apply_environment()
     test_dir = Path(test_dir or simbuild.build_dir / "run")
@@ -238,7 +239,7 @@ def run(
             waves=waves,
             timescale=TIMESCALE,
             testcase=testcase,
-            seed=None if rerun is None else rerun.seed,
+            seed=seed if seed is not None or rerun is None else rerun.seed,
             results_xml=str(results),
         )
     except SystemExit as exit_:  # cocotb's runner under pytest, or a simulator that failed
