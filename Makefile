@@ -21,7 +21,7 @@ LINK_BLOCKS := link_router torus
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal coverage bench \
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal bench \
 	synth calibrate calibrate-collectives clean help
 
 help:
@@ -126,6 +126,7 @@ formal:
 # (verif/testplan.toml): a table, build/coverage/coverage.json and coverage.md.
 # `python -m verif.coverage` alone reports the runs of the last `make test`.
 COVERAGE_TESTS := tests/test_verif_tensor.py tests/test_verif_link.py
+.PHONY: coverage
 coverage:
 	rm -rf build/coverage/runs
 	@for seed in $(or $(SEEDS),$(SEED),fresh); do \
