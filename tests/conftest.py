@@ -21,11 +21,13 @@ def given_seed(config):
 
 @pytest.fixture
 def seed(request):
-    """The seed of a random test: --seed, else $SEED, else fresh; always printed."""
+    """The seed of a random test: --seed, else $SEED, else fresh; always printed, and a
+    property of the test in the JUnit report (``make test``: build/reports/junit.xml)."""
     value = given_seed(request.config)
     if value is None:
         value = random.randrange(1 << 31)
     print(f"\nseed {value} (rerun with SEED={value})")
+    request.node.user_properties.append(("seed", value))
     return value
 
 

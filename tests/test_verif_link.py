@@ -9,12 +9,14 @@ from tlm.link.config import LinkConfig
 from verif.common.runner import ROOT, run
 from verif.common.toolchain import have_simulator
 from verif.link.build import build_link
+from verif.link.run import rerun
 
 
 def run_bench(sim, block, cfg, module, seed, tag, testcase=None, **env):
     if not have_simulator(sim):
         pytest.fail(f"{sim} is not installed: run `make setup`")
     simbuild = build_link(sim, block, cfg)
+    again = rerun(sim, block, cfg, seed, testcase, env)
     env = {
         "LINK_SHAPE": cfg.torus.name,
         "LINK_VCS": cfg.vcs,
@@ -23,14 +25,18 @@ def run_bench(sim, block, cfg, module, seed, tag, testcase=None, **env):
         "PYTHONPATH": ROOT,
     } | env
     test_dir = simbuild.build_dir / f"run-{tag}-{seed}"
-    run(simbuild, module, env=env, test_dir=test_dir, testcase=testcase)
+    run(simbuild, module, env=env, test_dir=test_dir, testcase=testcase, rerun=again)
 
 
 @pytest.mark.sim
 def test_router_icarus(seed):
-    """Directed and random traffic, under full rate, idle inputs and slow neighbours."""
+    """Directed and random traffic, under full rate, idle inputs and slow neighbours (every
+    send:ready:credit pattern at least once: router.patterns coverage)."""
     cfg = LinkConfig((4, 4), depth=2)
-    patterns = "always:always:always,random:random:random,always:1of4:1of4"
+    patterns = (
+        "always:always:always,random:random:random,always:1of4:1of4,"
+        "3of4:1of2:1of2,1of2:3of4:3of4,1of4:always:always"
+    )
     run_bench(
         "icarus",
         "link_router",
@@ -67,7 +73,8 @@ def test_router_link_misuse_icarus(seed):
 
 @pytest.mark.sim
 def test_server_4x4_icarus(seed):
-    """The 4x4 torus: uniform traffic with malformed packets, then backpressure."""
+    """The 4x4 torus: uniform traffic with malformed packets, then backpressure (every
+    inject:eject pattern at least once: torus.patterns coverage)."""
     cfg = LinkConfig((4, 4))
     run_bench(
         "icarus",
@@ -78,7 +85,7 @@ def test_server_4x4_icarus(seed):
         "4x4",
         testcase="traffic",
         LINK_PACKETS=12,
-        LINK_PATTERNS="always:always,random:1of4",
+        LINK_PATTERNS="always:always,random:1of4,3of4:random,1of2:3of4,1of4:1of2",
     )
 
 

@@ -88,7 +88,7 @@ def run_and_report(
     outcome = dict(outcome, build_s=round(simbuild.build_seconds, 2))
     outcome["build_cached"] = simbuild.cached
     try:
-        run(simbuild, module, env=env, waves=waves, test_dir=test_dir, testcase=testcase)
+        run(simbuild, module, env=env, waves=waves, test_dir=test_dir, testcase=testcase, seed=seed)
         outcome["passed"] = True
     except AssertionError as error:
         outcome["passed"] = False

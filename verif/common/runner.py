@@ -22,8 +22,9 @@ from pathlib import Path
 from cocotb_tools import runner as cocotb_runner
 
 from .toolchain import TIMESCALE, apply_environment
+from .triage import Rerun, rerun_with_waves
 
-__all__ = ["ROOT", "BUILD", "SimBuild", "build", "ports", "run", "SIMULATORS"]
+__all__ = ["ROOT", "BUILD", "SimBuild", "build", "ports", "run", "SIMULATORS", "BenchFailure"]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -200,6 +201,10 @@ def build(
     return SimBuild(sim, top, build_dir, verilog, False, seconds, rss, kwargs)
 
 
+class BenchFailure(AssertionError):
+    """A cocotb bench failed: the message names its seed and the command that reruns it."""
+
+
 def run(
     simbuild: SimBuild,
     test_module: str,
@@ -208,29 +213,62 @@ def run(
     waves: bool = False,
     test_dir: Path | None = None,
     testcase: str | None = None,
+    rerun: Rerun | None = None,
+    seed: int | None = None,
 ) -> Path:
-    """Run the cocotb ``test_module`` on a build; raise ``AssertionError`` if any test failed.
+    """Run the cocotb ``test_module`` on a build; raise :class:`BenchFailure` if any test
+    failed, inside pytest or not (cocotb's runner exits the process under pytest).
 
-    Returns the results file (JUnit XML).
+    cocotb's own random seed is ``seed``, else ``rerun``'s (the bench's). With ``rerun`` (the
+    run as a ``make`` command), a failure's message begins with that seed and the command; on
+    Icarus the command is run at once, so that the failure's waveform is kept under
+    ``build/waves/``, named by the seed. Returns the results file (JUnit XML).
     """
     apply_environment()
     test_dir = Path(test_dir or simbuild.build_dir / "run")
     test_dir.mkdir(parents=True, exist_ok=True)
+    results = test_dir / "results.xml"  # absolute: the same name inside pytest or not
     runner = simbuild.runner()
-    results = runner.test(
-        test_module=test_module,
-        hdl_toplevel=simbuild.top,
-        build_dir=simbuild.build_dir,
-        test_dir=test_dir,
-        extra_env={k: str(v) for k, v in (env or {}).items()},
-        waves=waves,
-        timescale=TIMESCALE,
-        testcase=testcase,
-    )
-    failures = _failures(Path(results))
+    try:
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=simbuild.top,
+            build_dir=simbuild.build_dir,
+            test_dir=test_dir,
+            extra_env={k: str(v) for k, v in (env or {}).items()},
+            waves=waves,
+            timescale=TIMESCALE,
+            testcase=testcase,
+            seed=seed if seed is not None or rerun is None else rerun.seed,
+            results_xml=str(results),
+        )
+    except SystemExit as exit_:  # cocotb's runner under pytest, or a simulator that failed
+        failures = _failures(results) or [f"the simulator exited with {exit_.code}"]
+    else:
+        failures = _failures(results)
     if failures:
-        raise AssertionError("cocotb reported failures:\n" + "\n".join(failures))
-    return Path(results)
+        raise BenchFailure(_report(failures, rerun))
+    return results
+
+
+def _report(failures: list[str], rerun: Rerun | None) -> str:
+    """The failure message: seed and rerun command first, then what cocotb reported, then
+    the outcome of the rerun with waves (Icarus)."""
+    lines = []
+    if rerun is not None:
+        lines += [
+            f"bench failed with seed {rerun.seed}",
+            f"rerun with waves: {rerun.command()}",
+        ]
+    lines += ["cocotb reported failures:"] + failures
+    if rerun is not None and rerun.sim == "icarus":
+        again, waveform, tail = rerun_with_waves(rerun)
+        if waveform:
+            lines.append(f"waves of the failure: {waveform}")
+        lines.append("the rerun failed again" if again else "the rerun PASSED: not reproduced")
+        if not waveform or not again:
+            lines.append(tail)
+    return "\n".join(lines)
 
 
 def _failures(results: Path) -> list[str]:

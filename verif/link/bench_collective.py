@@ -34,6 +34,7 @@ import numpy as np
 from cocotb.clock import Clock
 
 from tlm.system import load_system
+from verif.coverage.db import write_run
 from verif.link.collective import (
     SYSTEM,
     CollectiveTraffic,
@@ -49,6 +50,7 @@ async def run_collective(lockstep, schedule, fmt, count, seed, inject, eject, lo
     """Reset, then run ``schedule`` on random inputs drawn from ``seed`` under the ``inject``
     and ``eject`` patterns, in lockstep with the model; check the result."""
     await lockstep.reset(seed)
+    lockstep.coverage.patterns(inject, eject)
     rng = np.random.default_rng(seed)
     inputs = random_inputs(fmt, schedule.ranks, count // schedule.ranks, rng)
     traffic = CollectiveTraffic(lockstep.cfg, schedule, inputs, inject, eject, rng)
@@ -106,6 +108,8 @@ async def all_gather(dut):
             lockstep, schedule, fmt, count, seed + i, inject, eject, dut._log
         )
         totals = [a + b for a, b in zip(totals, done, strict=True)]
+    meta = {"bench": "collective", "algo": algo, "format": fmt, "config": cfg.tag, "seed": seed}
+    write_run(f"collective-{algo}-{fmt}-{seed}", meta)
     if os.environ.get("COLL_JSON"):
         with open(os.environ["COLL_JSON"], "w") as f:
             keys = ("cycles", "seconds", "flits", "bytes")

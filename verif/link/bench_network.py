@@ -28,6 +28,7 @@ import numpy as np
 from cocotb.clock import Clock
 
 from tlm.link.config import MALFORMED, DropKind
+from verif.coverage.db import write_run
 from verif.link.drivers import NodeTraffic
 from verif.link.lockstep import Lockstep
 from verif.link.ports import config_from_env
@@ -40,6 +41,7 @@ async def run_traffic(lockstep, seed, pattern, inject, eject, packets, malformed
     and ``eject`` patterns, in lockstep with the model, until all are delivered."""
     cfg = lockstep.cfg
     await lockstep.reset(seed)
+    lockstep.coverage.patterns(inject, eject)
     rng = np.random.default_rng(seed)
     board = PacketBoard(cfg)
     stim = random_packets(cfg, rng, packets, pattern=pattern, malformed=malformed)
@@ -93,6 +95,8 @@ async def traffic(dut):
             lockstep, seed + i, pattern, inject, eject, packets, malformed, dut._log
         )
         totals = [a + b for a, b in zip(totals, done, strict=True)]
+    meta = {"bench": "torus", "test": "traffic", "config": cfg.tag, "seed": seed}
+    write_run(f"torus-{cfg.tag}-traffic-{seed}", meta)
     if os.environ.get("LINK_PERF_JSON"):
         with open(os.environ["LINK_PERF_JSON"], "w") as f:
             json.dump({"cycles": totals[0], "seconds": totals[1], "flits": totals[2]}, f)
@@ -124,3 +128,5 @@ async def last_cycle_drop(dut):
         want = [sum(p.bad == kind for p in mine) for kind in DropKind]
         assert counters[node] == want, f"node {node} counted {counters[node]}, sent {want}"
     dut._log.info("%d malformed packets dropped in %d cycles", 3 * len(stim), lockstep.cycle)
+    meta = {"bench": "torus", "test": "last_cycle_drop", "config": cfg.tag, "seed": seed}
+    write_run(f"torus-{cfg.tag}-last_cycle_drop-{seed}", meta)

@@ -1,8 +1,9 @@
 """cocotb bench of one router, in lockstep with :class:`tlm.link.router.Router`.
 
-Random traffic into every input and VC, with malformed packets, idle inputs and slow
-neighbours that return credits late (backpressure on every output), a directed share that
-makes every (input, VC) -> (output, VC) pair occur (:class:`verif.link.router_env.RouterEnv`).
+Random traffic into every input and VC, with malformed packets (each kind at least once per
+input), idle inputs and slow neighbours that return credits late (backpressure on every
+output), a directed share that makes every (input, VC) -> (output, VC) pair occur
+(:class:`verif.link.router_env.RouterEnv`).
 Every output is compared with the model every cycle; coverage, the drop counters and that every
 well-formed packet left are asserted at the end. A second test, ``misuse``, adds a neighbour that
 sends without credits and credits returned that are not owed.
@@ -24,6 +25,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import DropKind
 from tlm.link.router import Router, RouterOutputs
+from verif.coverage.db import write_run
+from verif.coverage.link import RouterCoverage
 from verif.link.ports import config_from_env
 from verif.link.router_env import RouterEnv, all_pairs, coverage
 
@@ -86,15 +89,30 @@ async def reset(dut, ports):
     dut.rst.value = 0
 
 
-async def run_env(dut, ports, cfg, coord, seed, triple, packets, **misuse):
+async def run_env(dut, ports, cfg, coord, seed, triple, packets, root=None, cov=None, **misuse):
     """Reset, then drive one :class:`RouterEnv` to the end, comparing every output with the
     model every cycle; check the counters and that every good packet left. Returns the
     (input, VC, output, VC) pairs exercised."""
+    root = seed if root is None else root
+    note = f"seed {root}" + ("" if seed == root else f", sub-seed {seed}")
     send, ready, credit = triple.split(":")
     await reset(dut, ports)
     rng = np.random.default_rng(seed)
-    env = RouterEnv(cfg, coord, rng, packets, 0.1, send=send, ready=ready, credit=credit, **misuse)
+    env = RouterEnv(
+        cfg,
+        coord,
+        rng,
+        packets,
+        0.1,
+        send=send,
+        ready=ready,
+        credit=credit,
+        directed_drops=True,
+        **misuse,
+    )
     model = Router(cfg, coord)
+    if cov is not None:
+        cov.patterns(send, ready, credit)
     seen = set()
     cycle = idle = 0
     while idle < 30:
@@ -104,13 +122,16 @@ async def run_env(dut, ports, cfg, coord, seed, triple, packets, **misuse):
         await ReadOnly()
         want, got = model.outputs(), ports.read()
         if got != want:
-            raise AssertionError(f"{triple} cycle {cycle} (seed {seed}): RTL {got} != model {want}")
+            raise AssertionError(f"{triple} cycle {cycle} ({note}): RTL {got} != model {want}")
         env.observe(want, ins)
-        seen |= coverage(cfg, model.step(**ins.kwargs()).grants)
+        grants = model.step(**ins.kwargs()).grants
+        seen |= coverage(cfg, grants)
+        if cov is not None:
+            cov.cycle(model, ins, want, grants)
         cycle += 1
         idle = idle + 1 if env.idle else 0
         if cycle > 50000:
-            raise AssertionError(f"no progress after {cycle} cycles (seed {seed})")
+            raise AssertionError(f"no progress after {cycle} cycles ({note})")
     env.check_counters(model.counters)
     env.check_delivered()
     dut._log.info(
@@ -141,10 +162,12 @@ async def lockstep(dut):
     packets = int(os.environ.get("LINK_PACKETS", "20"))
     triples = os.environ.get("LINK_PATTERNS", "random:random:random").split(",")
     seen = set()
+    cov = RouterCoverage(cfg, coord)
     for i, triple in enumerate(triples):
-        seen |= await run_env(dut, ports, cfg, coord, seed + i, triple, packets)
+        seen |= await run_env(dut, ports, cfg, coord, seed + i, triple, packets, seed, cov)
     missing = all_pairs(cfg, coord) - seen
     assert not missing, f"never exercised (in port, in vc, out, out vc): {sorted(missing)}"
+    write_run(f"router-{cfg.tag}-lockstep-{seed}", _meta(cfg, coord, seed, "lockstep"))
 
 
 @cocotb.test()
@@ -157,4 +180,12 @@ async def misuse(dut):
     rogue = int(os.environ.get("LINK_ROGUE", "2"))
     spurious = float(os.environ.get("LINK_SPURIOUS", "0.05"))
     triple = os.environ.get("LINK_PATTERNS", "always:random:1of4").split(",")[0]
-    await run_env(dut, ports, cfg, coord, seed, triple, packets, rogue=rogue, spurious=spurious)
+    cov = RouterCoverage(cfg, coord)
+    await run_env(
+        dut, ports, cfg, coord, seed, triple, packets, cov=cov, rogue=rogue, spurious=spurious
+    )
+    write_run(f"router-{cfg.tag}-misuse-{seed}", _meta(cfg, coord, seed, "misuse"))
+
+
+def _meta(cfg, coord, seed, test):
+    return {"bench": "router", "test": test, "config": cfg.tag, "coord": coord, "seed": seed}

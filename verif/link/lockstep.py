@@ -20,6 +20,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import DropKind, LinkConfig
 from tlm.link.network import NetStep, RouterNetwork
+from verif.coverage.link import TorusCoverage
 
 from .ports import NodePorts
 from .scoreboard import describe_buffers, moved
@@ -42,11 +43,14 @@ class Lockstep:
     def __init__(self, dut, cfg: LinkConfig, seed: int):
         self.dut = dut
         self.cfg = cfg
+        self.root = seed  # the bench's seed: a rerun needs it, not a sub-seed alone
         self.seed = seed
         self.ports = NodePorts(dut, cfg.torus.nodes)
         self.net = RouterNetwork(cfg)
         self.cycle = 0
         self._ready = [False] * cfg.torus.nodes  # the ejection ready driven last
+        #: functional coverage, sampled from the model after each compared step
+        self.coverage = TorusCoverage(cfg)
 
     async def reset(self, seed: int | None = None):
         """Idle every port, hold reset for two cycles, and start a fresh model (its mismatches
@@ -62,6 +66,7 @@ class Lockstep:
             await RisingEdge(self.dut.clk)
         self.dut.rst.value = 0
         self.net = RouterNetwork(self.cfg)
+        self.coverage.reset()
         self.cycle = 0
 
     async def step(self, offers: dict, ready) -> NetStep:
@@ -74,7 +79,7 @@ class Lockstep:
             If a node's ``inject.ready``, ejection register or drop counters differ from the
             model's.
         """
-        ports, cycle, seed = self.ports, self.cycle, self.seed
+        ports, cycle, seed = self.ports, self.cycle, self._seed_note()
         await RisingEdge(self.dut.clk)
         ports.offer(offers)
         ports.set_ready(ready)
@@ -97,7 +102,13 @@ class Lockstep:
                 )
         self._check_counters(f"cycle {cycle} (seed {seed})")
         self.cycle += 1
-        return self.net.step(offers, ready)
+        step = self.net.step(offers, ready)
+        self.coverage.cycle(self.net.routers)
+        return step
+
+    def _seed_note(self) -> str:
+        """``1234`` or ``1234, sub-seed 1235``: the bench's seed first."""
+        return str(self.root) + ("" if self.seed == self.root else f", sub-seed {self.seed}")
 
     def _check_counters(self, when: str):
         """The RTL's ``drops`` port (every node's counters, node 0 in the low bits) against the

@@ -59,6 +59,10 @@ class RouterEnv:
     spurious : float
         Chance per cycle and link output that its neighbour returns a credit it does not owe
         (``DropKind.CREDIT_OVERFLOW`` when the router already holds every credit).
+    directed_drops : bool
+        Each input also sends one malformed packet of every kind it can carry (the local port
+        each of :data:`~tlm.link.config.MALFORMED`, a link port a bad destination and an
+        orphan), after the aimed packets: every drop kind in every run, not only by chance.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class RouterEnv:
         credit="random",
         rogue=None,
         spurious=0.0,
+        directed_drops=False,
     ):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
@@ -100,23 +105,30 @@ class RouterEnv:
             # in random order, then random packets
             aimed = [(v, o, cls) for v in vcs for o in range(P) for cls in (0, 1)]
             aimed = [aimed[i] for i in rng.permutation(len(aimed))]
-            for i in range(len(aimed) + packets):
+            kinds = MALFORMED if port == 0 else (DropKind.BAD_DEST, DropKind.ORPHAN)
+            directed = list(kinds) if directed_drops else []
+            for i in range(len(aimed) + len(directed) + packets):
                 vc = int(rng.integers(V))
-                if i < len(aimed):
+                j = i - len(aimed)  # the directed drops, then the random packets
+                if 0 <= j < len(directed):
+                    kind = directed[j]
+                elif j >= len(directed) and rng.random() < malformed:
+                    kind = kinds[int(rng.integers(len(kinds)))]
+                else:
+                    kind = None
+                if kind is not None:
+                    flits = malformed_packet(cfg, rng, torus.node(coord), kind).flits
+                    self.bad += 1
+                    self.expected_drops[kind] += 1
+                    if port and kind == DropKind.BAD_DEST:
+                        self.expected_drops[DropKind.ORPHAN] += len(flits) - 1
+                elif i < len(aimed):
                     vc, o, cls = aimed[i]
                     route = self._aim(o, cls)
                     if route is None:
                         continue
                     flits = self._good(*route)
                     self.good[port].append(flits)
-                elif rng.random() < malformed:
-                    kinds = MALFORMED if port == 0 else (DropKind.BAD_DEST, DropKind.ORPHAN)
-                    kind = kinds[int(rng.integers(len(kinds)))]
-                    flits = malformed_packet(cfg, rng, torus.node(coord), kind).flits
-                    self.bad += 1
-                    self.expected_drops[kind] += 1
-                    if port and kind == DropKind.BAD_DEST:
-                        self.expected_drops[DropKind.ORPHAN] += len(flits) - 1
                 else:
                     dst = torus.coord(int(rng.integers(torus.nodes)))
                     src = torus.coord(int(rng.integers(torus.nodes)))

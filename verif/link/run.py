@@ -29,6 +29,7 @@ from tlm.system import load_system
 from verif.common.patterns import PATTERNS
 from verif.common.run import open_waves, run_and_report, write_save
 from verif.common.runner import ROOT, SIMULATORS
+from verif.common.triage import Rerun
 from verif.link.build import TOPS, build_link
 from verif.link.collective import ALGORITHMS, DEFAULT_COUNT, SYSTEM, check_count
 
@@ -37,6 +38,9 @@ SHOWN_NODES = 4
 
 #: Waveform file names by block: all begin with ``link_``, which ``make waves-link`` opens.
 WAVE_NAMES = {"link_router": "link_router", "torus": "link_torus"}
+
+#: The cocotb tests of each block's bench, the default first.
+TESTCASES = {"torus": ("traffic", "last_cycle_drop"), "link_router": ("lockstep", "misuse")}
 
 #: The patterns each bench runs with unless --patterns says otherwise.
 DEFAULT_PATTERNS = {
@@ -78,6 +82,44 @@ def write_gtkw(block: str, cfg: LinkConfig, dump: Path, save: Path, sim: str) ->
     return write_save(save, dump, f"{block} {cfg.tag}, {sim}", TOPS[block], groups)
 
 
+#: Bench environment variables and the ``make sim-link`` variables that set them.
+MAKE_VARIABLES = {
+    "LINK_COORD": "COORD",
+    "LINK_PACKETS": "PACKETS",
+    "LINK_TRAFFIC": "TRAFFIC",
+    "LINK_PATTERNS": "PATTERNS",
+    "LINK_MALFORMED": "MALFORMED",
+    "LINK_ROGUE": "ROGUE",
+    "LINK_SPURIOUS": "SPURIOUS",
+    "COLL_ALGO": "COLLECTIVE",
+    "COLL_FORMAT": "FORMAT",
+    "COLL_COUNT": "COUNT",
+}
+
+
+def rerun(sim: str, block: str, cfg: LinkConfig, seed: int, testcase=None, env=None) -> Rerun:
+    """The ``make sim-link`` line of a bench run: ``block`` built for ``cfg`` on ``sim``,
+    cocotb ``testcase`` (``None``: the bench's every test), bench environment ``env``.
+
+    Raises
+    ------
+    ValueError
+        If ``env`` names a variable ``make sim-link`` cannot set, or ``block`` is unknown.
+    """
+    if block not in TOPS:
+        raise ValueError(f"block must be one of {', '.join(sorted(TOPS))}, not {block!r}")
+    env = dict(env or {})
+    unknown = sorted(set(env) - set(MAKE_VARIABLES))
+    if unknown:
+        raise ValueError(f"env has variables make sim-link cannot set: {', '.join(unknown)}")
+    params = [("BLOCK", block), ("SIM", sim), ("SHAPE", cfg.torus.name)]
+    params += [("VCS", cfg.vcs), ("DEPTH", cfg.depth)]
+    if testcase is not None and "COLL_ALGO" not in env:
+        params.append(("TESTCASE", testcase))
+    params += [(MAKE_VARIABLES[name], value) for name, value in env.items()]
+    return Rerun("sim-link", tuple(params), seed)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m verif.link.run", description=__doc__.split("\n")[0])
     p.add_argument("--block", choices=sorted(TOPS), default="torus", help="default torus")
@@ -101,7 +143,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--misuse",
         action="store_true",
-        help="router: a neighbour sending without credits and credits not owed",
+        help="router: a neighbour sending without credits and credits not owed (--testcase misuse)",
+    )
+    p.add_argument(
+        "--testcase",
+        choices=sorted({t for ts in TESTCASES.values() for t in ts}),
+        default=None,
+        help="the bench's test: torus traffic (default) or last_cycle_drop, router lockstep "
+        "(default) or misuse",
+    )
+    p.add_argument(
+        "--rogue", type=int, default=2, help="router misuse: the link port ignoring credits"
+    )
+    p.add_argument(
+        "--spurious",
+        type=float,
+        default=0.05,
+        help="router misuse: chance per cycle and link that a credit not owed comes back",
     )
     p.add_argument(
         "--collective",
@@ -137,6 +195,7 @@ def main(argv=None) -> int:
         coord = _coord(args.coord, cfg) if args.block == "link_router" else None
         if args.collective:
             _check_collective(args, cfg)
+        testcase = _testcase(args)
     except ValueError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
@@ -154,16 +213,17 @@ def main(argv=None) -> int:
         "PYTHONPATH": ROOT,
     }
     if args.collective:
-        module, testcase = "verif.link.bench_collective", "all_gather"
+        module = "verif.link.bench_collective"
         env |= {"COLL_ALGO": args.collective, "COLL_FORMAT": args.format, "COLL_COUNT": args.count}
     elif args.block == "torus":
-        module, testcase = "verif.link.bench_network", "traffic"
+        module = "verif.link.bench_network"
         env |= {"LINK_TRAFFIC": args.traffic, "LINK_MALFORMED": args.malformed}
     else:
         module = "verif.link.bench_router"
-        testcase = "misuse" if args.misuse else "lockstep"
         env["LINK_COORD"] = ",".join(map(str, coord))
-    env["LINK_PATTERNS"] = args.patterns or DEFAULT_PATTERNS[testcase]
+        if testcase == "misuse":
+            env |= {"LINK_ROGUE": args.rogue, "LINK_SPURIOUS": args.spurious}
+    env["LINK_PATTERNS"] = args.patterns or DEFAULT_PATTERNS.get(testcase, "always:always")
     return run_and_report(
         simbuild,
         module,
@@ -173,12 +233,29 @@ def main(argv=None) -> int:
         seed=seed,
         started=start,
         waves=args.waves,
-        dump_name=f"{WAVE_NAMES[args.block]}_{cfg.tag}_{args.sim}",
+        dump_name=f"{WAVE_NAMES[args.block]}_{cfg.tag}_{args.sim}_{testcase}_seed{seed}",
         write_gtkw=lambda dump, save: write_gtkw(args.block, cfg, dump, save, args.sim),
         waves_target="waves-link",
         as_json=args.json,
         testcase=testcase,
     )
+
+
+def _testcase(args) -> str:
+    """The cocotb test to run: ``all_gather`` with --collective, else --testcase (or
+    ``misuse`` with --misuse), which must be one of the block's bench."""
+    if args.collective:
+        if args.testcase is not None:
+            raise ValueError(f"testcase is not taken with --collective, not {args.testcase!r}")
+        return "all_gather"
+    choices = TESTCASES[args.block]
+    testcase = args.testcase or ("misuse" if args.misuse else choices[0])
+    if testcase not in choices or (args.misuse and testcase != "misuse"):
+        raise ValueError(
+            f"testcase must be one of {', '.join(choices)} for {args.block}"
+            f"{' (misuse with --misuse)' if args.misuse else ''}, not {testcase!r}"
+        )
+    return testcase
 
 
 def _check_collective(args, cfg: LinkConfig):

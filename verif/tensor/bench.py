@@ -3,8 +3,9 @@
 Configured by environment (the pytest entry point ``tests/test_verif_tensor.py`` sets it):
 ``TE_ROWS``, ``TE_COLS``, ``TE_FORMAT``, ``SEED``, ``TE_OPS``, ``TE_MAX_N``,
 ``TE_PATTERNS`` (comma-separated ``ld:mv:ready`` triples from
-:data:`verif.tensor.stimulus.PATTERNS`), ``TE_MISUSE`` (0/1), ``TE_PERF_JSON`` (write the
-cycles per second to this file).
+:data:`verif.tensor.stimulus.PATTERNS`; triple ``i`` draws from sub-seed ``SEED + i``),
+``TE_MISUSE`` (0/1), ``TE_PERF_JSON`` (write the cycles per second to this file),
+``TE_PLANT_MISMATCH`` (1: a wrong expectation, for the triage tests).
 
 The single clocked loop drives both producers and the consumer, samples every port after the
 design settles, and steps :class:`verif.tensor.scoreboard.Scoreboard` - one trigger pair per
@@ -24,10 +25,12 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.tensor.config import EngineConfig
+from verif.coverage.db import write_run
+from verif.coverage.tensor import EngineCoverage
 from verif.tensor.drivers import Traffic
 from verif.tensor.scoreboard import Observed, Scoreboard
 from verif.tensor.signals import Codec
-from verif.tensor.stimulus import pattern, random_stimulus
+from verif.tensor.stimulus import pattern, run_stimulus
 
 
 def _config():
@@ -53,11 +56,17 @@ async def _reset(dut):
     dut.rst.value = 0
 
 
-async def run_traffic(dut, cfg, stim, seed, patterns, log):
-    """Drive ``stim`` under ``patterns`` (ld, mv, ready names) with the scoreboard in lockstep."""
+async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None, coverage=None):
+    """Drive ``stim`` under ``patterns`` (ld, mv, ready names) with the scoreboard in lockstep;
+    the patterns draw from ``seed``, a sub-seed of the bench's seed ``root``."""
+    root = seed if root is None else root
+    where = "" if seed == root else f"pattern triple {':'.join(patterns)} from sub-seed {seed}"
     rng = np.random.default_rng(seed)
     traffic = Traffic(stim, *(pattern(p, rng) for p in patterns))
-    board = Scoreboard(cfg, seed)
+    plant = os.environ.get("TE_PLANT_MISMATCH", "0") == "1"
+    board = Scoreboard(cfg, root, where=where, plant_mismatch=plant, coverage=coverage)
+    if coverage is not None:
+        coverage.patterns(*patterns)
     codec = Codec(cfg)
     beats = len(stim.ld_beats) + len(stim.mv_beats)
     limit = 100 + 8 * (beats + cfg.latency)
@@ -73,7 +82,7 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
         if cycles >= limit:
             raise AssertionError(
                 f"no progress: {traffic.results}/{stim.results} results after {cycles} cycles"
-                f" (seed {seed})"
+                f" (seed {root}{', ' + where if where else ''})"
             )
         await RisingEdge(clk)
         ld, mv, ready = traffic.offers()
@@ -106,7 +115,7 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
     seconds = time.perf_counter() - start
     log.info(
         "patterns %s: %d ops, %d results, %d loads, %d moving beats, misuse %s, %d cycles, "
-        "%.0f cycles/s (seed %d)",
+        "%.0f cycles/s (seed %d, sub-seed %d)",
         ":".join(patterns),
         len(stim.ops),
         board.results,
@@ -115,6 +124,7 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log):
         stim.misuse or "none",
         cycles,
         cycles / seconds,
+        root,
         seed,
     )
     return cycles, seconds
@@ -138,16 +148,20 @@ async def random_ops(dut):
     misuse = os.environ.get("TE_MISUSE", "1") == "1"
     triples = os.environ.get("TE_PATTERNS", "always:always:always").split(",")
     total_cycles, total_seconds = 0, 0.0
+    coverage = EngineCoverage(cfg)
     for i, triple in enumerate(triples):
         patterns = triple.split(":")
         if len(patterns) != 3:
             raise ValueError(f"TE_PATTERNS entries must be ld:mv:ready, not {triple!r}")
         await _reset(dut)
         sub = seed + i
-        stim = random_stimulus(cfg, np.random.default_rng(sub), ops=ops, max_n=max_n, misuse=misuse)
-        cycles, seconds = await run_traffic(dut, cfg, stim, sub, patterns, dut._log)
+        stim = run_stimulus(cfg, seed, i, ops=ops, max_n=max_n, misuse=misuse)
+        cycles, seconds = await run_traffic(
+            dut, cfg, stim, sub, patterns, dut._log, root=seed, coverage=coverage
+        )
         total_cycles += cycles
         total_seconds += seconds
+    write_run(f"tensor-{cfg.tag}-{seed}", {"bench": "tensor", "engine": cfg.tag, "seed": seed})
     if os.environ.get("TE_PERF_JSON"):
         with open(os.environ["TE_PERF_JSON"], "w") as f:
             json.dump({"cycles": total_cycles, "seconds": total_seconds}, f)

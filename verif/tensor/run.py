@@ -19,6 +19,7 @@ from hdl.gen import default_slice_cols
 from tlm.tensor.config import EngineConfig
 from verif.common.run import open_waves, run_and_report, write_save
 from verif.common.runner import ROOT, SIMULATORS
+from verif.common.triage import Rerun
 from verif.tensor.build import TOP, build_engine
 from verif.tensor.stimulus import PATTERNS
 
@@ -64,6 +65,14 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
         groups[name] = [(p, w, "dec" if "p_out" in p else "hex") for p, w in signals]
     comment = f"tensor engine {cfg.rows}x{cfg.cols} {cfg.format_tag}, {sim}"
     return write_save(save, dump, comment, TOP, groups)
+
+
+def rerun(sim: str, cfg: EngineConfig, seed: int, *, ops: int, max_n: int, patterns: str):
+    """The ``make sim`` line of a bench run of ``cfg``'s engine on ``sim``."""
+    formats = ",".join(f.name for f in cfg.formats)  # as make sim sends TE_FORMAT
+    params = (("SIM", sim), ("ROWS", cfg.rows), ("COLS", cfg.cols), ("FORMAT", formats))
+    params += (("OPS", ops), ("MAX_N", max_n), ("PATTERNS", patterns))
+    return Rerun("sim", params, seed)
 
 
 def main(argv=None) -> int:
@@ -119,7 +128,7 @@ def main(argv=None) -> int:
         seed=seed,
         started=start,
         waves=args.waves,
-        dump_name=f"{TOP}_{cfg.tag}_{args.sim}",
+        dump_name=f"{TOP}_{cfg.tag}_{args.sim}_seed{seed}",
         write_gtkw=lambda dump, save: write_gtkw(cfg, dump, save, args.sim),
         waves_target="waves",
         as_json=args.json,

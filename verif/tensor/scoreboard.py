@@ -38,12 +38,30 @@ class Scoreboard:
     ----------
     cfg : EngineConfig
     seed : int
-        Quoted in every failure message so the run can be repeated.
+        The bench's seed, quoted in every failure message so the run can be repeated.
+    where : str
+        Said after the seed in failure messages (which part of the run, e.g. its sub-seed).
+    plant_mismatch : bool
+        Fault injection for the triage tests: expect the first result with its lowest bit
+        flipped, so that a correct RTL fails.
+    coverage : verif.coverage.tensor.EngineCoverage, optional
+        Sampled every cycle from the beats and the model (functional coverage).
     """
 
-    def __init__(self, cfg: EngineConfig, seed: int | None = None):
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        seed: int | None = None,
+        *,
+        where: str = "",
+        plant_mismatch: bool = False,
+        coverage=None,
+    ):
         self.cfg = cfg
         self.seed = seed
+        self.where = where
+        self.plant_mismatch = plant_mismatch
+        self.coverage = coverage
         self.model = EngineTiming(cfg)
         self._mask = (1 << acc_shape(cfg).width) - 1
         self.results = 0
@@ -53,14 +71,18 @@ class Scoreboard:
     def _fail(self, what: str, expected, got):
         raise Mismatch(
             f"cycle {self.model.cycle - 1}: {what}: TLM expects {expected!r}, RTL has {got!r}"
-            f" (seed {self.seed})"
+            f" (seed {self.seed}{', ' + self.where if self.where else ''})"
         )
 
     def check(
         self, ld: LoadBeat | None, mv: MovingBeat | None, res_ready: bool, rtl: Observed
     ) -> CycleOut:
         """Compare one cycle; return the model's view of it (which beats were accepted)."""
+        if self.coverage is not None:
+            self.coverage.before(self.model)
         exp = self.model.step(ld, mv, res_ready)
+        if self.coverage is not None:
+            self.coverage.after(self.model, ld, mv, res_ready, exp)
         if ld is not None and exp.ld_ready != rtl.ld_ready:
             self._fail("ld_stream.ready", exp.ld_ready, rtl.ld_ready)
         if mv is not None and exp.mv_ready != rtl.mv_ready:
@@ -78,6 +100,8 @@ class Scoreboard:
             if want.dtype == np.float32:
                 want = want.view(np.uint32)
             want = want.astype(np.int64) & self._mask
+            if self.plant_mismatch and self.results == 0:
+                want = want ^ 1
             got = np.asarray(rtl.res_data).astype(np.int64) & self._mask
             if not np.array_equal(want, got):
                 bad = np.flatnonzero(want != got)

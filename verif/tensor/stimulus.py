@@ -12,7 +12,7 @@ from tlm.tensor.timing import LoadBeat, MovingBeat, Op
 from verif.common.patterns import PATTERNS, pattern
 from verif.tensor.fp_operands import edge_operands
 
-__all__ = ["Stimulus", "random_stimulus", "pattern", "PATTERNS"]
+__all__ = ["Stimulus", "random_stimulus", "run_stimulus", "pattern", "PATTERNS"]
 
 
 @dataclass
@@ -59,17 +59,19 @@ def random_stimulus(
     ops: int,
     max_n: int = 64,
     misuse: bool = True,
+    no_stationary: bool = False,
 ) -> Stimulus:
     """``ops`` nc_matmuls of random K, M, N (edges included) and random formats among the
     pairs the engine allows (:meth:`EngineConfig.pairs`), some reusing the previous
     stationary (with a moving format that mixes with it), with misuse mixed in when
     ``misuse`` is set: a moving op before any load, loads with a bad K, cut short or
     overrun, and on a multi-format engine format codes that name no format and moving
-    formats that do not mix with the stationary."""
+    formats that do not mix with the stationary. With ``misuse``, the moving op before any
+    load comes in half the runs, or always with ``no_stationary``."""
     stim = Stimulus()
     pairs = cfg.pairs()
     unknown = list(range(len(cfg.formats), 1 << cfg.fmt_bits))  # codes naming no format
-    if misuse and rng.random() < 0.5:
+    if misuse and (rng.random() < 0.5 or no_stationary):  # the draw is made either way
         # MultiplyMoving before any stationary: consumed, dropped, flagged.
         fmt = cfg.formats[rng.integers(len(cfg.formats))]
         n = _size(rng, 4)
@@ -103,6 +105,17 @@ def random_stimulus(
             data[k:] = _data(rng, cfg.rows - k, m_fmt)
             stim.mv_beats.append(MovingBeat(data, beat.load, beat.last, beat.fmt))
     return stim
+
+
+def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=True) -> Stimulus:
+    """The stimulus of run ``run`` (its pattern triple) of a tensor bench with ``seed``: drawn
+    from ``seed + run``; the first run always begins with the moving op before any load (the
+    first draw of a sub-seed is the same on every engine, so by chance a seed's runs could all
+    miss it)."""
+    rng = np.random.default_rng(seed + run)
+    return random_stimulus(
+        cfg, rng, ops=ops, max_n=max_n, misuse=misuse, no_stationary=misuse and run == 0
+    )
 
 
 def _bad_moving(cfg, rng, stim, s_fmt, unknown):
