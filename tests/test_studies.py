@@ -19,6 +19,7 @@ QUICK = {
     "noc": ["--shape", "3x3", "--rate", "0.05,0.2", "--cycles", "600", "--seed", "7"],
     "collective": ["--system", "2xserver", "--sizes", "8B..1GiB:64", "--format", "fp32"],
     "validate": [],
+    "system": ["--hardware", "trn3", "--chips", "1k,4k"],
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
     "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
     "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
@@ -71,6 +72,7 @@ COUNTS |= {"best_micro_batch", "best_interleave", "best_recompute"}  # train-sea
 # validate: a row's published, shipped and calibrated figures are in its quantity's unit
 COUNTS |= {"suite", "case", "quantity", "published", "shipped", "calibrated"}
 COUNTS |= {"inference_not_modelled", "collective_bandwidth_factor"}
+COUNTS |= {"sources", "level"}  # system: where each figure comes from, a level's name
 COUNTS |= {"training_refused_for_memory"}
 COUNTS |= {"requests", "completed", "rejected", "preemptions", "iterations", "mean_batch"}
 COUNTS |= {"mean_in_system", "replica_chips", "seed", "metric"}  # serve
@@ -690,7 +692,13 @@ BAD = [
     (
         ["train-search", "--chips", "1k..2x"],
         "--chips: '2x' is not allowed; allowed: "
-        + __import__("tlm.studies.train_search", fromlist=["_CHIPS_ALLOWED"])._CHIPS_ALLOWED,
+        + __import__("tlm.studies.protocol", fromlist=["x"]).CHIP_COUNTS_ALLOWED,
+    ),
+    (
+        ["system", "--chips", "0"],
+        "--chips: '0' is not allowed; allowed: "
+        + __import__("tlm.studies.protocol", fromlist=["x"]).CHIP_COUNTS_ALLOWED
+        + " (each 1..10,000,000)",
     ),
     (
         ["train-search", "--scheduler", "dask"],
@@ -780,7 +788,7 @@ def test_help(name, capsys):
 
 #: The studies on a chip preset (--preset) and those on a hardware file (--hardware).
 CHIP_STUDIES = {"tensor", "gemm", "collective", "tp-step", "model"}
-HARDWARE_STUDIES = {"infer", "infer-search", "serve", "train", "train-search", "cost"}
+HARDWARE_STUDIES = {"infer", "infer-search", "serve", "train", "train-search", "cost", "system"}
 
 
 def test_same_flags_for_the_same_things():
@@ -1210,7 +1218,7 @@ def test_hardware_in_help(name, capsys):
         main([name, "--help"])
     out = capsys.readouterr().out
     assert "--hardware HARDWARE" in out and "--preset" not in out
-    assert "a100, h100" in out
+    assert "a100, h100" in " ".join(out.split())  # (wherever argparse wraps the line)
 
 
 def test_a_saved_run_of_the_last_release_reruns(capsys, tmp_path):

@@ -50,6 +50,10 @@ CATALOGUE: dict[str, Entry] = {
         "a fleet of replicas serving arriving requests: latency percentiles, throughput, SLO, "
         "cost per token",
     ),
+    "system": Entry(
+        "tlm.studies.system",
+        "the peaks of a chip, a server, an UltraServer and N chips: FLOP/s, HBM, links, power",
+    ),
     "tensor": Entry(
         "tlm.studies.tensor", "nc_matmul on one tensor engine: cycles, time, utilisation"
     ),

@@ -234,7 +234,13 @@ def render(study: Study, report: Report):
     inputs = report.inputs.model_dump()
     console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}")
     console.print(_figures("inputs", inputs))
-    console.print(_figures("results", report.results.model_dump()))
+    fields = type(report.results).model_fields
+    shown = {  # a figure its study renders as a table of its own is left out here
+        k: v
+        for k, v in report.results.model_dump().items()
+        if (fields[k].json_schema_extra or {}).get("table", True)
+    }
+    console.print(_figures("results", shown))
     series = [row.model_dump() for row in report.results.series]
     if series:
         columns = [k for k, v in series[0].items() if not isinstance(v, list)]

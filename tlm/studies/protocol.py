@@ -413,6 +413,16 @@ class SweepInputs(Inputs):
             ) from None
 
 
+#: What a list of chip counts allows (``--chips`` of ``train-search`` and ``system``), read by
+#: :func:`tlm.studies.collective.parse_sizes` with :data:`COUNT_UNITS`.
+CHIP_COUNTS_ALLOWED = (
+    "chip counts: FROM..TO[:FACTOR] (each FACTOR times the last, 2 unless given) or a "
+    "comma-separated list, e.g. 1024..1048576:4 or 4096,16384; k and M for thousands and "
+    "millions (decimal)"
+)
+COUNT_UNITS = {"": 1, "k": 1000, "m": 1_000_000}
+
+
 def format_field(
     default: str | None,
     names=None,

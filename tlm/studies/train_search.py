@@ -29,6 +29,8 @@ from ..cluster.memory import RECOMPUTE
 from ..cluster.search import AXES, NoValidLayout, search
 from .collective import parse_sizes
 from .protocol import (
+    CHIP_COUNTS_ALLOWED,
+    COUNT_UNITS,
     PLOT_ALLOWED,
     InputError,
     Results,
@@ -43,12 +45,6 @@ from .train import FabricInputs
 
 __all__ = ["SearchInputs", "SearchResults", "FrontRow", "search_study"]
 
-_CHIPS_ALLOWED = (
-    "chip counts: FROM..TO[:FACTOR] (each FACTOR times the last, 2 unless given) or a "
-    "comma-separated list, e.g. 1024..1048576:4 or 4096,16384; k and M for thousands and "
-    "millions (decimal)"
-)
-_COUNT_UNITS = {"": 1, "k": 1000, "m": 1_000_000}
 #: Most chip counts one search may take.
 MAX_COUNTS = 32
 
@@ -73,7 +69,7 @@ class SearchInputs(FabricInputs, SweepInputs):
     chips: str = Field(
         "1024,4096,16384",
         description="chip counts to search",
-        json_schema_extra={"allowed": _CHIPS_ALLOWED},
+        json_schema_extra={"allowed": CHIP_COUNTS_ALLOWED},
     )
     objective: Literal["time", "cost"] = Field(
         "time", description="what the best layout minimises: time to train or cloud cost"
@@ -102,12 +98,12 @@ class SearchInputs(FabricInputs, SweepInputs):
 
     def counts(self) -> list[int]:
         """The chip counts ``--chips`` names."""
-        counts = parse_sizes(self.chips, "chips", _CHIPS_ALLOWED, _COUNT_UNITS)
+        counts = parse_sizes(self.chips, "chips", CHIP_COUNTS_ALLOWED, COUNT_UNITS)
         if len(counts) > MAX_COUNTS or max(counts) > 10_000_000:
             raise InputError(
                 "chips",
                 self.chips,
-                _CHIPS_ALLOWED + f" (1..{MAX_COUNTS} counts, each at most 10,000,000)",
+                CHIP_COUNTS_ALLOWED + f" (1..{MAX_COUNTS} counts, each at most 10,000,000)",
             )
         return counts
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 __all__ = ["UNITS", "human", "column", "label", "significant"]
 
-_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 _SECONDS = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"))
-_BINARY = ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki"), (1, ""))
+_BINARY = ((2**50, "Pi"), (2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki"), (1, ""))
 _ONE = ((1.0, ""),)
 
 
@@ -49,7 +49,7 @@ def significant(value: float, digits: int = 3) -> str:
 UNITS = {
     "_flop_per_s": ("FLOP/s", _SI, 1.0),
     "_tokens_per_s": ("tokens/s", _SI, 1.0),
-    "_flop": ("FLOP", ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), *_SI), 1.0),
+    "_flop": ("FLOP", ((1e24, "Y"), (1e21, "Z"), *_SI), 1.0),
     "_flits_per_node_cycle": ("flits/node/cycle", _ONE, 1.0),
     "_flits_per_cycle": ("flits/cycle", _ONE, 1.0),
     "_fraction": ("%", _ONE, 100.0),
