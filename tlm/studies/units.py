@@ -7,8 +7,8 @@ the plain numbers in SI units.
 
 Examples
 --------
->>> human("time_s", 0.0132)
-'13.2 ms'
+>>> human("time_s", 0.0132), human("run_wall_s", 2.09e6), human("mtbf_s", 4000)
+('13.2 ms', '24.2 days', '1.11 h')
 >>> human("achieved_flop_per_s", 6.35e14)
 '635 TFLOP/s'
 >>> human("of_peak_fraction", 0.9521)
@@ -28,7 +28,16 @@ from __future__ import annotations
 __all__ = ["UNITS", "human", "column", "label", "significant"]
 
 _SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
-_SECONDS = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"), (1e-12, "p"))
+#: Durations in the largest sensible unit: days and hours past them, else SI seconds.
+_SECONDS = (
+    (86400.0, "days"),
+    (3600.0, "h"),
+    (1.0, "s"),
+    (1e-3, "ms"),
+    (1e-6, "us"),
+    (1e-9, "ns"),
+    (1e-12, "ps"),
+)
 _BINARY = ((2**50, "Pi"), (2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki"), (1, ""))
 _ONE = ((1.0, ""),)
 
@@ -57,7 +66,7 @@ UNITS = {
     "_bytes": ("B", _BINARY, 1.0),
     "_Bps": ("B/s", _SI, 1.0),
     "_hz": ("Hz", _SI, 1.0),
-    "_s": ("s", _SECONDS, 1.0),
+    "_s": ("", _SECONDS, 1.0),  # (the unit is in the scale: 3.2 days, 13.2 ms)
     "_w": ("W", _SI, 1.0),
     "_j": ("J", _SI, 1.0),
     "_usd": ("$", _SI, 1.0),
