@@ -10,6 +10,7 @@ from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from tlm.formats import FLOAT_FORMATS
 from tlm.tensor.config import EngineConfig
 
 __all__ = [
@@ -170,29 +171,52 @@ class OperandDecoder(wiring.Component):
         return m
 
 
-def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None):
+def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stages=None):
     """``acc + weight * x`` when ``enable``, else ``acc``: one PE step, added to ``m``.
 
     Integers wrap like the TLM's accumulator. Floating point follows the numerics contract
     (``docs/numerics.md``) on operands decoded by :func:`decode_operand`
     (:func:`hdl.fp.mac.mac_step`). On an engine with an integer format beside floating-point
     ones, ``is_int`` chooses the integer step.
+
+    ``stages`` (:class:`hdl.stages.Stages`) places pipeline registers at the cuts named in
+    :data:`tlm.tensor.config.PE_CUTS`: ``mul.*`` cuts read ``weight`` and ``x`` only, so
+    ``acc`` is due only after them; ``add.*`` cuts delay the result. Without it the step is
+    combinational.
     """
+    from .stages import Stages
+
+    st = stages or Stages(m)
+    st.carry["en"] = enable
     ints = [f for f in cfg.formats if f.kind == "int"]
     if not cfg.has_float:
-        fmt = ints[0]
-        total = acc + weight * x
-        return Mux(enable, total[: fmt.acc_bits].as_signed(), acc)
-    from .fp.mac import mac_step
+        prod = st.cut("mul.product", prod=weight * x)["prod"]
+        total = (acc + prod)[: ints[0].acc_bits].as_signed()
+        return Mux(st.carry.pop("en"), total, acc)
+    from .fp.add import add
+    from .fp.mul import decode, product
 
     def unpack(v):
         return (v.sign, v.sig, v.exp, v.nan, v.inf, ~v.sig[-1])
 
-    result = mac_step(m, acc, unpack(weight), unpack(x))
     if ints:
         bits = ints[0].bits
         magnitude = weight.sig[:bits] * x.sig[:bits]
-        product = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
-        int_sum = (acc.as_signed() + product)[:32]
-        result = Mux(is_int, int_sum, result)
-    return Mux(enable, result, acc)
+        st.carry["int"] = is_int
+        st.carry["iprod"] = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
+    # hdl.fp.mac.mac_step, with the product registered before the sum arrives
+    fields = ("sign", "sig", "exp", "nan", "inf")
+    rounded = product(m, unpack(weight), unpack(x), st)
+    prod = st.cut("mul.product", **dict(zip(fields, rounded, strict=True)))
+    # From here on acc is read. What is not the float sum (acc itself, or the integer sum)
+    # rides through the adder's stages as one value.
+    c = st.carry
+    if ints:
+        is_int, iprod = c.pop("int"), c.pop("iprod")
+        c["alt"] = Mux(c["en"] & is_int, (acc.as_signed() + iprod)[:32], acc)
+        c["en"] = c["en"] & ~is_int
+    else:
+        c["alt"] = acc
+    fp32 = FLOAT_FORMATS["fp32"]
+    result = add(m, decode(m, fp32, acc, "acc")[:5], tuple(prod[f] for f in fields), st)
+    return Mux(c.pop("en"), result, c.pop("alt"))
