@@ -10,7 +10,6 @@ from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from tlm.formats import FLOAT_FORMATS
 from tlm.tensor.config import EngineConfig
 
 __all__ = [
@@ -193,30 +192,25 @@ def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stage
         prod = st.cut("mul.product", prod=weight * x)["prod"]
         total = (acc + prod)[: ints[0].acc_bits].as_signed()
         return Mux(st.carry.pop("en"), total, acc)
-    from .fp.add import add
-    from .fp.mul import decode, product
+    from .fp.mac import mac_step
 
     def unpack(v):
         return (v.sign, v.sig, v.exp, v.nan, v.inf, ~v.sig[-1])
+
+    def at_acc(c, acc):
+        # What is not the float sum (acc itself, or the integer sum) rides through the
+        # adder's stages as one value.
+        if ints:
+            is_int, iprod = c.pop("int"), c.pop("iprod")
+            c["alt"] = Mux(c["en"] & is_int, (acc.as_signed() + iprod)[:32], acc)
+            c["en"] = c["en"] & ~is_int
+        else:
+            c["alt"] = acc
 
     if ints:
         bits = ints[0].bits
         magnitude = weight.sig[:bits] * x.sig[:bits]
         st.carry["int"] = is_int
         st.carry["iprod"] = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
-    # hdl.fp.mac.mac_step, with the product registered before the sum arrives
-    fields = ("sign", "sig", "exp", "nan", "inf")
-    rounded = product(m, unpack(weight), unpack(x), st)
-    prod = st.cut("mul.product", **dict(zip(fields, rounded, strict=True)))
-    # From here on acc is read. What is not the float sum (acc itself, or the integer sum)
-    # rides through the adder's stages as one value.
-    c = st.carry
-    if ints:
-        is_int, iprod = c.pop("int"), c.pop("iprod")
-        c["alt"] = Mux(c["en"] & is_int, (acc.as_signed() + iprod)[:32], acc)
-        c["en"] = c["en"] & ~is_int
-    else:
-        c["alt"] = acc
-    fp32 = FLOAT_FORMATS["fp32"]
-    result = add(m, decode(m, fp32, acc, "acc")[:5], tuple(prod[f] for f in fields), st)
-    return Mux(c.pop("en"), result, c.pop("alt"))
+    result = mac_step(m, acc, unpack(weight), unpack(x), st, at_acc)
+    return Mux(st.carry.pop("en"), result, st.carry.pop("alt"))
