@@ -170,29 +170,47 @@ class OperandDecoder(wiring.Component):
         return m
 
 
-def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None):
+def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stages=None):
     """``acc + weight * x`` when ``enable``, else ``acc``: one PE step, added to ``m``.
 
     Integers wrap like the TLM's accumulator. Floating point follows the numerics contract
     (``docs/numerics.md``) on operands decoded by :func:`decode_operand`
     (:func:`hdl.fp.mac.mac_step`). On an engine with an integer format beside floating-point
     ones, ``is_int`` chooses the integer step.
+
+    ``stages`` (:class:`hdl.stages.Stages`) places pipeline registers at the cuts named in
+    :data:`tlm.tensor.config.PE_CUTS`: ``mul.*`` cuts read ``weight`` and ``x`` only, so
+    ``acc`` is due only after them; ``add.*`` cuts delay the result. Without it the step is
+    combinational.
     """
+    from .stages import Stages
+
+    st = stages or Stages(m)
+    st.carry["en"] = enable
     ints = [f for f in cfg.formats if f.kind == "int"]
     if not cfg.has_float:
-        fmt = ints[0]
-        total = acc + weight * x
-        return Mux(enable, total[: fmt.acc_bits].as_signed(), acc)
+        prod = st.cut("mul.product", prod=weight * x)["prod"]
+        total = (acc + prod)[: ints[0].acc_bits].as_signed()
+        return Mux(st.carry.pop("en"), total, acc)
     from .fp.mac import mac_step
 
     def unpack(v):
         return (v.sign, v.sig, v.exp, v.nan, v.inf, ~v.sig[-1])
 
-    result = mac_step(m, acc, unpack(weight), unpack(x))
+    def at_acc(c, acc):
+        # What is not the float sum (acc itself, or the integer sum) rides through the
+        # adder's stages as one value.
+        if ints:
+            is_int, iprod = c.pop("int"), c.pop("iprod")
+            c["alt"] = Mux(c["en"] & is_int, (acc.as_signed() + iprod)[:32], acc)
+            c["en"] = c["en"] & ~is_int
+        else:
+            c["alt"] = acc
+
     if ints:
         bits = ints[0].bits
         magnitude = weight.sig[:bits] * x.sig[:bits]
-        product = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
-        int_sum = (acc.as_signed() + product)[:32]
-        result = Mux(is_int, int_sum, result)
-    return Mux(enable, result, acc)
+        st.carry["int"] = is_int
+        st.carry["iprod"] = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
+    result = mac_step(m, acc, unpack(weight), unpack(x), st, at_acc)
+    return Mux(st.carry.pop("en"), result, st.carry.pop("alt"))

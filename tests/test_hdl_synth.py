@@ -97,8 +97,9 @@ def test_pe_int8_figures(tmp_path):
     fig = measure(BLOCKS["pe_int8"], tmp_path, 2.5e9)
     for key in ("cells", "flops", "depth_levels", "cells_by_kind", "stages", "fmax_hz"):
         assert key in fig, key
-    cfg = EngineConfig(4, 4, "int8")  # registers: a (moving lane), p (sum), two weights
+    cfg = EngineConfig(4, 4, "int8")  # registers: a (moving lane), p (sum), two weights,
     bits = [moving_lane(cfg).size, acc_shape(cfg).width, 2 * Shape.cast(lane_shape(cfg)).width]
+    bits.append(cfg.mul_stages * (2 * 8 + 1))  # and per product stage the product and its enable
     assert fig["flops"] == sum(bits) == fig["cells_by_kind"]["DFFE_PP"]
     assert fig["cells"] == sum(fig["cells_by_kind"].values()) > fig["flops"]
     assert (
@@ -165,3 +166,25 @@ def test_make_synth_passes_block():
     assert result.returncode == 2
     assert "--block (make synth BLOCK=) takes all or" in result.stderr
     assert "'nope'" in result.stderr
+
+
+@pytest.mark.parametrize("name,one", [("pe_int8", "pe_int8_1stage"), ("pe_fp8_5stage", None)])
+def test_pipelined_pe_splits_the_step(tmp_path, name, one):
+    """The pipelined PE's deepest stage is on the partial sum's row-to-row path (from ``p_in``
+    or an ``add.*`` register), every product stage is shallower, and the whole is shallower
+    than the same PE in one stage (under half for a float PE, whose sum takes three stages;
+    FP8: 92 levels against 217)."""
+    from hdl.synth.blocks import Block, _pe
+
+    piped = measure(BLOCKS[name], tmp_path, 2.5e9)
+    if one is None:
+        one = Block("one", "", "pe", lambda: _pe("fp8_e4m3,fp8_e5m2", 1))
+    else:
+        one = BLOCKS[one]
+    whole = measure(one, tmp_path, 2.5e9)
+    deepest = piped["stages"][0]
+    assert deepest["from"] == "in:p_in" or deepest["from"].startswith("pe.add_"), deepest
+    into_mul = [s for s in piped["stages"] if s["to"].startswith("pe.mul_")]
+    assert into_mul and all(s["levels"] < deepest["levels"] for s in into_mul), into_mul
+    shrink = 1.2 if name == "pe_int8" else 2
+    assert piped["depth_levels"] * shrink <= whole["depth_levels"], (piped, whole)

@@ -11,8 +11,10 @@ from tlm.tensor import EngineConfig, matmul
 @pytest.mark.parametrize(
     "rows,cols,slice_cols", [(1, 1, 1), (3, 2, 1), (2, 5, 1), (2, 6, 3), (4, 4, 2), (4, 4, 4)]
 )
-def test_array_computes_skewed_matmul(rows, cols, slice_cols, seed):
-    cfg = EngineConfig(rows, cols)
+@pytest.mark.parametrize("stages", [1, 2])
+def test_array_computes_skewed_matmul(rows, cols, slice_cols, stages, seed):
+    cfg = EngineConfig(rows, cols, pe_stages=stages)
+    step, ahead = cfg.add_stages, cfg.mul_stages
     rng = np.random.default_rng(seed)
     n = 6
     w = rng.integers(-128, 128, (rows, cols))
@@ -23,8 +25,9 @@ def test_array_computes_skewed_matmul(rows, cols, slice_cols, seed):
 
     async def bench(ctx):
         ctx.set(dut.adv, 1)
-        # Load bank 1 one row per cycle, each column's write delayed by its index (diagonal).
-        for t in range(rows + cols):
+        # Load bank 1 one row per cycle, each column's write delayed by its index (diagonal);
+        # row j's write lands (add_stages - 1) * j cycles later still.
+        for t in range(rows + cols + (rows - 1) * (step - 1)):
             for c in range(cols):
                 j = t - c
                 lane = dut.w_in(c)
@@ -40,17 +43,18 @@ def test_array_computes_skewed_matmul(rows, cols, slice_cols, seed):
             await ctx.tick()
         for c in range(cols):
             ctx.set(dut.w_in(c).we, 0)
-        # Beat b enters row k at cycle b + k; each PE registers its moving lane before using
-        # it, so column m's sum of beat b leaves at b + rows + m + 1.
-        for t in range(n + rows + cols + 2):
+        # Beat b enters row k at cycle b + k * add_stages; each PE registers its moving lane
+        # before using it, so column m's sum of beat b leaves at
+        # b + rows * add_stages + mul_stages + m + 1.
+        for t in range(n + rows * step + ahead + cols + 2):
             for k in range(rows):
-                b = t - k
+                b = t - k * step
                 live = 0 <= b < n
                 ctx.set(
                     dut.a_in[k], {"data": int(x[k, b]) if live else 0, "en": int(live), "bank": 1}
                 )
             for m in range(cols):
-                b = t - rows - m - 1
+                b = t - rows * step - ahead - m - 1
                 if 0 <= b < n:
                     got[m, b] = ctx.get(dut.p_out[m])
             await ctx.tick()
@@ -64,7 +68,7 @@ def test_array_computes_skewed_matmul(rows, cols, slice_cols, seed):
 
 @pytest.mark.parametrize("slice_cols", [1, 2])
 def test_array_holds_while_adv_is_low(slice_cols):
-    cfg = EngineConfig(2, 2)
+    cfg = EngineConfig(2, 2, pe_stages=1)  # the cycle counts below are for one-stage PEs
     dut = SystolicArray(cfg, slice_cols=slice_cols)
 
     async def bench(ctx):

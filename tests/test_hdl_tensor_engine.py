@@ -84,6 +84,28 @@ def test_engine_random(rows, cols, patterns, seed):
     run_engine(cfg, stim, seed, *patterns)
 
 
+@pytest.mark.parametrize(
+    "rows,cols,fmt,stages",
+    [
+        (4, 4, "int8", 1),
+        (5, 1, "int8", 2),
+        (4, 4, "bf16", 1),
+        (4, 3, "bf16", 3),
+        (3, 4, "all", 4),
+        (4, 2, "int8,fp32", 7),
+        (4, 4, "fp8_e4m3,fp8_e5m2,bf16", 10),
+    ],
+    ids=lambda v: str(v),
+)
+def test_engine_at_each_stage_count(rows, cols, fmt, stages, seed):
+    """PEs of one stage and of several (the sum taking several cycles per row, the product
+    ahead of it): cycle for cycle the model's latency, bit for bit its values, with loads
+    overlapping the previous op's moving stream under random patterns."""
+    cfg = EngineConfig(rows, cols, fmt, pe_stages=stages)
+    stim = random_stimulus(cfg, np.random.default_rng(seed), ops=6, max_n=6)
+    run_engine(cfg, stim, seed, "random", "random", "random")
+
+
 def directed(cfg, misuse):
     """A stimulus with one kind of misuse before a good op (stationary 1s, moving 2s)."""
     from tlm.tensor.timing import LoadBeat, MovingBeat, Op

@@ -21,10 +21,12 @@ def test_single_lane_passes_through():
     sim.run()
 
 
-@pytest.mark.parametrize("n,reverse", [(2, False), (5, False), (5, True), (8, True)])
-def test_skew_delays(n, reverse, seed):
+@pytest.mark.parametrize(
+    "n,reverse,step", [(2, False, 1), (5, False, 1), (5, True, 1), (8, True, 1), (4, False, 3)]
+)
+def test_skew_delays(n, reverse, step, seed):
     rng = np.random.default_rng(seed)
-    dut = Skew(16, n, reverse=reverse)
+    dut = Skew(16, n, reverse=reverse, step=step)
     history = []  # inputs at each advancing cycle
 
     async def bench(ctx):

@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.formats import CANONICAL_NAN_BITS, FLOAT_FORMATS
 
+from ..stages import Stages
 from .mul import decode
 from .round import F32_INF, round_to_f32
 
@@ -37,13 +38,24 @@ class Float32Adder(wiring.Component):
         return m
 
 
-def add(m: Module, a, b):
+def add(m: Module, a, b, stages=None):
     """``fp32(a + b)`` of two unpacked values ``(sign, sig, exp, nan, inf)`` (value ``sig *
     2**exp``, ``sig`` below ``2**25``, ``exp`` at least -149, a zero at -149): binary32 bits,
-    ties to even, with the special cases of :class:`Float32Adder`. Added to ``m``."""
+    ties to even, with the special cases of :class:`Float32Adder`. Added to ``m``;
+    ``stages`` (:class:`hdl.stages.Stages`) may put registers at the cuts ``add.order``,
+    ``add.align``, ``add.sum``, ``add.abs`` and those of :func:`round_to_f32`."""
+    st = stages or Stages(m)
     sa, ma, ea, nan_a, inf_a = a
     sb, mb, eb, nan_b, inf_b = b
     width = max(len(ma), len(mb))
+    # The special cases are known from the operands: they ride to the end beside the sum.
+    flags = {
+        "add_nan": nan_a | nan_b | (inf_a & inf_b & (sa != sb)),
+        "add_inf": inf_a | inf_b,
+        "add_inf_sign": Mux(inf_a, sa, sb),
+        "add_zero_sign": sa & sb,
+    }
+    st.carry.update(flags)
 
     # Order by the exponent of the last place: x has the larger (or equal) one.
     # Named signals are computed once: Amaranth repeats an expression at every use, and
@@ -62,6 +74,8 @@ def add(m: Module, a, b):
     ]
     d = Signal(range(1024), name="add_d")
     m.d.comb += d.eq(ex - ey)
+    v = st.cut("add.order", sx=sx, mx=mx, ex=ex, sy=sy, my=my, d=d)
+    sx, mx, ex, sy, my, d = (v[k] for k in ("sx", "mx", "ex", "sy", "my", "d"))
     near = Signal(name="add_near")
     m.d.comb += near.eq(d <= ALIGN)
     shift = Signal(range(ALIGN + 1), name="add_shift")
@@ -76,25 +90,33 @@ def add(m: Module, a, b):
         x_int.eq(Cat(Const(0, ALIGN), mx) >> back),
         y_int.eq(Mux(near, my, my != 0)),
     ]
+    exp = Signal(signed(len(ex) + 1), name="add_exp")
+    m.d.comb += exp.eq(ex - shift)
+    v = st.cut("add.align", sx=sx, x=x_int, sy=sy, y=y_int, exp=exp)
+    sx, x_int, sy, y_int, exp = (v[k] for k in ("sx", "x", "sy", "y", "exp"))
     total = Signal(signed(width + ALIGN + 2), name="add_total")
     m.d.comb += total.eq(Mux(sx, -x_int, x_int) + Mux(sy, -y_int, y_int))
+    v = st.cut("add.sum", total=total, exp=exp)
+    total, exp = v["total"], v["exp"]
     negative = Signal(name="add_neg")
     m.d.comb += negative.eq(total < 0)
     size = Signal(width + ALIGN + 1, name="add_size")
     m.d.comb += size.eq(Mux(negative, -total, total))
-    exp = Signal(signed(len(ex) + 1), name="add_exp")
-    m.d.comb += exp.eq(ex - shift)
-    magnitude = round_to_f32(m, size, exp, name="sum")
+    v = st.cut("add.abs", negative=negative, size=size, exp=exp)
+    negative, size, exp = v["negative"], v["size"], v["exp"]
+    st.carry["add_neg"], st.carry["add_empty"] = negative, size == 0
+    magnitude = round_to_f32(m, size, exp, name="sum", stages=st)
+    c = {k: st.carry.pop(k) for k in (*flags, "add_neg", "add_empty")}
 
     out = Signal(32, name="add_s")
-    with m.If(nan_a | nan_b | (inf_a & inf_b & (sa != sb))):
+    with m.If(c["add_nan"]):
         m.d.comb += out.eq(CANONICAL_NAN_BITS)
-    with m.Elif(inf_a | inf_b):
-        m.d.comb += out.eq(Cat(Const(F32_INF, 31), Mux(inf_a, sa, sb)))
-    with m.Elif(size == 0):
-        m.d.comb += out.eq(Cat(Const(0, 31), sa & sb))
+    with m.Elif(c["add_inf"]):
+        m.d.comb += out.eq(Cat(Const(F32_INF, 31), c["add_inf_sign"]))
+    with m.Elif(c["add_empty"]):
+        m.d.comb += out.eq(Cat(Const(0, 31), c["add_zero_sign"]))
     with m.Elif(magnitude >= F32_INF):
-        m.d.comb += out.eq(Cat(Const(F32_INF, 31), negative))
+        m.d.comb += out.eq(Cat(Const(F32_INF, 31), c["add_neg"]))
     with m.Else():
-        m.d.comb += out.eq(Cat(magnitude[:31], negative))
+        m.d.comb += out.eq(Cat(magnitude[:31], c["add_neg"]))
     return out

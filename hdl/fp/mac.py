@@ -6,18 +6,29 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.formats import FLOAT_FORMATS
 
+from ..stages import Stages
 from .add import add
 from .mul import decode, decode_any, format_tuple, product
 
 __all__ = ["FloatMac", "mac_step"]
 
 
-def mac_step(m: Module, acc, w, x):
+def mac_step(m: Module, acc, w, x, stages=None, at_acc=None):
     """``fp32(acc + fp32(w * x))``: binary32 bits from the binary32 bits ``acc`` and two
     operands decoded and normalised by :func:`hdl.fp.mul.decode_any`. The product goes to
     the adder unpacked (:func:`hdl.fp.mul.product`): rounded, never packed into binary32
-    and decoded again. Added to ``m``."""
-    return add(m, decode(m, FLOAT_FORMATS["fp32"], acc, "acc")[:5], product(m, w, x))
+    and decoded again. Added to ``m``.
+
+    ``stages`` (:class:`hdl.stages.Stages`) may register the product (``mul.multiply``,
+    ``mul.product``) before ``acc`` is read, and the sum (``add.*``, see
+    :func:`hdl.fp.add.add`); ``at_acc(carry, acc)``, called where ``acc`` is first read, may
+    add values to ``stages.carry`` that ride beside the sum."""
+    st = stages or Stages(m)
+    fields = ("sign", "sig", "exp", "nan", "inf")
+    prod = st.cut("mul.product", **dict(zip(fields, product(m, w, x, st), strict=True)))
+    if at_acc is not None:
+        at_acc(st.carry, acc)
+    return add(m, decode(m, FLOAT_FORMATS["fp32"], acc, "acc")[:5], tuple(prod.values()), st)
 
 
 class FloatMac(wiring.Component):

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.formats import FloatFormat
 
+from ..stages import Stages
 from .round import normalise_left, pack_f32, round_up
 
 __all__ = [
@@ -143,12 +144,13 @@ class FloatMultiplier(wiring.Component):
         return m
 
 
-def product(m: Module, a, b):
+def product(m: Module, a, b, stages=None):
     """``fp32(a * b)`` of two decoded, normalised operands (``(sign, sig, exp, nan, inf,
     zero)`` as :func:`decode_any` returns them), unpacked: ``(sign, sig, exp, nan, inf)``
     with value ``sig * 2**exp`` exactly the rounded product (``sig`` at most ``2**24``,
     ``exp`` at least -149), ``inf`` set for an infinite or overflowed product and ``nan``
-    for an invalid one. Added to ``m``.
+    for an invalid one. Added to ``m``; ``stages`` (:class:`hdl.stages.Stages`) may put a
+    register after the multiplier (cut ``mul.multiply``).
 
     Both significands have their top bit set (or are 0), so the exact product's leading one
     is its top bit or the next: one multiplexer normalises it, and a product in binary32's
@@ -161,12 +163,27 @@ def product(m: Module, a, b):
     full = max(width, 26)  # at least the 24 kept bits, a guard bit and one more
     prod = Signal(width, name="prod")
     m.d.comb += prod.eq(ma * mb)
+    # (at least 10 bits: the result's exponent goes down to -149 - 23 in the same width)
+    e_shape = signed(max(len(ea) + 2, len(eb) + 2, 10))
+    esum = Signal(e_shape, name="prod_esum")
+    m.d.comb += esum.eq(ea + eb + (width - 2))
+    v = (stages or Stages(m)).cut(
+        "mul.multiply",
+        prod=prod,
+        esum=esum,
+        sign=sa ^ sb,
+        nan=nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a),
+        inf=inf_a | inf_b,
+        zero=zero_a | zero_b,
+    )
+    prod, esum, sign, nan_in, inf_in, zero = (
+        v[k] for k in ("prod", "esum", "sign", "nan", "inf", "zero")
+    )
     top = Signal(name="prod_top")
     m.d.comb += top.eq(prod[-1])
     # Exponent of the leading one of the product; value = prod * 2**(ea + eb).
-    # (at least 10 bits: the result's exponent goes down to -149 - 23 in the same width)
-    lead_exp = Signal(signed(max(len(ea) + 2, len(eb) + 2, 10)), name="prod_e")
-    m.d.comb += lead_exp.eq(ea + eb + (width - 2) + top)
+    lead_exp = Signal(e_shape, name="prod_e")
+    m.d.comb += lead_exp.eq(esum + top)
     norm = Signal(full, name="prod_norm")  # leading one at the top bit
     m.d.comb += norm.eq(Mux(top, prod, prod << 1) << (full - width))
     # Right shift that puts 2**-149 on the last kept bit (0 in the normal range).
@@ -186,14 +203,11 @@ def product(m: Module, a, b):
     exp = Signal(signed(len(lead_exp)), name="prod_exp")
     # A zero product sits at the bottom of the range, so that it never outranks the other
     # addend when an adder orders the two by exponent.
-    m.d.comb += exp.eq(Mux((under == 0) & ~zero_a & ~zero_b, lead_exp - 23, -149))
+    m.d.comb += exp.eq(Mux((under == 0) & ~zero, lead_exp - 23, -149))
     nan = Signal(name="prod_nan")
     inf = Signal(name="prod_inf")
-    m.d.comb += [
-        nan.eq(nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a)),
-        inf.eq(inf_a | inf_b | ((lead_exp + sig[24]) > 127)),
-    ]
-    return sa ^ sb, sig, exp, nan, inf
+    m.d.comb += [nan.eq(nan_in), inf.eq(inf_in | ((lead_exp + sig[24]) > 127))]
+    return sign, sig, exp, nan, inf
 
 
 def multiply(m: Module, a, b):

@@ -18,11 +18,12 @@ def round_up(kept, guard, sticky):
     return guard & (sticky | kept[0])
 
 
-def normalise_left(m, value, name: str):
+def normalise_left(m, value, name: str, stages=None, cut=None):
     """``(value << n, n)`` with ``n`` the leading zeros of ``value`` in its width (for 0:
     ``(0, 2**k - 1)``), as a tree of halving steps: each level shifts by a power of two when
     the top of what is left is zero, so the count and the shifted value come out together in
-    log2(width) levels of multiplexers."""
+    log2(width) levels of multiplexers. With ``stages`` (:class:`hdl.stages.Stages`), the
+    cut named ``cut`` may put a register half way down the tree."""
     width = len(value)
     bits = max(1, (width - 1).bit_length())
     full = 1 << bits
@@ -30,6 +31,12 @@ def normalise_left(m, value, name: str):
     m.d.comb += cur.eq(value << (full - width))  # padded below: same leading zeros
     count = Signal(bits, name=f"{name}_n")
     for level in reversed(range(bits)):
+        if stages is not None and level == bits // 2 - 1:
+            v = stages.cut(cut, cur=cur, count=count[level + 1 :])
+            cur = v["cur"]
+            done = Signal(bits, name=f"{name}_n_hi")
+            m.d.comb += done[level + 1 :].eq(v["count"])
+            count = done
         half = 1 << level
         zero = cur[full - half :] == 0
         # the last level keeps only the value's own width (the padding below is zeros)
@@ -40,7 +47,7 @@ def normalise_left(m, value, name: str):
     return cur, count
 
 
-def round_to_f32(m, value, exp, name: str = "rnd"):
+def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
     """Return the 33-bit magnitude (exponent and fraction fields, no sign) of ``value *
     2**exp`` rounded to nearest even, for ``exp >= -149`` (both addends of a sum of binary32
     values, so every such sum is a multiple of 2**-149). A result at or above
@@ -51,11 +58,21 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     multiple of 2**-149 that small is a subnormal) and is placed, unrounded, on 2**-149.
     A rounding carry out of the significand adds one to the exponent field, and into the
     infinity pattern when that overflows the range.
+
+    ``stages`` (:class:`hdl.stages.Stages`) may put registers at the cuts ``add.norm_half``
+    (half way through the normalisation), ``add.norm`` (after it) and ``add.round`` (before
+    the rounding increment).
     """
+    from ..stages import Stages
+
+    st = stages or Stages(m)
     width = len(value)
     if width < 26:
         raise ValueError(f"value must be at least 26 bits wide to round here, not {width}")
-    norm, zeros = normalise_left(m, value, f"{name}_norm")
+    st.carry[f"{name}_exp"] = exp
+    norm, zeros = normalise_left(m, value, f"{name}_norm", st, "add.norm_half")
+    v = st.cut("add.norm", norm=norm, zeros=zeros)
+    norm, zeros, exp = v["norm"], v["zeros"], st.carry.pop(f"{name}_exp")
     e32 = Signal(signed(len(exp) + 2), name=f"{name}_e32")  # exponent of the leading one
     m.d.comb += e32.eq(exp + (width - 1) - zeros)
     normal = Signal(name=f"{name}_normal")
@@ -64,12 +81,16 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     sticky = norm[: width - 25] != 0
     up = Signal(name=f"{name}_up")
     m.d.comb += up.eq(round_up(kept, norm[width - 25], sticky))
-    frac = Signal(23, name=f"{name}_frac")
-    m.d.comb += frac.eq((kept + up)[:23])
     # Subnormal: value * 2**(exp + 149) is an integer below 2**23, that is the normalised
     # value shifted right by zeros - (exp + 149) places (at least width - 23), losing nothing.
     place = Signal(range(width), name=f"{name}_place")
     m.d.comb += place.eq(Mux(normal, 0, zeros - (exp + 149)))
+    sub = Signal(23, name=f"{name}_sub")
+    m.d.comb += sub.eq((norm >> place)[:23])
+    v = st.cut("add.round", kept=kept, up=up, e32=e32, normal=normal, sub=sub)
+    kept, up, e32, normal, sub = (v[k] for k in ("kept", "up", "e32", "normal", "sub"))
+    frac = Signal(23, name=f"{name}_frac")
+    m.d.comb += frac.eq((kept + up)[:23])
     # The rounded significand is 2**23 .. 2**24: the fraction is its low 23 bits, and 2**24
     # (a carry out of 24 ones) adds one to the exponent field, into the infinity pattern at
     # the top.
@@ -78,7 +99,7 @@ def round_to_f32(m, value, exp, name: str = "rnd"):
     above = Signal(33, name=f"{name}_normal_mag")
     m.d.comb += above.eq(Cat(frac, field))
     magnitude = Signal(33, name=f"{name}_mag")
-    m.d.comb += magnitude.eq(Mux(normal, above, (norm >> place)[:23]))
+    m.d.comb += magnitude.eq(Mux(normal, above, sub))
     return magnitude
 
 

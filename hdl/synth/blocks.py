@@ -35,19 +35,19 @@ class Block:
     in_all: bool = True
 
 
-def _engine_config(rows: int, cols: int, fmt: str):
+def _engine_config(rows: int, cols: int, fmt: str, pe_stages: int | None = None):
     from tlm.tensor.config import EngineConfig
 
-    return EngineConfig(rows, cols, fmt)
+    return EngineConfig(rows, cols, fmt, pe_stages=pe_stages)
 
 
-def _pe(fmt: str) -> str:
+def _pe(fmt: str, pe_stages: int | None = None) -> str:
     from amaranth.back import verilog
 
     from ..tensor.pe import ProcessingElement
 
     return verilog.convert(
-        ProcessingElement(_engine_config(128, 128, fmt)), name="pe", emit_src=False
+        ProcessingElement(_engine_config(128, 128, fmt, pe_stages)), name="pe", emit_src=False
     )
 
 
@@ -88,6 +88,24 @@ def _blocks() -> dict[str, Block]:
     blocks = []
     for fmt, text in formats.items():
         blocks.append(Block(f"pe_{fmt}", f"processing element, {text}", "pe", partial(_pe, fmt)))
+    # The other stage counts worth comparing: int8 in one stage, floats in the split of 5.
+    blocks.append(
+        Block(
+            "pe_int8_1stage",
+            "processing element, int8, in one stage",
+            "pe",
+            partial(_pe, "int8", 1),
+        )
+    )
+    for name, fmt, text in (("all", "all", "every format"), ("fp8", "fp8_e4m3,fp8_e5m2", "FP8")):
+        blocks.append(
+            Block(
+                f"pe_{name}_5stage",
+                f"processing element, {text}, 5 stages",
+                "pe",
+                partial(_pe, fmt, 5),
+            )
+        )
     for fmt, text in formats.items():
         blocks.append(
             Block(

@@ -57,8 +57,10 @@ class Column(wiring.Component):
     next slice's left register, which the parent holds (see :class:`SystolicArray`), takes
     them on the same edge as the last column does. (In a one-column slice that would be
     ``a_in`` itself, which the parent has already.) Column j's load lane ``w_in[j]`` writes
-    ``data`` into bank ``bank`` of the PE in row ``row`` one cycle later (lanes are registered
-    on entry).
+    ``data`` into bank ``bank`` of the PE in row ``row`` ``1 + row * (add_stages - 1)``
+    cycles later: lanes are registered on entry, and with PEs of more than one add stage the
+    lane then moves down the column ``add_stages - 1`` registers per row, so a write keeps its
+    place among the moving elements, which reach row k ``k * add_stages`` cycles after row 0.
 
     Parameters
     ----------
@@ -108,15 +110,20 @@ class Column(wiring.Component):
         for j in range(self.width):
             handoff = list(left)  # what column j takes (after the loop: the last column)
             above = None
+            lane = w_in[j]  # the load lane as row k sees it
             for k in range(self.cfg.rows):
+                for s in range(self.cfg.add_stages - 1 if k else 0):
+                    reg = Signal(load_lane(self.cfg), reset_less=True, name=f"w{j}_{k}_{s}")
+                    m.d.sync += reg.eq(Mux(adv, lane, reg))
+                    lane = reg
                 pe = ProcessingElement(self.cfg)
                 place(m, f"pe{k}_{j}", pe, self._pe_module, reset=False)
                 m.d.comb += [
                     pe.adv.eq(adv),
                     pe.a_in.eq(left[k]),
-                    pe.w_in.data.eq(w_in[j].data),
-                    pe.w_in.bank.eq(w_in[j].bank),
-                    pe.w_in.we.eq(w_in[j].we & (w_in[j].row == k)),
+                    pe.w_in.data.eq(lane.data),
+                    pe.w_in.bank.eq(lane.bank),
+                    pe.w_in.we.eq(lane.we & (lane.row == k)),
                 ]
                 if above is not None:
                     m.d.comb += pe.p_in.eq(above.p_out)
@@ -133,9 +140,11 @@ class Column(wiring.Component):
 class SystolicArray(wiring.Component):
     """``rows`` x ``cols`` weight-stationary array.
 
-    Row k's moving lane enters column 0 and reaches column m m cycles later; column m's sum
-    leaves its bottom ``rows`` cycles after its top row computed. The engine skews the inputs
-    and de-skews the outputs; see :class:`~hdl.tensor.engine.TensorEngine`.
+    Row k's moving lane enters column 0 and reaches column m m cycles later; the sum of the
+    moving elements that entered row k at ``t0 + k * add_stages`` leaves the bottom of column
+    m at ``t0 + rows * add_stages + mul_stages + m + 1`` (:class:`ProcessingElement`). The
+    engine skews the inputs and de-skews the outputs; see
+    :class:`~hdl.tensor.engine.TensorEngine`.
 
     The lanes entering each slice but the first come from a register here that takes the
     previous slice's ``a_out`` (what that slice's last column takes next) on the same edges

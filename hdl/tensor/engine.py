@@ -39,8 +39,9 @@ class TensorEngine(wiring.Component):
         if it is still arriving); otherwise the active stationary is reused.
     ``res_stream``
         One beat per moving beat, in order: ``(stationary.T @ moving)[:, n]`` in ``cols``
-        lanes, ``last`` on the op's final beat. Latency ``rows + cols + 1`` cycles. Results wait
-        in a two-entry queue; while it is full the whole engine holds still.
+        lanes, ``last`` on the op's final beat. Latency ``cfg.latency`` cycles (``rows *
+        add_stages + mul_stages + cols + 1``). Results wait in a two-entry queue; while it is
+        full the whole engine holds still.
     ``status``
         Sticky ``flags`` and saturating ``counts`` per :class:`~tlm.tensor.config.ErrorKind`.
 
@@ -123,10 +124,10 @@ class TensorEngine(wiring.Component):
         # Operands are skewed (row k, column m delayed by k, m cycles) and results de-skewed
         # in data buffers; the control of each beat travels beside them in reset-able pipes,
         # tapped once per lane.
-        def lanes_of(shape, n):
+        def lanes_of(shape, n, step=1):
             if self._lane_module is None or n == 1:  # one lane: no delay line at all
                 return None
-            return self._lane_module(Shape.cast(shape).width, lane_depth(n))
+            return self._lane_module(Shape.cast(shape).width, lane_depth((n - 1) * step + 1))
 
         op, acc = operand_shape(cfg), acc_shape(cfg)
         fb = cfg.fmt_bits
@@ -138,12 +139,14 @@ class TensorEngine(wiring.Component):
         # other 2 x 127 lanes, and the operand decoders on them, depend on registers only:
         # Verilator evaluates logic that depends on the model's inputs on every evaluation,
         # several times per cycle under cocotb, and the rest once per clock edge.
+        # Row k is delayed k * add_stages cycles: the partial sum takes add_stages per row.
+        step = cfg.add_stages
         m.submodules.mv_skew = mv_skew = Skew(
-            op, cfg.rows, lane_module=lanes_of(op, cfg.rows), through=False
+            op, cfg.rows, lane_module=lanes_of(op, cfg.rows, step), step=step, through=False
         )
         m.submodules.mv_ctl = mv_ctl = Pipe(
             data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1), **codes}),
-            cfg.rows,
+            (cfg.rows - 1) * step + 1,
             through=False,
         )
         m.submodules.ld_skew = ld_skew = Skew(
@@ -256,7 +259,7 @@ class TensorEngine(wiring.Component):
         # and per column here, none in the PEs.
         lanes = Signal.like(array.a_in)
         for k in range(cfg.rows):
-            ctl = mv_ctl.tap(k)
+            ctl = mv_ctl.tap(k * step)
             code = ctl.x_fmt if fb else None
             m.d.comb += [
                 lanes[k].data.eq(self._decode(m, f"mv_dec{k}", mv_skew.out(k), code)),

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 from tlm.tensor.config import EngineConfig
 
 from ..formats import acc_shape, lane_shape, mac
+from ..stages import Stages
 from .layouts import moving_lane, weight_write
 
 __all__ = ["ProcessingElement"]
@@ -20,11 +21,15 @@ class ProcessingElement(wiring.Component):
 
     Every register advances only when ``adv`` is high (the engine freezes the whole array while
     the result stream is stalled). The moving operand is registered on entry (``a``, which is
-    also ``a_out``) and used from there; per advancing cycle::
+    also ``a_out``) and used from there. With ``cfg.pe_stages`` 1, per advancing cycle::
 
         a <= a_in
         p_out <= p_in + w[a.bank] * a.data   if a.en else p_in
         w[w_in.bank] <= w_in.data            if w_in.we
+
+    With more, the step is pipelined at the cuts ``cfg.pe_cuts``: the product of ``a`` taken
+    at advancing cycle t meets ``p_in`` at t + ``cfg.mul_stages``, and their sum is on
+    ``p_out`` ``cfg.add_stages`` advancing cycles after that (one result per cycle).
 
     So no arithmetic depends on ``a_in``: a PE on the left edge of a Verilator hierarchical
     block (whose ``a_in`` is a port of the block) is computed once per clock edge, not again
@@ -69,7 +74,10 @@ class ProcessingElement(wiring.Component):
         # The datapath is built outside the `adv` condition: combinational logic added under
         # it would read `adv` (its signals are 0 while `adv` is low), and everything in it
         # would depend on a port of the slice.
-        total = mac(m, cfg, self.p_in, weight, a_reg.data, a_reg.en, *is_int)
+        # Pipeline registers (Stages) follow the same two rules.
+        stages = Stages(m, self.adv, cfg.pe_cuts)
+        total = mac(m, cfg, self.p_in, weight, a_reg.data, a_reg.en, *is_int, stages=stages)
+        stages.check()
         # Each register's next value is one expression, not an assignment under `If(adv)`:
         # Amaranth then emits it as a plain assignment that Verilator folds into the clocked
         # block, where reading the `adv` port costs nothing between clock edges. (Under an

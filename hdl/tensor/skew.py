@@ -57,8 +57,8 @@ class DelayLane(wiring.Component):
 
 
 class Skew(wiring.Component):
-    """Delay lane ``i`` of an ``n``-lane vector by ``i`` cycles (``reverse=False``) or by
-    ``n - 1 - i`` cycles (``reverse=True``), advancing only when ``adv`` is high.
+    """Delay lane ``i`` of an ``n``-lane vector by ``i * step`` cycles (``reverse=False``) or
+    by ``(n - 1 - i) * step`` cycles (``reverse=True``), advancing only when ``adv`` is high.
 
     The zero-delay lane passes through combinationally (unless ``through=False``: it is
     then left at zero in ``o``, and ``o`` depends on registers only); every other lane is a
@@ -78,6 +78,8 @@ class Skew(wiring.Component):
     lane_module : str or None
         Verilog module name of the :class:`DelayLane` (width and depth of this skew) in
         hierarchical generation; ``None`` for submodules.
+    step : int
+        Cycles between the delays of neighbouring lanes, 1 or more.
     through : bool
         Whether ``o`` carries the zero-delay lane (``i`` of that lane, combinationally).
         A user that reads that lane from ``i`` instead keeps every input of the module out
@@ -93,11 +95,14 @@ class Skew(wiring.Component):
         *,
         reverse: bool = False,
         lane_module: str | None = None,
+        step: int = 1,
         through: bool = True,
     ):
-        if not isinstance(n, int) or n < 1:
-            self._MustUse__silence = True  # never elaborated: no "unused" warning on top
-            raise ValueError(f"n must be a positive integer, not {n!r}")
+        for name, value in (("n", n), ("step", step)):
+            if not isinstance(value, int) or value < 1:
+                self._MustUse__silence = True  # never elaborated: no "unused" warning on top
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        self.step = step
         self.lane_shape = shape
         self.n = n
         self.reverse = reverse
@@ -107,7 +112,12 @@ class Skew(wiring.Component):
         super().__init__({"adv": In(1), "i": In(layout), "o": Out(layout)})
 
     def delay(self, lane: int) -> int:
-        return self.n - 1 - lane if self.reverse else lane
+        return (self.n - 1 - lane if self.reverse else lane) * self.step
+
+    @property
+    def depth(self) -> int:
+        """Entries of each lane's buffer (:func:`lane_depth` of the longest delay)."""
+        return lane_depth((self.n - 1) * self.step + 1)
 
     def out(self, lane: int):
         """Lane ``lane`` after its delay, whether or not ``o`` carries the zero-delay lane:
@@ -123,7 +133,7 @@ class Skew(wiring.Component):
                 if self.through:
                     m.d.comb += self.o[lane].eq(self.i[lane])
                 continue
-            line = DelayLane(width, lane_depth(self.n))
+            line = DelayLane(width, self.depth)
             place(m, f"lane{lane}", line, self._lane_module)
             m.d.comb += [
                 line.adv.eq(self.adv),

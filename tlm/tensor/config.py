@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 
 from ..formats import FloatFormat, IntFormat, format_set, formats_mix
 
-__all__ = ["EngineConfig", "ErrorKind", "MAX_N", "STATUS_COUNTER_BITS", "FP32_BEAT_INTERVAL"]
+__all__ = [
+    "EngineConfig",
+    "ErrorKind",
+    "MAX_N",
+    "STATUS_COUNTER_BITS",
+    "FP32_BEAT_INTERVAL",
+    "PE_CUTS",
+    "DEFAULT_PE_STAGES",
+]
 
 #: Moving columns per nc_matmul: one PSUM bank of 2 KiB holds 512 fp32 (TRN2_FACTS, ISA).
 MAX_N = 512
@@ -45,6 +53,34 @@ class ErrorKind(enum.IntEnum):
 FP32_BEAT_INTERVAL = 4
 
 
+#: Where the PE's pipeline registers go (the cuts of ``hdl.formats.mac``), in the order they
+#: are added as the stage count grows: a PE of ``s`` stages has the first ``s - 1`` cuts and its
+#: output register. ``mul.*`` cuts sit before the partial sum arrives (a constant latency);
+#: ``add.*`` cuts are on the row-to-row path of the sum (a cycle per row each). "int" is an
+#: integer-only engine; "float" any engine with a floating-point format.
+PE_CUTS = {
+    "int": ("mul.product",),
+    "float": (
+        "mul.product",
+        "add.align",
+        "add.norm",
+        "mul.multiply",
+        "add.order",
+        "add.sum",
+        "add.round",
+        "add.abs",
+        "add.norm_half",
+    ),
+}
+
+#: The default stage count per kind. Integers: 2 (the product ahead of the sum; 47 levels
+#: against 63 in one stage, one cycle more latency). Floating point: 1 for now, though 5 is the
+#: split to use (86 levels against 329; more cuts gain almost nothing, 83 at 10): its 258 more
+#: cycles of fill move the chip model's calibrated GEMM costs and what is fitted on them
+#: (docs/tensor_engine.md, "Pipelined PE"), a change to make with that recalibration.
+DEFAULT_PE_STAGES = {"int": 2, "float": 1}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Shape and number formats of a tensor engine.
@@ -63,12 +99,18 @@ class EngineConfig:
         ``formats[0]``, the format of code 0.
     status_bits : int
         Width of each saturating error counter on the status port (default 16).
+    pe_stages : int or None
+        Pipeline stages of a PE, ``1 .. len(PE_CUTS[kind]) + 1`` (kind "int" or "float",
+        see :data:`PE_CUTS`); ``None`` takes :data:`DEFAULT_PE_STAGES`. After construction,
+        the number.
 
     Examples
     --------
     >>> cfg = EngineConfig(4, 3)
     >>> cfg.latency   # cycles from a moving beat's acceptance to its result being valid
-    8
+    9
+    >>> cfg.mul_stages, cfg.add_stages
+    (1, 1)
     >>> cfg = EngineConfig(128, 128, "bf16,fp8_e4m3,fp8_e5m2")
     >>> [f.name for f in cfg.formats], cfg.fmt_bits, cfg.code("bf16")
     (['fp8_e4m3', 'fp8_e5m2', 'bf16'], 2, 2)
@@ -78,6 +120,7 @@ class EngineConfig:
     cols: int = 128
     fmt: IntFormat = field(default="int8")
     status_bits: int = STATUS_COUNTER_BITS
+    pe_stages: int | None = None
     formats: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -91,13 +134,43 @@ class EngineConfig:
         bits = self.status_bits
         if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 32:
             raise ValueError(f"status_bits must be an integer in 1..32, not {bits!r}")
+        stages, most = self.pe_stages, len(PE_CUTS[self.pe_kind]) + 1
+        if stages is None:
+            object.__setattr__(self, "pe_stages", stages := DEFAULT_PE_STAGES[self.pe_kind])
+        if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= most:
+            raise ValueError(
+                f"pe_stages must be an integer in 1..{most} for a PE of kind {self.pe_kind!r}, "
+                f"not {stages!r}"
+            )
+
+    @property
+    def pe_kind(self) -> str:
+        """Which row of :data:`PE_CUTS` the PE follows: "float" with any floating-point
+        format, else "int"."""
+        return "float" if self.has_float else "int"
+
+    @property
+    def pe_cuts(self) -> tuple[str, ...]:
+        """The PE's pipeline cuts (names of :data:`PE_CUTS`) at :attr:`pe_stages`."""
+        return PE_CUTS[self.pe_kind][: self.pe_stages - 1]
+
+    @property
+    def mul_stages(self) -> int:
+        """PE stages before the partial sum arrives: the product's registers."""
+        return sum(c.startswith("mul.") for c in self.pe_cuts)
+
+    @property
+    def add_stages(self) -> int:
+        """PE stages on the partial sum's path: cycles per row down a column."""
+        return self.pe_stages - self.mul_stages
 
     @property
     def latency(self) -> int:
         """Cycles (without stalls) from accepting a moving beat to its result being valid:
-        ``rows`` down the columns, ``cols`` across the rows and de-skew, and one register
-        between the skew lines and the array."""
-        return self.rows + self.cols + 1
+        ``rows * add_stages`` down the columns, ``mul_stages`` ahead of the first sum,
+        ``cols`` across the rows and de-skew, and one register between the skew lines and the
+        array."""
+        return self.rows * self.add_stages + self.mul_stages + self.cols + 1
 
     @property
     def k_bits(self) -> int:

@@ -1,0 +1,64 @@
+"""Pipeline cuts in a combinational datapath, placed by name."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Mux, Signal, Value
+
+__all__ = ["Stages"]
+
+
+class Stages:
+    """The pipeline registers of one datapath: a function describing the datapath calls
+    :meth:`cut` at each place a register may go; only the cuts named in ``active`` become
+    registers. ``carry`` holds values that ride along through every active cut (flags
+    computed early and used at the end).
+
+    Every register is reset-less and its next value is the single expression
+    ``Mux(adv, value, reg)`` (it holds while ``adv`` is low; see
+    :class:`~hdl.tensor.pe.ProcessingElement` for why one expression).
+
+    Parameters
+    ----------
+    m : Module
+        The module the registers go in.
+    adv : Value or None
+        The enable; ``None`` with no active cuts (a combinational datapath).
+    active : iterable of str
+        The cuts that are registers.
+
+    Examples
+    --------
+    >>> st = Stages(m, adv, {"mul.product"})                  # doctest: +SKIP
+    >>> p = st.cut("mul.product", prod=w * x)["prod"]         # doctest: +SKIP
+    """
+
+    def __init__(self, m, adv=None, active=()):
+        self.m = m
+        self.adv = adv
+        self.active = frozenset(active)
+        if self.active and adv is None:
+            raise ValueError(f"cuts {sorted(self.active)} need an enable, not adv=None")
+        self.carry: dict = {}
+        self.used: set = set()
+
+    def cut(self, name: str, **values) -> dict:
+        """``values`` after the cut ``name``: registered if the cut is active (``carry``
+        too), else themselves."""
+        if name not in self.active:
+            return values
+        self.used.add(name)
+        tag = name.replace(".", "_")
+
+        def reg(key, value):
+            value = Value.cast(value)
+            r = Signal(value.shape(), reset_less=True, name=f"{tag}_{key}")
+            self.m.d.sync += r.eq(Mux(self.adv, value, r))
+            return r
+
+        self.carry.update({k: reg(k, v) for k, v in self.carry.items()})  # in place
+        return {k: reg(k, v) for k, v in values.items()}
+
+    def check(self):
+        """Raise ``ValueError`` if an active cut was never reached (a misspelt name)."""
+        if self.active - self.used:
+            raise ValueError(f"no cut named {sorted(self.active - self.used)} in this datapath")

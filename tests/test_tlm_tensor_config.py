@@ -1,0 +1,42 @@
+"""tlm/tensor/config.py: the PE's stage count, its split and the latency it gives."""
+
+import pytest
+
+from tlm.tensor.config import DEFAULT_PE_STAGES, PE_CUTS, EngineConfig
+
+
+@pytest.mark.parametrize(
+    "fmt,stages,message",
+    [
+        ("int8", 0, "pe_stages must be an integer in 1..2 for a PE of kind 'int', not 0"),
+        ("int8", 3, "pe_stages must be an integer in 1..2 for a PE of kind 'int', not 3"),
+        ("bf16", 11, "pe_stages must be an integer in 1..10 for a PE of kind 'float', not 11"),
+        ("all", "2", "pe_stages must be an integer in 1..10 for a PE of kind 'float', not '2'"),
+        (
+            "int8,fp32",
+            True,
+            "pe_stages must be an integer in 1..10 for a PE of kind 'float', not True",
+        ),
+    ],
+)
+def test_bad_stage_count_is_one_clear_error(fmt, stages, message):
+    with pytest.raises(ValueError) as info:
+        EngineConfig(4, 4, fmt, pe_stages=stages)
+    assert str(info.value) == message
+
+
+def test_defaults_and_split():
+    assert EngineConfig(4, 4).pe_stages == DEFAULT_PE_STAGES["int"]
+    assert EngineConfig(4, 4, "fp8_e4m3,bf16").pe_stages == DEFAULT_PE_STAGES["float"]
+    for kind, cuts in PE_CUTS.items():
+        assert all(c.split(".")[0] in ("mul", "add") for c in cuts), kind
+        assert len(set(cuts)) == len(cuts), kind
+    cfg = EngineConfig(4, 3, "bf16", pe_stages=4)  # cuts mul.product, add.align, add.norm
+    assert (cfg.pe_cuts, cfg.mul_stages, cfg.add_stages) == (PE_CUTS["float"][:3], 1, 3)
+
+
+@pytest.mark.parametrize("stages,latency", [(1, 4 + 3 + 1), (2, 4 + 1 + 3 + 1)])
+def test_latency_counts_add_stages_per_row_and_mul_stages_once(stages, latency):
+    assert EngineConfig(4, 3, pe_stages=stages).latency == latency
+    cfg = EngineConfig(4, 3, "bf16", pe_stages=5)  # mul.product/multiply, add.align/norm
+    assert cfg.latency == 4 * 3 + 2 + 3 + 1
