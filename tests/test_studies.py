@@ -1349,3 +1349,21 @@ def test_train_search_honours_every_run_input(flag, value, figure, capsys):
     before = _run(base, capsys)["results"][figure]
     after = _run([*base, flag, value], capsys)["results"][figure]
     assert after != pytest.approx(before, rel=1e-6), (flag, before, after)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """``trnsim ... --json | head``: the reader goes away first (``true`` reads nothing and
+    exits before Python has started); no traceback, exit 141 (as a shell's command killed by
+    SIGPIPE), what was left to print dropped."""
+    import subprocess
+    import sys
+
+    command = f"{sys.executable} -m tlm system --json | true"
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {command}; echo $? >&2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "141", done.stderr

@@ -299,6 +299,11 @@ def main(argv=None) -> int:
     prog = f"trnsim {name}" if name in CATALOGUE else "trnsim"
     try:
         return run(argv)
+    except BrokenPipeError:
+        # the reader went away (``trnsim ... --json | head``): stop quietly, as a shell's
+        # commands do on SIGPIPE; what Python would still flush goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     except _Fail as fail:
         where, message = fail.args
         where = prog if where == "trnsim" else where
