@@ -215,3 +215,23 @@ def test_other_readings_of_a_placement_are_run_and_shown():
     bad = collectives.Reading(reading="three chips", chips=[0, 1, 2])
     with pytest.raises(ValueError, match=r"chips must be 4 chips of one node for 16 ranks"):
         collectives.row_times(section, RuntimeCosts.of(load_preset("trn2")), reading=bad)
+
+
+def test_the_calibration_tools_rewrite_only_the_figure_they_fit():
+    """tools/figures.py: the value of the first line of that name (and source, when given)
+    changes, every other byte stays; a figure that is not there is said to be missing."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tools.figures import set_figure
+
+    text = (
+        'a = { value = 1.0, source = "ASSUMED", note = "x, y" }\n'
+        'b = { value = 2.0, source = "FITTED", note = "z" }\n'
+    )
+    out, ok = set_figure(text, "b", "3.5", "FITTED")
+    assert ok and out == text.replace("value = 2.0", "value = 3.5")
+    assert set_figure(text, "a", "9", "FITTED") == (text, False)  # not a FITTED line
+    assert set_figure(text, "a", "9")[0].startswith('a = { value = 9, source = "ASSUMED"')
+    assert set_figure(text, "c", "1") == (text, False)

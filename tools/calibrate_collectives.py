@@ -15,7 +15,6 @@ presets it writes; ``tests/test_validation_collectives.py`` fails when they drif
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tlm.validation.collectives import (  # noqa: E402
     summary,
     validate,
 )
+from tools.figures import set_figure  # noqa: E402
 
 #: Presets with no published runs of their own, and the platform whose fit they take.
 BORROWED = {"trn3": "trn2"}
@@ -45,10 +45,9 @@ def write_figures(preset: str, costs) -> list[str]:
         raise SystemExit(f"calibrate_collectives: {path} has no [collectives] section")
     changed = []
     for name in RUNTIME_FIGURES:
-        pattern = re.compile(rf"^({name} = {{ value = )([^,]+)(,.*)$", re.M)
         value = f"{getattr(costs, name):.4g}"
-        tail, n = pattern.subn(lambda m, v=value: m[1] + v + m[3], tail, count=1)
-        if n != 1:
+        tail, ok = set_figure(tail, name, value)
+        if not ok:
             raise SystemExit(f"calibrate_collectives: {path} [collectives] has no {name} line")
         changed.append(f"{preset}.collectives.{name} = {value}")
     path.write_text(head + found + tail)

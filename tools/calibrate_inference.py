@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from tlm.inference.layout import FIXED_COSTS  # noqa: E402
 from tlm.validation.inference import validate_inference  # noqa: E402
+from tools.figures import set_figure  # noqa: E402
 
 FILE = ROOT / "tlm" / "inference" / "data" / "fixed_costs.toml"
 #: Hardware with no published row of its own, and the system whose fit it borrows (the same
@@ -47,9 +48,8 @@ def write_costs(system: str, fitted: dict, text: str, source: str = "FITTED") ->
     for name in FIXED_COSTS:
         value = fitted[name]
         shown = f"{value:.4g}" if name == "collective_bandwidth_factor" else f"{value:.4e}"
-        pattern = re.compile(rf"^({name} = {{ value = )([^,]+)(, source = \"{source}\".*)$", re.M)
-        body, n = pattern.subn(lambda m, v=shown: m[1] + v + m[3], body, count=1)
-        if n != 1:
+        body, ok = set_figure(body, name, shown, source)
+        if not ok:
             raise SystemExit(f"calibrate_inference: [{system}] has no {source} {name} line")
     return head + found + body + nxt + rest
 

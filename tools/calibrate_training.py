@@ -16,7 +16,6 @@ shipped model and prints every accelerator's errors. Commit the files it writes;
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tlm.validation.training import FIT, HARDWARE_FIGURES, fit, validate_training  # noqa: E402
+from tools.figures import set_figure  # noqa: E402
 
 HARDWARE = ROOT / "tlm" / "hardware"
 DOCS = ROOT / "docs" / "validation.md"
@@ -70,10 +70,9 @@ def write_figures(name: str, fitted: dict) -> list[str]:
     changed = []
     for parameter, value in fitted.items():
         figure = HARDWARE_FIGURES[parameter]
-        pattern = re.compile(rf"^({figure} = {{ value = )([^,]+)(, source = \"FITTED\".*)$", re.M)
         shown = f"{value:.4g}"
-        text, n = pattern.subn(lambda m, v=shown: m[1] + v + m[3], text, count=1)
-        if n != 1:
+        text, ok = set_figure(text, figure, shown, "FITTED")
+        if not ok:
             raise SystemExit(
                 f"calibrate_training: {path} [chip] has no {figure} line with source FITTED"
             )
