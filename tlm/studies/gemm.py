@@ -77,7 +77,14 @@ class GemmResults(Results):
 
     time_s: float
     achieved_flop_per_s: float
-    peak_flop_per_s: float = Field(description="the preset's dense peak at this format")
+    peak_flop_per_s: float = Field(
+        description="the engine's dense peak at this format: cores x rows x cols x 2 x clock"
+    )
+    published_peak_flop_per_s: float | None = Field(
+        description="the chip's published dense peak at this format (the preset's [published]; "
+        "trn2's 1,299 FP8 TFLOPS is a lower clock than 667 BF16's: --choose "
+        "tensor.freq_hz=chip_fp8 runs at it)"
+    )
     of_peak_fraction: float
     tensor_utilisation_fraction: float
     vector_utilisation_fraction: float
@@ -122,12 +129,20 @@ def gemm_study(inputs: GemmInputs) -> GemmResults:
         time_s=run.time_s,
         achieved_flop_per_s=flops / run.time_s,
         peak_flop_per_s=peak,
+        published_peak_flop_per_s=_published_peak(spec, inputs.format),
         of_peak_fraction=flops / run.time_s / peak,
         **{f"{e}_utilisation_fraction": run.utilisation(e) for e in ENGINES},
         hbm_bandwidth_Bps=run.hbm_bandwidth_Bps,
         hbm_peak_Bps=spec.chip.hbm_bandwidth_Bps,
         instructions=run.instructions,
     )
+
+
+def _published_peak(spec, fmt: str) -> float | None:
+    """The preset's published dense peak for ``fmt`` (None where it gives none)."""
+    key = "fp8" if fmt.startswith("fp8") else ("bf16" if fmt == "fp16" else fmt)
+    published = getattr(spec, "published", None)
+    return getattr(published, f"dense_{key}_flops", None) if published is not None else None
 
 
 STUDY = register(Study("gemm", GemmInputs, gemm_study))
