@@ -289,7 +289,7 @@ def _write(tmp_path, text):
         (
             lambda t: t.replace('source = "HF" }\nbiases', 'source = "WIKI" }\nbiases'),
             "architecture.tied_embeddings cites source 'WIKI', which is not in "
-            "[sources] (HF, LLAMA3)",
+            "[sources] (HF, LLAMA3, NEURON_NXD)",
         ),
         (
             lambda t: t.replace("hidden = { value = 4096", "hidden = { value = 0"),
