@@ -367,6 +367,10 @@ def training_step(
         safe[k] for k in ("dp", "tp", "pp", "cp", "ep", "micro_batch", "interleave")
     )
     zero_v, rc, spv = c["zero"], c["recompute"], c["sp"]
+    # what is rerun: selective recomputation reruns the attention products, which flash's
+    # backward pass does already (the score product, counted in the backward), so with flash
+    # it reruns what no recomputation does - in time and in hardware FLOPs
+    rerun = where(rc == 1, 0, rc) if attention == "flash" else rc
     act = "bf16"
     ab = element_bytes(act)
     wb = element_bytes("bf16")
@@ -400,10 +404,7 @@ def training_step(
     last_share = where(ppf > 1, floor(L / ppf) / n_layers, 1.0)
     head_total = _take(head_f, head_which) + _take(head_b, head_which)
     stage_compute = maximum(fwd + bwd, (fwd + bwd) * last_share + head_total)
-    # selective recomputation reruns the attention products - which flash's backward pass
-    # does already (the score product, counted in ``bwd``), so with flash it adds nothing
-    selective = attn_fwd if attention == "materialised" else 0.0
-    recompute_t = where(rc == 2, fwd, where(rc == 1, selective, 0.0))
+    recompute_t = where(rerun == 2, fwd, where(rerun == 1, attn_fwd, 0.0))
 
     # --- tensor-parallel collectives per micro-batch ----------------------------------------
     tokens = mbf * s / cpf
@@ -465,7 +466,7 @@ def training_step(
         x = model.moe
         routed = tokens * x.top_k * x.capacity_factor * model.hidden * ab
         a2a = network.collective_s("all_to_all", epv, tpv * cpv, routed, dtype_bytes=int(ab))
-        per_layer = where(epf > 1, 2 * a2a, 0.0) * where(rc == 2, 3.0, 2.0)
+        per_layer = where(epf > 1, 2 * a2a, 0.0) * passes
         if overlap_ep:
             # behind another micro-batch's forward and backward of the layer (DualPipe pairs
             # one's forward with another's backward), once; one micro-batch has no partner
@@ -543,10 +544,7 @@ def training_step(
     per_token = _cached(_flop_per_token, model, costs, s)
     model_flop = tokens_step * per_token[0]
     causal_flop = tokens_step * per_token[3]
-    modes = per_token[:3]
-    if attention == "flash":  # selective recomputation recomputes nothing more
-        modes = (modes[0], modes[0], modes[2])
-    hw_flop = _take(np.array([tokens_step * x for x in modes]), rc)
+    hw_flop = _take(np.array([tokens_step * x for x in per_token[:3]]), rerun)
     peak = costs.peak_flops(fmt)
     nan = where(ok, 1.0, np.nan)
     out = {f"{k}_s": shaped(v * nan, shape) for k, v in parts.items()}
