@@ -68,7 +68,7 @@ def test_nvidia_datasheet_figures():
 
 
 def test_bad_hardware(tmp_path):
-    with pytest.raises(HardwareError, match="hardware must be one of trn1, trn2, trn3, a100"):
+    with pytest.raises(HardwareError, match="must be one of trn1, trn2, trn3, trn3-gen2, a100"):
         load_hardware("b200")
     text = tmp_path / "x.toml"
     text.write_text(

@@ -439,7 +439,8 @@ def test_the_collective_bandwidth_factor_prices_each_collective_at_bytes_over_it
         ),
         (
             lambda: Engine.build("llama3-8b", "tpu"),
-            "hardware must be one of trn1, trn2, trn3, a100, h100 or a hardware file, not 'tpu'",
+            "hardware must be one of trn1, trn2, trn3, trn3-gen2, a100, h100 or a hardware file, "
+            "not 'tpu'",
         ),
         (
             lambda: Engine.build("llama3-8b", "trn2", step_fixed_s=-1.0),

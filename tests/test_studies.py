@@ -407,9 +407,10 @@ BAD = [
     ),
     (
         ["collective", "--system", "megaserver"],
-        "--system: 'megaserver' is not allowed; allowed: one of server, ultraserver (of the "
-        "chip preset), trn1-server, trn2-server, trn2-ultraserver, trn3-ultraserver, a system "
-        "file ending in .toml, or NxSYSTEM joining N of one by EFA (N in 2..1024)",
+        "--system: 'megaserver' is not allowed; allowed: one of server, ultraserver, "
+        "ultraserver-gen2 (of the chip preset), trn1-server, trn2-server, trn2-ultraserver, "
+        "trn3-ultraserver, trn3-ultraserver-gen2, a system file ending in .toml, or NxSYSTEM "
+        "joining N of one by EFA (N in 2..1024)",
     ),
     (
         ["collective", "--preset", "trn1", "--system", "ultraserver"],
@@ -640,8 +641,8 @@ BAD = [
     ),
     (
         ["cost", "--hardware", "b200"],
-        "--hardware: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, a100, h100, or a "
-        "hardware file path ending in .toml",
+        "--hardware: 'b200' is not allowed; allowed: one of trn1, trn2, trn3, trn3-gen2, a100, "
+        "h100, or a hardware file path ending in .toml",
     ),
     (["cost", "--chips", "0"], "--chips: 0 is not allowed; allowed: an integer in 1..10000000"),
     (["cost", "--step-time-s", "0"], "--step-time-s: 0.0 is not allowed; allowed: a number > 0"),

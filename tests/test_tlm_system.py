@@ -61,6 +61,35 @@ def test_trn3_switch_and_trn1():
     assert load_system("server", chip="trn1").links[0].bandwidth_Bps == 96e9
 
 
+def test_trn3_gen2_two_levels_of_switch():
+    """144 chips in servers of 4: a server's chips meet at its first-level switch, other
+    servers' through the spine the destination's local number picks."""
+    s = load_system("ultraserver-gen2", chip="trn3")
+    assert s.torus is None and s.chips == 144
+    assert len(s.links) == 2 * 144 + 2 * 36 * 2  # chip up/down, leaf-spine up/down
+    assert s.vertices[144] == "switch 0.0" and s.vertices[-1] == "spine switch 0.1"
+    assert [s.links[i].name for i in s.path(1, 3)] == ["chip 1 up", "chip 3 down"]
+    assert [s.links[i].name for i in s.path(0, 5)] == [
+        "chip 0 up",
+        "switch 0.0 to spine 1 up",
+        "switch 0.1 to spine 1 down",
+        "chip 5 down",
+    ]
+    assert [s.links[i].name for i in s.path(7, 140)][1] == "switch 0.1 to spine 0 up"
+    for a, b in product(range(0, 144, 7), range(0, 144, 5)):  # chains from a to b
+        here = a
+        for i in s.path(a, b):
+            assert s.links[i].src == here
+            here = s.links[i].dst
+        assert here == b
+    up = [ln for ln in s.links if ln.name.endswith("to spine 0 up")]
+    assert len(up) == 36 and up[0].bandwidth_Bps == 5.12e12  # 4 x 2.56 TB/s over 2 spines
+    two = load_system("2xtrn3-ultraserver-gen2")  # nodes joined by EFA keep their own tiers
+    assert two.chips == 288 and [two.links[i].name for i in two.path(144, 149)][1] == (
+        "switch 1.0 to spine 1 up"
+    )
+
+
 @pytest.mark.parametrize("name", ["trn2-server", "trn2-ultraserver"])
 def test_routes_follow_tlm_link_routing(name):
     """Each route is a chain of links from source to destination, of minimal length."""
@@ -143,9 +172,15 @@ SWITCH = {
     "port_bandwidth_Bps": {"value": 1e12, "source": "ASSUMED"},
     "latency_s": {"value": 1e-7, "source": "ASSUMED"},
 }
+TIER = {
+    "leaf_chips": {"value": 5, "source": "ASSUMED"},
+    "spines": {"value": 2, "source": "ASSUMED"},
+    "uplink_bandwidth_Bps": {"value": 1e12, "source": "ASSUMED"},
+    "uplink_latency_s": {"value": 1e-7, "source": "ASSUMED"},
+}
 
 BAD_SPECS = [
-    ("foo", "system must be one of server, ultraserver (of the chip preset)"),
+    ("foo", "system must be one of server, ultraserver, ultraserver-gen2 (of the chip preset)"),
     ("1xserver", "system must be one of server"),
     ("2000xserver", "system must be one of server"),
     ("/no/such.toml", "/no/such.toml: cannot be read (No such file or directory)"),
@@ -204,6 +239,19 @@ def test_chip_must_match():
         (
             lambda d: (d.pop("torus"), d.update(switch=SWITCH)),
             "[flit] describes torus links: a system with [switch] has none",
+        ),
+        (
+            lambda d: (
+                d.pop("torus"),
+                d.pop("flit"),
+                d.update(switch={**SWITCH, "leaf_chips": {"value": 4, "source": "ASSUMED"}}),
+            ),
+            "a two-level switch needs all of leaf_chips, spines, uplink_bandwidth_Bps, "
+            "uplink_latency_s; missing spines, uplink_bandwidth_Bps, uplink_latency_s",
+        ),
+        (
+            lambda d: (d.pop("torus"), d.pop("flit"), d.update(switch={**SWITCH, **TIER})),
+            "leaf_chips must divide chips (16), not 5",
         ),
     ],
 )

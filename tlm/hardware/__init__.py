@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from ..presets.schema import Figure, FigureSection
 __all__ = ["HARDWARE", "Hardware", "HardwareError", "load_hardware"]
 
 #: Hardware files shipped with the package.
-HARDWARE = ("trn1", "trn2", "trn3", "a100", "h100")
+HARDWARE = ("trn1", "trn2", "trn3", "trn3-gen2", "a100", "h100")
 _ALLOWED = f"one of {', '.join(HARDWARE)}, or a hardware file path ending in .toml"
 
 
@@ -47,6 +47,8 @@ class HardwareError(ValueError):
 class ChipSection(FigureSection):
     dense_bf16_flops: Figure
     dense_fp8_flops: Figure | None = None
+    sparse_bf16_flops: Figure | None = None
+    sparse_fp8_flops: Figure | None = None
     hbm_bytes: Figure
     hbm_bandwidth_Bps: Figure
     power_w: Figure
@@ -186,6 +188,9 @@ class Hardware:
     #: defaults, ASSUMED), fitted on the training validation (tools/calibrate_training.py).
     gemm_efficiency: float | None = None
     gemm_call_s: float | None = None
+    #: Published peaks with structured sparsity, per format (``bf16``, ``fp8``), where the chip
+    #: has them; data only (no sparse operand is modelled).
+    sparse_flops: dict = field(default_factory=dict)
 
     def __hash__(self) -> int:
         known = self.__dict__.get("_hash")
@@ -288,6 +293,11 @@ def _load_hardware(name: str | Path) -> Hardware:
         for name in ("gemm_efficiency", "gemm_call_s"):
             if getattr(c, name) is not None:
                 figures[name] = float(own("chip", c, name))
+        figures["sparse_flops"] = {
+            fmt: float(own("chip", c, f"sparse_{fmt}_flops"))
+            for fmt in ("bf16", "fp8")
+            if getattr(c, f"sparse_{fmt}_flops") is not None
+        }
         for block, section in ((up, "scale_up"), (out, "scale_out")):
             if block.latency_s is not None:
                 key = f"{section}_latency_s"
@@ -327,6 +337,13 @@ def _from_presets(data: HardwareFile, where: str, sources: dict) -> dict:
 
     cite("dense_bf16_flops", "published.dense_bf16_flops")
     cite("dense_fp8_flops", "published.dense_fp8_flops")
+    cite("dense_fp32_flops", "published.dense_fp32_flops")
+    sparse = {}
+    for fmt in ("bf16", "fp8"):
+        key = f"sparse_{fmt}_flops"
+        if getattr(spec.published, key, None) is not None:
+            sparse[fmt] = float(getattr(spec.published, key))
+            cite(key, f"published.{key}")
     cite("hbm_bytes", "chip.hbm_stack_capacity_bytes")
     cite("hbm_bandwidth_Bps", "chip.hbm_bandwidth_Bps")
     cite("power_w", "cost.power_w")
@@ -346,6 +363,7 @@ def _from_presets(data: HardwareFile, where: str, sources: dict) -> dict:
             "fp8": float(spec.published.dense_fp8_flops),
             "fp32": float(spec.published.dense_fp32_flops),
         },
+        sparse_flops=sparse,
         hbm_bytes=float(spec.hbm_capacity_bytes),
         hbm_bandwidth_Bps=float(spec.chip.hbm_bandwidth_Bps),
         power_w=float(spec.cost.power_w),

@@ -98,6 +98,9 @@ def _resolve(data: PresetFile, choose: dict) -> ChipSpec:
         values = {}
         for name in type(block).model_fields:
             figure = getattr(block, name)
+            if figure is None:  # an optional figure the preset does not give
+                values[name] = None
+                continue
             key = f"{section}.{name}"
             option = figure
             if key in unused:

@@ -106,11 +106,14 @@ class StreamEngineSection(FigureSection):
 
 
 class PublishedSection(FigureSection):
-    """Published chip peaks the model's figures are checked against (dense, FLOP/s)."""
+    """Published chip peaks the model's figures are checked against (FLOP/s): dense, and with
+    structured sparsity where the chip has it (data only: no sparse operand is modelled)."""
 
     dense_fp8_flops: Figure
     dense_bf16_flops: Figure
     dense_fp32_flops: Figure
+    sparse_fp8_flops: Figure | None = None
+    sparse_bf16_flops: Figure | None = None
 
 
 class CostSection(FigureSection):
@@ -178,6 +181,8 @@ class PresetFile(BaseModel):
                 continue
             for name in type(block).model_fields:
                 figure = getattr(block, name)
+                if figure is None:  # an optional figure left out
+                    continue
                 for label, option in {"": figure, **figure.alternatives}.items():
                     for key in option.source.replace(",", " ").split():
                         if key not in self.sources:

@@ -1,6 +1,6 @@
 """``trnsim cost``: power, energy, cost (owned against cloud), goodput and interruptions per day
 of a training run of ``--steps`` steps of ``--step-time-s`` on ``--chips`` chips of a
-``--hardware`` (trn1, trn2, trn3, a100, h100 or a hardware file).
+``--hardware`` (trn1, trn2, trn3, trn3-gen2, a100, h100 or a hardware file).
 
 The step time is an input until the step-time model lands. The checkpoint is the ``--model``'s
 weights, master copy and Adam moments (:func:`tlm.cluster.goodput.checkpoint_bytes`); the

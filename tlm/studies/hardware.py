@@ -11,7 +11,7 @@ instance (the Trainium files name their chip preset); a chip preset (``--preset`
 Examples
 --------
 >>> HARDWARE_ALLOWED
-'one of trn1, trn2, trn3, a100, h100, or a hardware file path ending in .toml'
+'one of trn1, trn2, trn3, trn3-gen2, a100, h100, or a hardware file path ending in .toml'
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ bandwidth, scale-up (NeuronLink, NVLink) and scale-out (EFA, the NICs) bandwidth
 (chips and their servers' hosts), each figure with its source. The levels: one chip, one
 server, one scale-up domain (trn2: the 64-chip UltraServer) when it is larger, and each
 ``--chips`` count. Sparse peaks are not in the presets (no structured sparsity is modelled),
-so a sparse claim reads as its dense half.
+so the sparse peaks are the published figures (data, for claims such as trn2's 83.2 PFLOPS per
+UltraServer) where the chip has them, and absent where it has none.
 
 Examples
 --------
@@ -42,6 +43,8 @@ __all__ = ["SystemInputs", "SystemResults", "SystemLevel", "system_study"]
 
 #: The formats a level reports, in the order of its fields.
 FORMATS = ("bf16", "fp8", "fp32")
+#: The formats a level reports a published sparse peak in (where the chip has one).
+SPARSE = ("bf16", "fp8")
 
 
 class SystemInputs(Inputs):
@@ -84,6 +87,8 @@ class SystemLevel(BaseModel):
     bf16_dense_flop_per_s: float | None
     fp8_dense_flop_per_s: float | None
     fp32_dense_flop_per_s: float | None
+    bf16_sparse_flop_per_s: float | None = Field(description="published, structured sparsity")
+    fp8_sparse_flop_per_s: float | None = Field(description="published, structured sparsity")
     hbm_bytes: float
     hbm_bandwidth_Bps: float = Field(description="every chip's summed")
     scale_up_Bps: float = Field(description="every chip's scale-up links summed, both directions")
@@ -111,12 +116,14 @@ def system_study(inputs: SystemInputs) -> SystemResults:
     for name, n in levels:
         servers = math.ceil(n / hw.server_chips)
         flops = {f: (hw.dense_flops[f] * n if f in hw.dense_flops else None) for f in FORMATS}
+        sparse = {f: (hw.sparse_flops[f] * n if f in hw.sparse_flops else None) for f in SPARSE}
         rows.append(
             SystemLevel(
                 level=name,
                 chips=n,
                 servers=servers,
                 **{f"{f}_dense_flop_per_s": v for f, v in flops.items()},
+                **{f"{f}_sparse_flop_per_s": v for f, v in sparse.items()},
                 hbm_bytes=hw.hbm_bytes * n,
                 hbm_bandwidth_Bps=hw.hbm_bandwidth_Bps * n,
                 scale_up_Bps=hw.scale_up_bandwidth_Bps * n,
@@ -127,6 +134,9 @@ def system_study(inputs: SystemInputs) -> SystemResults:
     keys = {
         "bf16_dense_flop_per_s": "dense_bf16_flops",
         "fp8_dense_flop_per_s": "dense_fp8_flops",
+        "fp32_dense_flop_per_s": "dense_fp32_flops",
+        "bf16_sparse_flop_per_s": "sparse_bf16_flops",
+        "fp8_sparse_flop_per_s": "sparse_fp8_flops",
         "hbm_bytes": "hbm_bytes",
         "hbm_bandwidth_Bps": "hbm_bandwidth_Bps",
         "scale_up_Bps": "scale_up_bandwidth_Bps",

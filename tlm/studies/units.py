@@ -27,7 +27,16 @@ from __future__ import annotations
 
 __all__ = ["UNITS", "human", "column", "label", "significant"]
 
-_SI = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SI = (
+    (1e21, "Z"),
+    (1e18, "E"),
+    (1e15, "P"),
+    (1e12, "T"),
+    (1e9, "G"),
+    (1e6, "M"),
+    (1e3, "k"),
+    (1.0, ""),
+)
 #: Durations in the largest sensible unit: days and hours past them, else SI seconds.
 _SECONDS = (
     (86400.0, "days"),

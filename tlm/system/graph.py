@@ -54,9 +54,15 @@ __all__ = [
 ]
 
 #: System presets shipped with the package (``tlm/system/NAME.toml``).
-SYSTEMS = ("trn1-server", "trn2-server", "trn2-ultraserver", "trn3-ultraserver")
+SYSTEMS = (
+    "trn1-server",
+    "trn2-server",
+    "trn2-ultraserver",
+    "trn3-ultraserver",
+    "trn3-ultraserver-gen2",
+)
 #: Short names resolved with the chip preset: ``server`` on ``trn2`` is ``trn2-server``.
-KINDS = ("server", "ultraserver")
+KINDS = ("server", "ultraserver", "ultraserver-gen2")
 #: Most nodes an ``NxSYSTEM`` may join.
 MAX_NODES = 1024
 
@@ -202,7 +208,19 @@ class System:
                 ports[("nic down", dst)],
             )
         elif self.torus is None:
-            out = (ports[("switch up", src)], ports[("switch down", dst)])
+            sw = self.file.switch
+            group = int(sw.leaf_chips.value) if sw.two_level else per
+            ga, gb = na[1] // group, nb[1] // group
+            if ga == gb:
+                out = (ports[("switch up", src)], ports[("switch down", dst)])
+            else:  # through one spine, chosen by the destination
+                k = nb[1] % int(sw.spines.value)
+                out = (
+                    ports[("switch up", src)],
+                    ports[("tier up", na[0], ga, k)],
+                    ports[("tier down", na[0], gb, k)],
+                    ports[("switch down", dst)],
+                )
         else:
             base = na[0] * per
             t = self.torus
@@ -550,13 +568,27 @@ def _one_node(data: SystemFile, nodes: int, name: str) -> System:
                     label,
                 )
         else:
-            switch = len(vertices)
-            vertices.append(f"switch {n}")
             sw = data.switch
+            group = int(sw.leaf_chips.value) if sw.two_level else per
+            first = len(vertices)
+            for g in range(per // group):
+                vertices.append(f"switch {n}.{g}" if sw.two_level else f"switch {n}")
+            bw, lat = sw.port_bandwidth_Bps.value, sw.latency_s.value
             for c in range(base, base + per):
-                bw, lat = sw.port_bandwidth_Bps.value, sw.latency_s.value
+                switch = first + (c - base) // group
                 add(("switch up", c), c, switch, bw, lat, f"chip {c} up")
                 add(("switch down", c), switch, c, bw, lat, f"chip {c} down")
+            if sw.two_level:
+                spines = len(vertices)
+                count = int(sw.spines.value)
+                vertices += [f"spine switch {n}.{k}" for k in range(count)]
+                up, up_lat = sw.uplink_bandwidth_Bps.value, sw.uplink_latency_s.value
+                for g in range(per // group):
+                    leaf = first + g
+                    for k in range(count):
+                        label = f"switch {n}.{g} to spine {k}"
+                        add(("tier up", n, g, k), leaf, spines + k, up, up_lat, label + " up")
+                        add(("tier down", n, g, k), spines + k, leaf, up, up_lat, label + " down")
     if nodes > 1:
         efa = data.efa
         spine = len(vertices) + nodes

@@ -80,18 +80,53 @@ class TorusSection(_Strict):
 
 
 class SwitchSection(_Strict):
-    """Chips through one switch: every chip has a port up to it and one down from it."""
+    """Chips through a switch: every chip has a port up to its switch and one down from it.
+
+    One level by default (every chip of the node on one switch). Two levels when
+    ``leaf_chips`` is given: each group of ``leaf_chips`` chips (a server) hangs off its own
+    first-level switch, and every first-level switch has an uplink up to and one down from each
+    of ``spines`` second-level switches, of ``uplink_bandwidth_Bps`` each direction; chips of
+    different groups meet through one spine (the destination's local number modulo
+    ``spines`` picks which).
+    """
 
     chips: Figure
     port_bandwidth_Bps: Figure = Field(description="each direction of a chip's port")
     latency_s: Figure = Field(description="chip to switch (and switch to chip)")
+    leaf_chips: Figure | None = Field(None, description="chips per first-level switch")
+    spines: Figure | None = Field(None, description="second-level switches")
+    uplink_bandwidth_Bps: Figure | None = Field(
+        None, description="each direction of one first-level switch's link to one spine"
+    )
+    uplink_latency_s: Figure | None = Field(None, description="first- to second-level switch")
 
     @model_validator(mode="after")
     def _check(self):
         _at_least("chips", self.chips, 1, integer=True)
         _at_least("port_bandwidth_Bps", self.port_bandwidth_Bps, 0)
         _at_least("latency_s", self.latency_s, 0, strict=False)
+        tier = ("leaf_chips", "spines", "uplink_bandwidth_Bps", "uplink_latency_s")
+        given = [name for name in tier if getattr(self, name) is not None]
+        if given and len(given) != len(tier):
+            missing = ", ".join(name for name in tier if name not in given)
+            raise ValueError(
+                f"a two-level switch needs all of {', '.join(tier)}; missing {missing}"
+            )
+        if given:
+            _at_least("leaf_chips", self.leaf_chips, 1, integer=True)
+            _at_least("spines", self.spines, 1, integer=True)
+            _at_least("uplink_bandwidth_Bps", self.uplink_bandwidth_Bps, 0)
+            _at_least("uplink_latency_s", self.uplink_latency_s, 0, strict=False)
+            if int(self.chips.value) % int(self.leaf_chips.value):
+                raise ValueError(
+                    f"leaf_chips must divide chips ({int(self.chips.value)}), not "
+                    f"{int(self.leaf_chips.value)}"
+                )
         return self
+
+    @property
+    def two_level(self) -> bool:
+        return self.leaf_chips is not None
 
 
 class EfaSection(_Strict):
@@ -215,5 +250,6 @@ class SystemFile(_Strict):
             block = getattr(self, section)
             if block is not None:
                 for name in type(block).model_fields:
-                    out[f"{section}.{name}"] = getattr(block, name)
+                    if getattr(block, name) is not None:
+                        out[f"{section}.{name}"] = getattr(block, name)
         return out
