@@ -47,7 +47,7 @@ from .protocol import (
     without_none,
     writable_path,
 )
-from .units import column, human, label
+from .units import column, human, labels
 
 __all__ = ["main", "parser", "flag"]
 
@@ -218,8 +218,8 @@ def _figures(title, figures: dict):
     table = Table(title=title)
     table.add_column("figure", justify="right")
     table.add_column("value", justify="right")
-    for key, value in figures.items():
-        table.add_row(label(key), human(key, value))
+    for key, name in zip(figures, labels(list(figures)), strict=True):
+        table.add_row(name, human(key, figures[key]))
     return table
 
 

@@ -170,7 +170,7 @@ class RunResults(Results):
     owned_usd: float = Field(description="the run's share of the capex, and its energy")
     energy_usd: float
     cloud_usd: float = Field(description="on-demand instance-hours")
-    cloud_over_owned_fraction: float
+    cloud_over_owned_ratio: float = Field(description="cloud cost / owned cost")
 
 
 class CostResults(RunResults):
@@ -249,7 +249,7 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
         owned_usd=float(c.owned_usd),
         energy_usd=float(c.energy_usd),
         cloud_usd=float(c.cloud_usd),
-        cloud_over_owned_fraction=float(c.cloud_usd / c.owned_usd),
+        cloud_over_owned_ratio=float(c.cloud_usd / c.owned_usd),
     )
     return figures, causes
 

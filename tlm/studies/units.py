@@ -25,7 +25,7 @@ Examples
 
 from __future__ import annotations
 
-__all__ = ["UNITS", "human", "column", "label", "significant"]
+__all__ = ["UNITS", "human", "column", "label", "labels", "significant"]
 
 _SI = (
     (1e21, "Z"),
@@ -37,10 +37,11 @@ _SI = (
     (1e3, "k"),
     (1.0, ""),
 )
-#: Durations in the largest sensible unit: days and hours past them, else SI seconds.
+#: Durations in the largest sensible unit: days, hours and minutes past them, else SI seconds.
 _SECONDS = (
     (86400.0, "days"),
     (3600.0, "h"),
+    (60.0, "min"),
     (1.0, "s"),
     (1e-3, "ms"),
     (1e-6, "us"),
@@ -71,6 +72,7 @@ UNITS = {
     "_flits_per_node_cycle": ("flits/node/cycle", _ONE, 1.0),
     "_flits_per_cycle": ("flits/cycle", _ONE, 1.0),
     "_fraction": ("%", _ONE, 100.0),
+    "_ratio": ("x", _ONE, 1.0),
     "_cycles": ("cycles", _ONE, 1.0),
     "_bytes": ("B", _BINARY, 1.0),
     "_Bps": ("B/s", _SI, 1.0),
@@ -116,7 +118,13 @@ def _plain(value) -> str | None:
 
 
 def _number(value) -> str:
-    return f"{value:,}" if isinstance(value, int) else significant(value)
+    """A count or a plain number: thousands separated (3,500,000 switch ports)."""
+    if isinstance(value, int):
+        return f"{value:,}"
+    text = significant(value)
+    if abs(value) >= 1e4 and text.lstrip("-").isdigit():
+        return f"{int(text):,}"
+    return text
 
 
 def human(key: str, value) -> str:
@@ -131,6 +139,8 @@ def human(key: str, value) -> str:
     unit = UNITS[suffix][0]
     if suffix == "_cycles" and isinstance(value, int):
         return f"{value:,} {unit}"
+    if suffix == "_ratio":  # 6.95x
+        return f"{significant(value)}x"
     return f"{significant(value / scale)} {prefix}{unit}"
 
 
@@ -155,6 +165,23 @@ def column(key: str, values) -> tuple[str, list[str]]:
         else:
             cells.append(significant(v / scale))
     return header, cells
+
+
+#: What a figure of each unit is, to tell apart two figures a table would give one name
+#: (``checkpoint_bytes`` and ``checkpoint_fraction``: checkpoint size, checkpoint share).
+_NOUNS = {"_bytes": "size", "_fraction": "share", "_s": "time", "_w": "power", "_j": "energy"}
+
+
+def labels(keys) -> list[str]:
+    """:func:`label` of each key, a name two keys share followed by what each figure is."""
+    plain = [label(k) for k in keys]
+    names = []
+    for key, name in zip(keys, plain, strict=True):
+        if plain.count(name) > 1:
+            suffix = _unit(key)
+            name = f"{name} {_NOUNS.get(suffix) or (UNITS[suffix][0] if suffix else '')}".rstrip()
+        names.append(name)
+    return names
 
 
 def label(key: str) -> str:
