@@ -889,6 +889,14 @@ def test_max_rate_unreachable():
         max_rate(Colocated(Linear(a=0.5)), Slo(ttft_s=0.1), workload(10, 5), requests=50)
 
 
+def test_max_rate_unbounded_names_the_requests():
+    """All the requests at once within the SLO: every rate meets it, and the search says to
+    send more (it doubled the rate forty times, then raised a RuntimeError)."""
+    fast = Colocated(Linear(a=1e-4))
+    with pytest.raises(ServingInputError, match="requests must be more than .* not 5: all 5"):
+        max_rate(fast, Slo(ttft_s=10.0), workload(10, 5), requests=5)
+
+
 # ------------------------------------------------------------------ values and bad input
 
 

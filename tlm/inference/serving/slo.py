@@ -179,6 +179,8 @@ def max_rate(
     ------
     SloUnreachable
         When the SLO fails below a thousandth of the capacity, with the figures of that run.
+    ServingInputError
+        Naming ``requests`` when all of them arriving at once meet the SLO: every rate does.
 
     Examples
     --------
@@ -221,7 +223,16 @@ def max_rate(
         return result, metric <= 0
 
     # capacity: every request at (almost) once
-    saturated, _ = run_at(1e9)
+    saturated, met = run_at(1e9)
+    if met:  # then every rate meets it: no highest rate shows within this many requests
+        raise ServingInputError(
+            "requests",
+            requests,
+            "more requests than the fleet serves within the SLO when they all arrive at once",
+            f"requests must be more than the fleet serves within the SLO when they all arrive "
+            f"at once, not {requests}: all {requests} at once meet it (rule {rule!r}, target "
+            f"{target}), so every rate does",
+        )
     capacity = saturated.throughput_rps
     hi_run, ok = run_at(capacity)
     if ok:  # a short run can beat the saturated capacity: widen until the rule fails
