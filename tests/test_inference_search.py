@@ -55,10 +55,18 @@ def test_a_configuration_is_priced_as_trnsim_infer_prices_it(found):
 
 
 def test_an_unreachable_slo_names_the_closest():
-    with pytest.raises(SloUnreachable, match="the closest: .* tp .* TPOT"):
+    """The message names the closest configuration, and the error the SLO it misses by more
+    (the front door's flag: it named --slo-tpot-s when only the TTFT was out of reach)."""
+    with pytest.raises(SloUnreachable, match="the closest: .* tp .* TPOT") as info:
         search(
             "llama3-8b", "trn2", scheduler="inline", batches=(1, 2), **{**LOAD, "slo_tpot_s": 1e-5}
         ).best()
+    assert info.value.field == "slo_tpot_s"
+    with pytest.raises(SloUnreachable) as info:
+        search(
+            "llama3-8b", "trn2", scheduler="inline", batches=(1, 2), **{**LOAD, "slo_ttft_s": 1e-5}
+        ).best()
+    assert info.value.field == "slo_ttft_s"
 
 
 def test_an_interrupted_search_resumes_and_local_dask_agrees(tmp_path):

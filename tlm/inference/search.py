@@ -98,7 +98,12 @@ DEFAULT_MICRO_BATCHES = (1, "pp")
 
 
 class SloUnreachable(ValueError):
-    """No configuration meets the SLO (the message names the closest)."""
+    """No configuration meets the SLO (the message names the closest); ``field`` is the input
+    to change: the SLO the closest misses by more, or ``systems`` when nothing fits."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
 
 
 def _powers(limit: int) -> list[int]:
@@ -304,7 +309,8 @@ class InferenceSearch:
         if not fits.any():
             raise SloUnreachable(
                 f"no configuration of {self.model} fits the chips' memory on "
-                f"{', '.join(self.systems)}; try a larger system or fp8"
+                f"{', '.join(self.systems)}; try a larger system or fp8",
+                "systems",
             )
         over = np.maximum(a["ttft_s"] / self.slo_ttft_s, a["tpot_s"] / self.slo_tpot_s)
         i = int(np.argmin(np.where(fits, over, np.inf)))
@@ -314,7 +320,10 @@ class InferenceSearch:
             f"<= {self.slo_tpot_s:g} s; the closest: {c['system']} tp {c['tp']} pp {c['pp']} "
             f"ep {c['ep']}{' dp-attention' if c['dp_attention'] else ''} micro-batches "
             f"{c['micro_batches']} {c['fmt']} (KV {c['kv_fmt']}) batch {c['batch']}: TTFT "
-            f"{c['ttft_s']:.3g} s, TPOT {c['tpot_s']:.3g} s"
+            f"{c['ttft_s']:.3g} s, TPOT {c['tpot_s']:.3g} s",
+            "slo_ttft_s"
+            if c["ttft_s"] / self.slo_ttft_s >= c["tpot_s"] / self.slo_tpot_s
+            else "slo_tpot_s",
         )
 
 

@@ -228,8 +228,8 @@ def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
         best = found.best()
     except SloUnreachable as error:
         raise InputError(
-            "slo_tpot_s",
-            inputs.slo_tpot_s,
+            error.field,
+            getattr(inputs, error.field),
             "an SLO some configuration meets",
             f"is not met: {error}",
         ) from None
