@@ -1380,6 +1380,7 @@ def test_readable_figures():
     assert human("mtbf_s", 1950.0) == "32.5 min"
     assert human("run_wall_s", 155 * 86400.0) == "155 days"
     assert human("restart_s", 45.0) == "45 s"
+    assert human("site_latency_s", 0.0) == "0 s" and human("power_w", 0.0) == "0 W"
     assert human("switch_ports", 3_500_000.0) == "3,500,000"
     assert human("servers", 6250) == "6,250"
     assert human("spares_per_server", 0.02) == "0.02"

@@ -96,6 +96,8 @@ def _unit(key: str):
 
 def _scale(suffix: str, magnitude: float) -> tuple[float, str]:
     _text, scales, factor = UNITS[suffix]
+    if magnitude == 0:  # nothing: in the base unit (0 s, not 0 ps)
+        return next(((s / factor, p) for s, p in scales if s == 1.0), (1.0, ""))
     for scale, prefix in scales:
         if magnitude * factor >= scale * 0.9995:
             return scale / factor, prefix
