@@ -251,7 +251,7 @@ def test_elastic_runs_without_the_dropped_replicas():
     """A hardware failure drops its replica until the swap; the job pauses reform_s twice."""
     g = goodput(chips=16384, **LLAMA405, elastic_replica_chips=128, swap_s=150.0, reform_s=60.0)
     hw = float(g.chip_per_day + g.network_per_day + g.server_per_day) / 86400
-    assert float(g.elastic_per_day) == pytest.approx(hw * 86400)
+    assert float(g.elastic_drops_per_day) == pytest.approx(hw * 86400)
     capacity = 1 - hw * 150.0 * 128 / 16384
     assert float(g.elastic_fraction) == pytest.approx(1 - capacity * (1 - 2 * hw * 60.0))
     soft = float(g.software_per_day) / 86400

@@ -307,7 +307,7 @@ class Goodput:
     network_per_day: np.ndarray
     server_per_day: np.ndarray
     software_per_day: np.ndarray
-    elastic_per_day: np.ndarray
+    elastic_drops_per_day: np.ndarray
     mtbf_s: np.ndarray
     checkpoint_bytes: np.ndarray
     checkpoint_write_s: np.ndarray
@@ -517,7 +517,7 @@ def goodput(
         network_per_day=b(net_h * 24),
         server_per_day=b(host_h * 24),
         software_per_day=b(soft_h * 24),
-        elastic_per_day=b(lam_el * n_jobs * 86400),
+        elastic_drops_per_day=b(lam_el * n_jobs * 86400),
         mtbf_s=b(mtbf),
         checkpoint_bytes=b(ckpt),
         checkpoint_write_s=b(write),

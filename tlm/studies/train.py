@@ -125,6 +125,7 @@ class TrainInputs(RecipeInputs, FabricInputs):
     def resolve(self) -> TrainInputs:
         self.device()
         self.workload()
+        self.check_resilience(self.chips)
         return (self._searched() if self.search != "off" else self)._resolve_layout()
 
     def _resolve_layout(self) -> TrainInputs:

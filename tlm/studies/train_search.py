@@ -124,6 +124,7 @@ class SearchInputs(FabricInputs, SweepInputs):
         hw = self.device()
         model = self.workload()
         counts = self.counts()
+        self.check_resilience(min(counts))
         self.fixed()
         self.check_scheduler()
         plot_path("plot", self.plot)
