@@ -334,3 +334,40 @@ def test_bad_resilience_names_the_field(kwargs, message):
     with pytest.raises(FieldError, match=message) as e:
         Resilience(**kwargs)
     assert e.value.field == next(iter(kwargs))
+
+
+def _table_rows(text: str) -> dict:
+    """The strategy rows of a goodput table: name -> goodput per chip count (fractions)."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[1].endswith("%"):
+            rows[cells[0]] = [float(c.rstrip("%")) / 100 for c in cells[1:6]]
+    return rows
+
+
+def test_the_strategies_figure_command_runs_and_the_docs_table_is_its_output(tmp_path):
+    """tools/goodput_figures.py (docs/cluster.md names it) writes the PNG and prints the table
+    the docs show, within their rounding."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    png = tmp_path / "strategies.png"
+    done = subprocess.run(
+        [sys.executable, str(root / "tools" / "goodput_figures.py"), "--plot", str(png)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = _table_rows(done.stdout)
+    assert len(printed) == 6 and printed["all combined"][-1] > printed["baseline"][-2]
+    docs = (root / "docs" / "cluster.md").read_text()
+    assert "tools/goodput_figures.py" in docs
+    shown = _table_rows(docs.split("### Reliability strategies at scale")[1])
+    assert shown.keys() == printed.keys()
+    for name, values in printed.items():
+        assert shown[name] == pytest.approx(values, abs=0.0011), name
