@@ -371,3 +371,16 @@ def test_the_strategies_figure_command_runs_and_the_docs_table_is_its_output(tmp
     assert shown.keys() == printed.keys()
     for name, values in printed.items():
         assert shown[name] == pytest.approx(values, abs=0.0011), name
+
+
+def test_no_failures_no_restarts_and_only_the_writes_asked_for():
+    """With no failures the job only writes the checkpoints an interval asks for (it was NaN),
+    and a level nothing needs writes none."""
+    none = FailureRates(0, 0, 0, 0)
+    args = dict(chips=16384, **LLAMA405, rates=none)
+    asked = goodput(**args, interval_s=100.0)
+    write = float(asked.checkpoint_write_s)
+    assert float(asked.goodput_fraction) == pytest.approx(1 / (1 + write / 100.0))
+    assert float(asked.checkpoint_fraction + asked.goodput_fraction) == pytest.approx(1.0)
+    free = goodput(**args, memory_checkpoint_Bps=1e9, swap_s=0.0, elastic_replica_chips=16)
+    assert float(free.goodput_fraction) == 1.0 and np.isinf(free.checkpoint_interval_s)

@@ -330,15 +330,19 @@ class Goodput:
 
 
 def _level(rate, write, restart, interval=None):
-    """Daly's wall time per work of one checkpoint level (its interval, and 1 where nothing
-    fails that it recovers: no checkpoint is needed)."""
+    """Daly's wall time per work of one checkpoint level, and its interval: Daly's optimum, or
+    ``interval`` if given. Where nothing fails that the level recovers, a level at Daly's
+    optimum writes no checkpoint (its interval is inf) and one at ``interval`` only writes."""
     on = rate > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        mtbf = np.where(on, 1 / np.where(on, rate, 1), np.inf)
-        tau = daly_interval_s(write, np.where(on, mtbf, 1.0)) if interval is None else interval
-        tau = np.where(on, tau, np.inf)
-        safe = lambda x: np.where(on, x, 1.0)  # noqa: E731
-        wall = np.where(on, daly_wall_per_work(safe(tau), write, restart, safe(mtbf)), 1.0)
+        mtbf = 1 / np.where(on, rate, 1.0)
+        if interval is None:
+            tau = np.where(on, daly_interval_s(write, mtbf), np.inf)
+            idle = 1.0
+        else:
+            tau = np.asarray(interval, float)
+            idle = 1 + write / tau
+        wall = np.where(on, daly_wall_per_work(np.where(on, tau, 1.0), write, restart, mtbf), idle)
     return wall, tau
 
 
@@ -525,7 +529,7 @@ def goodput(
         young_interval_s=b(np.where(lam2 > 0, young_interval_s(write, mtbf2), np.inf)),
         memory_checkpoint_write_s=b(mem_write),
         memory_checkpoint_interval_s=b(np.where(lam1 > 0, tau1, np.inf)),
-        memory_restore_fraction=b(np.where(lam > 0, lam1 / lam, 0.0)),
+        memory_restore_fraction=b(lam1 / np.where(lam > 0, lam, 1.0)),
         restart_s=b(restart),
         no_spare_fraction=b(no_spare),
         goodput_fraction=b(g),

@@ -5,7 +5,11 @@ of a training run of ``--steps`` steps of ``--step-time-s`` on ``--chips`` chips
 The step time is an input until the step-time model lands. The checkpoint is the ``--model``'s
 weights, master copy and Adam moments (:func:`tlm.cluster.goodput.checkpoint_bytes`); the
 failure rates are Llama 3's (:mod:`tlm.cluster.goodput`); power and cost are
-:mod:`tlm.cluster.cost`'s. The series: the interruptions per day by cause. See docs/cluster.md.
+:mod:`tlm.cluster.cost`'s. Reliability strategies are off unless asked for: a fast swap to a
+warm spare (``--swap-s``), in-memory peer checkpoints (``--memory-checkpoint-Bps``,
+``--peer-group-servers``), elastic data parallelism (``--elastic-replica-chips``,
+``--reform-s``) and ``--jobs`` independent jobs (:class:`tlm.cluster.goodput.Resilience`). The
+series: the interruptions per day by cause. See docs/cluster.md.
 
 Examples
 --------
