@@ -1377,7 +1377,9 @@ def test_cost_reports_the_reliability_strategies(capsys):
     figures in the results; all of them at 1M chips beat today's 524k chips."""
     base = ["cost", "--hardware", "trn2", "--model", "llama3-405b", "--json"]
     today = _run([*base, "--chips", "524288"], capsys)
-    assert today["inputs"]["swap_s"] is None and today["inputs"]["jobs"] == 1
+    inputs = today["inputs"]
+    assert inputs["swap_s"] == inputs["restart_s"] == 600 and inputs["jobs"] == 1  # resolved
+    assert inputs["memory_checkpoint_Bps"] == 0 and inputs["elastic_replica_chips"] == 0
     assert today["results"]["memory_checkpoint_write_s"] is None
     assert today["results"]["elastic_fraction"] == 0
     flags = ["--swap-s", "150", "--memory-checkpoint-Bps", "50e9", "--peer-group-servers", "3",

@@ -106,12 +106,11 @@ class ClusterInputs(Inputs):
         "(FlashRecovery: 150 s)",
         json_schema_extra={"unset": "--restart-s (no fast swap)"},
     )
-    memory_checkpoint_Bps: float | None = Field(
-        None,
-        gt=0,
+    memory_checkpoint_Bps: float = Field(
+        0.0,
+        ge=0,
         description="in-memory checkpoints in peers' host memory (GEMINI): copy bandwidth per "
-        "server (ASSUMED 50e9)",
-        json_schema_extra={"unset": "none: storage checkpoints only"},
+        "server, ASSUMED 50e9 (0: none, storage checkpoints only)",
     )
     peer_group_servers: int = Field(
         DEFAULT_PEER_GROUP_SERVERS,
@@ -119,13 +118,13 @@ class ClusterInputs(Inputs):
         le=64,
         description="servers of a peer group holding each other's in-memory checkpoints",
     )
-    elastic_replica_chips: int | None = Field(
-        None,
-        ge=1,
+    elastic_replica_chips: int = Field(
+        0,
+        ge=0,
         le=10_000_000,
         description="elastic data parallelism: chips of one replica, dropped on a hardware "
-        "failure until its server is replaced (Llama 3 405B: 128)",
-        json_schema_extra={"unset": "none: every failure stops the job"},
+        "failure until its server is replaced (Llama 3 405B: 128; 0: none, failures stop the "
+        "job)",
     )
     reform_s: float = Field(
         DEFAULT_REFORM_S,
@@ -150,20 +149,25 @@ class ClusterInputs(Inputs):
         return workload_input(self.model)
 
     def resilience(self) -> Resilience:
-        """The run's reliability strategies (:class:`tlm.cluster.goodput.Resilience`)."""
+        """The run's reliability strategies (:class:`tlm.cluster.goodput.Resilience`; 0 here is
+        None there: the strategy is off)."""
         values = {f: getattr(self, f) for f in RESILIENCE_FIELDS if f in type(self).model_fields}
+        for name in ("memory_checkpoint_Bps", "elastic_replica_chips"):
+            values[name] = values[name] or None
         try:
             return Resilience(**values)
         except FieldError as error:
             raise InputError(error.field, error.value, error.allowed) from None
 
-    def check_resilience(self, least_chips: int) -> None:
-        """Refuse a replica or a number of jobs larger than the (least) chip count."""
+    def resolved_resilience(self, least_chips: int) -> dict:
+        """The update that resolves the strategies' defaults (a swap as slow as the restart),
+        after refusing a replica or a number of jobs larger than the (least) chip count."""
         r = self.resilience()
         for name in ("elastic_replica_chips", "jobs"):
             value = getattr(r, name)
             if value is not None and value > least_chips:
                 raise InputError(name, value, f"at most the chips ({least_chips})")
+        return {"swap_s": self.restart_s} if self.swap_s is None else {}
 
     def run_settings(self) -> tuple:
         """The run's goodput and cost settings as a search takes them
@@ -207,11 +211,11 @@ class CostInputs(ClusterInputs):
     def resolve(self) -> CostInputs:
         self.device()
         m = self.workload()
-        self.check_resilience(self.chips)
-        if self.steps is not None:
-            return self
-        tokens_per_step = m.global_batch_sequences * m.seq_len
-        return self.model_copy(update={"steps": max(1, round(m.tokens / tokens_per_step))})
+        update = self.resolved_resilience(self.chips)
+        if self.steps is None:
+            tokens_per_step = m.global_batch_sequences * m.seq_len
+            update["steps"] = max(1, round(m.tokens / tokens_per_step))
+        return self.model_copy(update=update)
 
 
 class CauseRow(BaseModel):
