@@ -1341,6 +1341,9 @@ def test_output_paths_are_checked_before_the_run(capsys, tmp_path, monkeypatch):
         ("--spares-per-server", "0.5", "best_power_w"),
         ("--pue", "1.5", "best_power_w"),
         ("--repair-s", "60", "best_train_days"),  # with no spares a repair waits
+        ("--swap-s", "0", "best_train_days"),
+        ("--memory-checkpoint-Bps", "1e11", "best_train_days"),
+        ("--elastic-replica-chips", "32", "best_train_days"),
     ],
 )
 def test_train_search_honours_every_run_input(flag, value, figure, capsys):
@@ -1393,3 +1396,49 @@ def test_readable_figures():
         "restart share",
         "lost",
     ]
+
+
+def test_cost_reports_the_reliability_strategies(capsys):
+    """Each strategy is a flag of the cost study; --json carries it in the inputs and its
+    figures in the results; all of them at 1M chips beat today's 524k chips."""
+    base = ["cost", "--hardware", "trn2", "--model", "llama3-405b", "--json"]
+    today = _run([*base, "--chips", "524288"], capsys)
+    inputs = today["inputs"]
+    assert inputs["swap_s"] == inputs["restart_s"] == 600 and inputs["jobs"] == 1  # resolved
+    assert inputs["memory_checkpoint_Bps"] == 0 and inputs["elastic_replica_chips"] == 0
+    assert today["results"]["memory_checkpoint_write_s"] is None
+    assert today["results"]["elastic_fraction"] == 0
+    flags = ["--swap-s", "150", "--memory-checkpoint-Bps", "50e9", "--peer-group-servers", "3",
+             "--elastic-replica-chips", "128", "--reform-s", "30", "--jobs", "8"]  # fmt: skip
+    every = _run([*base, "--chips", "1048576", *flags], capsys)
+    inputs = every["inputs"]
+    assert (inputs["swap_s"], inputs["memory_checkpoint_Bps"], inputs["jobs"]) == (150, 50e9, 8)
+    assert (inputs["peer_group_servers"], inputs["elastic_replica_chips"]) == (3, 128)
+    assert inputs["reform_s"] == 30
+    r = every["results"]
+    assert r["goodput_fraction"] > today["results"]["goodput_fraction"]
+    assert r["memory_restore_fraction"] > 0.99 and r["elastic_drops_per_day"] > 0
+    parts = ("goodput", "checkpoint", "restart", "lost", "elastic")
+    assert sum(r[f"{p}_fraction"] for p in parts) == pytest.approx(1.0)
+    again = _run(["cost", "--json", *sum(([f"--{k.replace('_', '-')}", str(v)]
+                                         for k, v in inputs.items()), [])], capsys)  # fmt: skip
+    assert again["results"] == every["results"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["cost", "--chips", "64", "--jobs", "65"], "--jobs: 65 is not allowed; allowed: at most "
+         "the chips (64)"),
+        (["train", *QUICK["train"], "--elastic-replica-chips", "2048"], "--elastic-replica-chips: "
+         "2048 is not allowed; allowed: at most the chips (1024)"),
+        (["train-search", *QUICK["train-search"], "--elastic-replica-chips", "100"],
+         "--elastic-replica-chips: 100 is not allowed; allowed: at most the chips (64)"),
+        (["cost", "--swap-s", "-1"], "--swap-s: -1.0 is not allowed; allowed: a number >= 0"),
+        (["train", "--jobs", "2"], "unrecognized arguments: --jobs 2"),
+    ],
+)  # fmt: skip
+def test_bad_reliability_flags_are_one_line(argv, message, capsys):
+    """jobs is the cost study's alone: the training studies model one job on their chips."""
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"trnsim {argv[0]}: error: {message}\n"

@@ -30,7 +30,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 
 import numpy as np
@@ -41,7 +41,7 @@ from ..sweep import digest, run_chunks
 from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
 from .cost import power, run_cost
-from .goodput import checkpoint_bytes, goodput
+from .goodput import Resilience, checkpoint_bytes, goodput
 from .memory import RECOMPUTE
 
 __all__ = [
@@ -209,7 +209,13 @@ def _explain(model, chips, cuts) -> str:
 NETWORK_SETTINGS = ("oversubscription", "sites", "site_bandwidth_Bps", "site_latency_s")
 #: The settings of the run's goodput (:func:`tlm.cluster.goodput.goodput`) and cost
 #: (:func:`tlm.cluster.cost.run_cost`); the defaults are theirs.
-GOODPUT_SETTINGS = ("storage_Bps", "restart_s", "repair_s", "spare_fraction")
+GOODPUT_SETTINGS = (
+    "storage_Bps",
+    "restart_s",
+    "repair_s",
+    "spare_fraction",
+    *(f.name for f in fields(Resilience)),
+)
 COST_SETTINGS = ("pue", "usd_per_kwh", "amortisation_years")
 
 

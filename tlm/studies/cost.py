@@ -5,7 +5,11 @@ of a training run of ``--steps`` steps of ``--step-time-s`` on ``--chips`` chips
 The step time is an input until the step-time model lands. The checkpoint is the ``--model``'s
 weights, master copy and Adam moments (:func:`tlm.cluster.goodput.checkpoint_bytes`); the
 failure rates are Llama 3's (:mod:`tlm.cluster.goodput`); power and cost are
-:mod:`tlm.cluster.cost`'s. The series: the interruptions per day by cause. See docs/cluster.md.
+:mod:`tlm.cluster.cost`'s. Reliability strategies are off unless asked for: a fast swap to a
+warm spare (``--swap-s``), in-memory peer checkpoints (``--memory-checkpoint-Bps``,
+``--peer-group-servers``), elastic data parallelism (``--elastic-replica-chips``,
+``--reform-s``) and ``--jobs`` independent jobs (:class:`tlm.cluster.goodput.Resilience`). The
+series: the interruptions per day by cause. See docs/cluster.md.
 
 Examples
 --------
@@ -18,6 +22,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+
 from pydantic import BaseModel, Field
 
 from ..cluster.cost import (
@@ -27,20 +33,25 @@ from ..cluster.cost import (
     run_cost,
 )
 from ..cluster.goodput import (
+    DEFAULT_PEER_GROUP_SERVERS,
+    DEFAULT_REFORM_S,
     DEFAULT_REPAIR_S,
     DEFAULT_RESTART_S,
     DEFAULT_SPARE_FRACTION,
     DEFAULT_STORAGE_BPS,
+    Resilience,
     checkpoint_bytes,
     goodput,
 )
+from ..errors import FieldError
 from ..hardware import HardwareError, load_hardware
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
 from .model import MODEL_ALLOWED, workload_input
-from .protocol import Inputs, Results, Study, loaded, register
+from .protocol import InputError, Inputs, Results, Study, loaded, register
 
 __all__ = [
+    "RESILIENCE_FIELDS",
     "ClusterInputs",
     "CostInputs",
     "RunResults",
@@ -49,6 +60,18 @@ __all__ = [
     "cost_study",
     "run_figures",
 ]
+
+
+#: The inputs that set :class:`tlm.cluster.goodput.Resilience` (``jobs``: ``trnsim cost`` only,
+#: the training studies model one job on their chips).
+RESILIENCE_FIELDS = (
+    "swap_s",
+    "memory_checkpoint_Bps",
+    "peer_group_servers",
+    "elastic_replica_chips",
+    "reform_s",
+    "jobs",
+)
 
 
 class ClusterInputs(Inputs):
@@ -76,6 +99,38 @@ class ClusterInputs(Inputs):
     spares_per_server: float = Field(
         DEFAULT_SPARE_FRACTION, ge=0, le=1, description="hot spare servers per job server"
     )
+    swap_s: float | None = Field(
+        None,
+        ge=0,
+        description="hardware failure to training again on a warm spare, reading excluded "
+        "(FlashRecovery: 150 s)",
+        json_schema_extra={"unset": "--restart-s (no fast swap)"},
+    )
+    memory_checkpoint_Bps: float = Field(
+        0.0,
+        ge=0,
+        description="in-memory checkpoints in peers' host memory (GEMINI): copy bandwidth per "
+        "server, ASSUMED 50e9 (0: none, storage checkpoints only)",
+    )
+    peer_group_servers: int = Field(
+        DEFAULT_PEER_GROUP_SERVERS,
+        ge=1,
+        le=64,
+        description="servers of a peer group holding each other's in-memory checkpoints",
+    )
+    elastic_replica_chips: int = Field(
+        0,
+        ge=0,
+        le=10_000_000,
+        description="elastic data parallelism: chips of one replica, dropped on a hardware "
+        "failure until its server is replaced (Llama 3 405B: 128; 0: none, failures stop the "
+        "job)",
+    )
+    reform_s: float = Field(
+        DEFAULT_REFORM_S,
+        ge=0,
+        description="pause to drop or re-admit an elastic replica (ASSUMED)",
+    )
     pue: float = Field(DEFAULT_PUE, ge=1, le=3, description="facility power / IT power")
     usd_per_kwh: float = Field(DEFAULT_USD_PER_KWH, gt=0, description="electricity price")
     amortisation_years: float = Field(
@@ -93,6 +148,27 @@ class ClusterInputs(Inputs):
         """The model these inputs name."""
         return workload_input(self.model)
 
+    def resilience(self) -> Resilience:
+        """The run's reliability strategies (:class:`tlm.cluster.goodput.Resilience`; 0 here is
+        None there: the strategy is off)."""
+        values = {f: getattr(self, f) for f in RESILIENCE_FIELDS if f in type(self).model_fields}
+        for name in ("memory_checkpoint_Bps", "elastic_replica_chips"):
+            values[name] = values[name] or None
+        try:
+            return Resilience(**values)
+        except FieldError as error:
+            raise InputError(error.field, error.value, error.allowed) from None
+
+    def resolved_resilience(self, least_chips: int) -> dict:
+        """The update that resolves the strategies' defaults (a swap as slow as the restart),
+        after refusing a replica or a number of jobs larger than the (least) chip count."""
+        r = self.resilience()
+        for name in ("elastic_replica_chips", "jobs"):
+            value = getattr(r, name)
+            if value is not None and value > least_chips:
+                raise InputError(name, value, f"at most the chips ({least_chips})")
+        return {"swap_s": self.restart_s} if self.swap_s is None else {}
+
     def run_settings(self) -> tuple:
         """The run's goodput and cost settings as a search takes them
         (:data:`tlm.cluster.search.GOODPUT_SETTINGS`, ``COST_SETTINGS``)."""
@@ -101,6 +177,7 @@ class ClusterInputs(Inputs):
             ("restart_s", self.restart_s),
             ("repair_s", self.repair_s),
             ("spare_fraction", self.spares_per_server),
+            *self.resilience().options().items(),
             ("pue", self.pue),
             ("usd_per_kwh", self.usd_per_kwh),
             ("amortisation_years", self.amortisation_years),
@@ -116,6 +193,13 @@ class ClusterInputs(Inputs):
 class CostInputs(ClusterInputs):
     """Inputs of ``trnsim cost``."""
 
+    jobs: int = Field(
+        1,
+        ge=1,
+        le=10_000_000,
+        description="independent jobs the chips are split into, each seeing 1/jobs of the "
+        "failures and of the storage; goodput is the cluster's useful chip-time",
+    )
     step_time_s: float = Field(10.0, gt=0, description="time of one training step")
     steps: int | None = Field(
         None,
@@ -127,10 +211,11 @@ class CostInputs(ClusterInputs):
     def resolve(self) -> CostInputs:
         self.device()
         m = self.workload()
-        if self.steps is not None:
-            return self
-        tokens_per_step = m.global_batch_sequences * m.seq_len
-        return self.model_copy(update={"steps": max(1, round(m.tokens / tokens_per_step))})
+        update = self.resolved_resilience(self.chips)
+        if self.steps is None:
+            tokens_per_step = m.global_batch_sequences * m.seq_len
+            update["steps"] = max(1, round(m.tokens / tokens_per_step))
+        return self.model_copy(update=update)
 
 
 class CauseRow(BaseModel):
@@ -158,12 +243,21 @@ class RunResults(Results):
     mtbf_s: float = Field(description="mean time between the job's interruptions")
     checkpoint_bytes: float
     checkpoint_write_s: float
-    checkpoint_interval_s: float = Field(description="Daly's optimum compute between them")
+    checkpoint_interval_s: float | None = Field(
+        description="Daly's optimum compute between them (none: no stop needs them)"
+    )
+    memory_checkpoint_write_s: float | None = Field(description="in-memory (none: not used)")
+    memory_checkpoint_interval_s: float | None = Field(
+        description="Daly's optimum compute between in-memory checkpoints (none: not used)"
+    )
+    memory_restore_fraction: float = Field(description="stops restored from peers' memory")
+    elastic_drops_per_day: float = Field(description="hardware failures elastic DP absorbs")
     restart_s: float = Field(description="mean, reading the checkpoint and repairs included")
-    goodput_fraction: float
+    goodput_fraction: float = Field(description="useful chip-time / wall chip-time")
     checkpoint_fraction: float
     restart_fraction: float
     lost_fraction: float = Field(description="work redone after interruptions")
+    elastic_fraction: float = Field(description="run without dropped replicas, or re-forming")
     run_wall_s: float = Field(description="steps x step time / goodput")
     run_energy_j: float
     capex_usd: float = Field(description="chips, hosts and switch ports bought, spares too")
@@ -198,6 +292,7 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
         restart_s=inputs.restart_s,
         repair_s=inputs.repair_s,
         spare_fraction=inputs.spares_per_server,
+        **inputs.resilience().options(),
     ).row()
     c = run_cost(
         hw,
@@ -237,12 +332,17 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
         mtbf_s=g["mtbf_s"],
         checkpoint_bytes=g["checkpoint_bytes"],
         checkpoint_write_s=g["checkpoint_write_s"],
-        checkpoint_interval_s=g["checkpoint_interval_s"],
+        checkpoint_interval_s=_finite(g["checkpoint_interval_s"]),
+        memory_checkpoint_write_s=g["memory_checkpoint_write_s"] or None,
+        memory_checkpoint_interval_s=_finite(g["memory_checkpoint_interval_s"]),
+        memory_restore_fraction=g["memory_restore_fraction"],
+        elastic_drops_per_day=g["elastic_drops_per_day"],
         restart_s=g["restart_s"],
         goodput_fraction=g["goodput_fraction"],
         checkpoint_fraction=g["checkpoint_fraction"],
         restart_fraction=g["restart_fraction"],
         lost_fraction=g["lost_fraction"],
+        elastic_fraction=g["elastic_fraction"],
         run_wall_s=float(c.run_wall_s),
         run_energy_j=float(c.run_energy_j),
         capex_usd=float(c.capex_usd),
@@ -252,6 +352,11 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
         cloud_over_owned_ratio=float(c.cloud_usd / c.owned_usd),
     )
     return figures, causes
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None where the model reports an interval that never ends."""
+    return x if math.isfinite(x) else None
 
 
 STUDY = register(

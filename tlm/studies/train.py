@@ -125,7 +125,8 @@ class TrainInputs(RecipeInputs, FabricInputs):
     def resolve(self) -> TrainInputs:
         self.device()
         self.workload()
-        return (self._searched() if self.search != "off" else self)._resolve_layout()
+        me = self.model_copy(update=self.resolved_resilience(self.chips))
+        return (me._searched() if me.search != "off" else me)._resolve_layout()
 
     def _resolve_layout(self) -> TrainInputs:
         m = self.workload()

@@ -124,6 +124,7 @@ class SearchInputs(FabricInputs, SweepInputs):
         hw = self.device()
         model = self.workload()
         counts = self.counts()
+        update = self.resolved_resilience(min(counts))
         self.fixed()
         self.check_scheduler()
         plot_path("plot", self.plot)
@@ -141,7 +142,6 @@ class SearchInputs(FabricInputs, SweepInputs):
                         "splits into whole, aligned blocks of nodes",
                         str(error),
                     ) from None
-        update = {}
         if self.memory_budget_bytes is None:
             update["memory_budget_bytes"] = hw.hbm_bytes
         if self.power_budget_w is None:
