@@ -148,3 +148,54 @@ def test_every_bad_input_of_every_study_ends_in_one_clear_line():
         except AssertionError as error:
             problems.append(str(error).splitlines()[0])
     assert not problems, f"{len(problems)} of {len(CASES)}:\n" + "\n".join(problems[:40])
+
+
+# ------------------------------------------------------------------ bad files of every kind
+
+#: Inputs naming a file, by the suffix a file of theirs has (config: every study's).
+FILE_INPUTS = {"preset": ".toml", "model": ".toml", "hardware": ".toml", "arrivals": ".csv"}
+#: Kinds of bad file: name -> what to put at the path (None: a folder; "missing": nothing).
+BAD_FILES = {
+    "binary": b"\xff\xfe\x00\x01 not text",
+    "empty": b"",
+    "truncated": b"name = [",
+    "wrong table": b'name = "x"\nzzz = 1\n',
+    "folder": None,
+    "missing": "missing",
+}
+
+
+def _file_cases():
+    out = []
+    for name in sorted(CATALOGUE):
+        fields = STUDIES[name].inputs.model_fields
+        inputs = [("config", s) for s in (".toml", ".json")]
+        inputs += [(f, s) for f, s in FILE_INPUTS.items() if f in fields]
+        if name in ("collective", "tp-step"):  # a system file (elsewhere a kind of system)
+            inputs.append(("system", ".toml"))
+        out += [(name, field, suffix, kind) for field, suffix in inputs for kind in BAD_FILES]
+    return out
+
+
+@pytest.mark.parametrize("name,field,suffix,kind", _file_cases())
+def test_bad_files_end_in_one_clear_line(name, field, suffix, kind, tmp_path):
+    """A file input given a binary, empty, truncated, foreign, folder or missing file: one
+    line naming the input, exit 2 - never a codec's message or a traceback."""
+    path = tmp_path / f"bad{suffix}"
+    content = BAD_FILES[kind]
+    if content is None:
+        path.mkdir()
+    elif content != "missing":
+        path.write_bytes(content)
+    if kind == "empty" and field == "config":  # an empty config is no inputs: the defaults
+        return
+    argv = [name, flag(field), str(path)]
+    code, out, err = run_cli(argv)
+    where = f"trnsim {' '.join(argv)!r} ({kind})"
+    assert code == 2, f"{where}: exit {code}, stderr {err!r}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"trnsim {name}: error: "), f"{where}: {err!r}"
+    # a config's foreign key is named as the input it is not (--name: 'x' is not an input)
+    named = "--name" if (field, kind, suffix) == ("config", "wrong table", ".toml") else flag(field)
+    assert named in lines[0], f"{where}: {err!r}"
+    assert "codec" not in lines[0] and out == "", f"{where}: {err!r}"

@@ -850,8 +850,11 @@ def test_trace_errors(tmp_path, name, text, message):
 
 
 def test_trace_missing_file(tmp_path):
-    with pytest.raises(TraceError, match="cannot read it"):
+    with pytest.raises(TraceError, match=r"absent.csv': cannot be read \(No such file"):
         read_trace(tmp_path / "absent.csv")
+    (tmp_path / "bin.csv").write_bytes(b"arrival_s\n\xff")
+    with pytest.raises(TraceError, match=r"is not UTF-8 text \(byte 0xff at offset 10\)"):
+        read_trace(tmp_path / "bin.csv")
 
 
 # ------------------------------------------------------------------ the rate under an SLO

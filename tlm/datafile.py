@@ -8,7 +8,31 @@ import tomllib
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["parse_data_file"]
+__all__ = ["parse_data_file", "read_text"]
+
+
+def read_text(path, error: type[Exception], where=None) -> str:
+    """The UTF-8 text of the file ``path``.
+
+    Raises
+    ------
+    error
+        ``WHERE: cannot be read (why)`` or ``WHERE: is not UTF-8 text (byte 0xff at offset
+        0)``: a folder, a missing file, a binary file - one line, never a codec's message.
+    """
+    where = path if where is None else where
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as problem:
+        raise error(f"{where}: cannot be read ({problem.strerror})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as problem:
+        byte = data[problem.start]
+        raise error(
+            f"{where}: is not UTF-8 text (byte 0x{byte:02x} at offset {problem.start})"
+        ) from None
 
 
 def parse_data_file(text: str, where, schema: type[BaseModel], error: type[Exception]):

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..datafile import read_text
 from ..elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
 from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
@@ -342,10 +343,7 @@ class OpCosts:
             text = path.read_text() if path.is_file() else None
         else:
             where = str(data)
-            try:
-                text = Path(data).read_text()
-            except OSError as error:
-                raise CostsError(f"{where}: cannot be read ({error.strerror})") from None
+            text = read_text(Path(data), CostsError, where)
         peaks = {key: spec.peak_flops(_KERNEL_FORMAT[key]) for key in _OPERAND_BYTES}
         hbm = spec.chip.hbm_bandwidth_Bps
         preset_file = f"tlm/presets/{preset}.toml"

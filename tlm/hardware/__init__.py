@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..datafile import read_text
 from ..presets.schema import Figure, FigureSection
 
 __all__ = ["HARDWARE", "Hardware", "HardwareError", "load_hardware"]
@@ -219,10 +220,7 @@ class Hardware:
 def _read(name) -> tuple[str, str]:
     if isinstance(name, Path) or str(name).endswith(".toml"):
         path = Path(name)
-        try:
-            return str(path), path.read_text()
-        except OSError as error:
-            raise HardwareError(f"{path}: cannot be read ({error.strerror})") from None
+        return str(path), read_text(path, HardwareError)
     if name in HARDWARE:
         text = resources.files(__package__).joinpath(f"{name}.toml").read_text()
         return f"tlm/hardware/{name}.toml", text

@@ -85,7 +85,7 @@ def as_hardware(hardware) -> Hardware:
     if isinstance(hardware, Hardware):
         return hardware
     try:
-        return _hardware_named(hardware)
+        return hardware_named(hardware)
     except HardwareError:
         raise InferenceInputError(
             "hardware", hardware, f"one of {', '.join(HARDWARE)} or a hardware file"
@@ -105,7 +105,8 @@ def _shipped_model(name: str) -> Model:
     return load_model(name)
 
 
-def _hardware_named(name) -> Hardware:
+def hardware_named(name) -> Hardware:
+    """A hardware name (loaded once a process) or file (read each time)."""
     if isinstance(name, str) and name in HARDWARE:
         return _shipped_hardware(name)
     return load_hardware(name)

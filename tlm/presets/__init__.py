@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 
-from ..datafile import parse_data_file
+from ..datafile import parse_data_file, read_text
 from .schema import OPTIONAL_SECTIONS, SECTIONS, PresetFile
 
 __all__ = ["PRESETS", "ChipSpec", "load_preset", "PresetError"]
@@ -160,7 +160,7 @@ def load_preset(name: str | Path, choose: dict | None = None) -> ChipSpec:
     choose = dict(choose or {})
     if isinstance(name, Path) or str(name).endswith(".toml"):
         path = Path(name)
-        text = path.read_text()
+        text = read_text(path, PresetError)
     elif name in PRESETS:
         path = f"tlm/presets/{name}.toml"
         text = resources.files(__package__).joinpath(f"{name}.toml").read_text()

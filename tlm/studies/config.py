@@ -23,6 +23,7 @@ import math
 import tomllib
 from pathlib import Path
 
+from ..datafile import read_text
 from .protocol import InputError
 
 __all__ = ["load_config", "dumps_toml", "write_output"]
@@ -44,9 +45,9 @@ def load_config(path: str, study: str) -> dict:
     """
     p = Path(path)
     try:
-        text = p.read_text()
-    except OSError as error:
-        raise InputError("config", path, _KINDS, f"cannot be read ({error.strerror})") from None
+        text = read_text(p, ValueError, "")
+    except ValueError as error:  # "cannot be read (...)" or "is not UTF-8 text (...)"
+        raise InputError("config", path, _KINDS, str(error).removeprefix(": ")) from None
     try:
         data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as error:

@@ -35,7 +35,7 @@ from ..inference import (
     fixed_costs,
     token_economics,
 )
-from ..inference.layout import FIXED_COSTS, as_hardware, check_layout, system_chips
+from ..inference.layout import FIXED_COSTS, check_layout, hardware_named, system_chips
 from ..workloads import WorkloadError, load_model
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
@@ -132,10 +132,10 @@ class ReplicaInputs(Inputs):
     )
 
     def device(self):
-        try:
-            return as_hardware(self.hardware)
-        except InferenceInputError:
-            raise InputError("hardware", self.hardware, HARDWARE_ALLOWED) from None
+        """The hardware: an unknown name says what is allowed, a bad file why it fails."""
+        from ..hardware import HardwareError
+
+        return loaded("hardware", self.hardware, hardware_named, HardwareError, HARDWARE_ALLOWED)
 
     def replica_resolved(self) -> dict:
         """Check the replica (the model loads, the layout divides it and the system) and

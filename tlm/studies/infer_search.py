@@ -48,6 +48,7 @@ from .protocol import (
     Study,
     SweepInputs,
     figure,
+    loaded,
     plot_path,
     progress,
     register,
@@ -134,12 +135,10 @@ class InferSearchInputs(SweepInputs):
 
     def resolve(self) -> InferSearchInputs:
         workload_input(self.model)
-        from ..inference.layout import as_hardware, system_chips
+        from ..hardware import HardwareError
+        from ..inference.layout import hardware_named, system_chips
 
-        try:
-            hw = as_hardware(self.hardware)
-        except InferenceInputError:
-            raise InputError("hardware", self.hardware, HARDWARE_ALLOWED) from None
+        hw = loaded("hardware", self.hardware, hardware_named, HardwareError, HARDWARE_ALLOWED)
         for s in self.options()["systems"]:
             try:
                 system_chips(hw, s)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datafile import parse_data_file
+from ..datafile import parse_data_file, read_text
 from ..link.routing import route
 from ..link.topology import Torus
 from .schema import SystemFile, flit_intervals
@@ -651,10 +651,7 @@ def system_names() -> str:
 def _read(spec: str) -> SystemFile:
     if spec.endswith(".toml"):
         path = Path(spec)
-        try:
-            text = path.read_text()
-        except OSError as error:
-            raise SystemSpecError(f"{spec}: cannot be read ({error.strerror})") from None
+        text = read_text(path, SystemSpecError, spec)
     else:
         path = f"tlm/system/{spec}.toml"
         text = resources.files(__package__).joinpath(f"{spec}.toml").read_text()

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..datafile import parse_data_file
+from ..datafile import parse_data_file, read_text
 from ..formats import FloatFormat, get_format
 from .schema import ModelFile, RunRecord
 
@@ -335,10 +335,7 @@ def load_model(name: str | Path) -> Model:
     """
     if isinstance(name, Path) or str(name).endswith(".toml"):
         path = Path(name)
-        try:
-            text = path.read_text()
-        except OSError as error:
-            raise WorkloadError(f"{path}: cannot be read ({error.strerror})") from None
+        text = read_text(path, WorkloadError)
         return _from_file(parse_data_file(text, path, ModelFile, WorkloadError))
     if not isinstance(name, str):
         return _shipped_model(name)  # not a name: its error

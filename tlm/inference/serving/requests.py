@@ -40,6 +40,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
+from ...datafile import read_text
 from .checks import Registry, ServingInputError, check_int, check_positive
 
 __all__ = [
@@ -201,10 +202,7 @@ def read_trace(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ([0.25, 0.5], [7, 100], [3, 10])
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise TraceError(f"trace {str(path)!r}: cannot read it ({e.strerror})") from None
+    text = read_text(path, TraceError, f"trace {str(path)!r}")
     rows = []  # (line number, dict)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         for number, line in enumerate(text.splitlines(), 1):
