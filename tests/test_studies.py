@@ -1442,3 +1442,24 @@ def test_bad_reliability_flags_are_one_line(argv, message, capsys):
     """jobs is the cost study's alone: the training studies model one job on their chips."""
     assert main(argv) == 2
     assert capsys.readouterr().err == f"trnsim {argv[0]}: error: {message}\n"
+
+
+def test_a_product_of_inputs_is_blamed_on_the_last_one_named():
+    """A model's "pp x interleave must be ..." error names an input (--interleave), with the
+    product's value, where it passed through without a flag."""
+    from tlm.studies.protocol import InputError, model_error
+
+    fields = {"pp": None, "interleave": None}
+    error = ValueError("pp x interleave must be at most the 61 layers of deepseek-v3, not 64")
+    out = model_error(error, fields, {"pp": 32, "interleave": 2})
+    assert isinstance(out, InputError) and out.field == "interleave"
+    assert out.message("--interleave") == (
+        "--interleave: 2 is not allowed; allowed: such that pp x interleave is at most the 61 "
+        "layers of deepseek-v3 (here 64)"
+    )
+    divides = ValueError("dp x micro_batch must divide the global batch of 8 sequences, not 3")
+    assert "dp x micro_batch divides the global batch" in model_error(
+        divides, {"dp": 1, "micro_batch": 1}, {"dp": 3, "micro_batch": 1}
+    ).message("--micro-batch")
+    other = ValueError("aa x bb must be 1, not 2")  # no input of those names: unchanged
+    assert model_error(other, {"pp": 1}, {}) is other

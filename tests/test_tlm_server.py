@@ -79,6 +79,13 @@ def test_values_bit_exact_and_within_the_float64_bound(seed, algo):
     assert np.abs(step.y[0].astype(np.float64) - truth).max() > 0  # bf16 rounds: not exact
 
 
+def test_values_wider_than_one_engine_op(seed):
+    """N above one op's 512 columns: the chips' matmuls tile N, and so does the reference
+    (it passed all of N to one op and raised 'N=1024 is outside 1..512')."""
+    step = tensor_parallel_step(SERVER, 128, 1024, 16 * 128, values=True, seed=seed)
+    assert step.bit_exact is True and 0 < step.error_of_bound <= 1.0
+
+
 def test_values_of_the_default_shape_and_no_overlap(seed):
     """The study's default shape, M = N = 512, K = 16 x 512, one all-reduce."""
     step = tensor_parallel_step(SERVER, 512, 512, 16 * 512, values=True, seed=seed)

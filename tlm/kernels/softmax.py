@@ -80,15 +80,22 @@ def build_matmul_softmax(
 def engine_scores(a, b, part: int = 128) -> np.ndarray:
     """The FP32 scores ``a @ b`` exactly as the kernel's matmuls make them: per block of
     ``part`` rows, one nc_matmul per K step of ``part`` (:func:`tlm.tensor.matmul`, the
-    numerics contract), each step's result added to the PSUM accumulator (from +0.0) in FP32."""
-    from ..tensor import matmul
+    numerics contract), each step's result added to the PSUM accumulator (from +0.0) in FP32;
+    wider than one op's ``MAX_N`` columns, in column blocks (each output column's sum is the
+    same whichever block it is in)."""
+    from ..tensor import MAX_N, matmul
 
     a_t, b = np.asarray(a).T, np.asarray(b)
     k, m = a_t.shape
-    scores = np.zeros((m, b.shape[1]), np.float32)
+    n = b.shape[1]
+    scores = np.zeros((m, n), np.float32)
     for m0 in range(0, m, part):  # row blocks: the engine's columns
-        for k0 in range(0, k, part):
-            scores[m0 : m0 + part] += matmul(a_t[k0 : k0 + part, m0 : m0 + part], b[k0 : k0 + part])
+        for n0 in range(0, n, MAX_N):  # column blocks: one op's moving columns at most
+            cols = slice(n0, n0 + MAX_N)
+            for k0 in range(0, k, part):
+                scores[m0 : m0 + part, cols] += matmul(
+                    a_t[k0 : k0 + part, m0 : m0 + part], b[k0 : k0 + part, cols]
+                )
     return scores
 
 

@@ -125,6 +125,10 @@ class InputError(ValueError):
 
 # "cores must be an integer in 1..8, not 0": the house style of the models' own messages
 _MUST = re.compile(r"^(?P<name>[A-Za-z_][\w.]*) must (?:be )?(?P<allowed>.+), not (?P<value>.+)$")
+# "pp x interleave must be at most the 61 layers of deepseek-v3, not 64": a product of inputs
+_MUST_PRODUCT = re.compile(
+    r"^(?P<names>\w+(?: x \w+)+) must (?P<verb>\w+) (?P<rest>.+), not (?P<value>[^,]+)$"
+)
 
 
 def model_error(error: ValueError, fields, values: dict | None = None) -> ValueError:
@@ -142,6 +146,14 @@ def model_error(error: ValueError, fields, values: dict | None = None) -> ValueE
         name = match["name"]
         value = (values or {}).get(name, match["value"])
         return InputError(name, value, match["allowed"])
+    match = _MUST_PRODUCT.match(str(error))
+    named = [n for n in (match["names"].split(" x ") if match else ()) if n in fields]
+    if named:  # "pp x interleave must be at most 61, not 64": on the last input named
+        name, verb, rest = named[-1], match["verb"], match["rest"]
+        does = "is" if verb == "be" else verb + "s"
+        value = (values or {}).get(name, match["value"])
+        allowed = f"such that {match['names']} {does} {rest} (here {match['value']})"
+        return InputError(name, value, allowed)
     return error
 
 
