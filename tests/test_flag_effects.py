@@ -363,7 +363,7 @@ def check_pair(name: str, pair) -> None:
 
 
 #: Pairs drawn per study in the fast tier (the slow tier: every pair of the fast studies,
-#: gemm's and infer's; tp-step's 364 pairs take 6 minutes and ran once: they found the
+#: gemm's, infer's and collective's; tp-step's 364 pairs take 6 minutes and ran once: they found the
 #: reference of its values refusing N above 512).
 PAIRS = 25
 
@@ -378,7 +378,7 @@ def test_pairs_of_inputs_end_cleanly(name, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [*FAST_STUDIES, "gemm", "infer"])
+@pytest.mark.parametrize("name", [*FAST_STUDIES, "gemm", "infer", "collective"])
 def test_every_pair_of_inputs_ends_cleanly(name):
     for pair in _pair_cases(name):
         check_pair(name, pair)
