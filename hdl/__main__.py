@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from tlm.formats import FORMATS, format_set
+from tlm.formats import PE_FORMATS, format_set
 
 from .gen import BLOCKS, LINK_BLOCKS, write_verilog
 
@@ -31,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
         dest="fmt",
         default="int8",
         help=f"operand format, or formats chosen per op: a comma-separated list of "
-        f"{', '.join(FORMATS)}, or 'all' (default int8)",
+        f"{', '.join(PE_FORMATS)}, or 'all' (default int8; MX formats are TLM-only)",
     )
     p.add_argument("--shape", default="4x4", help="link blocks: torus shape (default 4x4)")
     p.add_argument("--vcs", type=int, default=2, help="link blocks: virtual channels (default 2)")
@@ -50,7 +50,14 @@ def main(argv=None) -> int:
         params = {"shape": args.shape, "vcs": args.vcs, "depth": args.depth, "width": args.width}
     try:
         if "fmt" in params:
-            params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
+            formats = format_set(args.fmt)
+            mx = [f.name for f in formats if f.kind == "mx"]
+            if mx:
+                raise ValueError(
+                    f"--format {mx[0]} is an MX format, which the RTL tensor engine does not "
+                    f"have (docs/tensor_engine.md); allowed: {', '.join(PE_FORMATS)} or 'all'"
+                )
+            params["fmt"] = ",".join(f.name for f in formats)
         info = write_verilog(args.block, params, args.output, name=args.name)
     except (ValueError, TypeError) as error:
         print(f"python -m hdl: error: {error}", file=sys.stderr)
