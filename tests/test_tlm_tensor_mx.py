@@ -186,3 +186,39 @@ def test_mx_on_a_chip_without_it_is_one_clear_error(preset):
         "presets with MX formats: trn3"
     )
     assert get_format("mxfp4").kind == "mx"
+
+
+def test_the_tensor_study_runs_mx_at_four_rows_per_pe():
+    from tlm.studies import run_study
+
+    spec = load_preset("trn3")
+    r = run_study("tensor", preset="trn3", format="mxfp4", k=512, n=[512, 64]).results
+    per_core = 128 * 128 * 2 * 4 * spec.tensor.freq_hz
+    assert r.peak_flop_per_s == pytest.approx(per_core, rel=1e-12)
+    assert [p.cycles for p in r.series] == [512, 128]  # back to back: max(N, 512 / 4 rows)
+    assert r.series[0].pe_utilisation_fraction == 1.0
+
+
+@pytest.mark.parametrize(
+    "inputs,message",
+    [
+        (
+            {"preset": "trn2", "format": "mxfp8"},
+            "format: 'mxfp8' is an MX format, which trn2's tensor engine does not have; "
+            "allowed: one of bf16, fp16, fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2, int8, tf32 "
+            "(MX formats are on trn3)",
+        ),
+        (
+            {"preset": "trn3", "format": "mxfp8", "k": 96 + 1},
+            "k: 97 is not allowed; allowed: a multiple of 32 in 32..512 for mxfp8 (one E8M0 "
+            "scale per 32 elements of K)",
+        ),
+    ],
+)
+def test_the_tensor_study_refuses_mx_where_it_cannot_run(inputs, message):
+    from tlm.studies import run_study
+    from tlm.studies.protocol import InputError
+
+    with pytest.raises(InputError) as error:
+        run_study("tensor", **inputs)
+    assert str(error.value) == message
