@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from tlm.formats import PE_FORMATS, format_set
+from tlm.formats import MX_FORMATS, PE_FORMATS, format_set, get_format
 
 from .gen import BLOCKS, LINK_BLOCKS, write_verilog
 
@@ -50,14 +50,16 @@ def main(argv=None) -> int:
         params = {"shape": args.shape, "vcs": args.vcs, "depth": args.depth, "width": args.width}
     try:
         if "fmt" in params:
-            formats = format_set(args.fmt)
-            mx = [f.name for f in formats if f.kind == "mx"]
-            if mx:
-                raise ValueError(
-                    f"--format {mx[0]} is an MX format, which the RTL tensor engine does not "
-                    f"have (docs/tensor_engine.md); allowed: {', '.join(PE_FORMATS)} or 'all'"
-                )
-            params["fmt"] = ",".join(f.name for f in formats)
+            for name in [] if args.fmt == "all" else args.fmt.split(","):
+                if name.strip() in MX_FORMATS:
+                    raise ValueError(
+                        f"--format {name.strip()} is an MX format, which the RTL tensor engine "
+                        f"does not have (docs/tensor_engine.md); allowed: "
+                        f"{', '.join(PE_FORMATS)} or 'all'"
+                    )
+                if name.strip():
+                    get_format(name.strip(), PE_FORMATS)
+            params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
         info = write_verilog(args.block, params, args.output, name=args.name)
     except (ValueError, TypeError) as error:
         print(f"python -m hdl: error: {error}", file=sys.stderr)
