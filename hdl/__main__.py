@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from tlm.formats import FORMATS, format_set
+from tlm.formats import MX_FORMATS, PE_FORMATS, format_set, get_format
 
 from .gen import BLOCKS, LINK_BLOCKS, write_verilog
 
@@ -31,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
         dest="fmt",
         default="int8",
         help=f"operand format, or formats chosen per op: a comma-separated list of "
-        f"{', '.join(FORMATS)}, or 'all' (default int8)",
+        f"{', '.join(PE_FORMATS)}, or 'all' (default int8; MX formats are TLM-only)",
     )
     p.add_argument("--shape", default="4x4", help="link blocks: torus shape (default 4x4)")
     p.add_argument("--vcs", type=int, default=2, help="link blocks: virtual channels (default 2)")
@@ -50,6 +50,15 @@ def main(argv=None) -> int:
         params = {"shape": args.shape, "vcs": args.vcs, "depth": args.depth, "width": args.width}
     try:
         if "fmt" in params:
+            for name in [] if args.fmt == "all" else args.fmt.split(","):
+                if name.strip() in MX_FORMATS:
+                    raise ValueError(
+                        f"--format {name.strip()} is an MX format, which the RTL tensor engine "
+                        f"does not have (docs/tensor_engine.md); allowed: "
+                        f"{', '.join(PE_FORMATS)} or 'all'"
+                    )
+                if name.strip():
+                    get_format(name.strip(), PE_FORMATS)
             params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
         info = write_verilog(args.block, params, args.output, name=args.name)
     except (ValueError, TypeError) as error:

@@ -408,3 +408,30 @@ def test_bad_calibration_files_are_named(tmp_path):
         OpCosts.for_preset("trn2", data=tmp_path / "text.json")
     with pytest.raises(CostsError, match="missing.json: cannot be read"):
         OpCosts.for_preset("trn2", data=tmp_path / "missing.json")
+
+
+def test_mx_operands_cost_their_scales_in_hbm_traffic():
+    """trn3's MX GEMMs are the roofline at the MX peak (no calibration yet), the operands at
+    element bits + 8 per 32 (8.25 and 4.25 bits): a GEMV is HBM bound, so its time is its
+    bytes, (k + k n) x bits / 8 + 2 n (a BF16 result), over the HBM bandwidth."""
+    trn3 = OpCosts.for_preset("trn3")
+    spec = load_preset("trn3")
+    k = n = 8192
+    for fmt, bits in (("mxfp8", 8.25), ("mxfp8_e5m2", 8.25), ("mxfp4", 4.25)):
+        want = ((k + k * n) * bits / 8 + 2 * n) / spec.chip.hbm_bandwidth_Bps
+        assert float(trn3.gemm_s(1, n, k, fmt=fmt)) == pytest.approx(want, rel=1e-12)
+        assert int(trn3.gemm_basis(1, n, k, fmt=fmt)) == BASIS.index("roofline")
+        assert trn3.peak_flops(fmt) == pytest.approx(2684e12, rel=1e-12)
+    assert float(trn3.gemm_s(1, n, k, fmt="mxfp4")) < float(trn3.gemm_s(1, n, k, fmt="mxfp8"))
+
+
+def test_mx_on_a_chip_without_it_names_the_presets_that_have_it(trn2):
+    with pytest.raises(CostsError) as error:
+        trn2.gemm_s(1, 128, 128, fmt="mxfp8")
+    assert str(error.value) == (
+        "fmt 'mxfp8' is an MX format, which trn2 does not have (MX formats are on trn3); "
+        "allowed: bf16, fp16, fp8, fp8_e4m3, fp8_e4m3fn, fp8_e5m2, fp32"
+    )
+    assert "mxfp4" not in trn2.formats() and "mxfp4" in OpCosts.for_preset("trn3").formats()
+    with pytest.raises(CostsError, match="^fmt must be one of bf16, .*, not 'mxfp8'$"):
+        OpCosts.for_preset("trn3").vector_s(1024, fmt="mxfp8")  # no engine computes in MX

@@ -42,6 +42,12 @@ def test_cli_writes_verilog(tmp_path, capsys):
     [
         (["--rows", "0"], "python -m hdl: error: rows must be an integer in 1..1024, not 0"),
         (["--cols", "2000"], "python -m hdl: error: cols must be an integer in 1..1024, not 2000"),
+        (
+            ["--format", "bf16,mxfp4"],
+            "python -m hdl: error: --format mxfp4 is an MX format, which the RTL tensor engine "
+            "does not have (docs/tensor_engine.md); allowed: int8, fp8_e4m3, fp8_e4m3fn, "
+            "fp8_e5m2, bf16, fp16, tf32, fp32 or 'all'",
+        ),
     ],
 )
 def test_cli_errors(tmp_path, capsys, args, message):

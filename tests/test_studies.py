@@ -240,6 +240,19 @@ def test_gemm_outputs(capsys, tmp_path):
     assert json.loads(trace.read_text())["traceEvents"] and "tensor_busy" in vcd.read_text()
 
 
+def test_gemm_mxfp8_on_trn3_prints_its_peak_beside_the_published_one(capsys):
+    """trn3's engine at four MX rows per PE: 8 x 128 x 128 x 2 x 4 x 2.5597 GHz = 2684 TFLOPS
+    (the BF16 clock); the published 2,517 is the chip_mxfp8 clock's."""
+    argv = ["gemm", "--preset", "trn3", "--format", "mxfp8", "--m", "512", "--n", "512"]
+    r = _run([*argv, "--k", "1024", "--json"], capsys)["results"]
+    assert r["peak_flop_per_s"] == pytest.approx(2684e12, rel=1e-12)
+    assert r["published_peak_flop_per_s"] == 2517e12
+    assert 0 < r["of_peak_fraction"] < 1
+    slow = ["--choose", "tensor.freq_hz=chip_mxfp8", "--k", "1024", "--json"]
+    r = _run([*argv, *slow], capsys)["results"]
+    assert r["peak_flop_per_s"] == pytest.approx(2517e12, rel=1e-9)
+
+
 def test_tp_step_outputs(capsys, tmp_path):
     trace = tmp_path / "t.json"
     c = _run(["tp-step", *QUICK["tp-step"], "--trace", str(trace), "--json"], capsys)
@@ -298,7 +311,7 @@ BAD = [
     (
         ["tensor", "--format", "fp4"],
         "--format: 'fp4' is not allowed; allowed: one of bf16, fp16, "
-        "fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2, int8, tf32",
+        "fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2, int8, mxfp4, mxfp8, mxfp8_e5m2, tf32",
     ),
     (
         ["tensor", "--mode", "fast"],
@@ -337,7 +350,23 @@ BAD = [
     (
         ["gemm", "--format", "int8"],
         "--format: 'int8' is not allowed; allowed: one of bf16, "
-        "fp16, fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2",
+        "fp16, fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2, mxfp4, mxfp8, mxfp8_e5m2",
+    ),
+    (
+        ["gemm", "--format", "mxfp8"],
+        "--format: 'mxfp8' is an MX format, which trn2's tensor engine does not have; allowed: "
+        "one of bf16, fp16, fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2 (MX formats are on trn3)",
+    ),
+    (
+        ["gemm", "--preset", "trn3", "--format", "mxfp8", "--k", "100"],
+        "--k: 100 is not allowed; allowed: a multiple of 32 for mxfp8 (one E8M0 scale per 32 "
+        "elements of K)",
+    ),
+    (
+        ["tensor", "--preset", "trn1", "--format", "mxfp4"],
+        "--format: 'mxfp4' is an MX format, which trn1's tensor engine does not have; allowed: "
+        "one of bf16, fp16, fp32, fp8_e4m3, fp8_e4m3fn, fp8_e5m2, int8, tf32 (MX formats are on "
+        "trn3)",
     ),
     (
         ["gemm", "--trace", "/no/such/folder/t.json"],

@@ -6,6 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tlm.formats import get_format
 from tlm.kernels import assemble, build_gemm, build_matmul_softmax, softmax_reference
 from tlm.kernels.softmax import engine_scores
 from tlm.presets import load_preset
@@ -172,3 +173,66 @@ def test_eight_cores_beat_one():
     # 16 blocks: 2 per core on 8 cores, where the ~10 us of pipeline fill and drain weigh
     # more than on one core's 16 blocks (docs/chip.md): about 6x, never more than 8x
     assert 5 < times[1] / times[8] <= 8
+
+
+@pytest.mark.parametrize("dtype,m,n,k", [("mxfp8", 130, 600, 672), ("mxfp8_e5m2", 64, 96, 96)])
+def test_mx_gemm_equals_the_contract_bit_for_bit(seed, dtype, m, n, k):
+    """MX on trn3: the kernel quantises A and B (blocks of 32 along K) and runs the chunks of
+    four rows per PE (K = 672: 512, then 128 and 32 as single-row pieces). With normal data
+    every dequantised value and every product is exact in float32, so the MX contract is
+    the float32 reference of the dequantised operands, chunk by chunk."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    kernel, blocks, c = build_gemm(m, n, k, dtype, preset="trn3", values=True, a=a, b=b)
+    got = assemble(blocks, c, kernel.spec)
+    fmt = get_format(dtype)
+    a_deq = fmt.dequantize(*fmt.quantize(a, axis=1), axis=1).astype(np.float32)
+    b_deq = fmt.dequantize(*fmt.quantize(b, axis=0), axis=0).astype(np.float32)
+    want = reference(a_deq, b_deq, k_chunks(k, 128, 4), ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16), f"seed {seed}")
+
+
+def test_mx_gemm_moves_its_scales_and_never_beats_its_roofline():
+    """A, B at 8.25 bits an element (8 + 8 per 32 for the E8M0 scales), C in BF16."""
+    m = n = k = 2048
+    kernel, _, _ = build_gemm(m, n, k, "mxfp8", preset="trn3")
+    run = kernel.run()
+    spec = kernel.spec
+    compute = 2 * m * n * k / spec.peak_flops("mxfp8")
+    memory = ((m * k + k * n) * 8.25 / 8 + 2 * m * n) / spec.chip.hbm_bandwidth_Bps
+    assert run.time_s >= max(compute, memory)
+    # the HBM bytes are FP8's plus 1/32 of the operand loads (C's stores are BF16 in both)
+    fp8, _, _ = build_gemm(m, n, k, "fp8_e4m3fn", preset="trn3")
+    fp8_bytes = sum(fp8.run().hbm_bytes.values())
+    assert sum(run.hbm_bytes.values()) == fp8_bytes + (fp8_bytes - 2 * m * n) / 32
+
+
+@pytest.mark.parametrize(
+    "dtype,preset,k,message",
+    [
+        (
+            "mxfp8",
+            "trn2",
+            64,
+            "format mxfp8 is an MX format, which trn2's tensor engine does not "
+            "have; presets with MX formats: trn3",
+        ),
+        (
+            "mxfp8",
+            "trn3",
+            40,
+            "k must be a multiple of 32 for mxfp8 (one E8M0 scale per 32 elements of K), not 40",
+        ),
+        (
+            "mxfp4",
+            "trn3",
+            64,
+            "dtype mxfp4 is not one the GEMM kernel takes: the chip model's "
+            "memories hold a byte per element and do not pack 4-bit values",
+        ),
+    ],
+)
+def test_mx_gemm_errors(dtype, preset, k, message):
+    with pytest.raises(ValueError) as error:
+        build_gemm(64, 64, k, dtype, preset=preset)
+    assert str(error.value).startswith(message)

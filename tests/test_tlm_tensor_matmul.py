@@ -120,7 +120,7 @@ def test_format_lookup_errors():
         get_format("fp8")
     assert str(info.value) == (
         "format must be one of bf16, fp16, fp32, fp8_e4m3, fp8_e4m3fn, "
-        "fp8_e5m2, int8, tf32, not 'fp8'"
+        "fp8_e5m2, int8, mxfp4, mxfp8, mxfp8_e5m2, tf32, not 'fp8'"
     )
     with pytest.raises(ValueError, match=r"^rows must be an integer in 1..1024, not 0$"):
         EngineConfig(0, 4)

@@ -245,16 +245,39 @@ class NeuronCore:
 
     # ---- Tensor engine -----------------------------------------------------------------
 
-    def nc_matmul(self, dst, stationary, moving, *, accumulate=False, name=None):
+    def nc_matmul(
+        self,
+        dst,
+        stationary,
+        moving,
+        *,
+        accumulate=False,
+        stationary_scales=None,
+        moving_scales=None,
+        name=None,
+    ):
         """``dst[M, N] (+)= stationary[K, M].T @ moving[K, N]`` on the Tensor engine.
 
         Values come from :func:`tlm.tensor.matmul` (the RTL's numerics contract); with
         ``accumulate`` the result is added to ``dst`` in FP32 (PSUM accumulation). K <= 128
         (up to ``fp8_max_k`` for FP8 operands, double-row mode), M <= 128,
         N <= :data:`tlm.tensor.MAX_N`; ``dst`` is an FP32 PSUM tile inside one bank.
+
+        MX operands (chips with MX, trn3): ``stationary`` and ``moving`` hold the elements
+        (``float8_e4m3fn``: mxfp8, ``float8_e5m2``: mxfp8_e5m2; ``[K, M]`` or ``[P, R, M]``
+        with R up to the chip's MX rows per PE) and ``stationary_scales`` /
+        ``moving_scales`` their E8M0 scales, ``[K / 32, M]`` and ``[K / 32, N]`` in K order
+        (``k = r P + p``).
         """
         return self._record(
-            "nc_matmul", name, dst=dst, stationary=stationary, moving=moving, accumulate=accumulate
+            "nc_matmul",
+            name,
+            dst=dst,
+            stationary=stationary,
+            moving=moving,
+            accumulate=accumulate,
+            stationary_scales=stationary_scales,
+            moving_scales=moving_scales,
         )
 
     def nc_transpose(self, dst, src, *, name=None):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats import format_of_dtype, get_format
+from ..formats import MX_BLOCK, MX_FORMATS, format_of_dtype, get_format
 from ..tensor import MAX_N, EngineConfig, matmul, matmul_cycles
 from ..tensor.matmul import resolve_formats
 from .errors import KernelError
@@ -318,15 +318,49 @@ def _fp32_result(call, dst):
         raise call.fail(f"dtype mismatch: dst is {dtype_name(dst.dtype)}; PSUM results are fp32")
 
 
-def _matmul_check(core, call):
-    dst, stationary, moving = (call.operands[r] for r in ("dst", "stationary", "moving"))
+@functools.cache
+def _mx_formats(s_dtype, m_dtype):
+    """The MX formats of an nc_matmul's element operands by their dtypes."""
+    by_dtype = {f.dtype: f for f in MX_FORMATS.values()}
+    pair = tuple(by_dtype.get(d) for d in (s_dtype, m_dtype))
+    if None in pair:
+        allowed = ", ".join(f"{f.dtype} ({f.name})" for f in MX_FORMATS.values())
+        raise ValueError(
+            f"MX elements (with scales) must be one of {allowed}, not stationary {s_dtype} "
+            f"and moving {m_dtype}"
+        )
+    return pair
+
+
+def _matmul_formats(core, call):
+    """(stationary, moving) formats: MX when scales come with both operands."""
+    stationary, moving = call.operands["stationary"], call.operands["moving"]
+    scales = [call.operands.get(r) for r in ("stationary_scales", "moving_scales")]
+    if (scales[0] is None) != (scales[1] is None):
+        raise call.fail("MX operands need stationary_scales and moving_scales, or neither")
     try:
-        s_fmt, m_fmt = _formats(stationary.dtype, moving.dtype)
+        if scales[0] is None:
+            return _formats(stationary.dtype, moving.dtype)
+        pair = _mx_formats(stationary.dtype, moving.dtype)
     except ValueError as error:
         raise call.fail(f"dtype mismatch: {error}") from None
+    try:
+        core.spec.check_format(pair[0])
+    except ValueError as error:
+        raise call.fail(f"format: {error}") from None
+    for role, tile in zip(("stationary_scales", "moving_scales"), scales, strict=True):
+        if dtype_name(tile.dtype) != "e8m0":
+            raise call.fail(f"dtype mismatch: {role} is {dtype_name(tile.dtype)}, not e8m0")
+    return pair
+
+
+def _matmul_check(core, call):
+    dst, stationary, moving = (call.operands[r] for r in ("dst", "stationary", "moving"))
+    s_fmt, m_fmt = _matmul_formats(core, call)
     t = core.spec.tensor
-    fp8 = s_fmt.is_fp8 and m_fmt.is_fp8
-    rows_per_pe = core.spec.fp8_rows_per_pe() if fp8 else 1
+    mx = s_fmt.kind == "mx"
+    fp8 = mx or (s_fmt.is_fp8 and m_fmt.is_fp8)
+    rows_per_pe = core.spec.rows_per_pe(s_fmt) if fp8 else 1
     s_shape, m_shape = tuple(stationary.shape), tuple(moving.shape)
     if len(dst.shape) != 2 or len(s_shape) != len(m_shape) or len(s_shape) not in (2, 3):
         raise call.fail(
@@ -337,7 +371,7 @@ def _matmul_check(core, call):
     if len(s_shape) == 3:
         if not fp8 or s_shape[1] > rows_per_pe:
             raise call.fail(
-                f"shape mismatch: a [P, R, M] stationary (R={s_shape[1]}) needs FP8 "
+                f"shape mismatch: a [P, R, M] stationary (R={s_shape[1]}) needs FP8 or MX "
                 f"operands and R <= {rows_per_pe} rows per PE; the operands are "
                 f"{s_fmt.name} and {m_fmt.name}"
             )
@@ -365,6 +399,20 @@ def _matmul_check(core, call):
             "results leave the array on partitions 0..M-1"
         )
     rows = s_shape[1] if len(s_shape) == 3 else 1
+    if mx:
+        blocks = k * rows // MX_BLOCK
+        if k % MX_BLOCK:
+            raise call.fail(
+                f"shape mismatch: K={k} partitions; MX operands take a multiple of {MX_BLOCK} "
+                f"(one E8M0 scale per {MX_BLOCK} elements along K)"
+            )
+        for role, cols in (("stationary_scales", m), ("moving_scales", n)):
+            shape = tuple(call.operands[role].shape)
+            if shape != (blocks, cols):
+                raise call.fail(
+                    f"shape mismatch: {role} is {list(shape)}; expected [{blocks}, {cols}] "
+                    f"(one scale per {MX_BLOCK} elements of K={k * rows})"
+                )
     call.facts.update(k=k, m=m, n=n, rows=rows, formats=(s_fmt, m_fmt))
 
 
@@ -377,6 +425,9 @@ def _matmul_value(core, call):
     if rows > 1:  # double row: k = r * P + p, the order of the [K, M] operand
         sv = sv.transpose(1, 0, 2).reshape(k * rows, m)
         mv = mv.transpose(1, 0, 2).reshape(k * rows, n)
+    if f["formats"][0].kind == "mx":  # (elements, scales) pairs
+        sv = (sv, call.operands["stationary_scales"].values)
+        mv = (mv, call.operands["moving_scales"].values)
     result = matmul(sv, mv, cfg=cfg)
     if call.args["accumulate"]:
         dst.values[...] += result
@@ -504,6 +555,8 @@ OPS = {
             (
                 Operand("stationary", memories=_SBUF),
                 Operand("moving", memories=_SBUF),
+                Operand("stationary_scales", memories=_SBUF, when="stationary_scales"),
+                Operand("moving_scales", memories=_SBUF, when="moving_scales"),
                 Operand("dst", writes=True, memories=_PSUM, update_if="accumulate"),
             ),
             check=_matmul_check,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 
 from ..formats import FLOAT_FORMATS, format_of_dtype
@@ -18,22 +19,30 @@ __all__ = ["View", "as_dtype", "DTYPE_NAMES"]
 #: Names kernels give dtypes, and the numpy dtypes that carry them (TF32 travels as float32).
 DTYPE_NAMES = {name: fmt.dtype for name, fmt in FLOAT_FORMATS.items() if name != "tf32"}
 
+#: Dtypes a buffer may hold that are no operand format of their own: MX's E8M0 block scales.
+STORAGE_NAMES = {"e8m0": np.dtype(ml_dtypes.float8_e8m0fnu)}
+
 
 def as_dtype(dtype) -> np.dtype:
     """A numpy dtype from a format name (``"bf16"``) or a dtype; floating point only."""
     if isinstance(dtype, str) and dtype in DTYPE_NAMES:
         return np.dtype(DTYPE_NAMES[dtype])
+    if isinstance(dtype, str) and dtype in STORAGE_NAMES:
+        return STORAGE_NAMES[dtype]
     try:
         value = np.dtype(dtype)
     except TypeError:
         value = None
-    if value is None or format_of_dtype(value) is None:
-        allowed = ", ".join(DTYPE_NAMES)
+    if value is None or (format_of_dtype(value) is None and value not in STORAGE_NAMES.values()):
+        allowed = ", ".join([*DTYPE_NAMES, *STORAGE_NAMES])
         raise ValueError(f"dtype must be one of {allowed} (or their numpy dtypes), not {dtype!r}")
     return value
 
 
 def dtype_name(dtype: np.dtype) -> str:
+    for name, value in STORAGE_NAMES.items():
+        if value == dtype:
+            return name
     return format_of_dtype(dtype).name
 
 

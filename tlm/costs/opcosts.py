@@ -50,6 +50,7 @@ import numpy as np
 
 from ..datafile import read_text
 from ..elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
+from ..formats import MX_FORMATS
 from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
@@ -80,6 +81,7 @@ DEFAULT_CALL_S = 0.0
 
 #: Format names accepted, and the calibration table and peak each uses. FP16 runs at BF16's
 #: rate with the same operand width, FP8 E5M2 (and E4M3FN) at E4M3's: they share the tables.
+#: MX formats (chips with MX only: trn3) have no calibration: the roofline at their peak.
 FORMAT_TABLE = {
     "bf16": "bf16",
     "fp16": "bf16",
@@ -88,9 +90,21 @@ FORMAT_TABLE = {
     "fp8_e4m3fn": "fp8",
     "fp8_e5m2": "fp8",
     "fp32": "fp32",
+    "mxfp8": "mxfp8",
+    "mxfp8_e5m2": "mxfp8",
+    "mxfp4": "mxfp4",
 }
-_OPERAND_BYTES = {"bf16": 2, "fp8": 1, "fp32": 4}
-_KERNEL_FORMAT = {**FORMATS, "fp32": "fp32"}
+#: Bytes an operand element costs in HBM and DMA traffic: an MX element's bits plus its share
+#: of the E8M0 scale, 8 bits per 32 elements (8.25 bits for MXFP8, 4.25 for MXFP4).
+_OPERAND_BYTES = {
+    "bf16": 2,
+    "fp8": 1,
+    "fp32": 4,
+    **{k: MX_FORMATS[k].storage_bits / 8 for k in ("mxfp8", "mxfp4")},
+}
+#: The formats the Vector and Scalar engines compute in (not MX: a block format of matmuls).
+_VECTOR_BYTES = {k: _OPERAND_BYTES[k] for k in ("bf16", "fp8", "fp32")}
+_KERNEL_FORMAT = {**FORMATS, "fp32": "fp32", "mxfp8": "mxfp8", "mxfp4": "mxfp4"}
 
 #: The Vector/Scalar engine work of each elementwise operator, per element: passes over the
 #: data on each engine (they run side by side, tile after tile), elements moved to and from
@@ -117,10 +131,17 @@ class CostsError(ValueError):
     """Bad arguments or a calibration file that does not validate."""
 
 
-def _fmt_key(fmt, allowed) -> str:
+def _fmt_key(fmt, allowed, chip=None) -> str:
     key = FORMAT_TABLE.get(fmt) if isinstance(fmt, str) else None
     if key is None or key not in allowed:
         names = ", ".join(f for f, k in FORMAT_TABLE.items() if k in allowed)
+        if key is not None and key.startswith("mx") and chip is not None:
+            from ..presets import mx_presets
+
+            raise CostsError(
+                f"fmt {fmt!r} is an MX format, which {chip} does not have (MX formats are on "
+                f"{', '.join(mx_presets())}); allowed: {names}"
+            )
         raise CostsError(f"fmt must be one of {names}, not {fmt!r}")
     return key
 
@@ -344,7 +365,11 @@ class OpCosts:
         else:
             where = str(data)
             text = read_text(Path(data), CostsError, where)
-        peaks = {key: spec.peak_flops(_KERNEL_FORMAT[key]) for key in _OPERAND_BYTES}
+        peaks = {
+            key: spec.peak_flops(_KERNEL_FORMAT[key])
+            for key in _OPERAND_BYTES
+            if spec.has_mx or not key.startswith("mx")
+        }
         hbm = spec.chip.hbm_bandwidth_Bps
         preset_file = f"tlm/presets/{preset}.toml"
         sources = {
@@ -469,10 +494,10 @@ class OpCosts:
 
     def peak_flops(self, fmt: str = "bf16") -> float:
         """Dense peak FLOP/s of the chip in ``fmt`` (for a preset: the TLM's clock x array)."""
-        return float(self._peaks[_fmt_key(fmt, self._peaks)])
+        return float(self._peaks[_fmt_key(fmt, self._peaks, self.name)])
 
     def _shape(self, m, n, k, batch, fmt):
-        key = _fmt_key(fmt, self._peaks)
+        key = _fmt_key(fmt, self._peaks, self.name)
         m = _array("m", m, 0, False, "a positive number (rows; < 1 for a fraction of calls)")
         n = _array("n", n, 1, True, "a number >= 1")
         k = _array("k", k, 1, True, "a number >= 1")
@@ -624,7 +649,7 @@ class OpCosts:
         """
         if op not in VECTOR_OPS:
             raise CostsError(f"op must be one of {', '.join(VECTOR_OPS)}, not {op!r}")
-        key = _fmt_key(fmt, _OPERAND_BYTES)
+        key = _fmt_key(fmt, _VECTOR_BYTES)
         elements = _array("elements", elements, 0, True, "a number of elements >= 0")
         if not isinstance(from_hbm, bool):
             raise CostsError(f"from_hbm must be True or False, not {from_hbm!r}")

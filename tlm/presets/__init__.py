@@ -14,15 +14,17 @@ True
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import SimpleNamespace
 
 from ..datafile import parse_data_file, read_text
+from ..formats import MX_BLOCK
 from .schema import OPTIONAL_SECTIONS, SECTIONS, PresetFile
 
-__all__ = ["PRESETS", "ChipSpec", "load_preset", "PresetError"]
+__all__ = ["PRESETS", "ChipSpec", "load_preset", "PresetError", "mx_presets"]
 
 #: Presets shipped with the package.
 PRESETS = ("trn1", "trn2", "trn3")
@@ -71,20 +73,62 @@ class ChipSpec:
         """FP8 rows each PE takes per cycle (2 in Trainium2's double-row mode)."""
         return self.tensor.fp8_max_k // self.tensor.rows
 
+    @property
+    def has_mx(self) -> bool:
+        """Whether the tensor engine takes MX operands (``tensor.mx_max_k`` is given)."""
+        return self.tensor.mx_max_k is not None
+
+    def check_format(self, fmt) -> None:
+        """Raise :class:`PresetError` when the chip's tensor engine lacks ``fmt`` (MX formats
+        on a chip without MX), naming the format and the presets that have it."""
+        from tlm.formats import get_format
+
+        fmt = get_format(fmt)
+        if fmt.kind == "mx" and not self.has_mx:
+            have = ", ".join(mx_presets()) or "none"
+            raise PresetError(
+                f"format {fmt.name} is an MX format, which {self.name}'s tensor engine does not "
+                f"have; presets with MX formats: {have}"
+            )
+
+    def rows_per_pe(self, fmt) -> int:
+        """Elements of K each PE takes per cycle in ``fmt``: 1, FP8's
+        :meth:`fp8_rows_per_pe`, or MX's ``tensor.mx_max_k / tensor.rows`` (4 on trn3: the
+        rate of FP8's four rows per PE; MX elements are FP8 or narrower).
+
+        Raises
+        ------
+        PresetError
+            For an MX format on a chip without MX.
+        """
+        from tlm.formats import get_format
+
+        fmt = get_format(fmt)
+        self.check_format(fmt)
+        if fmt.kind == "mx":
+            return self.tensor.mx_max_k // self.tensor.rows
+        return self.fp8_rows_per_pe() if getattr(fmt, "is_fp8", False) else 1
+
     def peak_flops(self, dtype: str = "bf16") -> float:
         """Dense peak of the chip in FLOP/s for one operand format: cores x rows x cols x 2 x
-        clock, times the FP8 rows per PE, divided by the cost factor ``matmul_cycles`` gives
-        the format (so FP32's lower rate follows the tensor engine's op cost)."""
+        clock, times the rows per PE (:meth:`rows_per_pe`: FP8, MX), divided by the cost
+        factor ``matmul_cycles`` gives the format (so FP32's lower rate follows the tensor
+        engine's op cost).
+
+        Raises
+        ------
+        PresetError
+            For an MX format on a chip without MX.
+        """
         from tlm.formats import get_format
         from tlm.tensor import EngineConfig, matmul_cycles
 
         fmt = get_format(dtype)
         t = self.tensor
+        factor = self.rows_per_pe(fmt)
         cfg = EngineConfig(t.rows, t.cols, fmt)
         n = 512
-        factor = n / matmul_cycles(t.rows, t.cols, n, cfg=cfg, mode="reuse")
-        if getattr(fmt, "is_fp8", False):
-            factor *= self.fp8_rows_per_pe()
+        factor *= n / matmul_cycles(t.rows, t.cols, n, cfg=cfg, mode="reuse")
         return self.chip.cores * t.rows * t.cols * 2 * t.freq_hz * factor
 
 
@@ -102,6 +146,9 @@ def _resolve(data: PresetFile, choose: dict) -> ChipSpec:
                 values[name] = None
                 continue
             key = f"{section}.{name}"
+            if figure is None:  # an optional figure left out
+                values[name] = None
+                continue
             option = figure
             if key in unused:
                 alt = unused.pop(key)
@@ -139,6 +186,12 @@ def _resolve(data: PresetFile, choose: dict) -> ChipSpec:
         raise PresetError("core.psum_partition_bytes must divide into core.psum_banks banks")
     if spec.tensor.fp8_max_k % spec.tensor.rows:
         raise PresetError("tensor.fp8_max_k must be a multiple of tensor.rows")
+    mx = spec.tensor.mx_max_k
+    if mx is not None and (mx % spec.tensor.rows or mx % MX_BLOCK):
+        raise PresetError(
+            f"tensor.mx_max_k must be a multiple of tensor.rows ({spec.tensor.rows}) and of the "
+            f"MX block ({MX_BLOCK}), not {mx}"
+        )
     return spec
 
 
@@ -170,6 +223,12 @@ def load_preset(name: str | Path, choose: dict | None = None) -> ChipSpec:
         )
     data = parse_data_file(text, path, PresetFile, PresetError)
     return _resolve(data, choose)
+
+
+@functools.cache
+def mx_presets() -> tuple[str, ...]:
+    """The shipped presets whose tensor engine has MX formats."""
+    return tuple(name for name in PRESETS if load_preset(name).has_mx)
 
 
 def figures(spec: ChipSpec) -> dict:

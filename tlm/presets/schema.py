@@ -44,7 +44,7 @@ class FigureSection(BaseModel):
         for name in type(self).model_fields:
             figure = getattr(self, name)
             if not isinstance(figure, Figure):
-                continue
+                continue  # not a figure, or an optional figure left out
             options = {"(picked)": figure, **figure.alternatives}
             for label, option in options.items():
                 value = option.value
@@ -86,12 +86,17 @@ class CoreSection(FigureSection):
 
 
 class TensorSection(FigureSection):
-    _integers = ("rows", "cols", "fp8_max_k")
+    """The tensor engine. ``fp8_max_k``: the K one FP8 op takes (``rows`` x FP8 rows per PE).
+    ``mx_max_k``, optional: the same for MX operands (OCP MX: MXFP8, MXFP4); a chip without
+    it has no MX formats."""
+
+    _integers = ("rows", "cols", "fp8_max_k", "mx_max_k")
 
     freq_hz: Figure
     rows: Figure
     cols: Figure
     fp8_max_k: Figure
+    mx_max_k: Figure | None = None
 
 
 class StreamEngineSection(FigureSection):
@@ -114,6 +119,7 @@ class PublishedSection(FigureSection):
     dense_fp32_flops: Figure
     sparse_fp8_flops: Figure | None = None
     sparse_bf16_flops: Figure | None = None
+    dense_mx_flops: Figure | None = None
 
 
 class CostSection(FigureSection):

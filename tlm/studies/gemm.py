@@ -17,6 +17,7 @@ from pydantic import Field
 
 from ..chip.trace import write_chrome_trace, write_vcd
 from ..core.view import DTYPE_NAMES
+from ..formats import MX_BLOCK, MX_FORMATS
 from ..kernels import build_gemm
 from .preset import PresetInputs
 from .protocol import (
@@ -33,12 +34,17 @@ __all__ = ["GemmInputs", "GemmResults", "gemm_study", "ENGINES"]
 #: Engines whose utilisation the study reports.
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 
+#: Input formats: the kernel's dtypes, and the MX formats (on chips with MX).
+FORMAT_NAMES = (*DTYPE_NAMES, *MX_FORMATS)
+
 
 class GemmInputs(PresetInputs):
     """Inputs of ``trnsim gemm``."""
 
     format: str = format_field(
-        "bf16", tuple(DTYPE_NAMES), description="input format of A and B (C is bf16, fp32 for fp32)"
+        "bf16",
+        FORMAT_NAMES,
+        description="input format of A and B (C is bf16, fp32 for fp32; MX on trn3)",
     )
     m: int = Field(4096, ge=1, description="rows of A and C")
     n: int = Field(4096, ge=1, description="columns of B and C")
@@ -61,6 +67,23 @@ class GemmInputs(PresetInputs):
     )
 
     def resolve(self) -> GemmInputs:
+        self.check_format(self.format, names=FORMAT_NAMES)
+        mx = MX_FORMATS.get(self.format)
+        if mx is not None and mx.element.bits < 8:
+            raise InputError(
+                "format",
+                self.format,
+                f"one of {', '.join(n for n in FORMAT_NAMES if n != self.format)}",
+                "is not one the GEMM kernel takes: the chip model's memories hold a byte per "
+                "element and do not pack 4-bit values (trnsim tensor prices MXFP4)",
+            )
+        if mx is not None and self.k % MX_BLOCK:
+            raise InputError(
+                "k",
+                self.k,
+                f"a multiple of {MX_BLOCK} for {self.format} (one E8M0 scale per "
+                f"{MX_BLOCK} elements of K)",
+            )
         total = self.spec.chip.cores
         cores = total if self.cores is None else self.cores
         if not 1 <= cores <= total:
@@ -83,7 +106,7 @@ class GemmResults(Results):
     published_peak_flop_per_s: float | None = Field(
         description="the chip's published dense peak at this format (the preset's [published]; "
         "trn2's 1,299 FP8 TFLOPS is a lower clock than 667 BF16's: --choose "
-        "tensor.freq_hz=chip_fp8 runs at it)"
+        "tensor.freq_hz=chip_fp8 runs at it; trn3's 2,517 MX TFLOPS likewise: chip_mxfp8)"
     )
     of_peak_fraction: float
     tensor_utilisation_fraction: float
@@ -141,6 +164,7 @@ def gemm_study(inputs: GemmInputs) -> GemmResults:
 def _published_peak(spec, fmt: str) -> float | None:
     """The preset's published dense peak for ``fmt`` (None where it gives none)."""
     key = "fp8" if fmt.startswith("fp8") else ("bf16" if fmt == "fp16" else fmt)
+    key = "mx" if fmt in MX_FORMATS else key
     published = getattr(spec, "published", None)
     return getattr(published, f"dense_{key}_flops", None) if published is not None else None
 

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from pydantic import Field
 
-from ..presets import PRESETS, ChipSpec, PresetError, load_preset
+from ..presets import PRESETS, ChipSpec, PresetError, load_preset, mx_presets
 from .protocol import InputError, Inputs
 
 __all__ = ["PresetInputs"]
@@ -65,3 +65,19 @@ class PresetInputs(Inputs):
             raise InputError(
                 "preset", self.preset, _PRESET_ALLOWED, f"cannot be read ({error.strerror})"
             ) from None
+
+    def check_format(self, fmt: str, field: str = "format", names=None) -> None:
+        """Raise :class:`InputError` on ``field`` when the preset's tensor engine lacks
+        ``fmt`` (an MX format on a chip without MX); ``names`` are the formats the input
+        allows (default every format)."""
+        from ..formats import FORMATS, get_format
+
+        if get_format(fmt).kind != "mx" or self.spec.has_mx:
+            return
+        have = [n for n in (names or FORMATS) if get_format(n).kind != "mx"]
+        raise InputError(
+            field,
+            fmt,
+            f"one of {', '.join(sorted(have))} (MX formats are on {', '.join(mx_presets())})",
+            f"is an MX format, which {self.spec.name}'s tensor engine does not have",
+        )

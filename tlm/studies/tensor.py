@@ -2,7 +2,9 @@
 
 The engine's size and clock come from the chip preset (``--preset``, ``--choose
 tensor.freq_hz=core_nki2``) unless given; the op cost is :func:`tlm.tensor.matmul_cycles`,
-which the cycle-exact model and the RTL benches check.
+which the cycle-exact model and the RTL benches check. MX formats (on presets that have them,
+trn3) take ``R = tensor.mx_max_k / rows`` elements of K per PE row and cycle: K up to
+``rows x R``, a multiple of 32, on ``ceil(K / R)`` partitions (no RTL to check: a TLM figure).
 
 Examples
 --------
@@ -10,6 +12,9 @@ Examples
 >>> r = run_study("tensor", n=[512], format="fp32").results
 >>> r.series[0].cycles                          # FP32 streams at a quarter of the rate
 2048
+>>> r = run_study("tensor", preset="trn3", format="mxfp8", k=512, n=[512]).results
+>>> r.series[0].cycles, round(r.peak_flop_per_s / 1e12, 1)   # four MX rows per PE
+(512, 335.5)
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ..formats import MX_BLOCK, format_set, get_format
 from ..tensor import MAX_N, EngineConfig, matmul_cycles
 from ..tensor.cost import MODES
 from .preset import PresetInputs
@@ -29,8 +35,14 @@ __all__ = ["TensorInputs", "TensorResults", "TensorPoint", "tensor_study"]
 class TensorInputs(PresetInputs):
     """Inputs of ``trnsim tensor``."""
 
-    format: str = format_field("bf16", description="operand format of the op (fp32: 1/4 rate)")
-    k: int = Field(128, ge=1, description="contraction size K (stationary and moving rows)")
+    format: str = format_field(
+        "bf16", description="operand format of the op (fp32: 1/4 rate; MX: trn3's rows per PE)"
+    )
+    k: int = Field(
+        128,
+        ge=1,
+        description="contraction size K (stationary and moving rows; MX: elements)",
+    )
     m: int = Field(128, ge=1, description="stationary free size M (columns used)")
     n: list[int] = Field(
         default_factory=lambda: [512],
@@ -49,6 +61,7 @@ class TensorInputs(PresetInputs):
     )
 
     def resolve(self) -> TensorInputs:
+        self.check_format(self.format)
         t = self.spec.tensor
         done = self.model_copy(
             update={
@@ -57,13 +70,26 @@ class TensorInputs(PresetInputs):
                 "clock_hz": t.freq_hz if self.clock_hz is None else self.clock_hz,
             }
         )
-        for name, size, limit in (("k", done.k, done.rows), ("m", done.m, done.cols)):
+        r = done.rows_per_pe
+        for name, size, limit in (("k", done.k, done.rows * r), ("m", done.m, done.cols)):
             if size > limit:
                 raise InputError(name, size, f"an integer in 1..{limit} (the engine's size)")
+        if get_format(done.format).kind == "mx" and done.k % MX_BLOCK:
+            raise InputError(
+                "k",
+                done.k,
+                f"a multiple of {MX_BLOCK} in {MX_BLOCK}..{done.rows * r} for {done.format} "
+                f"(one E8M0 scale per {MX_BLOCK} elements of K)",
+            )
         for size in done.n:
             if not 1 <= size <= MAX_N:
                 raise InputError("n", size, f"integers in 1..{MAX_N} (one PSUM bank of FP32)")
         return done
+
+    @property
+    def rows_per_pe(self) -> int:
+        """Elements of K per PE row and cycle: the preset's for MX, else 1 (the RTL's)."""
+        return self.spec.rows_per_pe(self.format) if get_format(self.format).kind == "mx" else 1
 
 
 class TensorPoint(BaseModel):
@@ -79,17 +105,24 @@ class TensorPoint(BaseModel):
 class TensorResults(Results):
     """The engine's peak at this format and clock, and the op at each N."""
 
-    peak_flop_per_s: float = Field(description="2 x rows x cols x clock at this format's rate")
+    peak_flop_per_s: float = Field(
+        description="2 x rows x cols x clock at this format's rate (x rows per PE for MX)"
+    )
     series: list[TensorPoint] = Field(default_factory=list, exclude=True)
 
 
 def tensor_study(inputs: TensorInputs) -> TensorResults:
     """Cost of ``nc_matmul(stationary[k, m], moving[k, n])`` for each ``n``."""
-    cfg = EngineConfig(inputs.rows, inputs.cols, "all")
-    pes = cfg.rows * cfg.cols
+    formats = [*format_set("all"), get_format(inputs.format)]
+    cfg = EngineConfig(inputs.rows, inputs.cols, formats)
+    r = inputs.rows_per_pe
+    pes = cfg.rows * cfg.cols * r
+    partitions = -(-inputs.k // r)
     points = []
     for n in inputs.n:
-        cycles = matmul_cycles(inputs.k, inputs.m, n, cfg=cfg, mode=inputs.mode, fmt=inputs.format)
+        cycles = matmul_cycles(
+            partitions, inputs.m, n, cfg=cfg, mode=inputs.mode, fmt=inputs.format
+        )
         macs = inputs.k * inputs.m * n
         time_s = cycles / inputs.clock_hz
         points.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ..formats import FloatFormat, IntFormat, format_set, formats_mix
+from ..formats import FloatFormat, IntFormat, MXFormat, format_set, formats_mix
 
 __all__ = [
     "EngineConfig",
@@ -188,7 +188,13 @@ class EngineConfig:
 
     @property
     def has_float(self) -> bool:
-        return any(isinstance(f, FloatFormat) for f in self.formats)
+        """Any floating-point format, MX formats included (their datapath is floating point)."""
+        return any(isinstance(f, FloatFormat | MXFormat) for f in self.formats)
+
+    @property
+    def has_mx(self) -> bool:
+        """Any MX format: a TLM engine only (the RTL has none, docs/tensor_engine.md)."""
+        return any(isinstance(f, MXFormat) for f in self.formats)
 
     def code(self, fmt) -> int:
         """The format code of ``fmt`` (a name or format) on this engine's ports.

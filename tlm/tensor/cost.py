@@ -34,6 +34,11 @@ def matmul_cycles(
     FP32 operands (``fmt="fp32"``) stream at a quarter of the rate: one moving beat every
     ``FP32_BEAT_INTERVAL`` (4) cycles, so ``n`` counts as ``4 n`` (``4 (n - 1) + 1`` alone).
 
+    MX operands (``mxfp8``, ``mxfp4``, ...; in ``cfg.formats`` of a TLM engine) stream a beat
+    a cycle like FP8; ``k`` is the partitions an op uses. Like FP8's multi-row mode, the chip
+    presets' rows per PE (:meth:`tlm.presets.ChipSpec.rows_per_pe`: ``R`` elements of K per
+    partition) multiply the work of those cycles, not their number.
+
     Trainium2's documented cost is about ``max(min(64, M), N)``; ours is exact for this RTL.
 
     Parameters

@@ -10,15 +10,18 @@ import numpy as np
 from ..formats import (
     CANONICAL_NAN_BITS,
     FLOAT_FORMATS,
+    MX_BLOCK,
+    MX_FORMATS,
     FloatFormat,
     IntFormat,
+    MXFormat,
     format_of_dtype,
     formats_mix,
     get_format,
 )
 from .config import MAX_N, EngineConfig
 
-__all__ = ["matmul", "check_operands", "resolve_formats", "float_matmul"]
+__all__ = ["matmul", "check_operands", "resolve_formats", "float_matmul", "mx_matmul"]
 
 #: The Trainium2 engine: 128x128, every format (``nc_matmul`` takes them all, ISA).
 _DEFAULT = EngineConfig(fmt="all")
@@ -153,14 +156,21 @@ def resolve_formats(stationary, moving, cfg: EngineConfig = _DEFAULT, fmt=None):
     ValueError
         Naming the side, its dtype or format, and what is allowed.
     """
-    arrays = {"stationary": np.asarray(stationary), "moving": np.asarray(moving)}
+    given = {"stationary": stationary, "moving": moving}
+    is_mx = {n: isinstance(v, tuple) for n, v in given.items()}
+    arrays = {n: np.asarray(v[0] if is_mx[n] else v) for n, v in given.items()}
     if fmt is None:
-        pair = [_side_format(n, a, cfg) for n, a in arrays.items()]
+        pair = [
+            _mx_format(n, a) if is_mx[n] else _side_format(n, a, cfg) for n, a in arrays.items()
+        ]
     else:
         names = fmt if isinstance(fmt, tuple) else (fmt, fmt)
         pair = [get_format(f) for f in names]
         for (name, array), f in zip(arrays.items(), pair, strict=True):
-            want = f.dtype if isinstance(f, FloatFormat) else None
+            if isinstance(f, MXFormat) != is_mx[name]:
+                takes = "an (elements, scales) pair" if isinstance(f, MXFormat) else "one array"
+                raise ValueError(f"{name} must be {takes} for {f.name}")
+            want = f.dtype if isinstance(f, FloatFormat | MXFormat) else None
             if want is not None and array.dtype != want:
                 raise ValueError(f"{name} must be {want} for {f.name}, not {array.dtype}")
     s_fmt, m_fmt = pair
@@ -171,9 +181,9 @@ def resolve_formats(stationary, moving, cfg: EngineConfig = _DEFAULT, fmt=None):
                 f"engine was elaborated with ({_names(cfg)})"
             )
     if s_fmt.kind != m_fmt.kind:
+        kinds = "MX and other" if "mx" in (s_fmt.kind, m_fmt.kind) else "integer and floating-point"
         raise ValueError(
-            f"stationary is {s_fmt.name} and moving is {m_fmt.name}: integer and "
-            "floating-point operands do not mix"
+            f"stationary is {s_fmt.name} and moving is {m_fmt.name}: {kinds} operands do not mix"
         )
     if not formats_mix(s_fmt, m_fmt):
         raise ValueError(
@@ -181,6 +191,18 @@ def resolve_formats(stationary, moving, cfg: EngineConfig = _DEFAULT, fmt=None):
             "formats may be mixed; other formats must match"
         )
     return s_fmt, m_fmt
+
+
+def _mx_format(name: str, elements: np.ndarray) -> MXFormat:
+    """The MX format of an (elements, scales) operand, from its elements' dtype."""
+    for fmt in MX_FORMATS.values():
+        if fmt.dtype == elements.dtype:
+            return fmt
+    allowed = ", ".join(f"{f.dtype} ({f.name})" for f in MX_FORMATS.values())
+    raise ValueError(
+        f"{name} is an MX (elements, scales) pair with elements of dtype {elements.dtype}; "
+        f"allowed: {allowed}"
+    )
 
 
 def _float_operand(array: np.ndarray, fmt: FloatFormat) -> np.ndarray:
@@ -210,6 +232,56 @@ def float_matmul(a: np.ndarray, b: np.ndarray, s_fmt: FloatFormat, m_fmt: FloatF
     return acc
 
 
+def _mx_operand(name: str, operand, fmt: MXFormat):
+    """An MX operand's elements as float64 and its scales' E8M0 codes, checked."""
+    elements, scales = operand
+    elements = np.asarray(elements)
+    if elements.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, not one of shape {elements.shape}")
+    k = elements.shape[0]
+    if k % MX_BLOCK:
+        raise ValueError(
+            f"{name} has K={k} rows; MX operands ({fmt.name}) take K a multiple of {MX_BLOCK} "
+            f"(one E8M0 scale per {MX_BLOCK} elements along K)"
+        )
+    try:
+        elements, scales = fmt.check(elements, scales, axis=0)
+    except ValueError as error:
+        raise ValueError(f"{name}: {error}") from None
+    return elements.astype(np.float64), scales.view(np.uint8).astype(np.int64)
+
+
+def mx_matmul(a, b, s_fmt: MXFormat, m_fmt: MXFormat) -> np.ndarray:
+    """The MX numerics contract: with ``p = w[k] * x[k] * 2**(sw + sx)`` (the elements times
+    the E8M0 scales of their two blocks, ``k // 32``: exact), ``acc = fp32(acc + fp32(p))``
+    for k = 0..K-1 from +0.0, rounded to nearest even: the product is rounded once to binary32
+    (exact unless it leaves binary32's normal range), then accumulated as every
+    floating-point format is (:func:`float_matmul`). A NaN scale (0xFF) makes its block's
+    products NaN; every NaN is the canonical quiet NaN.
+
+    ``a`` and ``b`` are ``(elements, scales)`` pairs: ``[K, M]`` and ``[K/32, M]``,
+    ``[K, N]`` and ``[K/32, N]``.
+    """
+    w, sw = _mx_operand("stationary", a, s_fmt)
+    x, sx = _mx_operand("moving", b, m_fmt)
+    k, m = w.shape
+    n = x.shape[1]
+    acc = np.zeros((m, n), np.float32)
+    product = _buffer("mx_product", (m, n), np.float64)
+    # 2**(ew + ex) with ew, ex = code - 127, in float64: exact for every pair (2**-254..2**254)
+    scale = np.ldexp(1.0, sw[:, :, None] + sx[:, None, :] - 254)
+    scale[(sw == 0xFF)[:, :, None] | (sx == 0xFF)[:, None, :]] = np.nan
+    with np.errstate(all="ignore"):  # overflow to inf and inf - inf are part of the contract
+        for j in range(k):
+            np.multiply.outer(w[j], x[j], out=product)  # exact: 4 x 4 significant bits at most
+            product *= scale[j // MX_BLOCK]  # exact: a power of two, far inside float64
+            acc += product.astype(np.float32)  # one rounding of the product, then the sum's
+    nan = np.isnan(acc)
+    if nan.any():
+        acc[nan] = np.uint32(CANONICAL_NAN_BITS).view(np.float32)
+    return acc
+
+
 def matmul(stationary, moving, *, cfg: EngineConfig | None = None, fmt=None) -> np.ndarray:
     """nc_matmul: ``stationary[K, M]``, ``moving[K, N]`` -> ``stationary.T @ moving`` ``[M, N]``.
 
@@ -223,6 +295,11 @@ def matmul(stationary, moving, *, cfg: EngineConfig | None = None, fmt=None) -> 
     nearest even, subnormals kept, any NaN the canonical quiet NaN 0x7FC00000 (see
     ``docs/numerics.md``). TF32 operands are float32 arrays with ``fmt="tf32"``: the low 13
     mantissa bits are ignored (cleared) before multiplying.
+
+    MX operands (``mxfp8``, ``mxfp8_e5m2``, ``mxfp4``, :class:`~tlm.formats.MXFormat`; an
+    engine of the TLM only) are ``(elements, scales)`` pairs, the scales per 32 elements
+    along K (K a multiple of 32), the format following the elements' dtype: the same
+    sequential sum of products, each scaled by its two blocks' scales (:func:`mx_matmul`).
 
     Parameters
     ----------
@@ -254,6 +331,9 @@ def matmul(stationary, moving, *, cfg: EngineConfig | None = None, fmt=None) -> 
     if cfg is None:
         cfg = _DEFAULT
     s_fmt, m_fmt = resolve_formats(stationary, moving, cfg, fmt)
+    if s_fmt.kind == "mx":
+        _check_shapes(np.asarray(stationary[0]), np.asarray(moving[0]), cfg)
+        return mx_matmul(stationary, moving, s_fmt, m_fmt)
     if s_fmt.kind == "float":
         a, b = _check_shapes(np.asarray(stationary), np.asarray(moving), cfg)
         return float_matmul(a, b, s_fmt, m_fmt)

@@ -103,6 +103,12 @@ class EngineTiming:
 
     def __post_init__(self):
         cfg = self.cfg
+        if cfg.has_mx:
+            raise ValueError(
+                "cfg has MX formats, which the RTL this model mirrors does not have "
+                "(docs/tensor_engine.md); their values are tlm.tensor.matmul's, their cost "
+                "matmul_cycles'"
+            )
         self._act = 0
         self._act_valid = False
         self._pend = False
