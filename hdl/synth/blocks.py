@@ -84,6 +84,8 @@ def _link(kind: str, shape: str) -> str:
 
 
 def _blocks() -> dict[str, Block]:
+    from tlm.tensor.config import PE_CUTS
+
     formats = {"int8": "int8", "all": "every format"}
     blocks = []
     for fmt, text in formats.items():
@@ -106,6 +108,16 @@ def _blocks() -> dict[str, Block]:
                 partial(_pe, fmt, 5),
             )
         )
+    # Every cut placed: the floor of the float datapath as it is cut now.
+    most = len(PE_CUTS["float"]) + 1
+    blocks.append(
+        Block(
+            f"pe_all_{most}stage",
+            f"processing element, every format, {most} stages (every cut)",
+            "pe",
+            partial(_pe, "all", most),
+        )
+    )
     for fmt, text in formats.items():
         blocks.append(
             Block(

@@ -73,11 +73,12 @@ PE_CUTS = {
     ),
 }
 
-#: The default stage count per kind. Integers: 2 (the product ahead of the sum; 47 levels
-#: against 63 in one stage, one cycle more latency). Floating point: 1 for now, though 5 is the
-#: split to use (86 levels against 329; more cuts gain almost nothing, 83 at 10): its 258 more
-#: cycles of fill move the chip model's calibrated GEMM costs and what is fitted on them
-#: (docs/tensor_engine.md, "Pipelined PE"), a change to make with that recalibration.
+#: The default stage count per kind. Integers: 2 (the product ahead of the sum; 21 generic gate
+#: levels a stage against 32 in one, within the 22 a stage holds at trn2's clock at 5 nm; one
+#: cycle more latency). Floating point: 1 for now, though 5 is the split to use (69 levels
+#: against 191; no count meets 22, 40 at 10): its 258 more cycles of fill move the chip model's
+#: calibrated GEMM costs and what is fitted on them (docs/tensor_engine.md, "Pipelined PE"), a
+#: change to make with that recalibration.
 DEFAULT_PE_STAGES = {"int": 2, "float": 1}
 
 
