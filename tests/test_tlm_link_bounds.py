@@ -48,3 +48,56 @@ def test_pair_weights_bad_pattern():
     assert str(error.value) == (
         "pattern must be one of uniform, transpose, neighbour, hotspot, all-to-all, not 'random'"
     )
+
+
+def _reference_bound(cfg, pattern):
+    """The bound walked pair by pair with :func:`route` from every source (the definition,
+    as bounds.py computed it before it summed per displacement)."""
+    from tlm.link.routing import route
+
+    torus = cfg.torus
+    w = pair_weights(cfg, pattern)
+    load = {}
+    coords = torus.coords()
+    for s in range(torus.nodes):
+        for d in range(torus.nodes):
+            if w[s, d] == 0:
+                continue
+            here = coords[s]
+            while True:
+                port, _ = route(torus.shape, here, coords[s], coords[d])
+                if port == 0:
+                    break
+                key = (torus.node(here), port)
+                load[key] = load.get(key, 0.0) + w[s, d]
+                here = torus.neighbour(here, port)
+    return max(load.values(), default=0.0), w.sum(axis=0).max()
+
+
+@pytest.mark.parametrize(
+    "shape", [(4, 4), (3, 5), (4, 4, 4), (2, 3), (4, 6), (2, 2, 2), (5,), (6, 6)]
+)
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_bound_is_the_pair_by_pair_walk(shape, pattern):
+    """Summed per displacement and a hop at a time for all pairs, the busiest channel and
+    ejection are the pair-by-pair walk's (odd rings: no tie; even: the + tie at half way)."""
+    cfg = LinkConfig(shape)
+    if pattern == "transpose" and shape != shape[::-1]:
+        with pytest.raises(ValueError, match="transpose needs a symmetric shape"):
+            channel_load_bound(cfg, pattern)
+        return
+    g, eject = _reference_bound(cfg, pattern)
+    got = channel_load_bound(cfg, pattern)
+    assert got["max_channel_load"] == pytest.approx(g, rel=1e-12, abs=1e-15)
+    assert got["max_eject_load"] == pytest.approx(eject, rel=1e-12)
+
+
+def test_large_tori_take_no_pair_matrix():
+    """65,536 nodes: the bound and the zero-load latency without an N x N matrix (it asked
+    numpy for 32 GiB); uniform on 16-rings: 16 / 4 x 65,536 / 65,535 flits on the busiest +
+    channel of each dimension (a + tie at 8 hops)."""
+    cfg = LinkConfig((16, 16, 16, 16))
+    b = channel_load_bound(cfg, "uniform")
+    mean_plus = (sum(range(1, 9)) + 0) / 16  # + hops per ring: 1..8 (8 is the tie)
+    assert b["max_channel_load"] == pytest.approx(mean_plus * 65536 / 65535)
+    assert zero_load_latency(cfg, "uniform", 1) == pytest.approx(2 * 4 * 4 * 65536 / 65535 + 2)

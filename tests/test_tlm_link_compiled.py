@@ -305,3 +305,17 @@ def test_simulate_engines_agree(pattern, shape, rate, cycles, seed):
 def test_simulate_engines_agree_configs(shape, vcs, depth, pattern, rate, length, warmup, seed):
     cfg = LinkConfig(shape, vcs=vcs, depth=depth)
     _check_engines_agree(cfg, pattern, rate, 1000, seed, length=length, warmup=warmup)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (4, 4, 4), (2, 2, 2), (6,), (3, 3, 3, 2)])
+def test_route_table_is_route_at_every_router(shape):
+    """The table filled per displacement is :func:`route`'s port at every router for every
+    destination (it asked route for all N x N pairs, minutes at 2,048 nodes)."""
+    from tlm.link.compiled import route_table
+    from tlm.link.routing import route
+
+    cfg = LinkConfig(shape)
+    coords = cfg.torus.coords()
+    table = route_table(cfg)
+    want = [[route(shape, here, coords[0], dst)[0] for dst in coords] for here in coords]
+    assert table.tolist() == want and table.nbytes == cfg.torus.nodes**2  # a byte each

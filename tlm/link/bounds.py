@@ -10,43 +10,82 @@ back to back from one node to another (the flit engine's single transfer).
 
 from __future__ import annotations
 
-from itertools import product
-
 import numpy as np
 
 from .config import LinkConfig
 from .patterns import HOTSPOT_FRACTION, PATTERNS
-from .routing import route
 
-__all__ = ["pair_weights", "zero_load_latency", "channel_load_bound", "stream_cycles"]
+__all__ = ["traffic", "pair_weights", "zero_load_latency", "channel_load_bound", "stream_cycles"]
 
 
-def pair_weights(cfg: LinkConfig, pattern: str) -> np.ndarray:
-    """``w[src, dst]``: the share of ``src``'s packets that go to ``dst`` under ``pattern``."""
+def _coords(torus) -> np.ndarray:
+    """Every node's coordinate, in node order: an array of shape (nodes, dims)."""
+    left, out = np.arange(torus.nodes), []
+    for k in torus.shape:
+        left, c = np.divmod(left, k)
+        out.append(c)
+    return np.stack(out, axis=1)
+
+
+def _node(torus, coords: np.ndarray) -> np.ndarray:
+    """The node numbers of coordinates (an array of shape (..., dims)), wrapped round."""
+    coords = np.asarray(coords) % np.asarray(torus.shape)
+    n = np.zeros(coords.shape[:-1], dtype=np.int64)
+    for d in reversed(range(torus.dims)):
+        n = n * torus.shape[d] + coords[..., d]
+    return n
+
+
+def traffic(cfg: LinkConfig, pattern: str):
+    """A pattern as the share every node sends over each displacement (``share[node(shift)]``,
+    the same from every source) plus pairs of its own (``src``, ``dst``, ``weight`` arrays):
+    never an N x N matrix, so a 65,536-node torus takes a few megabytes."""
     torus = cfg.torus
     if pattern == "transpose" and torus.shape != torus.shape[::-1]:
         raise ValueError(f"transpose needs a symmetric shape, not {torus.shape!r}")
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
     n = torus.nodes
-    w = np.zeros((n, n))
-    for src in range(n):
-        if pattern in ("uniform", "all-to-all", "hotspot"):
-            w[src] = 1 / (n - 1)
-            w[src, src] = 0
-            if pattern == "hotspot" and src != 0:
-                w[src] *= 1 - HOTSPOT_FRACTION
-                w[src, 0] += HOTSPOT_FRACTION
-            elif pattern == "hotspot":
-                w[src] *= 1 - HOTSPOT_FRACTION  # node 0 sends nothing in its hot-spot share
-        elif pattern == "transpose":
-            dst = torus.node(torus.coord(src)[::-1])
-            if dst != src:
-                w[src, dst] = 1
-        elif pattern == "neighbour":
-            for port in range(1, cfg.ports):
-                w[src, torus.node(torus.neighbour(torus.coord(src), port))] += 1 / (cfg.ports - 1)
-        else:
-            raise ValueError(f"pattern must be one of {', '.join(PATTERNS)}, not {pattern!r}")
+    share = np.zeros(n)
+    none = np.zeros(0, dtype=np.int64)
+    src, dst, weight = none, none, np.zeros(0)
+    if pattern in ("uniform", "all-to-all", "hotspot"):
+        share[1:] = 1 / (n - 1)
+        if pattern == "hotspot":  # node 0 sends nothing in its own hot-spot share
+            share *= 1 - HOTSPOT_FRACTION
+            src = np.arange(1, n)
+            dst, weight = np.zeros(n - 1, dtype=np.int64), np.full(n - 1, HOTSPOT_FRACTION)
+    elif pattern == "neighbour":  # one share per link port
+        origin = tuple(0 for _ in torus.shape)
+        for port in range(1, cfg.ports):
+            share[torus.node(torus.neighbour(origin, port))] += 1 / (cfg.ports - 1)
+    else:  # transpose
+        every = np.arange(n)
+        to = _node(torus, _coords(torus)[:, ::-1])
+        src, dst = every[to != every], to[to != every]
+        weight = np.ones(len(src))
+    return share, (src, dst, weight)
+
+
+def pair_weights(cfg: LinkConfig, pattern: str) -> np.ndarray:
+    """``w[src, dst]``: the share of ``src``'s packets that go to ``dst`` under ``pattern``
+    (an N x N matrix, for the small tori the simulator's sources and the tests read)."""
+    share, (src, dst, weight) = traffic(cfg, pattern)
+    torus = cfg.torus
+    coords = _coords(torus)
+    every = np.arange(torus.nodes)
+    w = np.zeros((torus.nodes, torus.nodes))
+    for i in np.flatnonzero(share):
+        w[every, _node(torus, coords + coords[i])] += share[i]
+    np.add.at(w, (src, dst), weight)
     return w
+
+
+def _hop_counts(torus, shifts: np.ndarray) -> np.ndarray:
+    """Hops dimension-order routing takes over each displacement (rows of ``shifts``)."""
+    k = np.asarray(torus.shape)
+    d = np.asarray(shifts) % k
+    return np.minimum(d, k - d).sum(axis=-1)
 
 
 def zero_load_latency(cfg: LinkConfig, pattern: str = "uniform", length: int = 1) -> float:
@@ -60,11 +99,52 @@ def zero_load_latency(cfg: LinkConfig, pattern: str = "uniform", length: int = 1
     12.27
     """
     torus = cfg.torus
-    w = pair_weights(cfg, pattern)
-    hops = np.array([[torus.hops(a, b) for b in torus.coords()] for a in torus.coords()])
-    sending = w.sum(axis=1) > 0
-    mean_h = (w * hops).sum() / sending.sum()
-    return 2 * mean_h + 2 * length
+    share, (src, dst, weight) = traffic(cfg, pattern)
+    coords = _coords(torus)
+    total = torus.nodes * float((share * _hop_counts(torus, coords)).sum())
+    total += float((weight * _hop_counts(torus, coords[dst] - coords[src])).sum())
+    senders = torus.nodes if share.any() else len(np.unique(src))
+    return 2 * total / senders + 2 * length
+
+
+def _moves(torus, shifts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per displacement (rows of ``shifts``) and dimension, the hops dimension-order routing
+    takes and whether it goes + (:func:`route`: x first, the shorter way round, + at exactly
+    half way)."""
+    k = np.asarray(torus.shape)
+    delta = np.asarray(shifts) % k
+    plus = 2 * delta <= k
+    return np.where(plus, delta, k - delta), plus
+
+
+def _invariant_load(torus, ports: int, share: np.ndarray) -> np.ndarray:
+    """Each port's channel load when every node sends ``share[node(shift)]`` of its flits
+    over each displacement ``shift``: the same at every node (a packet crossing ``h`` hops
+    of a port's direction loads ``h`` channels of that port)."""
+    steps, plus = _moves(torus, _coords(torus))
+    per_port = np.zeros(ports)
+    for d in range(torus.dims):
+        carried = share * steps[:, d]
+        per_port[1 + 2 * d] = carried[plus[:, d]].sum()
+        per_port[2 + 2 * d] = carried[~plus[:, d]].sum()
+    return np.broadcast_to(per_port, (torus.nodes, ports)).copy()
+
+
+def _pairs_load(torus, ports: int, pairs) -> np.ndarray:
+    """Channel loads of a pattern's own pairs (``src``, ``dst``, ``weight``), every pair a
+    hop at a time, all of them at once."""
+    src, dst, weight = pairs
+    coords = _coords(torus)
+    load = np.zeros((torus.nodes, ports))
+    here = coords[src].copy()
+    steps, plus = _moves(torus, coords[dst] - coords[src])
+    for d, k in enumerate(torus.shape):
+        for hop in range(int(steps[:, d].max(initial=0))):
+            on = steps[:, d] > hop
+            go = plus[on, d]
+            np.add.at(load, (_node(torus, here[on]), np.where(go, 1, 2) + 2 * d), weight[on])
+            here[on, d] = (here[on, d] + np.where(go, 1, -1)) % k
+    return load
 
 
 def channel_load_bound(cfg: LinkConfig, pattern: str = "uniform") -> dict:
@@ -72,7 +152,10 @@ def channel_load_bound(cfg: LinkConfig, pattern: str = "uniform") -> dict:
     channel when every node offers one flit per cycle, and what it allows.
 
     Returns ``{"max_channel_load": g, "bound": min(1, 1 / g, 1 / max ejection load)}`` in
-    flits per node per cycle; injection and ejection carry one flit per cycle.
+    flits per node per cycle; injection and ejection carry one flit per cycle. Loads add up
+    over the pattern's parts: the part every node sends alike (uniform, neighbour, most of
+    hotspot) is summed per displacement, the rest (transpose, the hot spot's share) a
+    hop at a time for all its pairs together - no N x N matrix, no route per pair.
 
     Examples
     --------
@@ -81,22 +164,11 @@ def channel_load_bound(cfg: LinkConfig, pattern: str = "uniform") -> dict:
     (0.8, 1.0)
     """
     torus = cfg.torus
-    w = pair_weights(cfg, pattern)
-    load: dict[tuple[int, int], float] = {}
-    coords = torus.coords()
-    for s, d in product(range(torus.nodes), repeat=2):
-        if w[s, d] == 0:
-            continue
-        here = coords[s]
-        while True:
-            port, _ = route(torus.shape, here, coords[s], coords[d])
-            if port == 0:
-                break
-            key = (torus.node(here), port)
-            load[key] = load.get(key, 0.0) + w[s, d]
-            here = torus.neighbour(here, port)
-    g = max(load.values(), default=0.0)
-    eject = w.sum(axis=0).max()
+    share, pairs = traffic(cfg, pattern)
+    load = _invariant_load(torus, cfg.ports, share) + _pairs_load(torus, cfg.ports, pairs)
+    g = float(load.max())
+    _src, dst, weight = pairs
+    eject = float(share.sum() + np.bincount(dst, weight, minlength=torus.nodes).max())
     limits = [1.0] + ([1 / g] if g else []) + ([1 / eject] if eject else [])
     return {"max_channel_load": g, "max_eject_load": eject, "bound": min(limits)}
 

@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ..link.bounds import channel_load_bound, pair_weights, zero_load_latency
+from ..link.bounds import channel_load_bound, traffic, zero_load_latency
 from ..link.config import LinkConfig
 from ..link.measure import ENGINES, simulate
 from ..link.patterns import PATTERNS
@@ -75,7 +75,7 @@ class NocInputs(Inputs):
         if self.length > longest:
             raise InputError("length", self.length, f"an integer in 1..{longest}")
         try:
-            pair_weights(self.config, self.traffic)
+            traffic(self.config, self.traffic)
         except ValueError as error:
             raise InputError(
                 "traffic",
