@@ -67,8 +67,13 @@ def test_the_shipped_fixed_costs_are_the_fit(v):
         assert shipped.collective_fixed_s == pytest.approx(p["collective_fixed_s"], rel=5e-3)
         assert shipped.collective_bandwidth_factor == p["collective_bandwidth_factor"]
         assert shipped.request_fixed_s == pytest.approx(p["request_fixed_s"], rel=5e-3)
-    # the generations without published rows stand on their software stack's fit
-    for system, lender in (("a100", "h100"), ("trn1", "trn2"), ("trn3", "trn2")):
+    # the generations without published rows stand on their software stack's fit: every
+    # shipped hardware file (trn3-gen2 got the ASSUMED default until this checked them all)
+    from tlm.hardware import HARDWARE
+
+    lenders = {"a100": "h100", "trn1": "trn2", "trn3": "trn2", "trn3-gen2": "trn2"}
+    assert set(HARDWARE) == set(lenders) | set(v.parameters)
+    for system, lender in lenders.items():
         borrowed, fitted = fixed_costs(system), fixed_costs(lender)
         assert "BORROWED" in borrowed.source
         for name in ("step_fixed_s", "collective_fixed_s", "collective_bandwidth_factor"):

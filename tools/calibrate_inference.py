@@ -32,7 +32,7 @@ from tools.figures import set_figure  # noqa: E402
 FILE = ROOT / "tlm" / "inference" / "data" / "fixed_costs.toml"
 #: Hardware with no published row of its own, and the system whose fit it borrows (the same
 #: software stack): written with source BORROWED.
-BORROWED = {"a100": "h100", "trn1": "trn2", "trn3": "trn2"}
+BORROWED = {"a100": "h100", "trn1": "trn2", "trn3": "trn2", "trn3-gen2": "trn2"}
 DOCS = ROOT / "docs" / "validation.md"
 #: The quantities that are times (the docs' table shows them in ms or s; the rest in tokens/s).
 TIMES = ("ttft_s", "tpot_s", "e2e_s")
