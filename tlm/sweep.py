@@ -6,14 +6,17 @@ chunk with ``task(*shared, start, stop)`` - a function of module level that retu
 numpy arrays, one row per candidate - on the Dask scheduler at ``scheduler`` (an address such
 as ``tcp://host:8786``), on a local cluster (``"local"``: one single-threaded worker process
 per core) or in this process (``"inline"``). The ``shared`` arguments (a model, a hardware
-file) are scattered to every worker once; only the chunk's two bounds travel per task, so a
-task enumerates its candidates again from them (cheap) rather than receiving them.
+file) travel with each task, beside the chunk's two bounds (a task enumerates its candidates
+again from them, cheaply, rather than receiving them): nothing lives only on one worker, so a
+worker lost - even the last one, which its nanny restarts - costs only its tasks, which Dask
+runs again.
 
-With ``out_dir`` each chunk's result is written (atomically: a killed task leaves no half file)
-as it finishes, under a stamp naming the search (``key``, a digest of its inputs); a rerun with
-the same key loads the chunks found there and evaluates only the others - a killed worker or an
-interrupted search resumes from what was done. A folder holding another search's chunks is an
-error rather than a silent mix.
+With ``out_dir`` the client writes each chunk's result as it arrives (atomically, with a
+checksum of its arrays), under a stamp naming the search (``key``, a digest of its inputs), so
+the folder need only be the client's: workers on other machines never touch it. A rerun with
+the same key loads the chunks found there whose checksum holds and evaluates the others - an
+interrupted search resumes from what was done, and a truncated or corrupt chunk is evaluated
+again. A folder holding another search's chunks is an error rather than a silent mix.
 
 Examples
 --------
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -58,17 +62,38 @@ def check_scheduler(scheduler) -> str:
     )
 
 
+def _checksum(result: dict) -> str:
+    """A digest of a chunk's arrays: their names, shapes, dtypes and bytes."""
+    h = hashlib.sha256()
+    for name in sorted(result):
+        a = np.ascontiguousarray(result[name])
+        h.update(f"{name}:{a.dtype.str}:{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
 def _write(result: dict, path: Path) -> None:
     tmp = Path(str(path) + ".tmp.npz")
-    np.savez(tmp, **result)
+    np.savez(tmp, **result, checksum=np.array(_checksum(result)))
     tmp.replace(path)
 
 
-def _task(task, shared, start, stop, path):
-    result = task(*shared, start, stop)
-    if path is not None:
-        _write(result, Path(path))
-    return result
+def _read(path: Path, outputs: tuple) -> dict | None:
+    """A chunk written by :func:`_write`, or None when it is missing, truncated, corrupt or
+    short of an output (it is evaluated again)."""
+    try:
+        with np.load(path) as data:
+            result = {k: data[k] for k in data.files if k != "checksum"}
+            stored = str(data["checksum"])
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    if _checksum(result) != stored or not set(outputs) <= set(result):
+        return None
+    return {k: result[k] for k in outputs}
+
+
+def _task(task, shared, start, stop):
+    return task(*shared, start, stop)
 
 
 def run_chunks(
@@ -103,7 +128,8 @@ def run_chunks(
     workers : int, optional
         Worker processes of the local cluster (one per core by default).
     out_dir : path, optional
-        Where chunks are written and, on a rerun with the same ``key``, read back.
+        Where the client writes chunks and, on a rerun with the same ``key``, reads back the
+        ones whose checksum holds.
     key : str
         What identifies this search (:func:`digest` of its inputs).
     progress : callable, optional
@@ -138,8 +164,7 @@ def run_chunks(
         for i in range(len(pieces)):
             paths[i] = folder / f"chunk-{i:05d}-of-{len(pieces):05d}-{chunk}.npz"
             if paths[i].exists():
-                with np.load(paths[i]) as data:
-                    results[i] = {k: data[k] for k in outputs}
+                results[i] = _read(paths[i], outputs)
     todo = [i for i, r in enumerate(results) if r is None]
     done = resumed = len(pieces) - len(todo)
     if progress:
@@ -148,13 +173,15 @@ def run_chunks(
     def finished(i, result):
         nonlocal done
         results[i] = {k: result[k] for k in outputs}
+        if paths[i] is not None:  # the client keeps it: the folder need be the client's alone
+            _write(results[i], paths[i])
         done += 1
         if progress:
             progress(done, len(pieces))
 
     if scheduler == "inline":
         for i in todo:
-            finished(i, _task(task, shared, *pieces[i], paths[i]))
+            finished(i, _task(task, shared, *pieces[i]))
     elif todo:
         from dask.distributed import Client, LocalCluster, as_completed
 
@@ -167,11 +194,10 @@ def run_chunks(
         else:
             client = Client(scheduler)
         try:
-            sent = client.scatter(list(shared), broadcast=True) if shared else []
+            # the shared arguments go with every task (not scattered: scattered data held
+            # only by workers is lost with the last of them, and every task with it)
             futures = {
-                client.submit(
-                    _task, task, tuple(sent), *pieces[i], paths[i], pure=False, retries=2
-                ): i
+                client.submit(_task, task, tuple(shared), *pieces[i], pure=False, retries=2): i
                 for i in todo
             }
             for fut in as_completed(futures):

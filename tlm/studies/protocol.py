@@ -391,8 +391,8 @@ class SweepInputs(Inputs):
     )
     out_dir: str | None = Field(
         None,
-        description="keep each chunk's results here (made absolute: Dask workers run in folders "
-        "of their own); a rerun resumes from them",
+        description="the client keeps each chunk's results here, checksummed (workers never "
+        "touch it); a rerun resumes from the chunks whose checksum holds",
         json_schema_extra={"unset": "kept in memory only"},
     )
 
