@@ -73,11 +73,14 @@ test:
 	$(PY) -m pytest -n $(JOBS) $(if $(SEED),--seed $(SEED)) --junitxml=build/reports/junit.xml
 	$(MAKE) --no-print-directory test-dispatch
 
+# one JUnit report per set of SIMD features turned off (a dashboard reads them beside
+# junit.xml): build/reports/junit-dispatch-1.xml, -2, -3 in the order of DISPATCH_OFF
 test-dispatch:
-	@for off in $(DISPATCH_OFF); do \
+	@i=0; for off in $(DISPATCH_OFF); do i=$$((i + 1)); \
 		echo "[test-dispatch] NPY_DISABLE_CPU_FEATURES=\"$$off\""; \
 		NPY_DISABLE_CPU_FEATURES="$$off" $(PY) -m pytest -n $(JOBS) -q -m "numerics and not slow" \
-			$(if $(SEED),--seed $(SEED)) || exit 1; \
+			$(if $(SEED),--seed $(SEED)) --junitxml=build/reports/junit-dispatch-$$i.xml \
+			-o junit_suite_name="dispatch-off $$off" || exit 1; \
 	done
 
 test-slow:
