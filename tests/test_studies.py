@@ -22,6 +22,7 @@ QUICK = {
     "system": ["--hardware", "trn3", "--chips", "1k,4k"],
     "tp-step": ["--m", "128", "--n", "512", "--k", "2048", "--algo", "ring"],
     "model": ["--model", "deepseek-v3", "--dp", "64", "--pp", "16", "--ep", "64", "--zero", "1"],
+    "compare": ["--model", "llama3-8b", "--against", "h100", "--prompt", "512"],
     "cost": ["--hardware", "h100", "--chips", "16384", "--step-time-s", "10", "--steps", "1000"],
     "train": ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"],
     "train-search": ["--model", "llama3-8b", "--chips", "64,128", "--scheduler", "inline"],
@@ -79,6 +80,8 @@ COUNTS |= {"mean_in_system", "replica_chips", "seed", "metric"}  # serve
 COUNTS |= {"evaluated", "fitting", "meeting", "system", "format", "kv_format", "replicas"}
 COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "format")}
 COUNTS |= {f"best_{k}" for k in ("kv_format", "batch", "replicas", "fleet_chips")}
+# compare: the baseline's name, a hardware's name and its footings, why it does not fit
+COUNTS |= {"baseline", "hardware", "gemm_footing", "fixed_costs_footing", "price_footing", "why"}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source", "attention_groups"}
 COUNTS |= {"dp_attention", "best_dp_attention", "best_micro_batches"}  # infer-search layouts
@@ -821,6 +824,7 @@ def test_help(name, capsys):
 #: The studies on a chip preset (--preset) and those on a hardware file (--hardware).
 CHIP_STUDIES = {"tensor", "gemm", "collective", "tp-step", "model"}
 HARDWARE_STUDIES = {"infer", "infer-search", "serve", "train", "train-search", "cost", "system"}
+HARDWARE_STUDIES |= {"compare"}
 
 
 def test_same_flags_for_the_same_things():

@@ -7,8 +7,8 @@ preset), a function, and a results type; the command line is generated from the 
 
 >>> from tlm.studies import STUDIES, run_study
 >>> sorted(STUDIES)  # doctest: +NORMALIZE_WHITESPACE
-['collective', 'cost', 'gemm', 'infer', 'infer-search', 'model', 'noc', 'serve', 'system',
- 'tensor', 'tp-step', 'train', 'train-search', 'validate']
+['collective', 'compare', 'cost', 'gemm', 'infer', 'infer-search', 'model', 'noc', 'serve',
+ 'system', 'tensor', 'tp-step', 'train', 'train-search', 'validate']
 """
 
 from .protocol import STUDIES, InputError, Inputs, Report, Results, Study, run_study

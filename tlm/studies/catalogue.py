@@ -27,6 +27,10 @@ CATALOGUE: dict[str, Entry] = {
         "tlm.studies.collective",
         "a collective on a server, UltraServer or N over EFA: time, algbw, busbw per size",
     ),
+    "compare": Entry(
+        "tlm.studies.compare",
+        "one inference workload on several hardware generations: ratios and their footings",
+    ),
     "cost": Entry(
         "tlm.studies.cost",
         "power, energy, owned and cloud cost, goodput and interruptions/day of a training run",
