@@ -19,6 +19,7 @@ from verif.formal.__main__ import main
 from verif.formal.arbiter import ArbiterFairness
 from verif.formal.deadlock import dependency_graph, find_cycle
 from verif.formal.harness import internal
+from verif.formal.properties import PROPERTIES
 from verif.formal.router import FORMAL_CONFIG, RouterCredits, RouterVcOrder
 from verif.formal.sby import check
 from verif.formal.tensor import FORMAL_INT8, TensorEngineContract
@@ -198,3 +199,8 @@ def test_tensor_harness_checks_arguments():
         TensorEngineContract(FORMAL_INT8, "x")
     with pytest.raises(TypeError, match=r"cfg must be an EngineConfig, not 3"):
         TensorEngineContract(3, "misuse")
+
+
+def test_make_formal_leaves_out_only_the_slow_tensor_handshake():
+    left_out = [name for name, prop in PROPERTIES.items() if not prop.default]
+    assert left_out == ["tensor_handshake_formats"]
