@@ -128,12 +128,13 @@ def test_router_planted_vc_front_off_by_one_fails(tmp_path, monkeypatch):
 # The tensor engine: the int8 contract proven, and three planted bugs, each caught by the
 # property that is about it (a few seconds each).
 
-TENSOR_DEPTH = {"handshake": 8, "misuse": 3, "liveness": 3}
-
 
 def check_tensor(tmp_path, what, engine=TensorEngine):
+    """``what`` checked as ``make formal`` checks it (its depths: the base case must reach a
+    bug that needs a result, or a counter saturated, to show a counterexample)."""
+    prop = PROPERTIES[f"tensor_{what}_int8"]
     harness = TensorEngineContract(FORMAL_INT8, what, engine=engine, data=what == "handshake")
-    return check(harness, tmp_path, depth=TENSOR_DEPTH[what], cover_depth=12)
+    return check(harness, tmp_path, depth=prop.depth, cover_depth=prop.cover_depth)
 
 
 @pytest.mark.parametrize("what", ["handshake", "misuse", "liveness"])
@@ -171,6 +172,28 @@ class ReadyLateAfterBadK(TensorEngine):
         return m
 
 
+class WrappingCounter(TensorEngine):
+    """Planted bug: the NO_STATIONARY counter wraps to 0 in place of saturating."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        counter = self.status.counts[ErrorKind.NO_STATIONARY]
+        with m.If(internal(m, "mv_error")):
+            m.d.sync += counter.eq(counter + 1)
+        return m
+
+
+class DroppedOpGivesResults(TensorEngine):
+    """Planted bug: every moving beat taken is marked valid, those of dropped ops too."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        pipe_valid, mv = internal(m, "pipe_valid"), self.mv_stream
+        with m.If(internal(m, "count") != 2):
+            m.d.sync += pipe_valid.eq((pipe_valid << 1) | (mv.valid & mv.ready))
+        return m
+
+
 #: Planted bug: a load of the wrong length is counted as a bad K (LOAD_LENGTH's counter never
 #: moves, LOAD_K's counts both).
 LENGTH_COUNTED_AS_K = SimpleNamespace(
@@ -186,6 +209,14 @@ def test_tensor_planted_early_result_fails_handshake(tmp_path):
 def test_tensor_planted_miscounted_kind_fails_misuse(tmp_path, monkeypatch):
     monkeypatch.setattr("hdl.tensor.engine.ErrorKind", LENGTH_COUNTED_AS_K)
     assert not check_tensor(tmp_path, "misuse").passed
+
+
+def test_tensor_planted_wrapping_counter_fails_misuse(tmp_path):
+    assert not check_tensor(tmp_path, "misuse", WrappingCounter).passed
+
+
+def test_tensor_planted_dropped_op_results_fail_handshake(tmp_path):
+    assert not check_tensor(tmp_path, "handshake", DroppedOpGivesResults).passed
 
 
 def test_tensor_planted_late_ready_fails_liveness(tmp_path):
