@@ -22,7 +22,7 @@ from verif.formal.harness import internal
 from verif.formal.properties import PROPERTIES
 from verif.formal.router import FORMAL_CONFIG, RouterCredits, RouterVcOrder
 from verif.formal.sby import check
-from verif.formal.tensor import FORMAL_INT8, TensorEngineContract
+from verif.formal.tensor import FORMAL_FP32, FORMAL_INT8, TensorEngineContract
 
 REQUESTERS = LinkConfig((4, 4)).requesters
 
@@ -221,6 +221,13 @@ def test_tensor_planted_dropped_op_results_fail_handshake(tmp_path):
 
 def test_tensor_planted_late_ready_fails_liveness(tmp_path):
     assert not check_tensor(tmp_path, "liveness", ReadyLateAfterBadK).passed
+
+
+def test_tensor_fp32_liveness_bound_is_tight(tmp_path):
+    """A moving beat after an FP32 beat waits 3 ticks: 4 holds (make formal), 3 fails."""
+    harness = TensorEngineContract(FORMAL_FP32, "liveness", bound=3)
+    verdict = check(harness, tmp_path, mode="bmc", depth=8)
+    assert not verdict.passed and verdict.trace.endswith(".vcd")
 
 
 def test_tensor_harness_checks_arguments():

@@ -12,7 +12,7 @@ from .arbiter import ArbiterFairness
 from .deadlock import dependency_graph, find_cycle
 from .router import FORMAL_CONFIG, RouterCredits, RouterVcOrder
 from .sby import Verdict, check
-from .tensor import FORMAL_FORMATS, FORMAL_INT8, TensorEngineContract
+from .tensor import FORMAL_FORMATS, FORMAL_FP32, FORMAL_INT8, TensorEngineContract
 
 __all__ = ["Property", "PROPERTIES"]
 
@@ -184,6 +184,15 @@ PROPERTIES = {
             "the same liveness on that three-format engine (1 PE stage)",
             harness=_tensor(FORMAL_FORMATS, "liveness"),
             depth=6,
+            cover_depth=12,
+        ),
+        Property(
+            "tensor_liveness_fp32",
+            f"on a {_SHAPE} engine of bf16 and fp32, the same liveness within 4 ticks: a moving "
+            "beat waits 3 ticks after an FP32 beat (quarter rate); a cover shows 3 is not enough",
+            harness=_tensor(FORMAL_FP32, "liveness"),
+            mode="bmc",  # the RTL's FP32 wait counter has no name to tie (verif/formal/tensor.py)
+            depth=24,
             cover_depth=12,
         ),
         Property(

@@ -24,11 +24,11 @@ from amaranth.lib import data
 from hdl.tensor.engine import TensorEngine
 from hdl.tensor.layouts import result_beat
 from tlm.formats import formats_mix
-from tlm.tensor.config import EngineConfig, ErrorKind
+from tlm.tensor.config import FP32_BEAT_INTERVAL, EngineConfig, ErrorKind
 
 from .harness import AnySeq, internal, no_reset
 
-__all__ = ["FORMAL_INT8", "FORMAL_FORMATS", "CHECKS", "TensorEngineContract"]
+__all__ = ["FORMAL_INT8", "FORMAL_FORMATS", "FORMAL_FP32", "CHECKS", "TensorEngineContract"]
 
 #: The int8 engine the proofs check: 2x2 at the default 2 PE stages (latency 2 + 1 + 2 + 1 =
 #: 6), counters cut to 2 bits so that saturation is reachable within the cover depth.
@@ -38,6 +38,10 @@ FORMAL_INT8 = EngineConfig(2, 2, "int8", status_bits=2)
 #: one that has the format misuses. int8 does not mix with FP8; the two FP8 formats mix. Float
 #: kind, default 1 PE stage (latency 5).
 FORMAL_FORMATS = EngineConfig(2, 2, "int8,fp8_e4m3fn,fp8_e5m2", status_bits=2)
+
+#: An engine with FP32, whose moving beats come at a quarter of the rate (BF16 and FP32 do not
+#: mix; float kind, 1 PE stage, latency 5).
+FORMAL_FP32 = EngineConfig(2, 2, "bf16,fp32", status_bits=2)
 
 #: What a harness asserts (every harness keeps the same contract state and assumptions).
 CHECKS = ("handshake", "misuse", "liveness")
@@ -67,25 +71,32 @@ class TensorEngineContract(Elaboratable):
             its kind has occurred; a moving op with ``load`` is taken only when a completed
             (good) load waits, and a load only while none waits or an op switches to it.
         ``liveness``
-            on every tick, a moving beat that needs no new stationary is taken, a moving beat
-            with ``load`` is taken when a completed load waits, a load beat is taken when none
-            waits: refused offers last fewer than ``bound`` ticks. A cycle after the result
-            consumer is ready, the engine advances.
+            a moving beat that needs no new stationary, a moving beat with ``load`` while a
+            completed load waits, and a load beat while none waits are each taken within
+            ``bound`` ticks of being offered. A cycle after the result consumer is ready, the
+            engine advances.
     engine : type
         The engine class (a mutant in tests), built as ``engine(cfg)``.
     data : bool
         ``handshake`` only: also assert that a held result's data does not change (brings the
         datapath into the model; fine for int8 at 2x2).
-    bound : int
-        ``liveness`` only: ticks within which an offer the engine must take is taken.
+    bound : int or None
+        ``liveness`` only: ticks within which an offer the engine must take is taken; ``None``
+        takes the contract's, 1, or ``FP32_BEAT_INTERVAL`` (4) on an engine with FP32 (a
+        moving beat waits 3 ticks after an FP32 beat).
     """
 
-    def __init__(self, cfg: EngineConfig, check: str, *, engine=TensorEngine, data=False, bound=1):
+    def __init__(
+        self, cfg: EngineConfig, check: str, *, engine=TensorEngine, data=False, bound=None
+    ):
         self._MustUse__silence = True
         if not isinstance(cfg, EngineConfig):
             raise TypeError(f"cfg must be an EngineConfig, not {cfg!r}")
         if check not in CHECKS:
             raise ValueError(f"check must be one of {', '.join(CHECKS)}, not {check!r}")
+        if bound is None:
+            fp32 = any(f.name == "fp32" for f in cfg.formats)
+            bound = FP32_BEAT_INTERVAL if fp32 else 1
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 1:
             raise ValueError(f"bound must be a positive integer, not {bound!r}")
         del self._MustUse__silence
@@ -366,8 +377,9 @@ class TensorEngineContract(Elaboratable):
         adv = internal(body, "count") != 2  # a tick: the result queue is not full
         must_mv = mv.valid & ~(c.mv_first & mv.payload.load & ~c.pend)
         must_ld = ld.valid & ~c.pend
+        refusals = {}
         for name, must, fire in (("mv", must_mv, c.mv_fire), ("ld", must_ld, c.ld_fire)):
-            refused = Signal(range(self.bound + 1), name=f"{name}_refused")  # ticks refused
+            refused = refusals[name] = Signal(range(self.bound + 1), name=f"{name}_refused")
             with m.If(adv & must & ~fire):
                 m.d.sync += refused.eq(Mux(refused == self.bound, self.bound, refused + 1))
             with m.Elif(fire | ~must):
@@ -378,6 +390,18 @@ class TensorEngineContract(Elaboratable):
                 if name == "mv"
                 else Cover(fire & c.events[ErrorKind.LOAD_K] & ld.payload.last),
             ]
+        if any(f.name == "fp32" for f in self.cfg.formats):
+            m.d.comb += Cover(must_mv & c.mv_fire & (refusals["mv"] == FP32_BEAT_INTERVAL - 1))
+            # The ticks a moving beat has been refused and those it still waits after an FP32
+            # beat add up to fewer than the bound: the invariant the induction needs. The RTL's
+            # wait counter has no name (`hold` in engine.py, made in a conditional expression),
+            # so it is tied only once it has one; until then this check is bounded (bmc).
+            try:
+                hold = internal(body, "hold")
+            except LookupError:
+                hold = None
+            if hold is not None:
+                m.d.comb += Assert(refusals["mv"] + hold <= self.bound - 1)
         waited_load = Signal(name="mv_waited_load")  # a moving op waited for its load
         with m.If(mv.valid & c.mv_first & mv.payload.load & ~c.pend):
             m.d.sync += waited_load.eq(1)
