@@ -3,19 +3,26 @@ its flags. The SymbiYosys runs take a few seconds each (the router's are ``slow`
 
 from __future__ import annotations
 
+import dataclasses
+from types import SimpleNamespace
+
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Signal
 
 from hdl.link.arbiter import RoundRobinArbiter
 from hdl.link.router import Router
 from hdl.link.vc_fifo import VcFifo
+from hdl.tensor.engine import TensorEngine
 from tlm.link.config import LinkConfig
+from tlm.tensor.config import EngineConfig, ErrorKind
 from verif.formal.__main__ import main
 from verif.formal.arbiter import ArbiterFairness
 from verif.formal.deadlock import dependency_graph, find_cycle
 from verif.formal.harness import internal
+from verif.formal.properties import PROPERTIES
 from verif.formal.router import FORMAL_CONFIG, RouterCredits, RouterVcOrder
 from verif.formal.sby import check
+from verif.formal.tensor import FORMAL_FP32, FORMAL_INT8, TensorEngineContract
 
 REQUESTERS = LinkConfig((4, 4)).requesters
 
@@ -116,3 +123,122 @@ class FrontOneOff(VcFifo):
 def test_router_planted_vc_front_off_by_one_fails(tmp_path, monkeypatch):
     monkeypatch.setattr("hdl.link.router.VcFifo", FrontOneOff)
     assert not check(RouterVcOrder(), tmp_path, depth=3).passed
+
+
+# The tensor engine: the int8 contract proven, and three planted bugs, each caught by the
+# property that is about it (a few seconds each).
+
+
+def check_tensor(tmp_path, what, engine=TensorEngine):
+    """``what`` checked as ``make formal`` checks it (its depths: the base case must reach a
+    bug that needs a result, or a counter saturated, to show a counterexample)."""
+    prop = PROPERTIES[f"tensor_{what}_int8"]
+    harness = TensorEngineContract(FORMAL_INT8, what, engine=engine, data=what == "handshake")
+    return check(harness, tmp_path, depth=prop.depth, cover_depth=prop.cover_depth)
+
+
+@pytest.mark.parametrize("what", ["handshake", "misuse", "liveness"])
+def test_tensor_contract_proven(tmp_path, what):
+    verdict = check_tensor(tmp_path, what)
+    assert verdict.passed and verdict.proven
+    assert verdict.covers[0] == verdict.covers[1] > 0
+
+
+class _EarlyConfig(EngineConfig):
+    @property
+    def latency(self):
+        return super().latency - 1
+
+
+class EarlyResult(TensorEngine):
+    """Planted bug: a result is marked valid one cycle before its sum leaves the array (the
+    valid/last pipe one stage short)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.init}
+        self.cfg = _EarlyConfig(**(fields | {"fmt": cfg.formats}))
+
+
+class ReadyLateAfterBadK(TensorEngine):
+    """Planted bug: ld_stream.ready stays low for a cycle after a load declaring a bad K."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        late = Signal()
+        m.d.sync += late.eq(internal(m, "k_error"))
+        open_ = (internal(m, "count") != 2) & (~internal(m, "pend") | internal(m, "activate"))
+        m.d.comb += self.ld_stream.ready.eq(open_ & ~late)
+        return m
+
+
+class WrappingCounter(TensorEngine):
+    """Planted bug: the NO_STATIONARY counter wraps to 0 in place of saturating."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        counter = self.status.counts[ErrorKind.NO_STATIONARY]
+        with m.If(internal(m, "mv_error")):
+            m.d.sync += counter.eq(counter + 1)
+        return m
+
+
+class DroppedOpGivesResults(TensorEngine):
+    """Planted bug: every moving beat taken is marked valid, those of dropped ops too."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        pipe_valid, mv = internal(m, "pipe_valid"), self.mv_stream
+        with m.If(internal(m, "count") != 2):
+            m.d.sync += pipe_valid.eq((pipe_valid << 1) | (mv.valid & mv.ready))
+        return m
+
+
+#: Planted bug: a load of the wrong length is counted as a bad K (LOAD_LENGTH's counter never
+#: moves, LOAD_K's counts both).
+LENGTH_COUNTED_AS_K = SimpleNamespace(
+    **{k.name: k for k in ErrorKind} | {"LOAD_LENGTH": ErrorKind.LOAD_K}
+)
+
+
+def test_tensor_planted_early_result_fails_handshake(tmp_path):
+    verdict = check_tensor(tmp_path, "handshake", EarlyResult)
+    assert not verdict.passed and verdict.trace.endswith(".vcd")
+
+
+def test_tensor_planted_miscounted_kind_fails_misuse(tmp_path, monkeypatch):
+    monkeypatch.setattr("hdl.tensor.engine.ErrorKind", LENGTH_COUNTED_AS_K)
+    assert not check_tensor(tmp_path, "misuse").passed
+
+
+def test_tensor_planted_wrapping_counter_fails_misuse(tmp_path):
+    assert not check_tensor(tmp_path, "misuse", WrappingCounter).passed
+
+
+def test_tensor_planted_dropped_op_results_fail_handshake(tmp_path):
+    assert not check_tensor(tmp_path, "handshake", DroppedOpGivesResults).passed
+
+
+def test_tensor_planted_late_ready_fails_liveness(tmp_path):
+    assert not check_tensor(tmp_path, "liveness", ReadyLateAfterBadK).passed
+
+
+def test_tensor_fp32_liveness_bound_is_tight(tmp_path):
+    """A moving beat after an FP32 beat waits 3 ticks: 4 holds (make formal), 3 fails."""
+    harness = TensorEngineContract(FORMAL_FP32, "liveness", bound=3)
+    verdict = check(harness, tmp_path, mode="bmc", depth=8)
+    assert not verdict.passed and verdict.trace.endswith(".vcd")
+
+
+def test_tensor_harness_checks_arguments():
+    with pytest.raises(
+        ValueError, match=r"check must be one of handshake, misuse, liveness, not 'x'"
+    ):
+        TensorEngineContract(FORMAL_INT8, "x")
+    with pytest.raises(TypeError, match=r"cfg must be an EngineConfig, not 3"):
+        TensorEngineContract(3, "misuse")
+
+
+def test_make_formal_leaves_out_only_the_slow_tensor_handshake():
+    left_out = [name for name, prop in PROPERTIES.items() if not prop.default]
+    assert left_out == ["tensor_handshake_formats"]

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out", default=str(OUT), help="folder for the runs and formal.json")
     args = parser.parse_args(argv)
-    names = args.property or list(PROPERTIES)
+    names = args.property or [name for name, p in PROPERTIES.items() if p.default]
     for name in names:
         if name not in PROPERTIES:
             _fail("--property", name, f"one of {', '.join(PROPERTIES)}")

@@ -12,6 +12,7 @@ from .arbiter import ArbiterFairness
 from .deadlock import dependency_graph, find_cycle
 from .router import FORMAL_CONFIG, RouterCredits, RouterVcOrder
 from .sby import Verdict, check
+from .tensor import FORMAL_FORMATS, FORMAL_FP32, FORMAL_INT8, TensorEngineContract
 
 __all__ = ["Property", "PROPERTIES"]
 
@@ -35,6 +36,9 @@ class Property:
         Cycles within which every cover must be reached.
     python : callable or None
         For ``python`` properties: returns ``(ok, note)``.
+    default : bool
+        Checked by ``make formal``; ``False`` for one too slow for its budget, checked only
+        when named (``--property NAME``).
     """
 
     name: str
@@ -44,6 +48,7 @@ class Property:
     depth: int = 10
     cover_depth: int = 10
     python: Callable | None = None
+    default: bool = True
 
     def run(self, workdir, depth: int | None = None) -> Verdict:
         """Check it; ``depth`` overrides the registry's depth (the cover depth too)."""
@@ -75,6 +80,14 @@ def _acyclic(shape: str):
 
     return run
 
+
+def _tensor(cfg, what, **options):
+    return lambda: TensorEngineContract(cfg, what, **options)
+
+
+_LAT8 = FORMAL_INT8.latency
+_LATF = FORMAL_FORMATS.latency
+_SHAPE = f"{FORMAL_INT8.rows}x{FORMAL_INT8.cols}"
 
 _R4 = LinkConfig((4, 4)).requesters
 _R444 = LinkConfig((4, 4, 4)).requesters
@@ -129,6 +142,68 @@ PROPERTIES = {
             harness=RouterVcOrder,
             depth=3,
             cover_depth=6,
+        ),
+        Property(
+            "tensor_handshake_int8",
+            f"a {_SHAPE} int8 engine (2 PE stages) holds a result offered until it is taken "
+            "(valid, last, data); gives results only for beats of ops not dropped, each once, in "
+            f"order, each in the result queue exactly {_LAT8} ticks (its latency) after its beat",
+            harness=_tensor(FORMAL_INT8, "handshake", data=True),
+            depth=_LAT8 + 2,
+            cover_depth=12,
+        ),
+        Property(
+            "tensor_misuse_int8",
+            "each status counter of the int8 engine counts its ErrorKind once per offending op "
+            "and saturates, each flag is set exactly when its kind has occurred, nothing else "
+            "moves them; only a good completed load is switched to",
+            harness=_tensor(FORMAL_INT8, "misuse"),
+            depth=6,
+            cover_depth=12,
+        ),
+        Property(
+            "tensor_liveness_int8",
+            "on every tick the int8 engine takes a moving beat that needs no new stationary, "
+            "one with load when a completed load waits, a load beat when none waits (ready "
+            "again within 1 tick of any op, misused or not); a cycle after the consumer is ready "
+            "it ticks",
+            harness=_tensor(FORMAL_INT8, "liveness"),
+            depth=6,
+            cover_depth=12,
+        ),
+        Property(
+            "tensor_misuse_formats",
+            f"the same counters on a {_SHAPE} engine of int8, fp8_e4m3fn and fp8_e5m2, with "
+            "the format misuses (a code naming no format, int8 against FP8)",
+            harness=_tensor(FORMAL_FORMATS, "misuse"),
+            depth=6,
+            cover_depth=12,
+        ),
+        Property(
+            "tensor_liveness_formats",
+            "the same liveness on that three-format engine (1 PE stage)",
+            harness=_tensor(FORMAL_FORMATS, "liveness"),
+            depth=6,
+            cover_depth=12,
+        ),
+        Property(
+            "tensor_liveness_fp32",
+            f"on a {_SHAPE} engine of bf16 and fp32, the same liveness within 4 ticks: a moving "
+            "beat waits 3 ticks after an FP32 beat (quarter rate); a cover shows 3 is not enough",
+            harness=_tensor(FORMAL_FP32, "liveness"),
+            mode="bmc",  # the RTL's FP32 wait counter has no name to tie (verif/formal/tensor.py)
+            depth=24,
+            cover_depth=12,
+        ),
+        Property(
+            "tensor_handshake_formats",
+            f"the handshake on that three-format engine (latency {_LATF}; data not held: the "
+            "floating-point datapath is in the model through the result queue anyway). Slow "
+            "(about 9 minutes): only when named",
+            harness=_tensor(FORMAL_FORMATS, "handshake"),
+            depth=4,
+            cover_depth=12,
+            default=False,
         ),
     )
 }
