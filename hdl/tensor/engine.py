@@ -198,7 +198,7 @@ class TensorEngine(wiring.Component):
         mv_fmt = Signal(max(fb, 1))  # the moving format code of the op in progress
         fp32 = [c for c, f in enumerate(cfg.formats) if f.name == "fp32"]
         # Ticks the moving stream still waits after an FP32 beat (quarter rate).
-        hold = Signal(range(FP32_BEAT_INTERVAL)) if fp32 else Const(0, 1)
+        hold = Signal(range(FP32_BEAT_INTERVAL), name="hold") if fp32 else Const(0, 1)
         mv_first = ~mv_in_op
         mv_wants_load = mv_first & mv.payload.load
         m.d.comb += mv.ready.eq(adv & (hold == 0) & (~mv_wants_load | pend))

@@ -191,8 +191,7 @@ PROPERTIES = {
             f"on a {_SHAPE} engine of bf16 and fp32, the same liveness within 4 ticks: a moving "
             "beat waits 3 ticks after an FP32 beat (quarter rate); a cover shows 3 is not enough",
             harness=_tensor(FORMAL_FP32, "liveness"),
-            mode="bmc",  # the RTL's FP32 wait counter has no name to tie (verif/formal/tensor.py)
-            depth=24,
+            depth=8,  # k-induction, with the RTL's FP32 wait counter (`hold`) tied
             cover_depth=12,
         ),
         Property(

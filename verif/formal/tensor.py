@@ -393,9 +393,8 @@ class TensorEngineContract(Elaboratable):
         if any(f.name == "fp32" for f in self.cfg.formats):
             m.d.comb += Cover(must_mv & c.mv_fire & (refusals["mv"] == FP32_BEAT_INTERVAL - 1))
             # The ticks a moving beat has been refused and those it still waits after an FP32
-            # beat add up to fewer than the bound: the invariant the induction needs. The RTL's
-            # wait counter has no name (`hold` in engine.py, made in a conditional expression),
-            # so it is tied only once it has one; until then this check is bounded (bmc).
+            # beat add up to fewer than the bound: the invariant the induction needs, on the
+            # RTL's wait counter (`hold` in engine.py; a design without it is checked bounded).
             try:
                 hold = internal(body, "hold")
             except LookupError:
