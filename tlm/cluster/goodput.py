@@ -1,33 +1,16 @@
-"""Goodput at scale: interruptions, checkpoints, restarts and hot spares, vectorised over chip
-counts and configurations.
+"""Goodput at scale: interruptions, checkpoints, restarts, hot spares and the strategies of
+large operators, vectorised over chip counts and configurations.
 
-A synchronous training job stops whenever any of its parts fails. Interruptions arrive as a
-Poisson process whose rate adds up four named causes (:class:`FailureRates`): per chip (the
-accelerator and its HBM), per server (host CPU, memory, NIC, SSD, power supply, unplanned host
-maintenance), per chip's share of the network (switches, cables) and per chip's share of
-software faults (bugs, collective time-outs). The defaults are Meta's Llama 3 405B run (Llama
-Team, *The Llama 3 Herd of Models*, 2024, Section 3.3.4 and Table 5: 419 unexpected
-interruptions in a 54-day snapshot on 16,384 H100 in servers of 8), split by its
-categories; no failure rate of Trainium is published, so the same rates per chip are ASSUMED
-for it (a Trainium server holds 16 chips, so it has half the hosts per chip).
-
-After each interruption the job restarts from its last checkpoint: ``restart_s`` (detect,
-reschedule, initialise: ASSUMED 10 min) plus reading the checkpoint back, plus, when a failed
-server finds no hot spare, the repair time. Checkpoints hold the weights, the master copy and
-Adam's moments (:func:`checkpoint_bytes`) and are written at the storage bandwidth (default 2
-TB/s, the sustained throughput of the Tectonic file system behind Llama 3, Section 3.3.1).
-The checkpoint interval is Daly's optimum (J. T. Daly, *A higher order estimate of the optimum
-checkpoint interval for restart dumps*, FGCS 22(3), 2006), Young's first-order
-``sqrt(2 delta M)`` (J. W. Young, CACM 17(9), 1974) as the reference, and the goodput Daly's
-exact expected run time under exponential failures:
+Interruptions are a Poisson process of four named causes (:class:`FailureRates`, Llama 3
+405B's rates by default, ASSUMED for Trainium); each restarts the job from its last checkpoint
+(:func:`checkpoint_bytes`), taken at Daly's optimum interval, and the goodput is Daly's
+expected run time under exponential failures:
 
     wall / work = M exp(R / M) (exp((tau + delta) / M) - 1) / tau
 
-The strategies a large operator uses are options, all off by default (:class:`Resilience`):
-a fast swap to a warm spare (``swap_s``), in-memory checkpoints in peer servers' host memory
-(GEMINI: Wang et al., SOSP 2023) with the storage checkpoint kept for what they cannot restore,
-elastic data parallelism (the failed replica dropped until its server is replaced) and ``jobs``
-independent jobs on the cluster; see :func:`goodput`'s notes and docs/cluster.md.
+The strategies (:class:`Resilience`, all off by default): a fast swap to a warm spare,
+in-memory peer checkpoints, elastic data parallelism and several jobs. Sources, defaults and
+what is assumed: docs/cluster.md, "Goodput at scale".
 
 Examples
 --------
