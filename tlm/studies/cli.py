@@ -40,6 +40,7 @@ from .protocol import (
     Study,
     allowed_text,
     execute,
+    flag,
     from_text,
     progress_to,
     rename_deprecated,
@@ -55,11 +56,6 @@ __all__ = ["main", "parser", "flag"]
 PROTOCOL = ("config", "json", "out")
 #: The width of the tables written to a pipe or a file (no terminal, no $COLUMNS).
 _PIPE_COLUMNS = 200
-
-
-def flag(field: str) -> str:
-    """The command-line flag of an input (``clock_hz`` -> ``--clock-hz``)."""
-    return "--" + field.replace("_", "-")
 
 
 class _Fail(Exception):

@@ -29,7 +29,7 @@ from ..hardware import HARDWARE
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
 from .infer import _FORMATS, InferInputs
-from .model import MODEL_ALLOWED, workload_input
+from .model import served_model_field, workload_input
 from .protocol import (
     STUDIES,
     InputError,
@@ -37,6 +37,7 @@ from .protocol import (
     Results,
     Study,
     execute,
+    flag,
     format_field,
     register,
     validate_inputs,
@@ -53,11 +54,7 @@ class CompareInputs(Inputs):
 
     deprecated = dict(HARDWARE_DEPRECATED)
 
-    model: str = Field(
-        "llama3.3-70b",
-        description="the model served (tlm/workloads/models)",
-        json_schema_extra={"allowed": MODEL_ALLOWED},
-    )
+    model: str = served_model_field("llama3.3-70b")
     hardware: str = hardware_field()
     against: str = Field(
         DEFAULT_AGAINST,
@@ -99,17 +96,17 @@ class CompareRow(BaseModel):
     hardware: str
     chips: int = Field(description="one server's: the replica's tensor-parallel size")
     fits: bool
-    ttft_s: float | None
-    tpot_s: float | None
-    chip_tokens_per_s: float | None = Field(description="decode tokens/s per chip")
-    cost_per_million_tokens_usd: float | None
-    energy_per_token_j: float | None
-    chip_throughput_ratio: float | None = Field(description="against --hardware")
-    tokens_per_usd_ratio: float | None = Field(description="against --hardware")
-    gemm_footing: str = Field(description="where the GEMM costs come from")
-    fixed_costs_footing: str = Field(description="FITTED, BORROWED from another fit, ASSUMED")
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    chip_tokens_per_s: float | None = Field(None, description="decode tokens/s per chip")
+    cost_per_million_tokens_usd: float | None = None
+    energy_per_token_j: float | None = None
+    chip_throughput_ratio: float | None = Field(None, description="against --hardware")
+    tokens_per_usd_ratio: float | None = Field(None, description="against --hardware")
+    gemm_footing: str = Field("-", description="where the GEMM costs come from")
+    fixed_costs_footing: str = Field("-", description="FITTED, BORROWED from another fit, ASSUMED")
     price_footing: str = Field(description="the source of the cloud instance's hourly price")
-    why: str = Field(description="why a replica does not fit, else empty")
+    why: str = Field("", description="why a replica does not fit, else empty")
 
 
 class CompareResults(Results):
@@ -155,23 +152,9 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
         try:  # as trnsim infer runs it: every check, a model's error on the input it names
             r = execute(infer, validate_inputs(infer, values)).results
         except InputError as error:  # the replica does not fit this hardware: a row says why
+            why = error.message(flag(error.field))
             rows.append(
-                CompareRow(
-                    hardware=name,
-                    chips=chips,
-                    fits=False,
-                    ttft_s=None,
-                    tpot_s=None,
-                    chip_tokens_per_s=None,
-                    cost_per_million_tokens_usd=None,
-                    energy_per_token_j=None,
-                    chip_throughput_ratio=None,
-                    tokens_per_usd_ratio=None,
-                    gemm_footing="-",
-                    fixed_costs_footing="-",
-                    price_footing=price,
-                    why=error.message(f"--{error.field.replace('_', '-')}"),
-                )
+                CompareRow(hardware=name, chips=chips, fits=False, price_footing=price, why=why)
             )
             continue
         rows.append(
@@ -184,12 +167,9 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
                 chip_tokens_per_s=r.decode_tokens_per_s / r.chips,
                 cost_per_million_tokens_usd=r.cost_per_million_tokens_usd,
                 energy_per_token_j=r.energy_per_token_j,
-                chip_throughput_ratio=None,
-                tokens_per_usd_ratio=None,
                 gemm_footing=_gemm_footing(r.costs_source),
                 fixed_costs_footing=_fixed_footing(r.fixed_costs_source),
                 price_footing=price,
-                why="",
             )
         )
     base = rows[0]

@@ -39,7 +39,7 @@ from ..inference.layout import FIXED_COSTS, check_layout, hardware_named, system
 from ..workloads import WorkloadError, load_model
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
-from .model import MODEL_ALLOWED, workload_input
+from .model import MODEL_ALLOWED, served_model_field, workload_input
 from .protocol import (
     PLOT_ALLOWED,
     InputError,
@@ -72,11 +72,7 @@ class ReplicaInputs(Inputs):
     deprecated = {**HARDWARE_DEPRECATED, "dtype": "format", "kv_dtype": "kv_format"}
     deprecated_values = {"format": OLD_FORMATS, "kv_format": OLD_FORMATS}
 
-    model: str = Field(
-        "llama3.1-405b",
-        description="the model served (tlm/workloads/models)",
-        json_schema_extra={"allowed": MODEL_ALLOWED},
-    )
+    model: str = served_model_field()
     hardware: str = hardware_field()
     system: str = Field(
         "server",

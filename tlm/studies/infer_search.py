@@ -40,7 +40,7 @@ from ..inference.search import (
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
 from .infer import OLD_FORMATS
-from .model import MODEL_ALLOWED, workload_input
+from .model import served_model_field, workload_input
 from .protocol import (
     PLOT_ALLOWED,
     InputError,
@@ -70,11 +70,7 @@ class InferSearchInputs(SweepInputs):
     deprecated = {**HARDWARE_DEPRECATED, "dtypes": "formats", "kv_dtypes": "kv_formats"}
     deprecated_values = {"formats": OLD_FORMATS, "kv_formats": OLD_FORMATS}
 
-    model: str = Field(
-        "llama3.1-405b",
-        description="the model served",
-        json_schema_extra={"allowed": MODEL_ALLOWED},
-    )
+    model: str = served_model_field()
     hardware: str = hardware_field()
     systems: list[str] = Field(
         default_factory=lambda: ["server", "ultraserver"],

@@ -44,6 +44,15 @@ __all__ = [
 MODEL_ALLOWED = "one of " + ", ".join(model_names()) + ", or a model file path ending in .toml"
 
 
+def served_model_field(default: str = "llama3.1-405b"):
+    """A ``model`` input of the inference studies: the model served, a name or a file."""
+    return Field(
+        default,
+        description="the model served (tlm/workloads/models)",
+        json_schema_extra={"allowed": MODEL_ALLOWED},
+    )
+
+
 def workload_input(name: str):
     """The model a ``--model`` input names (:func:`tlm.workloads.load_model`); errors name
     the input."""

@@ -66,6 +66,7 @@ __all__ = [
     "is_list",
     "allowed_text",
     "model_error",
+    "flag",
     "writable_path",
     "PLOT_SUFFIXES",
     "PLOT_ALLOWED",
@@ -129,6 +130,11 @@ _MUST = re.compile(r"^(?P<name>[A-Za-z_][\w.]*) must (?:be )?(?P<allowed>.+), no
 _MUST_PRODUCT = re.compile(
     r"^(?P<names>\w+(?: x \w+)+) must (?P<verb>\w+) (?P<rest>.+), not (?P<value>[^,]+)$"
 )
+
+
+def flag(field: str) -> str:
+    """The command-line flag of an input (``clock_hz`` -> ``--clock-hz``)."""
+    return "--" + field.replace("_", "-")
 
 
 def model_error(error: ValueError, fields, values: dict | None = None) -> ValueError:
