@@ -62,6 +62,10 @@ ARRIVALS.write_text(
     "arrival_s,prompt,output\n" + "".join(f"{i / 10},{100 + i},8\n" for i in range(50))
 )
 
+#: nccom-test's replica groups: the four x rows of the 4x4 server, for --custom-replica-groups.
+ROWS = ARRIVALS.parent / "rows.json"
+ROWS.write_text(json.dumps({"replica_groups": [[list(range(4 * r, 4 * r + 4)) for r in range(4)]]}))
+
 #: train's quick layout, for a search over the rest of the axes.
 TRAIN_70B = ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"]
 #: A mixture of experts on few enough chips for experts to be split.
@@ -85,6 +89,8 @@ OTHER: dict[tuple[str, str], tuple[list[str], list[str]]] = {
     ("collective", "ranks"): (["--system", "server", "--runtime"], ["8"]),
     ("collective", "nodes"): (["--runtime"], ["1"]),
     ("collective", "lnc"): (["--system", "server", "--runtime"], ["1"]),
+    ("collective", "custom_replica_groups"): (["--system", "server"], [str(ROWS)]),
+    ("collective", "data_parallel_dimension"): (["--system", "server"], ["4"]),
     ("compare", "model"): ([], ["llama3.2-1b"]),
     ("compare", "hardware"): ([], ["trn3"]),
     ("compare", "against"): ([], ["trn1,a100", "trn3"]),

@@ -43,6 +43,7 @@ import numpy as np
 
 from ..collectives import ALGORITHMS, Analytic, build, unfit
 from ..collectives.analytic import is_chain, together_totals
+from ..collectives.groups import run_together
 from ..collectives.schedule import Schedule, Step, Transfer
 from ..elementwise import ceil, maximum, minimum
 from ..hardware import Hardware
@@ -155,45 +156,6 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray):
     index of its pair (one 1-D unique: much faster than ``np.unique(axis=...)``)."""
     keys, inverse = np.unique((a << 31) | b, return_inverse=True)
     return np.stack([keys >> 31, keys & ((1 << 31) - 1)], axis=1), inverse.ravel()
-
-
-def run_together(schedule: Schedule, systems) -> Schedule:
-    """``schedule`` (built on one group's sub-system) run by every group at once: one
-    schedule on the parent system whose ranks are each group's ranks in turn and whose step
-    ``i`` holds every group's step ``i``. For the timing engines (analytic, flow): it
-    declares no reduction order, so the values engine does not run it.
-
-    Parameters
-    ----------
-    schedule : Schedule
-        Built on a sub-system (:meth:`tlm.system.System.subset`) of the same shape as each of
-        ``systems``.
-    systems : list of System
-        Each group's sub-system, all of one parent; its chips are the parent's.
-    """
-    chips, steps = [], [[] for _ in schedule.steps]
-    for sub in systems:
-        base = len(chips)
-        chips += [sub.members[c] for c in schedule.chips]
-        for i, step in enumerate(schedule.steps):
-            if not base:  # the first group's ranks are the schedule's own
-                steps[i] += step.transfers
-                continue
-            steps[i] += [
-                Transfer(base + t.src, base + t.dst, t.first, t.stop, t.reduce, t.at)
-                for t in step.transfers
-            ]
-    return Schedule(
-        schedule.op,
-        schedule.algorithm,
-        tuple(chips),
-        schedule.blocks,
-        schedule.subs,
-        tuple(
-            Step(tuple(moves), s.after, s.label)
-            for moves, s in zip(steps, schedule.steps, strict=True)
-        ),
-    )
 
 
 def _translates(subs: list) -> list:

@@ -86,7 +86,7 @@ def _steps(count: int, step, src, dst, units, system) -> tuple:
 def together_totals(schedule: Schedule, systems, parent) -> tuple[float, float]:
     """``(A, K)`` - the summed fixed seconds and seconds per chunk byte - of ``schedule``
     (built on one group's sub-system, a chain of steps) run by every group of ``systems``
-    at once on ``parent`` (:func:`tlm.cluster.network.run_together`'s schedule, without
+    at once on ``parent`` (:func:`tlm.collectives.groups.run_together`'s schedule, without
     making it): each step's transfers are every group's, their chunks loading the parent's
     links together; the same figures as :class:`Analytic` of that schedule.
     """

@@ -182,6 +182,7 @@ class RankSystem:
     chips_system: object
     ranks_per_chip: int
     costs: RuntimeCosts
+    members: tuple | None = None
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -206,6 +207,44 @@ class RankSystem:
     @property
     def name(self) -> str:
         return f"{self.chips_system.name}, {self.ranks_per_chip} ranks a chip"
+
+    def subset(self, ranks) -> RankSystem:
+        """The ranks of a group (a replica group, :mod:`tlm.collectives.groups`) as a rank
+        system of their own: the chips they are on (:meth:`tlm.system.System.subset`), as many
+        ranks on each; rank ``i`` of it is rank ``members[i]`` of this one (chip by chip, in
+        the sub-system's chip order). Which of a chip's ranks a group takes does not change
+        its timing: every rank of a chip has its own DMA queues and the chip's links.
+
+        Raises
+        ------
+        CollectiveError
+            For ranks that are not distinct ranks of this system, or not as many on each chip
+            they occupy.
+        """
+        given = [int(r) for r in ranks]
+        if (
+            not given
+            or len(set(given)) != len(given)
+            or not all(0 <= r < self._ranks for r in given)
+        ):
+            raise CollectiveError(
+                f"ranks must be one or more distinct ranks 0..{self._ranks - 1}, not {given}"
+            )
+        rpc = self.ranks_per_chip
+        by_chip: dict[int, list[int]] = {}
+        for r in sorted(given):
+            by_chip.setdefault(r // rpc, []).append(r)
+        counts = sorted({len(v) for v in by_chip.values()})
+        if len(counts) != 1:
+            raise CollectiveError(
+                f"ranks must be as many on every chip they occupy, not {counts} "
+                f"({rpc} ranks a chip)"
+            )
+        chips = self.chips_system.subset(by_chip)
+        top = self.chips_system.members  # subsets number chips as the top system does
+        local = chips.members if top is None else [top.index(m) for m in chips.members]
+        members = tuple(r for c in local for r in by_chip[c])
+        return RankSystem(chips, counts[0], self.costs, members)
 
     @property
     def chip(self) -> str:

@@ -32,9 +32,17 @@ from ..collectives import ALGOS, COLLECTIVE_FORMATS, OPS, Analytic, build, choos
 from ..collectives.algorithms import ALGORITHMS
 from ..collectives.flit import MAX_SENT_BYTES, VCS, FlitEngine, FlitEngineError, flit_links
 from ..collectives.flow import Flow
+from ..collectives.groups import (
+    GroupError,
+    group_systems,
+    parse_replica_groups,
+    run_together,
+    strided,
+)
 from ..collectives.packets import ORDERS
 from ..collectives.runtime import Placement, PlacementError, RuntimeCosts
 from ..collectives.trace import write_collective_trace
+from ..datafile import read_text
 from ..formats import get_format
 from ..presets import PRESETS
 from ..system import SystemSpecError, load_system, system_names
@@ -203,6 +211,23 @@ class CollectiveInputs(PresetInputs):
         description="logical core size: physical cores per rank",
         json_schema_extra={"unset": "the chip preset's (trn2: 2; without --runtime: all cores)"},
     )
+    custom_replica_groups: str = Field(
+        "none",
+        description="nccom-test --custom-replica-groups: a JSON file of replica groups, "
+        '{"replica_groups": [[[0, 1, ...], [...], ...]]}; every group runs the operation on '
+        "its ranks at the same time, sizes per group member",
+        json_schema_extra={"allowed": "none (one group of every rank), or a JSON file"},
+    )
+    data_parallel_dimension: int | None = Field(
+        None,
+        description="nccom-test --data-parallel-dimension D: ranks / D groups of D ranks, rank "
+        "i in group i mod (ranks / D), all at once; with --custom-replica-groups, its groups' "
+        "size",
+        json_schema_extra={
+            "allowed": "a divisor of the ranks, 2 or more",
+            "unset": "every rank (one group), or the size of --custom-replica-groups' groups",
+        },
+    )
     root: int = Field(0, description="the chip a broadcast starts from", ge=0)
     fail_links: list[str] = Field(
         default_factory=list,
@@ -236,11 +261,14 @@ class CollectiveInputs(PresetInputs):
         sizes = parse_sizes(self.sizes)
         itemsize = get_format(self.format).dtype.itemsize
         shared = self.op in ("reduce_scatter", "all_gather", "all_to_all")
-        step = itemsize * system.chips if shared else itemsize
+        group = self.group_systems(system)[0]
+        if self.data_parallel_dimension != group.chips:
+            return self.model_copy(update={"data_parallel_dimension": group.chips}).resolve()
+        step = itemsize * group.chips if shared else itemsize
         for size in sizes:
             if size % step:
                 why = (
-                    f"{system.chips} ranks x {itemsize} B of {self.format}"
+                    f"{group.chips} ranks x {itemsize} B of {self.format}"
                     if shared
                     else (f"{itemsize} B of {self.format}")
                 )
@@ -248,9 +276,9 @@ class CollectiveInputs(PresetInputs):
                     "sizes", size, f"multiples of {step} B ({why}) for {self.op}", "is not allowed"
                 )
         if self.algo != "auto":
-            why = unfit(self.algo, self.op, system)
+            why = unfit(self.algo, self.op, group)
             if why is not None:
-                fitting = [a for a in ALGORITHMS if unfit(a, self.op, system) is None]
+                fitting = [a for a in ALGORITHMS if unfit(a, self.op, group) is None]
                 raise InputError(
                     "algo",
                     self.algo,
@@ -262,6 +290,10 @@ class CollectiveInputs(PresetInputs):
         if self.vcs not in FLIT_VCS:
             raise InputError("vcs", self.vcs, "one of " + ", ".join(map(str, FLIT_VCS)))
         if self.engine == "flit":
+            if group is not system:
+                raise InputError(
+                    "engine", self.engine, f"analytic or flow with --{self._groups_flag}"
+                )
             self._check_flit(system, sizes, itemsize)
         else:
             for name, default in (("vcs", VCS), ("order", "transfer")):
@@ -304,6 +336,65 @@ class CollectiveInputs(PresetInputs):
                     f"sizes up to {most} B for --engine flit with {name} (the busiest rank "
                     f"sends at most {MAX_SENT_BYTES >> 20} MiB: size x {factor:g})",
                 )
+
+    def replica_groups(self, system) -> tuple | None:
+        """The replica groups over the ranks of ``system`` (the resolved run system), or None
+        for one group of every rank (:mod:`tlm.collectives.groups`).
+
+        Raises
+        ------
+        InputError
+            On ``custom_replica_groups`` or ``data_parallel_dimension``.
+        """
+        ranks, dimension = system.chips, self.data_parallel_dimension
+        if self.custom_replica_groups != "none":
+            path = self.custom_replica_groups
+            try:
+                groups = parse_replica_groups(read_text(path, GroupError), ranks)
+            except GroupError as error:
+                text = str(error).removeprefix(f"{path}: ")
+                raise InputError(
+                    "custom_replica_groups",
+                    path,
+                    "none, or a JSON file of replica groups",
+                    f"is wrong: {text}",
+                ) from None
+            if dimension is not None and dimension != len(groups[0]):
+                raise InputError(
+                    "data_parallel_dimension",
+                    dimension,
+                    f"unset or {len(groups[0])} (the size of --custom-replica-groups' groups)",
+                )
+            return groups
+        if dimension is None or dimension == ranks:
+            return None
+        try:
+            return strided(ranks, dimension)
+        except GroupError as error:
+            raise InputError(
+                "data_parallel_dimension", dimension, f"a divisor of the {ranks} ranks, 2 or more"
+            ) from error
+
+    @property
+    def _groups_flag(self) -> str:
+        """The input the replica groups came from."""
+        if self.custom_replica_groups != "none":
+            return "custom_replica_groups"
+        return "data_parallel_dimension"
+
+    def group_systems(self, system) -> list:
+        """Each replica group's sub-system of ``system`` (``[system]`` without groups)."""
+        groups = self.replica_groups(system)
+        if groups is None:
+            return [system]
+        if self.root:
+            raise InputError("root", self.root, "0 with replica groups")
+        try:
+            return system.cached(("groups", groups), lambda: group_systems(system, groups))
+        except GroupError as error:
+            flag = self._groups_flag
+            value = getattr(self, flag)
+            raise InputError(flag, value, "groups of one shape", f"is wrong: {error}") from None
 
     def system_graph(self, chip=None):
         """The system these inputs name, without the failed links (:func:`system_input`)."""
@@ -436,6 +527,8 @@ class CollectiveResults(Results):
     )
     op_fixed_s: float = Field(description="the runtime's cost per operation (0 without --ranks)")
     runtime: str = Field(description="where the runtime costs come from (none: links only)")
+    groups: int = Field(description="replica groups running the operation at once")
+    group_ranks: int = Field(description="ranks of each group (every rank without groups)")
     failed_links: str = Field(description="the failed links (chip pairs), or none")
     detoured_transfers: int = Field(
         description="transfers of the schedules used whose route goes round a failed link"
@@ -452,14 +545,15 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
     fmt = get_format(inputs.format)
     itemsize = fmt.dtype.itemsize
     sizes = np.array(parse_sizes(inputs.sizes), dtype=np.int64)
+    subs = inputs.group_systems(system)
     names = [
-        inputs.algo if inputs.algo != "auto" else choose(inputs.op, system, int(s)) for s in sizes
+        inputs.algo if inputs.algo != "auto" else choose(inputs.op, subs[0], int(s)) for s in sizes
     ]
     times = np.empty(len(sizes))
-    factor = {}
+    factor, runs = {}, {}
     for name in dict.fromkeys(names):
-        schedule = build(name, inputs.op, system, inputs.root)
-        key = (name, inputs.op, inputs.root)
+        schedule, key = _run_schedule(inputs, system, subs, name)
+        runs[name] = key
         cost = system.cached(("analytic", *key), lambda s=schedule: Analytic(s, system))
         if inputs.engine == "flow":
             cost = system.cached(("flow", *key), lambda c=cost: Flow(c.schedule, system, c))
@@ -470,7 +564,7 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
                     c.schedule, system, c, vcs=inputs.vcs, order=inputs.order
                 ),
             )
-        factor[name] = schedule.send_factor()
+        factor[name] = schedule.send_factor()  # each group's ranks send as the group's own
         pick = np.array([n == name for n in names])
         times[pick] = op_fixed + cost.time_s(sizes[pick], itemsize)
     points = []
@@ -498,8 +592,10 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
             f"the {inputs.spec.name} preset's [collectives]" if runtime is not None else "none"
         ),
         failed_links=", ".join(f"{a}-{b}" for a, b in _chips(system).failed) or "none",
+        groups=len(subs),
+        group_ranks=subs[0].chips,
         detoured_transfers=sum(
-            detours(build(n, inputs.op, system, inputs.root), system) for n in dict.fromkeys(names)
+            detours(_run_schedule(inputs, system, subs, n)[0], system) for n in dict.fromkeys(names)
         ),
         series=points,
     )
@@ -507,15 +603,25 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
         write_plot(inputs, results, system)
     if inputs.trace is not None:
         largest = int(np.argmax(sizes))
-        name = names[largest]
-        key = (name, inputs.op, inputs.root)
-        cost = system.cached(
-            ("analytic", *key), lambda: Analytic(build(*key[:2], system, key[2]), system)
-        )
+        schedule, key = _run_schedule(inputs, system, subs, names[largest])
+        cost = system.cached(("analytic", *key), lambda: Analytic(schedule, system))
         flow = system.cached(("flow", *key), lambda: Flow(cost.schedule, system, cost))
         chunk = float(cost.chunk_bytes(sizes[largest : largest + 1], itemsize)[0])
         write_collective_trace(flow, chunk, inputs.trace)
     return results
+
+
+def _run_schedule(inputs, system, subs, name):
+    """The schedule of ``name`` that runs on ``system`` - every replica group's at once
+    (:func:`tlm.collectives.groups.run_together`) - and its cache key."""
+    groups = None if len(subs) == 1 and subs[0] is system else tuple(s.members for s in subs)
+    key = (name, inputs.op, inputs.root, groups)
+
+    def make():
+        one = build(name, inputs.op, subs[0], inputs.root)
+        return one if groups is None else run_together(one, subs)
+
+    return system.cached(("schedule", *key), make), key
 
 
 def _chips(system):
@@ -568,16 +674,20 @@ def schedules(inputs: CollectiveInputs, results: CollectiveResults):
     """Per algorithm used: its steps, transfers and bus factor."""
     chip = inputs.spec.name if inputs.spec.name in PRESETS else None
     system = inputs.run_system(chip)
+    subs = inputs.group_systems(system)
     rows = []
     for name in dict.fromkeys(p.algorithm for p in results.series):
-        s = build(name, inputs.op, system, inputs.root)
+        s = _run_schedule(inputs, system, subs, name)[0]
         transfers = sum(len(step.transfers) for step in s.steps)
         row = (name, len(s.steps), transfers, s.chunks, round(s.send_factor(), 4))
         rows.append(row + ((detours(s, system),) if _chips(system).failed else ()))
     columns = ("algorithm", "steps", "transfers", "chunks", "busbw / algbw")
     if _chips(system).failed:
         columns += (f"round {results.failed_links}",)
-    return [(f"schedules of {inputs.op} on {system.name}", columns, rows)]
+    where = system.name + (
+        f", {len(subs)} groups of {subs[0].chips} at once" if len(subs) > 1 else ""
+    )
+    return [(f"schedules of {inputs.op} on {where}", columns, rows)]
 
 
 STUDY = register(
