@@ -1,6 +1,8 @@
 """trnsim validate's collective suite: the data file holds, the fit is what it says, and the
 model it judges is the same model trnsim collective runs."""
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,7 +11,14 @@ from tlm.presets import load_preset
 from tlm.studies import run_study
 from tlm.system import load_system
 from tlm.validation import collectives
-from tlm.validation.collectives import Section, ValidationFile, load_file, summary, validate
+from tlm.validation.collectives import (
+    Section,
+    ValidationFile,
+    by_release,
+    load_file,
+    summary,
+    validate,
+)
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 
@@ -40,10 +49,19 @@ def test_the_presets_hold_the_fit():
     assert all(getattr(trn3, n) == getattr(trn2, n) for n in RUNTIME_FIGURES)
 
 
-#: The judged errors as measured when the runtime costs were first fitted (docs/validation.md;
-#: the issue's target, 30 % each and 15 % mean, is not met yet): a change that makes any worse
-#: fails here.
-COLLECTIVE_BOUNDS = {"trn1": (0.19, 0.73), "trn2": (0.35, 0.63)}
+#: The judged errors (mean, max |error|) as documented in docs/validation.md, per platform and
+#: per Neuron release that printed the rows (the issue's target, 30 % each and 15 % mean, is not
+#: met): a change that makes any worse fails here. trn2's moved when the 2.32 rows (four replica
+#: groups of 16 at once) joined its one calibration: 2.28 prints a 300 us all-reduce floor,
+#: 2.32 101 us.
+COLLECTIVE_BOUNDS = {"trn1": (0.19, 0.73), "trn2": (0.46, 0.72)}
+RELEASE_BOUNDS = {
+    ("trn1", "2.10"): (0.19, 0.73),
+    ("trn2", "2.21"): (0.42, 0.42),
+    ("trn2", "2.24"): (0.26, 0.40),
+    ("trn2", "2.28"): (0.46, 0.72),
+    ("trn2", "2.32"): (0.61, 0.62),
+}
 
 
 @pytest.mark.parametrize("engine", collectives.ENGINES)
@@ -53,16 +71,26 @@ def test_judged_errors_within_the_documented_bounds(engine):
         n, mean, most = entry["judge"]
         bound_mean, bound_max = COLLECTIVE_BOUNDS[platform]
         assert n >= 16 and mean <= bound_mean and most <= bound_max, (platform, mean, most)
+    releases = by_release(sections)
+    assert set(releases) == set(RELEASE_BOUNDS)
+    for key, (_, mean, most, _bias) in releases.items():
+        bound_mean, bound_max = RELEASE_BOUNDS[key]
+        assert mean <= bound_mean and most <= bound_max, (key, mean, most)
     for s in sections:
         for r in s.rows:
             assert r.shipped == r.calibrated  # the calibration is shipped
             assert r.shipped_error_fraction == pytest.approx(r.shipped / r.published - 1)
 
 
-def test_the_shipped_model_is_trnsim_collective():
-    """Row by row, the shipped time is what trnsim collective gives for the same command."""
+def test_the_shipped_model_is_trnsim_collective(tmp_path):
+    """Row by row, the shipped time is what trnsim collective gives for the same command
+    (replica groups given as nccom-test's JSON file)."""
     data = load_file()
-    for section, result in zip(data.section, validate(), strict=True):
+    for i, (section, result) in enumerate(zip(data.section, validate(), strict=True)):
+        groups = None
+        if section.replica_groups is not None:
+            groups = tmp_path / f"groups{i}.json"
+            groups.write_text(json.dumps({"replica_groups": [section.replica_groups]}))
         for r in result.rows[:3]:
             got = run_study(
                 "collective",
@@ -75,8 +103,18 @@ def test_the_shipped_model_is_trnsim_collective():
                 sizes=str(r.detail.size_bytes),
                 algo=r.detail.model_algorithm,
                 format=section.format,
+                custom_replica_groups="none" if groups is None else str(groups),
             ).results.series[0]
             assert got.time_s == pytest.approx(r.shipped, rel=1e-12), (section.name, r.case)
+
+
+def test_the_docs_tables_are_the_model():
+    """docs/validation.md's collectives tables are what tools/calibrate_collectives.py writes
+    from the model as shipped (rerun it after a change)."""
+    from tools import calibrate_collectives
+
+    docs = calibrate_collectives.DOCS.read_text()
+    assert calibrate_collectives.docs_block(validate()) in docs
 
 
 def test_a_bad_section_is_refused():

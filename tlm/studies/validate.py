@@ -36,7 +36,7 @@ from pydantic import Field
 
 from ..collectives.runtime import RuntimeCosts
 from ..presets import load_preset
-from ..validation.collectives import ENGINES, load_file, summary, validate
+from ..validation.collectives import ENGINES, by_release, load_file, summary, validate
 from ..validation.inference import FIT as INFERENCE_FIT
 from ..validation.inference import validate_inference
 from ..validation.row import SUITES as SUITE_NAMES
@@ -157,6 +157,14 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
             "judged rows (mean, max |err|)",
         )
         tables.append(("collectives: the presets' runtime costs, as shipped", columns, rows))
+        rows = [
+            (platform, version, n, f"{mean:.1%}", f"{most:.1%}", f"{bias:+.1%}")
+            for (platform, version), (n, mean, most, bias) in by_release(sections).items()
+        ]
+        columns = ("platform", "Neuron release", "judged rows", "mean |err|", "max", "mean err")
+        tables.append(
+            ("collectives: judged errors by the runtime release that printed them", columns, rows)
+        )
         rows = [
             (s.name, "as read (the rows above)", f"{e.mean():.1%}", f"{e.max():.1%}")
             for s in sections

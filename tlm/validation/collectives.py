@@ -24,6 +24,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..collectives import ALGORITHMS, Analytic, build, choose, unfit
 from ..collectives.flow import Flow
+from ..collectives.groups import check_groups, group_systems, run_together
 from ..collectives.runtime import RUNTIME_FIGURES, Placement, RankSystem, RuntimeCosts
 from ..formats import get_format
 from ..presets import load_preset
@@ -44,6 +46,7 @@ from .row import CollectiveDetail, ValidationRow
 __all__ = [
     "ENGINES",
     "SectionResult",
+    "by_release",
     "calibrate",
     "load_file",
     "row_times",
@@ -95,6 +98,7 @@ class Section(_Strict):
     algorithms: dict[str, str]
     rows: list[PublishedRow] = Field(min_length=1)
     alternatives: list[Reading] = []
+    replica_groups: list[list[int]] | None = None
 
     @model_validator(mode="after")
     def _check(self):
@@ -109,6 +113,8 @@ class Section(_Strict):
                     f"algorithms must map to auto or {', '.join(ALGORITHMS)}, not {model!r}"
                 )
         get_format(self.format)
+        if self.replica_groups is not None:
+            check_groups(self.replica_groups, self.ranks)
         return self
 
 
@@ -203,13 +209,16 @@ def row_times(
     not fit that reading, ``auto``'s)."""
     where, chips = _placement(section, reading)
     ranks = RankSystem(chips, where.ranks_per_chip, costs)
+    groups = _groups(section)
+    group = ranks if groups is None else ranks.subset(groups[0])
     itemsize = get_format(section.format).dtype.itemsize
     out = []
     for row in section.rows:
         name = section.algorithms[row.algorithm]
-        if name == "auto" or unfit(name, section.op, ranks) is not None:
-            name = choose(section.op, ranks, row.size_bytes)
-        cost = Analytic(_schedule(section.op, name, chips, where.ranks_per_chip), ranks)
+        if name == "auto" or unfit(name, section.op, group) is not None:
+            name = choose(section.op, group, row.size_bytes)
+        schedule = _schedule(section.op, name, chips, where.ranks_per_chip, groups)
+        cost = Analytic(schedule, ranks)
         if engine == "flow":
             cost = Flow(cost.schedule, ranks, cost)
         sizes = np.array([row.size_bytes], dtype=np.int64)
@@ -217,12 +226,24 @@ def row_times(
     return out
 
 
+def _groups(section: Section) -> tuple | None:
+    """The section's replica groups as a key (None: one group of every rank)."""
+    if section.replica_groups is None:
+        return None
+    return tuple(tuple(g) for g in section.replica_groups)
+
+
 @cache
-def _schedule(op: str, name: str, chips, ranks_per_chip: int):
-    """The schedule of ``op`` by ``name`` over the ranks (their layout does not depend on the
-    runtime costs, so it is built once)."""
+def _schedule(op: str, name: str, chips, ranks_per_chip: int, groups: tuple | None = None):
+    """The schedule of ``op`` by ``name`` over the ranks - every replica group's at once
+    (:mod:`tlm.collectives.groups`) - built once (the ranks' layout does not depend on the
+    runtime costs)."""
     costs = RuntimeCosts.of(load_preset(chips.chip))
-    return build(name, op, RankSystem(chips, ranks_per_chip, costs))
+    ranks = RankSystem(chips, ranks_per_chip, costs)
+    if groups is None:
+        return build(name, op, ranks)
+    subs = group_systems(ranks, groups)
+    return run_together(build(name, op, subs[0]), subs)
 
 
 def _run_section(section: Section, engine: str) -> SectionResult:
@@ -282,6 +303,29 @@ def summary(sections: list[SectionResult]) -> dict:
             entry[role] = (len(e), float(e.mean()), float(e.max()))
         out[platform] = entry
     return out
+
+
+def release(source: str) -> str:
+    """The Neuron release a source of the data file was published with (``"2.28"``)."""
+    text = load_file().sources[source]
+    match = re.search(r"Neuron (\d+\.\d+)", text)
+    return match[1] if match else "?"
+
+
+def by_release(sections: list[SectionResult]) -> dict:
+    """Per platform and Neuron release: the judged rows, their mean and max absolute error
+    and their mean signed error (the model slower than measured when positive) - how far
+    each runtime release sits from the one calibration of its platform."""
+    out: dict = {}
+    for s in sections:
+        for r in s.rows:
+            if r.role == "judge":
+                out.setdefault((s.platform, release(r.source)), []).append(r.shipped_error_fraction)
+    return {
+        key: (len(e), float(np.abs(e).mean()), float(np.abs(e).max()), float(np.mean(e)))
+        for key, values in sorted(out.items())
+        for e in [np.array(values)]
+    }
 
 
 def calibrate(platform: str) -> RuntimeCosts:
