@@ -138,8 +138,8 @@ def test_the_front_door_runs_groups(tmp_path):
         assert a.time_s == pytest.approx(b.time_s, rel=1e-12)
     # each row as a system of its own (its x ring's links only), alone
     one_row = load_system("trn2-server").subset(range(4))
-    alone = Analytic(build("ring", "all_reduce", one_row), one_row)
-    assert grouped.series[-1].algorithm == "ring"  # KangaRing needs the whole 4x4 torus
+    alone = Analytic(build("rings", "all_reduce", one_row), one_row)
+    assert grouped.series[-1].algorithm == "rings"  # KangaRing needs the whole 4x4 torus
     assert grouped.series[-1].time_s == pytest.approx(alone.time_s([1 << 30], 2)[0], rel=1e-12)
     assert grouped.series[-1].time_s > row.series[-1].time_s  # one ring, not all 32 links
 

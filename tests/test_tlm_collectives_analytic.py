@@ -99,9 +99,21 @@ def test_auto_thresholds(size, algo):
 
 
 def test_auto_falls_back():
-    assert choose("all_reduce", load_system("trn2-ultraserver"), 1 << 30) == "ring"
-    assert choose("all_reduce", load_system("trn2-ultraserver"), 8 << 20) == "rdh"
-    assert choose("all_gather", load_system("4xtrn2-server"), 1 << 30) == "ring"
+    """Where the documented choice does not fit: rings of rings on a torus (KangaRing off the
+    4x4 server, gathers over EFA), the snake ring round a failed link or off a torus."""
+    ultra = load_system("trn2-ultraserver")
+    assert choose("all_reduce", ultra, 1 << 30) == "rings"
+    assert choose("all_reduce", ultra, 8 << 20) == "rdh"
+    assert choose("all_gather", load_system("4xtrn2-server"), 1 << 30) == "rings"
+    assert choose("all_reduce", load_system("4xtrn2-server"), 1 << 30) == "hierarchical"
+    assert choose("all_reduce", SERVER.without([(5, 6)]), 1 << 30) == "ring"
+    assert choose("all_reduce", ultra.without([(5, 6)]), 1 << 30) == "ring"
+    # the fallback is the faster: 1 GiB on the UltraServer
+    fast, slow = (
+        Analytic(build(a, "all_reduce", ultra), ultra).time_s([1 << 30], 2)[0]
+        for a in ("rings", "ring")
+    )
+    assert fast < slow / 3
     assert choose("all_to_all", SERVER, 1 << 30) == "mesh"
     assert choose("broadcast", SERVER, 1 << 30) == "ring"
 

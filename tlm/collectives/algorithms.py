@@ -3,8 +3,10 @@
 ``auto`` follows the thresholds the Neuron runtime documents (CCi): Mesh below 1 MB, recursive
 doubling/halving from 1 MB to 56 MB, KangaRing above 56 MB; where the documented choice does not
 fit (ranks not a power of two, not a 4x4 torus, an operation the algorithm does not run) it
-falls back as the table in docs/collectives.md says, and on nodes joined by EFA it picks the
-hierarchical all-reduce. MB here is 2^20 bytes.
+falls back to the torus-native rings of rings (the snake ring off a torus or round a failed
+link), as the table in docs/collectives.md says; on nodes joined by EFA it picks the
+hierarchical all-reduce, and rings of rings for the other reductions and gathers (the runtime's
+hierarchical composition). MB here is 2^20 bytes.
 
 Examples
 --------
@@ -14,6 +16,8 @@ Examples
 ['mesh', 'rdh', 'kangaring']
 >>> choose("all_reduce", load_system("4xtrn2-server"), 1 << 30)
 'hierarchical'
+>>> choose("all_reduce", load_system("trn2-ultraserver"), 1 << 30)   # no KangaRing on 4x4x4
+'rings'
 """
 
 from __future__ import annotations
@@ -106,11 +110,25 @@ def choose(op: str, system, size_bytes: int) -> str:
     if op in ("all_to_all", "permute"):
         return "mesh"
     if system.nodes > 1:
-        return "hierarchical" if op == "all_reduce" else "ring"
+        if op == "all_reduce":
+            return "hierarchical"
+        return "ring" if op == "broadcast" else _rings_or_ring(op, system)
     if size_bytes < AUTO_MESH_BELOW_BYTES:
         return "mesh"
     if op == "broadcast":
         return "ring"
-    if size_bytes < AUTO_RDH_BELOW_BYTES:
-        return "rdh" if unfit("rdh", op, system) is None else "ring"
-    return "kangaring" if unfit("kangaring", op, system) is None else "ring"
+    if size_bytes < AUTO_RDH_BELOW_BYTES and unfit("rdh", op, system) is None:
+        return "rdh"
+    if size_bytes >= AUTO_RDH_BELOW_BYTES and unfit("kangaring", op, system) is None:
+        return "kangaring"
+    return _rings_or_ring(op, system)
+
+
+def _rings_or_ring(op: str, system) -> str:
+    """Where the documented choice does not fit: the torus-native rings of rings (a ring per
+    dimension, nodes over EFA the last - the runtime's hierarchical composition), or the one
+    ring over every rank off a torus or round a failed link (its snake is re-laid to avoid
+    it)."""
+    if unfit("rings", op, system) is None and not system.failed:
+        return "rings"
+    return "ring"
