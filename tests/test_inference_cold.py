@@ -34,7 +34,7 @@ GOLDEN_FIXED = {
     "trn2": dict(
         step_fixed_s=3.19e-3,
         collective_fixed_s=3.07e-5,
-        collective_bandwidth_factor=0.13,
+        collective_bandwidth_factor=1.0,  # Trainium: the DMA queues instead
         request_fixed_s=0.0,
     ),
     "h100": dict(

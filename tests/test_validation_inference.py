@@ -20,6 +20,7 @@ from tlm.validation.inference import (
     LOAD_SEED,
     MAX_THROUGHPUT,
     TRTLLM_BENCH_DEVICE_MEMORY_BYTES,
+    held_factor,
     trtllm_bench_limits,
     validate_inference,
 )
@@ -48,8 +49,13 @@ def test_every_judged_row_within_its_documented_bound(v):
 def test_the_fit_rows_are_reproduced_and_beat_the_bare_model(v):
     fit = [r for r in v.rows if r.role == "fit"]
     assert {r.detail.id for r in fit} == {i for ids in FIT.values() for i in ids}
-    for r in fit:  # least-squares residuals: trn2 four figures to four rows, H100 to five
-        assert abs(r.calibrated_error_fraction) < 0.05, r.detail.id
+    # least-squares residuals: H100 four figures to five rows, reproduced; trn2 three to four
+    # (its bandwidth factor held at 1: the collectives' own mechanisms), each within the
+    # judged rows' bound - the 70B's 12,288-token prefill 15 % slow (docs/validation.md)
+    for r in fit:
+        held = held_factor(r.system)
+        assert abs(r.calibrated_error_fraction) < (0.16 if held else 0.05), r.detail.id
+    assert any(held_factor(r.system) for r in fit) and not all(held_factor(r.system) for r in fit)
     # a per-operator estimator without fixed costs is optimistic on latencies, as the issue
     # says of peers
     latency = [r for r in v.rows if r.quantity in ("ttft_s", "tpot_s", "e2e_s")]
@@ -66,6 +72,7 @@ def test_the_shipped_fixed_costs_are_the_fit(v):
         assert shipped.step_fixed_s == pytest.approx(p["step_fixed_s"], rel=5e-3)
         assert shipped.collective_fixed_s == pytest.approx(p["collective_fixed_s"], rel=5e-3)
         assert shipped.collective_bandwidth_factor == p["collective_bandwidth_factor"]
+        assert ("MECHANISM" in shipped.source) == held_factor(system)
         assert shipped.request_fixed_s == pytest.approx(p["request_fixed_s"], rel=5e-3)
     # the generations without published rows stand on their software stack's fit: every
     # shipped hardware file (trn3-gen2 got the ASSUMED default until this checked them all)
@@ -203,7 +210,7 @@ def test_the_fit_under_load_is_a_fixed_point(v):
         ratio = np.array([inference._modelled(i, *args) / inference._value(i, *args) for i in ids])
         assert (ratio != 1).any()  # each system has a fit row under load
         y = np.array([inference._row(i)["value"] for i in ids])
-        again = inference._fit_once(ids, y, ratio)
+        again = inference._fit_once(system, ids, y, ratio)
         assert not inference._moved(v.parameters[system], again), system
         assert 1 <= v.rounds[system] <= 20
 

@@ -48,6 +48,10 @@ def write_costs(system: str, fitted: dict, text: str, source: str = "FITTED") ->
     for name in FIXED_COSTS:
         value = fitted[name]
         shown = f"{value:.4g}" if name == "collective_bandwidth_factor" else f"{value:.4e}"
+        if set_figure(body, name, shown, "MECHANISM")[1]:  # held, not fitted
+            if value != 1.0:
+                raise SystemExit(f"calibrate_inference: [{system}] {name} held at 1, not {value}")
+            continue
         body, ok = set_figure(body, name, shown, source)
         if not ok:
             raise SystemExit(f"calibrate_inference: [{system}] has no {source} {name} line")

@@ -11,8 +11,10 @@ reduce-scatter, one lane per member over the NICs (ring, recursive halving/doubl
 sends on the Clos, sharing leaf uplinks and site links with the chips that cross them at once),
 in-node all-gather; pipeline sends by :meth:`Network.p2p_s`. Each ``(op, group, stride)`` is
 worked out once and kept. Figures come from the hardware file and, for Trainium, its system
-preset; the Clos from :data:`tlm.cluster.cost.DEFAULT_FABRIC`. The model, its sharing rules and
-what is ASSUMED: docs/cluster.md.
+preset and its chip preset's collective runtime (each chip's DMA queues at one rank's rate,
+the per-step sync: :func:`_node_system`); the Clos from
+:data:`tlm.cluster.cost.DEFAULT_FABRIC`. The model, its sharing rules and what is ASSUMED:
+docs/cluster.md.
 
 Examples
 --------
@@ -23,10 +25,12 @@ Examples
 64
 >>> t = net.collective_s("all_reduce", group=[4, 16, 64, 4], stride=[1, 1, 1, 16],
 ...                      nbytes=64 << 20)
->>> np.round(t * 1e3, 3).tolist()           # ms: x ring, 4x4 plane, 4x4x4 torus, z ring
-[0.206, 0.168, 0.297, 0.402]
+>>> np.round(t * 1e3, 3).tolist()    # ms: x ring, 4x4 plane, 4x4x4 torus, z ring of chips
+[0.947, 1.184, 1.245, 0.947]
 >>> net.algorithm("all_reduce", [4, 16, 64, 4], [1, 1, 1, 16], 64 << 20).tolist()
-['rings', 'kangaring', 'rings', 'rings']
+['mesh', 'mesh', 'mesh', 'mesh']
+>>> # the DMA queues (107 GB/s a chip) bind before the links: every algorithm moves the same
+>>> # bytes through them, so the fewest steps win
 >>> net.tier([8, 128, 2], [1, 1, 64]).tolist()
 ['scale-up', 'hierarchical', 'scale-out']
 >>> round(float(net.p2p_s(16 << 20, 64)) * 1e3, 3)      # a pipeline send over EFA
@@ -299,7 +303,7 @@ class Network:
             raise ValueError(f"fabric must be a tlm.cluster.cost.Fabric, not {fabric!r}")
         if hw.system is not None:
             node = _node_system(hw.system, hw.chip_preset)
-            efa = node.file.efa
+            efa = load_system(hw.system, chip=hw.chip_preset).file.efa
             per = node.chips_per_node
             default_over = efa.oversubscription.value
             figures = dict(
@@ -822,21 +826,13 @@ class Network:
         return t.reshape(shape)[()]
 
 
-def _node_system(system: str, chip: str) -> System:
-    """One node of a Trainium hardware file: its system preset, each step of a collective
-    costing the runtime's fitted synchronisation (the chip preset's ``[collectives]``
-    ``step_sync_s``, fitted on nccom-test's rows) in place of the system file's assumed
-    ``step_fixed_s``, as :class:`tlm.collectives.runtime.RankSystem` charges it. A compiled
-    graph's collectives pay each step's semaphores and descriptors, not the per-operation
-    launch nccom-test's host pays (``reduce_fixed_s``, ``move_fixed_s``: 409 us an all-reduce
-    on trn2 would make its measured inference decode several times too slow)."""
-    from dataclasses import replace
-
-    from ..collectives.runtime import RuntimeCosts
+def _node_system(system: str, chip: str):
+    """One node of a Trainium hardware file: its system preset with the Neuron runtime's
+    collective mechanisms of its chip preset (:func:`tlm.collectives.runtime.with_runtime`:
+    the chips' DMA queues at one rank's rate, the runtime's step sync in place of the system
+    file's assumed ``step_fixed_s``). A compiled graph's collectives do not pay the
+    per-operation launch nccom-test's host pays (``reduce_fixed_s``, ``move_fixed_s``)."""
+    from ..collectives.runtime import with_runtime
     from ..presets import load_preset
 
-    node = load_system(system, chip=chip)
-    spec = load_preset(chip)
-    if spec.collectives is None:
-        return node
-    return replace(node, step_fixed_s=RuntimeCosts.of(spec).step_sync_s, _cache={})
+    return with_runtime(load_system(system, chip=chip), load_preset(chip))

@@ -42,7 +42,14 @@ from ..system.graph import Link
 from .algorithms import CollectiveError
 from .schedule import REDUCING
 
-__all__ = ["Placement", "PlacementError", "RankSystem", "RuntimeCosts", "RUNTIME_FIGURES"]
+__all__ = [
+    "Placement",
+    "PlacementError",
+    "RankSystem",
+    "RuntimeCosts",
+    "RUNTIME_FIGURES",
+    "with_runtime",
+]
 
 #: The figures of a chip preset's ``[collectives]`` section the runtime costs are made of.
 RUNTIME_FIGURES = ("reduce_fixed_s", "move_fixed_s", "step_sync_s", "dma_Bps")
@@ -206,7 +213,8 @@ class RankSystem:
 
     @property
     def name(self) -> str:
-        return f"{self.chips_system.name}, {self.ranks_per_chip} ranks a chip"
+        rpc = self.ranks_per_chip
+        return self.chips_system.name + (f", {rpc} ranks a chip" if rpc > 1 else "")
 
     def subset(self, ranks) -> RankSystem:
         """The ranks of a group (a replica group, :mod:`tlm.collectives.groups`) as a rank
@@ -315,3 +323,15 @@ class RankSystem:
         if key not in self._cache:
             self._cache[key] = make()
         return self._cache[key]
+
+
+def with_runtime(system, spec):
+    """``system`` with the Neuron runtime's collective mechanisms of the chip preset ``spec``
+    (its ``[collectives]``), one rank a chip: every transfer crosses its chips' DMA queues at
+    one rank's ``dma_Bps`` and each step costs ``step_sync_s`` - what the cluster network and
+    the server TLM run collectives on (docs/cluster.md, "The DMA queues"). A chip's ranks each
+    carry the whole buffer of a tensor-parallel collective over logical cores, so a chip's
+    traffic moves at one rank's rate. Without a ``[collectives]`` section, ``system``."""
+    if spec.collectives is None:
+        return system
+    return RankSystem(system, 1, RuntimeCosts.of(spec))

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from ..collectives import ALGOS, unfit
 from ..collectives.algorithms import ALGORITHMS
+from ..collectives.runtime import with_runtime
 from ..core.view import DTYPE_NAMES
 from ..presets import PRESETS
 from ..server import tensor_parallel_step
@@ -157,7 +158,7 @@ class TpStepResults(Results):
 def tp_step_study(inputs: TpStepInputs) -> TpStepResults:
     """Run the step (and write the trace if asked)."""
     chip = inputs.spec.name if inputs.spec.name in PRESETS else None
-    system = system_input(inputs.system, chip)
+    system = with_runtime(system_input(inputs.system, chip), inputs.spec)
     step = tensor_parallel_step(
         system,
         inputs.m,

@@ -33,10 +33,12 @@ from importlib import resources
 
 import numpy as np
 
+from ..hardware import load_hardware
 from ..inference import Engine, estimate
 from ..inference.estimate import tokens_per_verify
 from ..inference.layout import FIXED_COSTS, FORMATS, as_model, check_format
 from ..inference.serving import ClosedLoop, Colocated, Poisson, Scheduler, Workload, simulate
+from ..presets import load_preset
 from ..workloads.model import element_bytes
 from .row import InferenceDetail, ValidationRow
 
@@ -637,14 +639,24 @@ def _solve(ids: tuple, y: np.ndarray, f: float, ratio: np.ndarray):
 _UNITS = (1e-3, 1e-5, 1e-3)
 
 
-def _fit_once(ids: tuple, y: np.ndarray, ratio: np.ndarray) -> dict:
+def held_factor(system: str) -> bool:
+    """Whether ``system``'s collective bandwidth factor is held at 1, not fitted: its network
+    charges the Neuron runtime's collective mechanisms (a Trainium node with its chip preset's
+    ``[collectives]``: the ranks' DMA queues and step sync, fitted on nccom-test -
+    :func:`tlm.cluster.network._node_system`), which are what the factor stood for."""
+    hw = load_hardware(system)
+    return hw.system is not None and load_preset(hw.chip_preset).collectives is not None
+
+
+def _fit_once(system: str, ids: tuple, y: np.ndarray, ratio: np.ndarray) -> dict:
     """Non-negative least squares of the relative error for the three costs at each
     bandwidth factor of :data:`FACTORS`, then of the hundredths around the best; the factor
-    with the least squared error kept."""
-    tried = {float(f): _solve(ids, y, float(f), ratio) for f in FACTORS}
+    with the least squared error kept (1 where :func:`held_factor`)."""
+    factors = (1.0,) if held_factor(system) else FACTORS
+    tried = {float(f): _solve(ids, y, float(f), ratio) for f in factors}
     coarse = min(tried, key=lambda f: tried[f][0])
     for f in np.round(np.arange(coarse - 0.04, coarse + 0.04001, 0.01), 2):
-        if 0 < f <= 1 and float(f) not in tried:
+        if len(factors) > 1 and 0 < f <= 1 and float(f) not in tried:
             tried[float(f)] = _solve(ids, y, float(f), ratio)
     f = min(tried, key=lambda f: tried[f][0])
     step, coll, req = (float(v * u) for v, u in zip(tried[f][1], _UNITS, strict=True))
@@ -672,11 +684,11 @@ def _fit(system: str, ids: tuple) -> tuple[dict, int]:
     figures returned are the last simulated (their ratios reproduce them to 0.1 %)."""
     y = np.array([_row(i)["value"] for i in ids])
     ratio = np.ones(len(ids))
-    p = _fit_once(ids, y, ratio)
+    p = _fit_once(system, ids, y, ratio)
     for rounds in range(1, _ROUNDS + 1):
         args = tuple(p[k] for k in FIXED_COSTS)
         ratio = np.array([_modelled(i, *args) / _value(i, *args) for i in ids])
-        new = _fit_once(ids, y, ratio)
+        new = _fit_once(system, ids, y, ratio)
         if not _moved(p, new):
             return p, rounds  # simulated at p, whose ratios give p back to 0.1 %
         p = new
