@@ -37,6 +37,7 @@ FREE = {
     "module",
     [
         "tlm.inference",
+        "tlm.inference.errors",
         "tlm.inference.memory",
         "tlm.inference.step",
         "tlm.inference.estimate",
@@ -581,7 +582,7 @@ def test_input_errors_pickle_with_their_fields():
     """A search's chunks run on Dask workers: their errors come back whole."""
     import pickle
 
-    from tlm.inference.serving.checks import ServingInputError
+    from tlm.inference.serving import Scheduler
 
     e = pickle.loads(pickle.dumps(InferenceInputError("tp", 6, "a divisor", shown="6!")))
     assert (e.field, e.value, e.allowed, str(e)) == (
@@ -590,8 +591,14 @@ def test_input_errors_pickle_with_their_fields():
         "a divisor",
         "tp must be a divisor, not 6!",
     )
-    s = pickle.loads(pickle.dumps(ServingInputError("rate", -1, "a number > 0")))
-    assert (s.field, str(s)) == ("rate", "rate must be a number > 0, not -1")
+    with pytest.raises(InferenceInputError) as caught:  # the serving simulation's too
+        Scheduler(max_batch=0)
+    s = pickle.loads(pickle.dumps(caught.value))
+    assert (type(s), s.field, str(s)) == (
+        InferenceInputError,
+        "max_batch",
+        "max_batch must be an integer >= 1, not 0",
+    )
 
 
 def test_a_replica_spec_refuses_bad_memory_fields_and_fixed_costs_unknown_names():

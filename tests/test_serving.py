@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tlm.inference import serving
+from tlm.inference import InferenceInputError, SloUnreachable, serving
 from tlm.inference.serving import (
     ClosedLoop,
     Colocated,
@@ -21,9 +21,7 @@ from tlm.inference.serving import (
     KvLink,
     Poisson,
     Scheduler,
-    ServingInputError,
     Slo,
-    SloUnreachable,
     Trace,
     TraceError,
     Workload,
@@ -888,15 +886,16 @@ def test_max_rate_bisection():
 
 
 def test_max_rate_unreachable():
-    with pytest.raises(SloUnreachable, match="no rate meets the SLO"):
+    with pytest.raises(SloUnreachable, match="no rate meets the SLO") as info:
         max_rate(Colocated(Linear(a=0.5)), Slo(ttft_s=0.1), workload(10, 5), requests=50)
+    assert info.value.field == "slo"
 
 
 def test_max_rate_unbounded_names_the_requests():
     """All the requests at once within the SLO: every rate meets it, and the search says to
     send more (it doubled the rate forty times, then raised a RuntimeError)."""
     fast = Colocated(Linear(a=1e-4))
-    with pytest.raises(ServingInputError, match="requests must be more than .* not 5: all 5"):
+    with pytest.raises(InferenceInputError, match="requests must be more than .* not 5: all 5"):
         max_rate(fast, Slo(ttft_s=10.0), workload(10, 5), requests=5)
 
 
@@ -1114,18 +1113,22 @@ def _transfer(tokens):
 def test_bad_arguments(make, args, field, message):
     """Each value checks its fields when built: the error names the field, the value and what
     is allowed."""
-    with pytest.raises(ServingInputError) as info:
+    with pytest.raises(InferenceInputError) as info:
         make(**args)
     assert message in str(info.value)
     assert info.value.field == field
 
 
 def test_simulate_takes_the_values():
-    with pytest.raises(ServingInputError, match="fleet must be a Colocated or Disaggregated fleet"):
+    with pytest.raises(
+        InferenceInputError, match="fleet must be a Colocated or Disaggregated fleet"
+    ):
         simulate(Linear(), Poisson(1.0, requests=1))
-    with pytest.raises(ServingInputError, match="load must be a Poisson, Trace or ClosedLoop load"):
+    with pytest.raises(
+        InferenceInputError, match="load must be a Poisson, Trace or ClosedLoop load"
+    ):
         simulate(Colocated(Linear()), Workload())
-    with pytest.raises(ServingInputError, match="scheduler must be a Scheduler, not 64"):
+    with pytest.raises(InferenceInputError, match="scheduler must be a Scheduler, not 64"):
         simulate(Colocated(Linear()), Poisson(1.0, requests=1), 64)
 
 

@@ -33,8 +33,9 @@ True
 """
 
 from .economics import token_economics
+from .errors import InferenceInputError, SloUnreachable
 from .estimate import Estimate, Phase, estimate
-from .layout import FORMATS, FixedCosts, InferenceInputError, ReplicaSpec, fixed_costs
+from .layout import FORMATS, FixedCosts, ReplicaSpec, fixed_costs
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceDoesNotFit, InferenceMemory
 from .step import CATEGORIES, Engine, Iteration
 
@@ -51,6 +52,7 @@ __all__ = [
     "Iteration",
     "Phase",
     "ReplicaSpec",
+    "SloUnreachable",
     "estimate",
     "fixed_costs",
     "token_economics",

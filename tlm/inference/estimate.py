@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..workloads.operators import tp_allowed
-from .layout import InferenceInputError, as_hardware, as_model
+from .errors import InferenceInputError
+from .layout import as_hardware, as_model
 from .memory import DEFAULT_BLOCK_TOKENS
 from .step import Engine, Iteration
 

@@ -35,7 +35,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from ..inference import FORMATS, Engine, InferenceInputError, token_economics
+from ..inference import FORMATS, Engine, InferenceInputError, SloUnreachable, token_economics
 from ..inference.serving import (
     ADMISSIONS,
     PREFILLS,
@@ -48,7 +48,6 @@ from ..inference.serving import (
     Poisson,
     Scheduler,
     Slo,
-    SloUnreachable,
     Trace,
     TraceError,
     Workload,

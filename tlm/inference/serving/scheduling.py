@@ -27,7 +27,7 @@ Examples
 ('separate', 'reserve', 110)
 >>> try:
 ...     Scheduler(max_batch=64, token_budget=32)
-... except ServingInputError as error:
+... except InferenceInputError as error:
 ...     print(error.field, error.value, error.allowed)
 token_budget 32 >= max_batch=64
 """
@@ -38,7 +38,8 @@ import abc
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .checks import Registry, ServingInputError, check_int
+from ..errors import InferenceInputError
+from .checks import Registry, check_int
 
 __all__ = [
     "ADMISSIONS",
@@ -343,7 +344,7 @@ class Scheduler:
         max_batch = check_int("max_batch", self.max_batch, 1)
         token_budget = check_int("token_budget", self.token_budget, 1)
         if token_budget < max_batch:
-            raise ServingInputError(
+            raise InferenceInputError(
                 "token_budget",
                 token_budget,
                 f">= max_batch={max_batch}",
