@@ -37,6 +37,7 @@ FREE = {
     "module",
     [
         "tlm.inference",
+        "tlm.inference.errors",
         "tlm.inference.memory",
         "tlm.inference.step",
         "tlm.inference.estimate",
@@ -581,7 +582,7 @@ def test_input_errors_pickle_with_their_fields():
     """A search's chunks run on Dask workers: their errors come back whole."""
     import pickle
 
-    from tlm.inference.serving.checks import ServingInputError
+    from tlm.inference.serving import Scheduler
 
     e = pickle.loads(pickle.dumps(InferenceInputError("tp", 6, "a divisor", shown="6!")))
     assert (e.field, e.value, e.allowed, str(e)) == (
@@ -590,8 +591,14 @@ def test_input_errors_pickle_with_their_fields():
         "a divisor",
         "tp must be a divisor, not 6!",
     )
-    s = pickle.loads(pickle.dumps(ServingInputError("rate", -1, "a number > 0")))
-    assert (s.field, str(s)) == ("rate", "rate must be a number > 0, not -1")
+    with pytest.raises(InferenceInputError) as caught:  # the serving simulation's too
+        Scheduler(max_batch=0)
+    s = pickle.loads(pickle.dumps(caught.value))
+    assert (type(s), s.field, str(s)) == (
+        InferenceInputError,
+        "max_batch",
+        "max_batch must be an integer >= 1, not 0",
+    )
 
 
 def test_a_replica_spec_refuses_bad_memory_fields_and_fixed_costs_unknown_names():
@@ -609,6 +616,46 @@ def test_a_replica_spec_refuses_bad_memory_fields_and_fixed_costs_unknown_names(
         FixedCosts.given("trn2", step_fixed=5)
     with pytest.raises(InferenceInputError, match="step_fixed_s must be a finite number"):
         FixedCosts.given("trn2", step_fixed_s=math.inf)
+
+
+def test_an_estimate_takes_values_and_its_keywords_build_the_same():
+    """estimate_of takes the replica, the fixed costs, the requests and the speculation as
+    values (frozen, hashable, each refusing a bad field by name); estimate's keywords build
+    those values, so both give the same figures."""
+    from tlm.inference import (
+        FixedCosts,
+        ReplicaSpec,
+        RequestBatch,
+        Speculation,
+        estimate_of,
+    )
+
+    requests = RequestBatch(batch=2, prompt=512, output=32)
+    assert requests == RequestBatch(2, 512, 32) and hash(requests) == hash(RequestBatch(2, 512, 32))
+    speculation = Speculation("llama3-8b", draft_tokens=3, acceptance=0.5)
+    assert speculation.draft_model.name == "llama3-8b" and hash(speculation)
+    with pytest.raises(AttributeError):
+        requests.batch = 4
+    for make, field, value, message in (
+        (RequestBatch, "batch", 0, "batch must be an integer >= 1, not 0"),
+        (RequestBatch, "output", True, "output must be an integer >= 1, not True"),
+        (Speculation, "draft_tokens", 0, "draft_tokens must be an integer >= 1, not 0"),
+        (Speculation, "acceptance", -0.1, "acceptance must be a number in [0, 1], not -0.1"),
+        (Speculation, "draft_fused", 1, "draft_fused must be True or False, not 1"),
+    ):
+        args = {"draft_model": "llama3-8b"} if make is Speculation else {}
+        with pytest.raises(InferenceInputError) as caught:
+            make(**args, **{field: value})
+        assert (caught.value.field, str(caught.value)) == (field, message)
+    spec = ReplicaSpec("llama3.3-70b", "trn2", "server", tp=16)
+    fixed = FixedCosts.given("trn2")
+    by_value = estimate_of(spec, fixed, requests, speculation)
+    by_keyword = estimate(
+        "llama3.3-70b", "trn2", tp=16, batch=2, prompt=512, output=32,
+        draft_model="llama3-8b", draft_tokens=3, acceptance=0.5,
+    )  # fmt: skip
+    assert by_value == by_keyword and by_value.engine is by_keyword.engine
+    assert by_value.engine.spec.max_tokens == 2 * 512  # sized to the batch's prompts
 
 
 def test_a_hardware_pickles_without_its_hash():

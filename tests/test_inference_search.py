@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
-from tlm.inference import estimate, fixed_costs
-from tlm.inference.layout import InferenceInputError
-from tlm.inference.search import SloUnreachable, search
+from tlm.inference import InferenceInputError, SloUnreachable, estimate, fixed_costs
+from tlm.inference.search import search
 from tlm.studies.cli import main
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off

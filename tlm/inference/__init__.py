@@ -10,8 +10,9 @@ latency and throughput (TTFT, TPOT, tokens/s, MFU, HBM-bandwidth utilisation).
   :mod:`tlm.inference.pipeline`);
 - :class:`InferenceMemory` (:mod:`tlm.inference.memory`): weights, paged KV cache,
   activations, reserve; ``max_batch``, ``max_context``, ``kv_capacity_tokens``;
-- :func:`estimate` (:mod:`tlm.inference.estimate`): a request's prefill and decode, with
-  optional speculative decoding;
+- :func:`estimate_of` (:mod:`tlm.inference.estimate`): a :class:`RequestBatch`'s prefill and
+  decode on a :class:`ReplicaSpec` under :class:`FixedCosts`, with an optional
+  :class:`Speculation`; :func:`estimate` takes the same by keywords;
 - :func:`~tlm.inference.serving.simulate` (:mod:`tlm.inference.serving`): requests arriving at
   replicas that batch them iteration by iteration (paged KV, chunked prefill, preemption,
   disaggregation) and :func:`~tlm.inference.serving.max_rate` under an SLO;
@@ -33,8 +34,9 @@ True
 """
 
 from .economics import token_economics
-from .estimate import Estimate, Phase, estimate
-from .layout import FORMATS, FixedCosts, InferenceInputError, ReplicaSpec, fixed_costs
+from .errors import InferenceInputError, SloUnreachable
+from .estimate import Estimate, Phase, RequestBatch, Speculation, estimate, estimate_of
+from .layout import FORMATS, FixedCosts, ReplicaSpec, fixed_costs
 from .memory import DEFAULT_BLOCK_TOKENS, InferenceDoesNotFit, InferenceMemory
 from .step import CATEGORIES, Engine, Iteration
 
@@ -51,7 +53,11 @@ __all__ = [
     "Iteration",
     "Phase",
     "ReplicaSpec",
+    "RequestBatch",
+    "SloUnreachable",
+    "Speculation",
     "estimate",
+    "estimate_of",
     "fixed_costs",
     "token_economics",
 ]

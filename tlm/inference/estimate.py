@@ -25,16 +25,95 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
-from .layout import InferenceInputError, as_hardware, as_model
+from .errors import InferenceInputError
+from .layout import FixedCosts, ReplicaSpec, as_hardware, as_model
 from .memory import DEFAULT_BLOCK_TOKENS
 from .step import Engine, Iteration
 
-__all__ = ["Estimate", "Phase", "estimate", "request_times", "tokens_per_verify"]
+__all__ = [
+    "Estimate",
+    "Phase",
+    "RequestBatch",
+    "Speculation",
+    "estimate",
+    "estimate_of",
+    "request_times",
+    "tokens_per_verify",
+]
+
+
+def _check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise InferenceInputError(name, value, "an integer >= 1")
+
+
+@dataclass(frozen=True)
+class RequestBatch:
+    """What one replica serves at once: ``batch`` requests of ``prompt`` + ``output`` tokens.
+
+    Parameters
+    ----------
+    batch, prompt, output : int
+        Sequences, prompt tokens and generated tokens each (>= 1).
+
+    Raises
+    ------
+    InferenceInputError
+        Naming the field, its value and what is allowed.
+    """
+
+    batch: int = 1
+    prompt: int = 2048
+    output: int = 256
+
+    def __post_init__(self):
+        for name in ("batch", "prompt", "output"):
+            _check_count(name, getattr(self, name))
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding: a draft model proposes tokens the target verifies.
+
+    Parameters
+    ----------
+    draft_model : Model or str
+        The draft (:func:`tlm.workloads.load_model`).
+    draft_tokens : int
+        Tokens the draft proposes per verify step (>= 1).
+    acceptance : float
+        Probability the target accepts a draft token, in [0, 1].
+    draft_fused : bool
+        The draft runs inside the target's compiled iterations (NxD Inference's fused
+        speculation) rather than as separate calls (vLLM's draft proposer); see the module
+        docstring.
+
+    Raises
+    ------
+    InferenceInputError
+        Naming the field, its value and what is allowed.
+    """
+
+    draft_model: Model
+    draft_tokens: int = 4
+    acceptance: float = 0.7
+    draft_fused: bool = False
+
+    def __post_init__(self):
+        k, a = self.draft_tokens, self.acceptance
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InferenceInputError("draft_tokens", k, "an integer >= 1")
+        if isinstance(a, bool) or not isinstance(a, int | float) or not (0 <= a <= 1):
+            raise InferenceInputError("acceptance", a, "a number in [0, 1]")
+        if not isinstance(self.draft_fused, bool):
+            raise InferenceInputError("draft_fused", self.draft_fused, "True or False")
+        object.__setattr__(self, "draft_model", as_model(self.draft_model))
 
 
 @dataclass(frozen=True)
@@ -180,14 +259,23 @@ def request_times(
     }
 
 
-def _draft_engine(draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed, fused) -> Engine:
-    d = as_model(draft_model)
+def _draft_engine(spec: ReplicaSpec, fixed: FixedCosts, speculation: Speculation) -> Engine:
+    """The draft's engine beside ``spec``: its largest tensor-parallel group within ``tp``, the
+    replica's formats, system and fixed costs (no per-iteration cost when fused)."""
+    d, tp = speculation.draft_model, spec.tp
     tp_d = max(t for t in range(1, tp + 1) if tp % t == 0 and tp_allowed(d, t) is None)
-    if fused:  # inside the target's iterations: no launch, sampling or sync of its own
-        fixed = fixed | {"step_fixed_s": 0.0}
-    return Engine.build(
-        d, hw, system, tp=tp_d, fmt=fmt, kv_fmt=kv_fmt, block_tokens=block_tokens, **fixed
+    if speculation.draft_fused:  # inside the target's iterations: no launch, sampling or sync
+        fixed = replace(fixed, step_fixed_s=0.0)
+    draft = ReplicaSpec(
+        d,
+        spec.hardware,
+        spec.system,
+        tp=tp_d,
+        fmt=spec.fmt,
+        kv_fmt=spec.kv_fmt,
+        block_tokens=spec.block_tokens,
     )
+    return Engine.of(draft, fixed)
 
 
 def estimate(
@@ -216,36 +304,25 @@ def estimate(
     dp_attention: bool = False,
     micro_batches: int | None = None,
 ) -> Estimate:
-    """TTFT, TPOT, end-to-end latency, throughput, utilisations and memory of ``batch``
-    requests of ``prompt`` + ``output`` tokens on one replica.
+    """:func:`estimate_of` by keywords: TTFT, TPOT, end-to-end latency, throughput,
+    utilisations and memory of ``batch`` requests of ``prompt`` + ``output`` tokens on one
+    replica.
 
     Parameters
     ----------
-    model, hardware, system, tp, pp, ep, fmt, kv_fmt, block_tokens :
-        As :meth:`Engine.build`.
+    model, hardware, system, tp, pp, ep, fmt, kv_fmt, block_tokens, dp_attention, micro_batches :
+        The replica, as :class:`~tlm.inference.layout.ReplicaSpec` (``dp_attention``: no draft
+        model, ``batch`` a multiple of the ``ep / tp`` groups).
     batch, prompt, output : int
-        Sequences, prompt tokens and generated tokens each (>= 1).
+        As :class:`RequestBatch`.
     draft_model : Model or str, optional
-        Speculative decoding's draft model (none: plain decoding).
-    draft_tokens : int
-        Tokens the draft proposes per verify step (>= 1).
-    acceptance : float
-        Probability the target accepts a draft token, in [0, 1].
-    draft_fused : bool
-        The draft runs inside the target's compiled iterations (NxD Inference's fused
-        speculation) rather than as separate calls (vLLM's draft proposer); see the module
-        docstring.
-    step_fixed_s, collective_fixed_s, collective_bandwidth_factor : float, optional
-        The named fixed costs of the iterations (default: the data file's).
-    request_fixed_s : float, optional
-        The serving stack's time per request outside the iterations, in the TTFT and the
-        end-to-end latency (default: the data file's).
+        Speculative decoding's draft model (none: plain decoding); with ``draft_tokens``,
+        ``acceptance`` and ``draft_fused`` as :class:`Speculation`.
+    step_fixed_s, collective_fixed_s, collective_bandwidth_factor, request_fixed_s : float
+        The named fixed costs, as :meth:`~tlm.inference.layout.FixedCosts.given` (None: the
+        data file's).
     check_memory : bool
         Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
-    dp_attention, micro_batches :
-        As :meth:`Engine.build`: expert parallelism with data-parallel attention (``batch``
-        a multiple of the ``ep / tp`` groups, no draft model); micro-batches in flight
-        through the ``pp`` stages (default ``pp``).
 
     Raises
     ------
@@ -254,62 +331,102 @@ def estimate(
     InferenceDoesNotFit
         Naming the part (weights, activations, KV cache) and the shortfall in GiB.
     """
-    for name, value in (("batch", batch), ("prompt", prompt), ("output", output)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise InferenceInputError(name, value, "an integer >= 1")
+    requests = RequestBatch(batch, prompt, output)
     hw = as_hardware(hardware)
-    fixed = {
-        "step_fixed_s": step_fixed_s,
-        "collective_fixed_s": collective_fixed_s,
-        "collective_bandwidth_factor": collective_bandwidth_factor,
-        "request_fixed_s": request_fixed_s,
-    }
-    draft = None
+    speculation = None
     if draft_model is not None:
-        if isinstance(draft_tokens, bool) or not isinstance(draft_tokens, int) or draft_tokens < 1:
-            raise InferenceInputError("draft_tokens", draft_tokens, "an integer >= 1")
-        if (
-            isinstance(acceptance, bool)
-            or not isinstance(acceptance, int | float)
-            or not (0 <= acceptance <= 1)
-        ):
-            raise InferenceInputError("acceptance", acceptance, "a number in [0, 1]")
-        if dp_attention is True:
-            raise InferenceInputError(
-                "draft_model",
-                draft_model,
-                "None with dp_attention (speculative decoding with data-parallel attention is "
-                "not modelled)",
-            )
-        if not isinstance(draft_fused, bool):
-            raise InferenceInputError("draft_fused", draft_fused, "True or False")
-        draft = _draft_engine(
-            draft_model, hw, system, tp, fmt, kv_fmt, block_tokens, fixed, draft_fused
-        )
+        speculation = Speculation(draft_model, draft_tokens, acceptance, draft_fused)
     elif draft_fused is not False:
         raise InferenceInputError("draft_fused", draft_fused, "False without a draft_model")
-    extra = {}
-    if draft is not None:
-        extra = {
-            "extra_weights_bytes": draft.memory.weights_bytes,
-            "extra_kv_per_token_bytes": draft.memory.kv_per_token_bytes,
-        }
-    engine = Engine.build(
+    spec = ReplicaSpec(
         model,
         hw,
         system,
         tp=tp,
         pp=pp,
         ep=ep,
+        dp_attention=dp_attention,
+        micro_batches=micro_batches,
         fmt=fmt,
         kv_fmt=kv_fmt,
         block_tokens=block_tokens,
         max_tokens=int(batch * prompt),
-        **fixed,
-        **extra,
-        dp_attention=dp_attention,
-        micro_batches=micro_batches,
     )
+    fixed = FixedCosts.given(
+        hw.name,
+        step_fixed_s=step_fixed_s,
+        collective_fixed_s=collective_fixed_s,
+        collective_bandwidth_factor=collective_bandwidth_factor,
+        request_fixed_s=request_fixed_s,
+    )
+    return estimate_of(spec, fixed, requests, speculation, check_memory=check_memory)
+
+
+def estimate_of(
+    spec: ReplicaSpec,
+    fixed: FixedCosts,
+    requests: RequestBatch,
+    speculation: Speculation | None = None,
+    *,
+    check_memory: bool = True,
+) -> Estimate:
+    """TTFT, TPOT, end-to-end latency, throughput, utilisations and memory of ``requests`` on
+    the replica ``spec`` under ``fixed`` costs, with ``speculation`` or plain decoding.
+
+    The replica's largest iteration is the batch's prompts (``spec.max_tokens`` is set to
+    ``batch x prompt``), and a draft's weights and KV share its chips.
+
+    Parameters
+    ----------
+    spec : ReplicaSpec
+        The replica: model, hardware, system, layout, formats, KV block size.
+    fixed : FixedCosts
+        The named fixed costs (:meth:`FixedCosts.given`).
+    requests : RequestBatch
+        ``batch`` requests of ``prompt`` + ``output`` tokens.
+    speculation : Speculation, optional
+        Speculative decoding's draft (none: plain decoding).
+    check_memory : bool
+        Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
+
+    Returns
+    -------
+    Estimate
+
+    Raises
+    ------
+    InferenceInputError
+        Naming the field, its value and what is allowed (a draft with ``dp_attention``, a
+        batch that is no multiple of the attention groups).
+    InferenceDoesNotFit
+        Naming the part (weights, activations, KV cache) and the shortfall in GiB.
+
+    Examples
+    --------
+    >>> from tlm.inference import FixedCosts, ReplicaSpec
+    >>> spec = ReplicaSpec("llama3.1-405b", "trn2", "server", tp=16)
+    >>> r = estimate_of(spec, FixedCosts.given("trn2"), RequestBatch(1, 2048, 256))
+    >>> r == estimate("llama3.1-405b", "trn2", "server", tp=16, prompt=2048, output=256)
+    True
+    """
+    batch, prompt, output = requests.batch, requests.prompt, requests.output
+    hw, fmt = spec.hardware, spec.fmt
+    draft = None
+    sized = {"max_tokens": int(batch * prompt)}
+    if speculation is not None:
+        if spec.dp_attention:
+            raise InferenceInputError(
+                "draft_model",
+                speculation.draft_model.name,
+                "None with dp_attention (speculative decoding with data-parallel attention is "
+                "not modelled)",
+            )
+        draft = _draft_engine(spec, fixed, speculation)
+        sized["extra_weights_bytes"] = draft.memory.weights_bytes
+        sized["extra_kv_per_token_bytes"] = draft.memory.kv_per_token_bytes
+    if any(getattr(spec, k) != v for k, v in sized.items()):
+        spec = replace(spec, **sized)
+    engine = Engine.of(spec, fixed)
     if batch % engine.dp:
         raise InferenceInputError(
             "batch",
@@ -325,7 +442,9 @@ def estimate(
     total = sum(parts.values())
     memory = {**parts, "total_bytes": total, "hbm_bytes": mem.hbm_bytes}
     memory["fits"] = bool(total <= mem.hbm_bytes)
-    r = request_times(engine, batch, prompt, output, draft, draft_tokens, acceptance, draft_fused)
+    k, a = (4, 0.7) if speculation is None else (speculation.draft_tokens, speculation.acceptance)
+    fused = speculation is not None and speculation.draft_fused
+    r = request_times(engine, batch, prompt, output, draft, k, a, fused)
     chips = engine.chips
     peak = engine.costs.peak_flops(fmt)
     bw = engine.costs.hbm_bandwidth_Bps
@@ -358,9 +477,7 @@ def estimate(
         memory=memory,
         max_batch=mem.max_batch(context, prompt),
         chips=chips,
-        tokens_per_verify=(
-            tokens_per_verify(draft_tokens, acceptance) if draft is not None else 1.0
-        ),
+        tokens_per_verify=tokens_per_verify(k, a) if draft is not None else 1.0,
         micro_batches=engine.micro_batches,
         attention_groups=engine.dp,
         engine=engine,

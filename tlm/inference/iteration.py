@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .layout import InferenceInputError
+from .errors import InferenceInputError
 
 __all__ = ["Iteration", "checked_iteration", "scalar_iteration"]
 

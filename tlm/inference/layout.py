@@ -23,15 +23,14 @@ from importlib import resources
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
 from ..cluster.network import Network
 from ..costs import OpCosts
-from ..errors import FieldError
 from ..hardware import HARDWARE, Hardware, HardwareError, load_hardware
 from ..system.graph import SYSTEMS
 from ..workloads.model import Model, element_bytes, load_model
 from ..workloads.operators import tp_allowed
+from .errors import InferenceInputError
 from .memory import DEFAULT_BLOCK_TOKENS
 
 __all__ = [
-    "InferenceInputError",
     "FORMATS",
     "FIXED_COSTS",
     "FixedCosts",
@@ -53,11 +52,6 @@ _BY_FORMAT_NAME = {name: key for key, name in FORMATS.items()}
 #: Activations between operators stay in BF16 in HBM (an FP8 GEMM quantises its input on the
 #: way in): the format of hidden states, Q/K/V, attention outputs and collectives.
 ACTIVATION_FORMAT = "bf16"
-
-
-class InferenceInputError(FieldError):
-    """An argument of the inference model that is not allowed (:class:`tlm.errors.FieldError`:
-    ``field``, ``value``, ``allowed``); the message reads ``"tp must be <allowed>, not 6"``."""
 
 
 def weight_bytes_per_element(fmt: str) -> float:

@@ -19,7 +19,8 @@ less the serving stack's time per request, ``request_fixed_s``, when the replica
 the fleet's cost per hour and per million output tokens come from
 :func:`tlm.inference.economics.token_economics`. The best configuration is
 the cheapest per hour among those that fit and meet the SLO (TTFT <= ``slo_ttft_s`` and TPOT
-<= ``slo_tpot_s``); when none meets it, :class:`SloUnreachable` names the closest.
+<= ``slo_tpot_s``); when none meets it, :class:`~tlm.inference.errors.SloUnreachable` names
+the closest.
 
 Configurations are evaluated in chunks by :func:`tlm.sweep.run_chunks`: on a local Dask
 cluster (the default), in this process (``"inline"``) or on an existing scheduler (its
@@ -44,10 +45,10 @@ from ..sweep import digest, run_chunks
 from ..workloads import Model
 from ..workloads.operators import tp_allowed
 from .economics import token_economics
+from .errors import InferenceInputError, SloUnreachable
 from .estimate import request_times
 from .layout import (
     FORMATS,
-    InferenceInputError,
     as_hardware,
     as_model,
     check_format,
@@ -62,7 +63,6 @@ __all__ = [
     "EXPERT_LAYOUTS",
     "OUTPUTS",
     "InferenceSearch",
-    "SloUnreachable",
     "candidates",
     "evaluate",
     "search",
@@ -95,15 +95,6 @@ DEFAULT_CHUNK = 2_000
 EXPERT_LAYOUTS = ("tp", "dp_attention")
 #: Micro-batches tried per layout: ``"pp"`` fills the stages (1 when ``pp`` is 1).
 DEFAULT_MICRO_BATCHES = (1, "pp")
-
-
-class SloUnreachable(ValueError):
-    """No configuration meets the SLO (the message names the closest); ``field`` is the input
-    to change: the SLO the closest misses by more, or ``systems`` when nothing fits."""
-
-    def __init__(self, message: str, field: str):
-        super().__init__(message)
-        self.field = field
 
 
 def _powers(limit: int) -> list[int]:

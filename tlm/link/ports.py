@@ -5,28 +5,16 @@ A TLM-only option of the network models (:class:`~tlm.link.router.Router`,
 here and read by all three:
 
 * ``"single"`` (the default, and the RTL router): one injection buffer and one ejection
-  register per node, each one flit per cycle - the rate of one link. A node that sends on
-  several links at once (or receives from several) does so one flit at a time.
+  register per node, each one flit per cycle - the rate of one link.
 * ``"per_direction"``: one injection buffer per output port and one ejection register per input
-  port, so a node can start a packet on every link in the same cycle and take a flit from every
-  link in the same cycle (a DMA engine feeding each link, as the flit engine assumes:
-  docs/collectives.md, "The flit engine").
+  port, so a node can start a packet on every link, and take a flit from every link, in the
+  same cycle (docs/collectives.md, "The flit engine").
 
-**Which port.** A packet enters at the injection port of its route's first hop: the output
-port that dimension-order routing (:func:`~tlm.link.routing.route`) gives at its source
-(:meth:`Ports.injection_port`; port 0 for a packet addressed to its own node). It leaves at the
-ejection port of the link it arrived on (port 0 if it never left its node). Under ``"single"``
-both are port 0. A router routes whatever is in any of its injection buffers by its head, so the
-injection port only decides which queue a packet waits in; each injection buffer has its own
-checker (malformed packets are dropped and counted as in the single buffer).
-
-**Switch inputs and outputs.** The requesters the switch arbitrates between are
-:attr:`LinkConfig.requesters <tlm.link.config.LinkConfig.requesters>` (injection port 0, then
-every link input VC, indexed by :meth:`LinkConfig.requester
-<tlm.link.config.LinkConfig.requester>` as in the RTL) followed by injection ports ``1 .. P-1``;
-the outputs are the router's ports ``0 .. P-1`` (output 0: ejection port 0) followed by ejection
-ports ``1 .. P-1``. Round robin runs over that requester order, so under ``"single"`` every index
-is the RTL's.
+:class:`Ports` gives a packet's injection port (its route's first output port, 0 for a packet
+to its own node) and ejection port (that of the link it arrived on), and the switch's
+requesters and outputs: the RTL's (``LinkConfig.requesters``, the router's ports) followed by
+the extra injection and ejection ports, so under ``"single"`` every index is the RTL's. The
+rules in full: docs/noc.md, "Ports (TLM only)".
 
 Examples
 --------

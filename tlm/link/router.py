@@ -5,45 +5,19 @@ advances one clock; :meth:`Router.outputs` is what the router shows during a cyc
 is a register (or, for ``inject_ready``, a function of registers only), so a bench compares
 ``outputs()`` with the RTL every cycle and then steps both with the same inputs.
 
-The pipeline (``docs/noc.md``):
+The rules are those of docs/noc.md, "Router": a flit is buffered per VC (link inputs) or
+through the checker (injection, store-and-forward, malformed packets rolled back and counted),
+asks for its output port and VC with a credit, is granted round robin over all requesters, and
+is written into the output register with its credit sent back - two cycles per router, so one
+flit alone leaves the ejection register ``2 H + 2`` cycles after it was accepted over ``H``
+hops. Bad input and link misuse are dropped and counted by :class:`~tlm.link.config.DropKind`
+("Bad input"), never raised.
 
-* **Link input.** A flit on a link input is written into the FIFO of its VC at the end of the
-  cycle; it can leave the FIFO from the next cycle.
-* **Injection.** A flit accepted from ``inject`` is checked and written into the injection
-  buffer; a packet becomes readable in the cycle after its tail was accepted, and only if it was
-  well formed (otherwise it is rolled back, dropped and counted). ``inject_ready`` is high while
-  the buffer has room (committed and pending flits both take room).
-* **Switch.** In each cycle every FIFO head asks for its output port: a head flit computes its
-  route (:func:`~tlm.link.routing.route`) and needs its output VC free (not held by another
-  packet) and a credit; a body or tail flit needs a credit on the VC its head took. The ejection
-  port has one output "VC" and needs its output register empty or ``eject_ready``. Each output
-  port grants one requester, round robin over all requesters (the injection buffer, then each
-  VC of each link port), starting after the last one it granted. Different VCs of one input
-  port may leave in the same cycle towards different outputs.
-* **Output.** A granted flit is written, with its new VC, into the output register (visible
-  on the link in the next cycle); its FIFO slot's credit goes back upstream in the credit
-  register (also visible in the next cycle). The upstream router adds a returned credit at the
-  end of the cycle it sees it.
-* **Drops.** A FIFO head with no packet in progress that is a body or tail flit (orphan), or a
-  head whose destination is outside the torus, is removed that cycle and counted (credit
-  returned). The injection buffer never holds malformed packets.
-* **Link misuse.** A flit on a link input whose VC's FIFO is full after this cycle's read (the
-  neighbour sent it without a credit) is dropped and counted (``NO_CREDIT``); if the last flit
-  in that FIFO is a head or body, it becomes the end of its packet (head -> single, body ->
-  tail), so the packet leaves truncated but closed and holds no output VC; the rest of that
-  packet then arrives as orphans. A credit returned for a VC that already holds ``depth``
-  credits is ignored and counted (``CREDIT_OVERFLOW``).
-* **Flit interval** (TLM only, :func:`~tlm.link.config.port_intervals`). A link output of a
-  dimension with interval ``k`` does not ask for the switch for ``k - 1`` cycles after it sent
-  a flit: a link at ``1/k`` of the flit rate. The RTL has ``k = 1`` everywhere (the default).
-* **Ports** (TLM only, :mod:`tlm.link.ports`). ``ports="per_direction"`` gives the router an
-  injection buffer (each with its own checker) per output port and an ejection register per
-  input port; each is a requester or an output of the switch like the others, with the same
-  rules. The RTL has ``ports="single"`` (the default): what the rest of this docstring says.
-
-So a flit takes two cycles per router; one flit alone crosses ``H`` hops and leaves the
-ejection register ``2 H + 2`` cycles after it was accepted (an ``L``-flit packet injected back
-to back: ``2 H + 2 L`` cycles from its head to its tail).
+Two options are TLM-only (their defaults are the RTL's): ``interval``, a link output of a dimension
+with interval ``k`` waiting ``k - 1`` cycles after each flit
+(:func:`~tlm.link.config.port_intervals`, docs/noc.md "Flit interval"), and
+``ports="per_direction"``, an injection buffer per output port and an ejection register per
+input port (:mod:`tlm.link.ports`).
 """
 
 from __future__ import annotations

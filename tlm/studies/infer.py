@@ -29,9 +29,13 @@ from pydantic import BaseModel, Field
 
 from ..inference import (
     FORMATS,
+    FixedCosts,
     InferenceDoesNotFit,
     InferenceInputError,
-    estimate,
+    ReplicaSpec,
+    RequestBatch,
+    Speculation,
+    estimate_of,
     fixed_costs,
     token_economics,
 )
@@ -164,9 +168,26 @@ class ReplicaInputs(Inputs):
         ``ep`` chips holding the experts."""
         return self.ep if self.dp_attention else self.tp
 
-    def fixed(self) -> dict:
-        """The named fixed costs as the model's keyword arguments."""
-        return {k: getattr(self, k) for k in FIXED_COSTS}
+    def replica(self, **fields) -> ReplicaSpec:
+        """The replica these (resolved) inputs describe; ``fields``: the spec's others (a
+        ``max_tokens``). Raises :class:`InferenceInputError` (:func:`_input_error` maps it)."""
+        return ReplicaSpec(
+            workload_input(self.model),
+            self.device(),
+            self.system,
+            tp=self.tp,
+            pp=self.pp,
+            ep=self.ep,
+            dp_attention=self.dp_attention,
+            micro_batches=self.micro_batches,
+            fmt=self.format,
+            kv_fmt=self.kv_format,
+            **fields,
+        )
+
+    def fixed(self) -> FixedCosts:
+        """The named fixed costs these inputs give (None: the data file's)."""
+        return FixedCosts.given(self.device().name, **{k: getattr(self, k) for k in FIXED_COSTS})
 
 
 class InferInputs(ReplicaInputs):
@@ -209,30 +230,18 @@ class InferInputs(ReplicaInputs):
         return self.model_copy(update=update)
 
     def estimate(self):
-        """:func:`tlm.inference.estimate` of these (resolved) inputs."""
+        """:func:`tlm.inference.estimate_of` of these (resolved) inputs."""
         try:
-            return estimate(
-                workload_input(self.model),
-                self.device(),
-                self.system,
-                tp=self.tp,
-                pp=self.pp,
-                ep=self.ep,
-                batch=self.batch,
-                prompt=self.prompt,
-                output=self.output,
-                fmt=self.format,
-                kv_fmt=self.kv_format,
-                draft_model=(
-                    None if self.draft_model == "none" else workload_input(self.draft_model)
-                ),
-                draft_tokens=self.draft_tokens,
-                acceptance=self.acceptance,
-                draft_fused=self.draft_fused,
-                dp_attention=self.dp_attention,
-                micro_batches=self.micro_batches,
-                **self.fixed(),
-            )
+            speculation = None
+            if self.draft_model != "none":
+                speculation = Speculation(
+                    workload_input(self.draft_model),
+                    self.draft_tokens,
+                    self.acceptance,
+                    self.draft_fused,
+                )
+            requests = RequestBatch(self.batch, self.prompt, self.output)
+            return estimate_of(self.replica(), self.fixed(), requests, speculation)
         except InferenceDoesNotFit as error:
             field = _PART_INPUT[error.part]
             raise InputError(

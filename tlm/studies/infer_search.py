@@ -29,12 +29,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from ..inference import FORMATS, InferenceInputError
+from ..inference import FORMATS, InferenceInputError, SloUnreachable
 from ..inference.search import (
     DEFAULT_BATCHES,
     DEFAULT_MICRO_BATCHES,
     EXPERT_LAYOUTS,
-    SloUnreachable,
     search,
 )
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED

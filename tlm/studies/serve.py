@@ -35,7 +35,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from ..inference import FORMATS, Engine, InferenceInputError, token_economics
+from ..inference import FORMATS, Engine, InferenceInputError, SloUnreachable, token_economics
 from ..inference.serving import (
     ADMISSIONS,
     PREFILLS,
@@ -48,7 +48,6 @@ from ..inference.serving import (
     Poisson,
     Scheduler,
     Slo,
-    SloUnreachable,
     Trace,
     TraceError,
     Workload,
@@ -212,20 +211,7 @@ class ServeInputs(ReplicaInputs):
     def engine(self) -> Engine:
         """The replica these (resolved) inputs describe."""
         try:
-            return Engine.build(
-                self.model,
-                self.device(),
-                self.system,
-                tp=self.tp,
-                pp=self.pp,
-                ep=self.ep,
-                fmt=self.format,
-                kv_fmt=self.kv_format,
-                max_tokens=self.token_budget,
-                micro_batches=self.micro_batches,
-                **self.layout_options(),
-                **self.fixed(),
-            )
+            return Engine.of(self.replica(max_tokens=self.token_budget), self.fixed())
         except InferenceInputError as error:
             raise _input_error(self, error) from None
 

@@ -11,7 +11,8 @@ A discrete-event simulation on SimPy, by role:
 - :mod:`~.metrics`: :class:`ServingResult`, latency :class:`Summary`, the :class:`Slo`;
 - :mod:`~.slo`: :func:`max_rate`, the highest rate within an SLO, and its rules;
 - :mod:`~.simulation`: :func:`simulate`, the run that ties them;
-- :mod:`~.checks`: the argument checks and their error, :class:`ServingInputError`.
+- :mod:`~.checks`: the argument checks, raising
+  :class:`~tlm.inference.errors.InferenceInputError`.
 
 See ``docs/serving.md``.
 
@@ -29,7 +30,6 @@ Examples
 (0.22, 11)
 """
 
-from .checks import ServingInputError
 from .fleet import ROUTERS, Colocated, Disaggregated, Fleet, KvLink
 from .metrics import ServingResult, Slo, Summary
 from .requests import (
@@ -45,7 +45,7 @@ from .requests import (
 )
 from .scheduling import ADMISSIONS, PREFILLS, Scheduler
 from .simulation import simulate
-from .slo import RULES, MaxRate, SloUnreachable, max_rate, meets
+from .slo import RULES, MaxRate, max_rate, meets
 
 __all__ = [
     "ADMISSIONS",
@@ -62,10 +62,8 @@ __all__ = [
     "MaxRate",
     "Poisson",
     "Scheduler",
-    "ServingInputError",
     "ServingResult",
     "Slo",
-    "SloUnreachable",
     "Summary",
     "Trace",
     "TraceError",

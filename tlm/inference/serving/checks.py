@@ -1,15 +1,16 @@
-"""The serving simulation's argument checks: the error they raise, the number checks, and the
-registries of named choices (a router, a prefill policy, ...), which check a name.
+"""The serving simulation's argument checks: the number checks and the registries of named
+choices (a router, a prefill policy, ...), which check a name.
 
-Every check raises :class:`ServingInputError`, which carries the field, the bad value and what
-is allowed, its message in the house form ``"<field> must be <allowed>, not <value>"``.
+Every check raises :class:`~tlm.inference.errors.InferenceInputError`, which carries the
+field, the bad value and what is allowed, its message in the house form ``"<field> must be
+<allowed>, not <value>"``.
 
 Examples
 --------
 >>> check_int("max_batch", 0, 1)
 Traceback (most recent call last):
 ...
-tlm.inference.serving.checks.ServingInputError: max_batch must be an integer >= 1, not 0
+tlm.inference.errors.InferenceInputError: max_batch must be an integer >= 1, not 0
 >>> colours = Registry("colour")
 >>> @colours.register("red")
 ... class Red:
@@ -19,7 +20,7 @@ tlm.inference.serving.checks.ServingInputError: max_batch must be an integer >= 
 >>> colours.named("blue")
 Traceback (most recent call last):
 ...
-tlm.inference.serving.checks.ServingInputError: colour must be one of red, not 'blue'
+tlm.inference.errors.InferenceInputError: colour must be one of red, not 'blue'
 """
 
 from __future__ import annotations
@@ -27,21 +28,15 @@ from __future__ import annotations
 import math
 import numbers
 
-from ...errors import FieldError
+from ..errors import InferenceInputError
 
-__all__ = ["ServingInputError", "Registry", "check_int", "check_positive"]
-
-
-class ServingInputError(FieldError):
-    """An argument of the serving simulation that is not allowed (:class:`tlm.errors.FieldError`:
-    ``field`` - a config field, or ``engine.chips`` for an engine's member -, ``value``,
-    ``allowed``, and the whole ``message`` where the usual one does not say it)."""
+__all__ = ["Registry", "check_int", "check_positive"]
 
 
 def check_int(name: str, value, minimum: int) -> int:
     """``value`` as an int if it is an integer (not a bool) ``>= minimum``; else raise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ServingInputError(name, value, f"an integer >= {minimum}")
+        raise InferenceInputError(name, value, f"an integer >= {minimum}")
     return int(value)
 
 
@@ -49,7 +44,7 @@ def check_positive(name: str, value, allow_zero: bool = False) -> float:
     """``value`` as a float if it is a finite real ``> 0`` (``>= 0`` with ``allow_zero``)."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise ServingInputError(name, value, f"a finite number {'>= 0' if allow_zero else '> 0'}")
+        raise InferenceInputError(name, value, f"a finite number {'>= 0' if allow_zero else '> 0'}")
     return float(value)
 
 
@@ -76,5 +71,5 @@ class Registry(dict):
     def named(self, name):
         """The class registered as ``name``; raise naming the field if there is none."""
         if not isinstance(name, str) or name not in self:
-            raise ServingInputError(self.field, name, f"one of {', '.join(self)}")
+            raise InferenceInputError(self.field, name, f"one of {', '.join(self)}")
         return self[name]

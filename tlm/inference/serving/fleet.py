@@ -35,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .checks import Registry, ServingInputError, check_int, check_positive
+from ..errors import InferenceInputError
+from .checks import Registry, check_int, check_positive
 from .replica import Replica
 
 __all__ = [
@@ -94,7 +95,7 @@ def check_engine(name: str, engine) -> None:
     """Raise unless ``engine`` has the members of a replica (see the module), valid."""
     for attr in ("chips", "kv_capacity_tokens", "block_tokens", "iteration_s"):
         if not hasattr(engine, attr):
-            raise ServingInputError(
+            raise InferenceInputError(
                 name,
                 engine,
                 "a model replica",
@@ -102,13 +103,13 @@ def check_engine(name: str, engine) -> None:
                 f"{engine!r} has no {attr!r}",
             )
     if not callable(engine.iteration_s):
-        raise ServingInputError(f"{name}.iteration_s", engine.iteration_s, "callable")
+        raise InferenceInputError(f"{name}.iteration_s", engine.iteration_s, "callable")
     check_int(f"{name}.chips", engine.chips, 1)
     check_positive(f"{name}.request_fixed_s", getattr(engine, "request_fixed_s", 0.0), True)
     block = check_int(f"{name}.block_tokens", engine.block_tokens, 1)
     capacity = check_int(f"{name}.kv_capacity_tokens", engine.kv_capacity_tokens, 1)
     if capacity < block:
-        raise ServingInputError(
+        raise InferenceInputError(
             f"{name}.kv_capacity_tokens",
             capacity,
             f"at least one block of {name}.block_tokens={block} tokens",
@@ -235,7 +236,7 @@ class Disaggregated(Fleet):
             object.__setattr__(self, "decode_engine", self.engine)
         check_engine("decode_engine", self.decode_engine)
         if not callable(self.kv_transfer_s):
-            raise ServingInputError(
+            raise InferenceInputError(
                 "kv_transfer_s", self.kv_transfer_s, "a callable (prompt tokens -> seconds)"
             )
         object.__setattr__(self, "prefill_replicas", prefill)

@@ -23,7 +23,7 @@ Examples
 >>> Workload(seed=-1)
 Traceback (most recent call last):
 ...
-tlm.inference.serving.checks.ServingInputError: seed must be an integer >= 0, not -1
+tlm.inference.errors.InferenceInputError: seed must be an integer >= 0, not -1
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from ...datafile import read_text
-from .checks import Registry, ServingInputError, check_int, check_positive
+from ..errors import InferenceInputError
+from .checks import Registry, check_int, check_positive
 
 __all__ = [
     "LOAD_KINDS",
@@ -85,7 +86,7 @@ def parse_lengths(name, spec):
     """A length distribution from its spec (:class:`Workload`'s ``prompt`` and ``output``,
     the serve study's ``--prompt`` and ``--output``): ``('fixed', n)``, ``('uniform', lo,
     hi)`` or ``('lognormal', mean, sigma)``, which it also takes; a bad spec raises
-    :class:`~tlm.inference.serving.checks.ServingInputError` naming ``name``.
+    :class:`~tlm.inference.errors.InferenceInputError` naming ``name``.
 
     >>> parse_lengths("prompt", "uniform:100:200")
     ('uniform', 100, 200)
@@ -98,7 +99,7 @@ def parse_lengths(name, spec):
         n = spec
     if isinstance(n, numbers.Integral) and not isinstance(n, bool):
         if n < 1:
-            raise ServingInputError(name, spec, _LENGTH_FORMS)
+            raise InferenceInputError(name, spec, _LENGTH_FORMS)
         return ("fixed", int(n))
     parts = spec.split(":") if isinstance(spec, str) else spec
     if (
@@ -106,15 +107,15 @@ def parse_lengths(name, spec):
         or len(parts) != 3
         or parts[0] not in ("uniform", "lognormal")
     ):
-        raise ServingInputError(name, spec, _LENGTH_FORMS)
+        raise InferenceInputError(name, spec, _LENGTH_FORMS)
     kind = parts[0]
     try:
         a, b = (float(x) for x in parts[1:])
     except (TypeError, ValueError):
-        raise ServingInputError(name, spec, _LENGTH_FORMS) from None
+        raise InferenceInputError(name, spec, _LENGTH_FORMS) from None
     if kind == "uniform":
         if not (a == int(a) and b == int(b) and 1 <= a <= b):
-            raise ServingInputError(
+            raise InferenceInputError(
                 name,
                 spec,
                 "integers 1 <= lo <= hi",
@@ -122,7 +123,7 @@ def parse_lengths(name, spec):
             )
         return ("uniform", int(a), int(b))
     if not (math.isfinite(a) and a >= 1 and math.isfinite(b) and b >= 0):
-        raise ServingInputError(
+        raise InferenceInputError(
             name,
             spec,
             "mean >= 1 and sigma >= 0",
@@ -348,7 +349,7 @@ class Poisson(Load):
     def __post_init__(self):
         object.__setattr__(self, "rate", check_positive("rate", self.rate))
         if (self.duration_s is None) == (self.requests is None):
-            raise ServingInputError(
+            raise InferenceInputError(
                 "requests",
                 self.requests,
                 "an integer >= 1 or, instead, duration_s",
@@ -377,7 +378,7 @@ class Poisson(Load):
             arrival = np.concatenate(chunks) / rate
             arrival = arrival[arrival < duration_s]
             if arrival.size == 0:
-                raise ServingInputError(
+                raise InferenceInputError(
                     "duration_s",
                     duration_s,
                     "a window in which a request arrives",
@@ -404,7 +405,7 @@ class Trace(Load):
 
     def __post_init__(self):
         if not isinstance(self.path, str | os.PathLike):
-            raise ServingInputError("path", self.path, "a path to a .csv or .jsonl file")
+            raise InferenceInputError("path", self.path, "a path to a .csv or .jsonl file")
         object.__setattr__(self, "path", Path(self.path))
 
     def draw(self) -> Requests:
@@ -446,4 +447,4 @@ class ClosedLoop(Load):
 
 def _check_workload(workload) -> None:
     if not isinstance(workload, Workload):
-        raise ServingInputError("workload", workload, "a Workload")
+        raise InferenceInputError("workload", workload, "a Workload")

@@ -27,7 +27,7 @@ Examples
 ('separate', 'reserve', 110)
 >>> try:
 ...     Scheduler(max_batch=64, token_budget=32)
-... except ServingInputError as error:
+... except InferenceInputError as error:
 ...     print(error.field, error.value, error.allowed)
 token_budget 32 >= max_batch=64
 """
@@ -38,7 +38,8 @@ import abc
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .checks import Registry, ServingInputError, check_int
+from ..errors import InferenceInputError
+from .checks import Registry, check_int
 
 __all__ = [
     "ADMISSIONS",
@@ -76,6 +77,60 @@ def take_chunk(r, seq, c: int) -> tuple[int, int]:
 def _fits(r, seq, c: int) -> bool:
     """Whether the free blocks of ``r`` hold ``c`` more tokens of ``seq``'s KV."""
     return -(-(seq.ctx + c) // r.B) - seq.blocks <= r.total - r.used
+
+
+class _Iteration:
+    """An iteration being planned on replica ``r``: it starts with every decoding sequence,
+    one token each (:meth:`~tlm.inference.serving.replica.Replica.decode_all`, preempting for
+    their blocks), out of ``budget`` tokens; :meth:`chunk` adds a prefill chunk and
+    :meth:`join` a sequence whose KV moved in. ``args`` are the engine's arguments."""
+
+    __slots__ = (
+        "r",
+        "decodes",
+        "tokens",
+        "sequences",
+        "kv",
+        "pairs",
+        "budget",
+        "chunked",
+        "admitted",
+    )
+
+    def __init__(self, r, budget: int):
+        n, kv = r.decode_all()
+        self.r = r
+        self.decodes = self.tokens = self.sequences = n
+        self.kv = self.pairs = kv
+        self.budget = budget - n
+        self.chunked: list = []
+        self.admitted: list = []
+
+    def chunk(self, seq, c: int) -> None:
+        """``seq`` takes ``c`` tokens of its prefill (:func:`take_chunk`)."""
+        k, p = take_chunk(self.r, seq, c)
+        self.tokens += c
+        self.sequences += 1
+        self.kv += k
+        self.pairs += p
+        self.budget -= c
+        self.chunked.append(seq)
+
+    def join(self, seq) -> bool:
+        """``seq``, its KV moved in, decodes its next token now if its block is free."""
+        if not self.r.admit_transferred(seq):
+            return False
+        self.tokens += 1
+        self.sequences += 1
+        self.kv += seq.ctx + 1
+        self.pairs += seq.ctx + 1
+        self.budget -= 1
+        self.admitted.append(seq)
+        return True
+
+    @property
+    def args(self) -> tuple[int, int, int, int]:
+        return self.tokens, self.sequences, self.kv, self.pairs
 
 
 # ------------------------------------------------------------------ admission rules
@@ -183,57 +238,32 @@ class Chunked(PrefillPolicy):
         B = r.B
         admission = r.admission
         waiting = r.waiting
-        tokens = sequences = kv = pairs = budget = 0
-        chunked: list = []
-
-        def add(seq, c):
-            """Put ``c`` prompt tokens of ``seq`` in this iteration's plan."""
-            nonlocal tokens, sequences, kv, pairs, budget
-            k, p = take_chunk(r, seq, c)
-            tokens += c
-            sequences += 1
-            kv += k
-            pairs += p
-            budget -= c
-            chunked.append(seq)
-
         while True:
             r.kv_mark()
             # 1. decodes: every decoding sequence, one token each; preempt for their blocks
-            n, kv = r.decode_all()
-            tokens = sequences = n
-            pairs = kv
-            budget = self.token_budget - n
-            chunked = []
+            it = _Iteration(r, self.token_budget)
             # 2. sequences part way through a prefill, in arrival order, as room allows
             for seq in r.prefilling:
-                if budget == 0:
+                if it.budget == 0:
                     break
                 room = seq.blocks * B - seq.ctx + (r.total - r.used) * B
-                c = min(seq.target - seq.ctx, budget, room)
+                c = min(seq.target - seq.ctx, it.budget, room)
                 if c > 0:
-                    add(seq, c)
+                    it.chunk(seq, c)
             # 3. admissions, first come first served
-            admitted = []
-            while waiting and budget > 0 and len(r.running) < self.max_batch:
+            while waiting and it.budget > 0 and len(r.running) < self.max_batch:
                 seq = waiting[0]
                 if seq.ctx == seq.target:  # KV transferred in: decode now
-                    if not r.admit_transferred(seq):
+                    if not it.join(seq):
                         break
-                    tokens += 1
-                    sequences += 1
-                    kv += seq.ctx + 1
-                    pairs += seq.ctx + 1
-                    budget -= 1
-                    admitted.append(seq)
                     continue
-                c = min(seq.target - seq.ctx, budget)
+                c = min(seq.target - seq.ctx, it.budget)
                 if not _fits(r, seq, c) or not admission.admit(r, seq):
                     break
                 r.start(seq)
-                add(seq, c)
-            if tokens:
-                return (tokens, sequences, kv, pairs), n, chunked, admitted, r.used
+                it.chunk(seq, c)
+            if it.tokens:
+                return it.args, it.decodes, it.chunked, it.admitted, r.used
             if not r.running:
                 return None  # idle, or waiting for blocks a KV transfer still holds
             # only prefills part way, with no free block: make room, plan again
@@ -275,32 +305,22 @@ class Separate(PrefillPolicy):
                 k, p = take_chunk(r, seq, c)
                 return (c, 1, k, p), 0, [seq], [], r.used
             # no prefill can run: the decodes (and KV moved in)
-            args, admitted = self._decodes(r, budget)
-            if args[0]:
-                return args, r.n_dec, [], admitted, r.used
+            it = self._decodes(r, budget)
+            if it.tokens:
+                return it.args, r.n_dec, [], it.admitted, r.used
             if not r.running:
                 return None  # idle, or waiting for blocks a KV transfer still holds
             r.preempt_latest()
 
-    def _decodes(self, r, budget):
+    def _decodes(self, r, budget) -> _Iteration:
         """Every decoding sequence, one token each (preempting for their blocks), then the
-        queue's head while its KV is already here: the engine's arguments and the admitted."""
-        n, kv = r.decode_all()
-        tokens = sequences = n
-        pairs = kv
-        budget -= n
-        admitted = []
-        while r.waiting and budget > 0 and len(r.running) < self.max_batch:
+        queue's head while its KV is already here."""
+        it = _Iteration(r, budget)
+        while r.waiting and it.budget > 0 and len(r.running) < self.max_batch:
             seq = r.waiting[0]
-            if seq.ctx != seq.target or not r.admit_transferred(seq):
+            if seq.ctx != seq.target or not it.join(seq):
                 break
-            tokens += 1
-            sequences += 1
-            kv += seq.ctx + 1
-            pairs += seq.ctx + 1
-            budget -= 1
-            admitted.append(seq)
-        return (tokens, sequences, kv, pairs), admitted
+        return it
 
 
 #: The prefill policies' names.
@@ -343,7 +363,7 @@ class Scheduler:
         max_batch = check_int("max_batch", self.max_batch, 1)
         token_budget = check_int("token_budget", self.token_budget, 1)
         if token_budget < max_batch:
-            raise ServingInputError(
+            raise InferenceInputError(
                 "token_budget",
                 token_budget,
                 f">= max_batch={max_batch}",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from .checks import ServingInputError
+from ..errors import InferenceInputError
 from .fleet import Fleet, Pools
 from .metrics import ServingResult, Slo, serving_result
 from .replica import Seq
@@ -131,7 +131,7 @@ def simulate(
 
     Raises
     ------
-    ServingInputError
+    InferenceInputError
         An argument of the wrong type (the values check their own fields when built).
     TraceError
         A trace file that cannot be read.
@@ -158,7 +158,7 @@ def simulate(
         ("slo", slo, Slo, "an Slo"),
     ):
         if not isinstance(value, kind):
-            raise ServingInputError(name, value, what)
+            raise InferenceInputError(name, value, what)
     drawn = load.draw()
     sim = Simulation(fleet, drawn, load.driver(), scheduler, timeline)
     sim.run()

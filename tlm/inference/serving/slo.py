@@ -13,9 +13,10 @@ Rules, by name in :data:`SLO_RULES` (names :data:`RULES`), each a small class wh
 seed (common random numbers: a higher rate sees the same requests sooner). The bracket starts
 from the fleet's capacity ``c``, measured by one saturated run (every request at once): if
 ``c`` meets the rule the rate doubles until it fails, else it halves until it holds (below
-``c / 1000``: :class:`SloUnreachable`) - starting high because low rates are the slow runs
-(each request alone, an iteration per token). Then bisection (geometric while the bracket
-spans more than 4x) until the bracket is within ``rel_tol`` of its lower end.
+``c / 1000``: :class:`~tlm.inference.errors.SloUnreachable`) - starting high because low rates
+are the slow runs (each request alone, an iteration per token). Then bisection (geometric
+while the bracket spans more than 4x) until the bracket is within ``rel_tol`` of its lower
+end.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .checks import Registry, ServingInputError, check_int, check_positive
+from ..errors import InferenceInputError, SloUnreachable
+from .checks import Registry, check_int, check_positive
 from .fleet import Fleet
 from .metrics import ServingResult, Slo
 from .requests import Poisson, Workload
@@ -49,11 +51,6 @@ __all__ = [
 
 #: The rules by name.
 SLO_RULES = Registry("rule")
-
-
-class SloUnreachable(ValueError):
-    """No arrival rate meets the SLO: even a lone request misses it (the figures say by how
-    much)."""
 
 
 class Rule(abc.ABC):
@@ -99,7 +96,7 @@ RULES = SLO_RULES.names
 
 def _check_target(target) -> float:
     if not (isinstance(target, numbers.Real) and 0 < target <= 1):
-        raise ServingInputError("target", target, "a fraction in (0, 1]")
+        raise InferenceInputError("target", target, "a fraction in (0, 1]")
     return target
 
 
@@ -179,7 +176,7 @@ def max_rate(
     ------
     SloUnreachable
         When the SLO fails below a thousandth of the capacity, with the figures of that run.
-    ServingInputError
+    InferenceInputError
         Naming ``requests`` when all of them arriving at once meet the SLO: every rate does.
 
     Examples
@@ -197,14 +194,14 @@ def max_rate(
     judge = SLO_RULES.named(rule)()
     _check_target(target)
     if not isinstance(slo, Slo) or (slo.ttft_s is None and slo.tpot_s is None):
-        raise ServingInputError(
+        raise InferenceInputError(
             "slo",
             slo,
             "an Slo with ttft_s or tpot_s (or both)",
             f"max_rate needs an Slo with ttft_s or tpot_s (or both), not {slo!r}",
         )
     if not isinstance(workload, Workload):
-        raise ServingInputError("workload", workload, "a Workload")
+        raise InferenceInputError("workload", workload, "a Workload")
     requests = check_int("requests", requests, 1)
     rel_tol = check_positive("rel_tol", rel_tol)
     max_runs = check_int("max_runs", max_runs, 3)
@@ -225,7 +222,7 @@ def max_rate(
     # capacity: every request at (almost) once
     saturated, met = run_at(1e9)
     if met:  # then every rate meets it: no highest rate shows within this many requests
-        raise ServingInputError(
+        raise InferenceInputError(
             "requests",
             requests,
             "more requests than the fleet serves within the SLO when they all arrive at once",
@@ -253,7 +250,8 @@ def max_rate(
                     f"{lo:.4g} requests/s (under a thousandth of the capacity, "
                     f"{capacity:.4g}/s) TTFT p90 {lo_run.ttft_s.p90:.4g} s (SLO {slo.ttft_s}), "
                     f"TPOT p90 {lo_run.tpot_s.p90:.4g} s (SLO {slo.tpot_s}), attainment "
-                    f"{lo_run.slo_attainment:.3f}"
+                    f"{lo_run.slo_attainment:.3f}",
+                    "slo",
                 )
             hi, lo = lo, lo / 2
     while hi - lo > rel_tol * lo:
