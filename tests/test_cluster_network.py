@@ -84,7 +84,7 @@ def test_groups_alone_where_their_links_are_their_own(trn2):
     """Rows, planes and z rings use disjoint links: every group at once costs what one group
     alone costs on its sub-system."""
     for group, stride in CASES:
-        sub = trn2.node.subset(trn2.groups_in_node(group, stride)[0])
+        sub = trn2._node_at(stride).subset(trn2.groups_in_node(group, stride)[0])
         for algorithm in ("ring", "mesh", "rdh"):
             alone = Analytic(build(algorithm, "all_reduce", sub), sub).time_s([4 * MiB], 2)
             together = Analytic(*trn2.schedule("all_reduce", group, stride, algorithm))
@@ -128,33 +128,39 @@ def test_groups_that_share_links_share_them(trn2):
 def test_switch_closed_form_equals_the_analytic_engine_on_the_trn3_switch():
     """The closed forms used for an NVSwitch board, given the trn3 switch's figures, equal the
     analytic engine on the trn3 UltraServer's sub-systems, every op, group and size (a chip's
-    DMA queues carry what its switch port carries: the slower of the two is the port)."""
+    DMA queues carry what its switch port carries: the slower of the two is the port - one
+    rank's queues for the innermost groups, all the chip's ranks' for an outer dimension)."""
     trn3 = Network.for_hardware(load_hardware("trn3"))
     f = trn3.node.chips_system.file.switch
-    closed = Network(
-        name="trn3 as a switch",
-        chips_per_node=64,
-        node=None,
-        switch_Bps=min(f.port_bandwidth_Bps.value, trn3.node.costs.dma_Bps),
-        switch_step_s=trn3.node.step_fixed_s + 2 * f.latency_s.value,
-        nic_Bps=trn3.nic_Bps,
-        out_step_s=trn3.out_step_s,
-        out_tier_s=trn3.out_tier_s,
-        fabric=trn3.fabric,
-        oversubscription=1.0,
-        sites=1,
-        site_chips=0,
-        site_bandwidth_Bps=None,
-        site_latency_s=0.0,
-        chips=None,
-    )
     sizes = np.array([2**k for k in range(8, 34, 3)])
-    for op in OPS:
-        for group, stride in [(2, 1), (4, 1), (8, 4), (16, 1), (64, 1), (128, 1)]:
-            a = trn3.breakdown(op, group, stride, sizes)
-            b = closed.breakdown(op, group, stride, sizes)
-            np.testing.assert_allclose(a.time_s, b.time_s, rtol=1e-12)
-            assert list(a.algorithm) == list(b.algorithm)
+    for stride_kind, groups in (
+        ("inner", [(2, 1), (4, 1), (16, 1), (64, 1), (128, 1)]),
+        ("outer", [(8, 4)]),
+    ):
+        dma = trn3._node_at(1 if stride_kind == "inner" else 4).costs.dma_Bps
+        closed = Network(
+            name="trn3 as a switch",
+            chips_per_node=64,
+            node=None,
+            switch_Bps=min(f.port_bandwidth_Bps.value, dma),
+            switch_step_s=trn3.node.step_fixed_s + 2 * f.latency_s.value,
+            nic_Bps=trn3.nic_Bps,
+            out_step_s=trn3.out_step_s,
+            out_tier_s=trn3.out_tier_s,
+            fabric=trn3.fabric,
+            oversubscription=1.0,
+            sites=1,
+            site_chips=0,
+            site_bandwidth_Bps=None,
+            site_latency_s=0.0,
+            chips=None,
+        )
+        for op in OPS:
+            for group, stride in groups:
+                a = trn3.breakdown(op, group, stride, sizes)
+                b = closed.breakdown(op, group, stride, sizes)
+                np.testing.assert_allclose(a.time_s, b.time_s, rtol=1e-12)
+                assert list(a.algorithm) == list(b.algorithm)
 
 
 def test_a100_nvswitch(a100):
@@ -254,14 +260,15 @@ def test_sites_share_their_links():
 
 def test_pipeline_sends(trn2):
     S = 16 * MiB
-    dma = trn2.node.costs.dma_Bps  # one rank's DMA queues, slower than a z link
-    # stride 16: one z hop each, no link shared: 1.5 us + S at the slower of the z link's
-    # 128 GB/s and the queues
-    assert trn2.p2p_s(S, 16) == pytest.approx(1.5e-6 + S / min(128e9, dma))
-    # stride 2: chip c -> c + 2 through c + 1, whose own send uses the same x link: 2 flows
-    # (S / 128 GB/s, the queues slower still); the longest route, chip 14 -> 16,
-    # (2, 3, 0) -> (0, 0, 1), is four hops
-    assert trn2.p2p_s(S, 2) == pytest.approx(1e-6 + 4 * 0.5e-6 + S / min(128e9, dma))
+    # a pipeline's stages are an outer dimension: each chip's send splits over its 4 ranks'
+    # DMA queues (4 x 107 GB/s), so the links decide
+    dma = trn2._node_at(16).costs.dma_Bps
+    assert dma == pytest.approx(4 * trn2.node.costs.dma_Bps) and dma > 256e9
+    # stride 16: one z hop each, no link shared: 1.5 us + S / 128 GB/s
+    assert trn2.p2p_s(S, 16) == pytest.approx(1.5e-6 + S / 128e9)
+    # stride 2: chip c -> c + 2 through c + 1, whose own send uses the same x link: 2 flows;
+    # the longest route, chip 14 -> 16, (2, 3, 0) -> (0, 0, 1), is four hops
+    assert trn2.p2p_s(S, 2) == pytest.approx(1e-6 + 4 * 0.5e-6 + 2 * S / 256e9)
     # across UltraServers: the NIC
     assert trn2.p2p_s(S, 64) == pytest.approx(16e-6 + S / 25e9)
     # 8 stages at stride 16 span two UltraServers: the stage boundary between them decides

@@ -26,11 +26,12 @@ Examples
 >>> t = net.collective_s("all_reduce", group=[4, 16, 64, 4], stride=[1, 1, 1, 16],
 ...                      nbytes=64 << 20)
 >>> np.round(t * 1e3, 3).tolist()    # ms: x ring, 4x4 plane, 4x4x4 torus, z ring of chips
-[0.947, 1.184, 1.245, 0.947]
+[0.947, 1.184, 1.245, 0.402]
 >>> net.algorithm("all_reduce", [4, 16, 64, 4], [1, 1, 1, 16], 64 << 20).tolist()
-['mesh', 'mesh', 'mesh', 'mesh']
->>> # the DMA queues (107 GB/s a chip) bind before the links: every algorithm moves the same
->>> # bytes through them, so the fewest steps win
+['mesh', 'mesh', 'mesh', 'rings']
+>>> # inner groups: one rank's DMA queues (107 GB/s a chip) bind before the links, every
+>>> # algorithm moves the same bytes through them and the fewest steps win; the z ring is an
+>>> # outer dimension (its buffer split over the chip's 4 ranks' queues): its links decide
 >>> net.tier([8, 128, 2], [1, 1, 64]).tolist()
 ['scale-up', 'hierarchical', 'scale-out']
 >>> round(float(net.p2p_s(16 << 20, 64)) * 1e3, 3)      # a pipeline send over EFA
@@ -243,6 +244,7 @@ class Network:
         and schedules: the node is loaded again from the preset on first use."""
         state = dict(self.__dict__)
         state["_schedules"] = {}
+        state.pop("_split_node", None)
         if state.get("_node_spec") is not None:
             state.pop("node", None)  # (not loaded again since it was last pickled)
         return state
@@ -427,15 +429,29 @@ class Network:
                 raise ValueError(f"algorithm {algorithm} does not fit {first.name}: it {why}")
             one = build(algorithm, op, first)
             together = run_together(one, _translates(subs))
-            self._schedules[key] = (together, self.node)
+            self._schedules[key] = (together, self._node_at(stride))
         return self._schedules[key]
+
+    def _node_at(self, stride: int):
+        """The node a collective of groups at ``stride`` runs on. The innermost dimension
+        (stride 1) spans the logical cores of each chip, each rank holding the whole buffer:
+        the node, a chip's traffic at one rank's DMA rate. An outer dimension's buffer is
+        split over a chip's ranks, each moving its share through its own queues: the node
+        with each chip's queues at all its ranks' rate (:func:`_node_system` ``split``)."""
+        spec = self.__dict__.get("_node_spec")
+        if stride == 1 or spec is None:
+            return self.node
+        if self.__dict__.get("_split_node") is None:
+            self._split_node = _node_system(*spec, split=True)
+        return self._split_node
 
     def _group_systems(self, group: int, stride: int) -> list[System]:
         """The sub-system of every group of ``(group, stride)`` in node 0 (kept)."""
         key = ("groups", group, stride)
         if key not in self._schedules:
             groups = self.groups_in_node(group, stride)
-            self._schedules[key] = [self.node.subset(members) for members in groups]
+            node = self._node_at(stride)
+            self._schedules[key] = [node.subset(members) for members in groups]
         return self._schedules[key]
 
     def _up_phase(self, op: str, group: int, stride: int, factor: float = 1.0) -> _Phase:
@@ -458,7 +474,7 @@ class Network:
                         raise NotImplementedError(f"{algorithm} {op}: steps that overlap")
                     # the analytic engine's figures of the groups' schedule run together
                     # (:meth:`schedule`), worked out without building it
-                    fixed, per_unit = together_totals(one, same, self.node)
+                    fixed, per_unit = together_totals(one, same, self._node_at(stride))
                     rows.append((algorithm, fixed, per_unit, one.chunks))
             names, A, K, C = zip(*rows, strict=True)
             self._up[key] = (names, A, K, C)
@@ -767,7 +783,7 @@ class Network:
             else:
                 moves = tuple(Transfer(c, c + stride, 0, 1, False) for c in range(per - stride))
                 schedule = Schedule("permute", "p2p", tuple(range(per)), 1, 1, (Step(moves, ()),))
-                cost = Analytic(schedule, self.node)
+                cost = Analytic(schedule, self._node_at(stride))
                 forms.append((cost.total_fixed_s, cost.total_per_unit_s_per_byte))
         # the chips from the first sender to the last receiver
         reach = stride + 1 if group is None else max(stride + 1, (group - 1) * stride + 1)
@@ -826,13 +842,14 @@ class Network:
         return t.reshape(shape)[()]
 
 
-def _node_system(system: str, chip: str):
+def _node_system(system: str, chip: str, split: bool = False):
     """One node of a Trainium hardware file: its system preset with the Neuron runtime's
     collective mechanisms of its chip preset (:func:`tlm.collectives.runtime.with_runtime`:
-    the chips' DMA queues at one rank's rate, the runtime's step sync in place of the system
-    file's assumed ``step_fixed_s``). A compiled graph's collectives do not pay the
-    per-operation launch nccom-test's host pays (``reduce_fixed_s``, ``move_fixed_s``)."""
+    the chips' DMA queues, the runtime's step sync in place of the system file's assumed
+    ``step_fixed_s``) - each chip's queues at one rank's rate, or with ``split`` at all its
+    ranks' (``cores / lnc`` x). A compiled graph's collectives do not pay the per-operation
+    launch nccom-test's host pays (``reduce_fixed_s``, ``move_fixed_s``)."""
     from ..collectives.runtime import with_runtime
     from ..presets import load_preset
 
-    return with_runtime(load_system(system, chip=chip), load_preset(chip))
+    return with_runtime(load_system(system, chip=chip), load_preset(chip), split=split)

@@ -32,6 +32,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -325,13 +326,19 @@ class RankSystem:
         return self._cache[key]
 
 
-def with_runtime(system, spec):
+def with_runtime(system, spec, split: bool = False):
     """``system`` with the Neuron runtime's collective mechanisms of the chip preset ``spec``
-    (its ``[collectives]``), one rank a chip: every transfer crosses its chips' DMA queues at
-    one rank's ``dma_Bps`` and each step costs ``step_sync_s`` - what the cluster network and
-    the server TLM run collectives on (docs/cluster.md, "The DMA queues"). A chip's ranks each
-    carry the whole buffer of a tensor-parallel collective over logical cores, so a chip's
-    traffic moves at one rank's rate. Without a ``[collectives]`` section, ``system``."""
+    (its ``[collectives]``), one rank a chip: every transfer crosses its chips' DMA queues and
+    each step costs ``step_sync_s`` - what the cluster network and the server TLM run
+    collectives on (docs/cluster.md, "The DMA queues"). A chip's queues move at one rank's
+    ``dma_Bps``: its ranks (logical cores) each carry the whole buffer of a collective of the
+    dimension that spans them. With ``split``, at all its ranks' (``cores / lnc`` x
+    ``dma_Bps``): a dimension outside the chip, whose buffer its ranks split. Without a
+    ``[collectives]`` section, ``system``."""
     if spec.collectives is None:
         return system
-    return RankSystem(system, 1, RuntimeCosts.of(spec))
+    costs = RuntimeCosts.of(spec)
+    if split:
+        ranks = int(spec.chip.cores) // costs.lnc
+        costs = dataclasses.replace(costs, dma_Bps=costs.dma_Bps * ranks)
+    return RankSystem(system, 1, costs)
