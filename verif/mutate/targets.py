@@ -15,7 +15,7 @@ from tlm.link.config import LinkConfig
 from tlm.tensor.config import EngineConfig
 from verif.common.runner import ROOT
 
-__all__ = ["Bench", "Target", "TARGETS"]
+__all__ = ["Bench", "Target", "TARGETS", "tensor_target"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,9 @@ class Target:
         return link_verilog(self.block, self.cfg)
 
 
-def _tensor(name: str, cfg: EngineConfig, *, ops: int, max_n: int, patterns: str) -> Target:
+def tensor_target(name: str, cfg: EngineConfig, *, ops: int, max_n: int, patterns: str):
+    """A tensor engine target whose bench runs ``ops`` random ops a pattern triple, N up to
+    ``max_n``, under ``patterns`` (``ld:mv:ready`` triples), seeds 1 then 2."""
     env = (
         ("TE_ROWS", cfg.rows),
         ("TE_COLS", cfg.cols),
@@ -77,14 +79,14 @@ _ROUTER_ENV = (("LINK_SHAPE", "4x4"), ("LINK_VCS", 2), ("LINK_DEPTH", 2), ("LINK
 TARGETS = {
     t.name: t
     for t in (
-        _tensor(
+        tensor_target(
             "tensor_int8_4x4",
             EngineConfig(4, 4, "int8"),
             ops=8,
             max_n=16,
             patterns=TENSOR_PATTERNS,
         ),
-        _tensor(
+        tensor_target(
             "tensor_float_2x2",
             EngineConfig(2, 2, "bf16,fp16,tf32"),
             ops=8,
