@@ -14,29 +14,15 @@ from verif.common.toolchain import have_simulator
 from verif.mutate import yosys
 from verif.mutate.grade import IDENTITY, grade
 from verif.mutate.report import summary
-from verif.mutate.targets import Bench, Target
+from verif.mutate.targets import tensor_target
 
 #: A 2x2 int8 engine and a short run of its bench: two pattern triples of four ops.
-TARGET = Target(
+TARGET = tensor_target(
     "test_tensor",
-    "tensor_engine",
     EngineConfig(2, 2, "int8"),
-    "tensor_engine",
-    (
-        Bench(
-            "tensor.random_ops",
-            "verif.tensor.bench",
-            (
-                ("TE_ROWS", 2),
-                ("TE_COLS", 2),
-                ("TE_FORMAT", "int8"),
-                ("TE_OPS", 4),
-                ("TE_MAX_N", 8),
-                ("TE_PATTERNS", "always:always:always,random:random:random"),
-            ),
-            (1,),
-        ),
-    ),
+    ops=4,
+    max_n=8,
+    patterns="always:always:always,random:random:random",
 )
 
 #: Mutations named by what they touch (Yosys numbers the cells): the result's valid inverted,

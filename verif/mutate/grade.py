@@ -17,7 +17,7 @@ from verif.common.runner import BenchFailure, build, run
 from . import yosys
 from .targets import Target
 
-__all__ = ["IDENTITY", "Kill", "Mutant", "plant", "grade_mutant", "grade"]
+__all__ = ["IDENTITY", "Kill", "Mutant", "grade_mutant", "grade"]
 
 #: The mutation that changes nothing: Yosys writes the design back. Every bench must pass it.
 IDENTITY = "mutate -mode none"
@@ -81,16 +81,14 @@ def _output_to(path: Path):
                 os.close(fd)
 
 
-def plant(target: Target, design: Path, mutation: str, folder: Path) -> Path:
-    """Write the mutant's Verilog into ``folder`` (under the design's folder)."""
-    return yosys.write_mutant(design, mutation, folder / f"{target.top}.v")
-
-
-def grade_mutant(target: Target, design: Path, mutant: Mutant, sim: str, folder: Path) -> Mutant:
+def grade_mutant(
+    target: Target, design: Path, mutant: Mutant, sim: str, folder: Path, *, init: bool = True
+) -> Mutant:
     """Build ``mutant`` on ``sim`` and run every bench of ``target`` on it (each bench's seeds
-    in turn until one fails); fills ``kills``, ``survived_by`` and ``status``."""
+    in turn until one fails); fills ``kills``, ``survived_by`` and ``status``. ``init=False``
+    builds it without initial values (the power-up test: only the reset defines the state)."""
     start = time.perf_counter()
-    verilog = plant(target, design, mutant.mutation, folder)
+    verilog = yosys.write_mutant(design, mutant.mutation, folder / f"{target.top}.v", init=init)
     log = folder / "sim.log"
     log.unlink(missing_ok=True)
     with _output_to(log):

@@ -79,13 +79,22 @@ def sample(design: Path, count: int, seed: int, where: str = "") -> list[str]:
     return [line.strip() for line in out.read_text().splitlines() if line.strip()]
 
 
-def write_mutant(design: Path, mutation: str, out: Path) -> Path:
+#: Yosys commands that take every initial value away: registers' and memories' (``init``
+#: attributes, ``$meminit`` cells). Icarus then starts every register at X, as silicon starts
+#: at an unknown value; only the reset makes the state known.
+NO_INIT = "setattr -unset init\ndelete t:$meminit_v2\n"
+
+
+def write_mutant(design: Path, mutation: str, out: Path, *, init: bool = True) -> Path:
     """Verilog of ``design`` with ``mutation`` applied into ``out``, a path under the design's
-    folder (``mutate -mode none``: the design as Yosys writes it back, the grader's identity)."""
+    folder (``mutate -mode none``: the design as Yosys writes it back, the grader's identity);
+    ``init=False``: without any initial value (:data:`NO_INIT`)."""
     if not mutation.startswith("mutate -mode "):
         raise ValueError(f"mutation must be a 'mutate -mode ...' command, not {mutation!r}")
+    strip = "" if init else NO_INIT
     _yosys(
-        f"read_rtlil {design.name}\n{mutation}\nwrite_verilog -noattr {_below(out, design)}\n",
+        f"read_rtlil {design.name}\n{mutation}\n{strip}"
+        f"write_verilog -noattr {_below(out, design)}\n",
         design.parent,
         _below(out.with_suffix(""), design),
     )
@@ -98,6 +107,24 @@ def _below(path: Path, design: Path) -> str:
         return Path(path).resolve().relative_to(design.parent.resolve()).as_posix()
     except ValueError:
         raise ValueError(f"{path} must lie under {design.parent}") from None
+
+
+def reset_removed(design: Path, module: str, register: str) -> str:
+    """The mutation that takes the synchronous reset of ``register`` (a flip-flop's output
+    wire in ``module``) away: the select of the multiplexer that gives it its reset value,
+    tied to 0. A register that then relies on its initial value: a planted reset bug."""
+    text = design.read_text()
+    start = text.index(f"module \\{module}\n")
+    body = text[start : text.index("\nend\n", start)]
+    cells = re.findall(r"^  cell (\S+) (\S+)\n(.*?)^  end$", body, re.M | re.S)
+    conn = [(kind, name, dict(re.findall(r"connect \\(\w+) (.+)", c))) for kind, name, c in cells]
+    d = [
+        c["D"] for kind, _, c in conn if kind in ("$dff", "$sdff") and c.get("Q") == f"\\{register}"
+    ]
+    for kind, name, c in conn:
+        if kind == "$mux" and d and c.get("Y") == d[0] and c.get("S") == "\\rst":
+            return f"mutate -mode const0 -module {module} -cell {name} -port S -portbit 0"
+    raise ValueError(f"register must be a register of {module} reset by rst, not {register!r}")
 
 
 @dataclass(frozen=True)
