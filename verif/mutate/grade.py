@@ -157,7 +157,6 @@ def grade(
             check = yosys.equivalence(
                 design,
                 mutation,
-                target.top,
                 out / f"m{i:03d}",
                 timeout_s=equiv_timeout_s,
             )

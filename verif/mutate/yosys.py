@@ -143,7 +143,7 @@ class Equivalence:
     witness: tuple[str, ...] = ()
 
 
-def equivalence(design: Path, mutation: str, top: str, work: Path, *, timeout_s: float):
+def equivalence(design: Path, mutation: str, work: Path, *, timeout_s: float):
     """Whether ``mutation`` can change ``design``'s behaviour, checked on the mutated module
     alone: a miter of it and its original with its flip-flops and memories turned into inputs
     (their value) and outputs (their next value), and its submodules' instances likewise
