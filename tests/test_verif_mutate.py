@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tlm.tensor.config import EngineConfig
-from verif.common.runner import BUILD, ROOT
+from verif.common.runner import ROOT
 from verif.common.toolchain import have_simulator
 from verif.mutate import yosys
 from verif.mutate.grade import IDENTITY, grade
@@ -33,10 +33,10 @@ PLANTED = (
 )
 
 
-@pytest.fixture(scope="module")
-def design():
-    folder = BUILD / "mutate-test"
-    return yosys.prepare(TARGET.verilog(), TARGET.top, folder)
+@pytest.fixture
+def design(tmp_path):
+    """The target's design in a folder of its own (pytest-xdist runs tests side by side)."""
+    return yosys.prepare(TARGET.verilog(), TARGET.top, tmp_path)
 
 
 def named(design, where):
@@ -69,9 +69,8 @@ endmodule
 """
 
 
-def test_equivalence_tells_masked_from_observable():
-    folder = BUILD / "mutate-test" / "masked"
-    folder.mkdir(parents=True, exist_ok=True)
+def test_equivalence_tells_masked_from_observable(tmp_path):
+    folder = tmp_path
     (folder / "masked.v").write_text(MASKED)
     design = yosys.prepare(folder / "masked.v", "masked", folder)
     masked = named(design, "-mode inv -wire x -wirebit 3")
