@@ -15,13 +15,16 @@ VCS       ?= 2
 DEPTH     ?= 4
 COLLECTIVE ?=
 PRESET    ?= trn2
+MUTANTS   ?= 30
+MUTATE_SEED ?= 1
+MUTATE_TARGETS ?=
 LINK_BLOCKS := link_router torus
 # numpy's exp, log2 and power give other last bits with other SIMD loops: the numerics tests run
 # again as a CPU without AVX512_SPR (AMD EPYC, Ice Lake), without AVX-512, without AVX2 would
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal bench \
+.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal mutate bench \
 	synth calibrate calibrate-collectives calibrate-training \
 	calibrate-inference claims clean help
 
@@ -45,6 +48,8 @@ help:
 	@echo "                 (int8, every format), 4x4 torus"
 	@echo "make formal     formal proofs (SymbiYosys, z3): one line per property, PASS/FAIL,"
 	@echo "                 proven or the bounded depth; build/formal/formal.json"
+	@echo "make mutate      grade the benches by mutation (Yosys mutate): MUTANTS a block (30),"
+	@echo "                 MUTATE_SEED, MUTATE_TARGETS, SIM; build/mutate/mutate.json and .md"
 	@echo "make coverage    the regression's benches (SEEDS=\"1 2\" for several), then functional"
 	@echo "                 coverage per testplan feature: a table, build/coverage/coverage.json, .md"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
@@ -131,6 +136,13 @@ lint:
 
 formal:
 	$(PY) -m verif.formal
+
+# Each block's generated Verilog at a small size, MUTANTS mutations of it (Yosys's sampling
+# from MUTATE_SEED), every bench of verif/mutate/targets.py run on each mutant; survivors
+# checked for equivalence. build/mutate/mutate.json and mutate.md; exit 1 on a survivor.
+mutate:
+	$(PY) -m verif.mutate --mutants=$(MUTANTS) --seed=$(MUTATE_SEED) --sim=$(SIM) \
+		$(if $(MUTATE_TARGETS),--target=$(MUTATE_TARGETS))
 
 # The benches of the default regression, once per seed of SEEDS (or SEED, or a fresh one), each
 # run writing its coverage to build/coverage/runs/; then the merged report per testplan feature

@@ -52,21 +52,24 @@ def test_router_icarus(seed):
 
 
 @pytest.mark.sim
-def test_router_link_misuse_icarus(seed):
-    """The x- neighbour sends without credits, neighbours return credits not owed: flits and
-    credits dropped and counted as the model does, the other inputs' packets all get through."""
+@pytest.mark.parametrize("rogue", [1, 2, 3, 4])
+def test_router_link_misuse_icarus(rogue, seed):
+    """The neighbour on link port ``rogue`` (x+, x-, y+, y-) sends without credits, neighbours
+    return credits not owed: flits and credits dropped and counted as the model does, the
+    other inputs' packets all get through. Every port: each input VC has its own buffer-full
+    check (a mutant disabling the y- port's, with only x- rogue, survived ``make mutate``)."""
     run_bench(
         "icarus",
         "link_router",
         LinkConfig((4, 4), depth=2),
         "verif.link.bench_router",
         seed,
-        "router-misuse",
+        f"router-misuse-{rogue}",
         testcase="misuse",
         LINK_COORD="1,2",
         LINK_PACKETS=12,
         LINK_PATTERNS="always:random:1of4",
-        LINK_ROGUE=2,
+        LINK_ROGUE=rogue,
         LINK_SPURIOUS=0.05,
     )
 

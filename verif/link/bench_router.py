@@ -25,6 +25,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.link.config import DropKind
 from tlm.link.router import Router, RouterOutputs
+from verif.common.known import known
 from verif.coverage.db import write_run
 from verif.coverage.link import RouterCoverage
 from verif.link.ports import config_from_env
@@ -66,18 +67,26 @@ class Ports:
             self.i_flit[i].value = flit or 0
             self.o_credit[i].value = ins.credit_in[i + 1]
 
-    def read(self) -> RouterOutputs:
+    def read(self, cycle: int) -> RouterOutputs:
+        """The outputs of ``cycle`` (after reset), each known (0/1) or :class:`NotKnown`."""
         cfg = self.cfg
+
+        def get(handle, name):
+            return known(handle.value, name, cycle)
+
         link, credit = [None] * cfg.ports, [0] * cfg.ports
         for i in range(cfg.ports - 1):
-            if self.o_valid[i].value:
-                link[i + 1] = self.o_flit[i].value.to_unsigned()
-            credit[i + 1] = self.i_credit[i].value.to_unsigned()
-        eject = self.ej[1].value.to_unsigned() if self.ej[0].value else None
-        raw = self.drops.value.to_unsigned()
+            if get(self.o_valid[i], f"o_links__{i}__valid"):
+                link[i + 1] = get(self.o_flit[i], f"o_links__{i}__flit").to_unsigned()
+            credit[i + 1] = get(self.i_credit[i], f"i_links__{i}__credit").to_unsigned()
+        eject = None
+        if get(self.ej[0], "eject__valid"):
+            eject = get(self.ej[1], "eject__payload").to_unsigned()
+        raw = get(self.drops, "drops").to_unsigned()
         bits = cfg.counter_bits
         counters = tuple(raw >> (k * bits) & ((1 << bits) - 1) for k in range(len(DropKind)))
-        return RouterOutputs(bool(self.inj[2].value), eject, link, credit, counters)
+        ready = bool(get(self.inj[2], "inject__ready"))
+        return RouterOutputs(ready, eject, link, credit, counters)
 
 
 async def reset(dut, ports):
@@ -120,7 +129,7 @@ async def run_env(dut, ports, cfg, coord, seed, triple, packets, root=None, cov=
         ins = env.drive()
         ports.drive(ins)
         await ReadOnly()
-        want, got = model.outputs(), ports.read()
+        want, got = model.outputs(), ports.read(cycle)
         if got != want:
             raise AssertionError(f"{triple} cycle {cycle} ({note}): RTL {got} != model {want}")
         env.observe(want, ins)

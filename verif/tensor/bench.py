@@ -25,6 +25,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tlm.tensor.config import EngineConfig
+from verif.common.known import known
 from verif.coverage.db import write_run
 from verif.coverage.tensor import EngineCoverage
 from verif.tensor.drivers import Traffic
@@ -98,12 +99,17 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None, coverag
             driven_mv = mv
         res_r.value = ready
         await ReadOnly()
-        valid = bool(res_v.value)
-        data, last = codec.result(res_p.value.to_unsigned()) if valid else (None, False)
-        flags, counts = codec.status(status.value.to_unsigned())
+        valid = bool(known(res_v.value, "res_stream__valid", cycles))
+        if valid:
+            data, last = codec.result(
+                known(res_p.value, "res_stream__payload", cycles).to_unsigned()
+            )
+        else:
+            data, last = None, False
+        flags, counts = codec.status(known(status.value, "status", cycles).to_unsigned())
         observed = Observed(
-            ld_ready=bool(ld_r.value),
-            mv_ready=bool(mv_r.value),
+            ld_ready=bool(known(ld_r.value, "ld_stream__ready", cycles)),
+            mv_ready=bool(known(mv_r.value, "mv_stream__ready", cycles)),
             res_valid=valid,
             res_last=last,
             res_data=data,

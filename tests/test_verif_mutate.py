@@ -1,0 +1,106 @@
+"""The mutation grader (``verif/mutate``) can fail: mutations planted in a small tensor
+engine are killed by its bench at the cycle they show, the identity survives it, the
+equivalence check tells a masked mutation from an observable one, and ``make mutate`` names
+a bad variable. The bench runs with fixed seeds (1), so the kills are the same every run."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tlm.tensor.config import EngineConfig
+from verif.common.runner import ROOT
+from verif.common.toolchain import have_simulator
+from verif.mutate import yosys
+from verif.mutate.grade import IDENTITY, grade
+from verif.mutate.report import summary
+from verif.mutate.targets import tensor_target
+
+#: A 2x2 int8 engine and a short run of its bench: two pattern triples of four ops.
+TARGET = tensor_target(
+    "test_tensor",
+    EngineConfig(2, 2, "int8"),
+    ops=4,
+    max_n=8,
+    patterns="always:always:always,random:random:random",
+)
+
+#: Mutations named by what they touch (Yosys numbers the cells): the result's valid inverted,
+#: and a PE's partial sum with its low bit stuck at 1.
+PLANTED = (
+    "-mode inv -module tensor_engine -wire res_stream__valid",
+    "-mode const1 -module tensor_engine_pe -wire p_out -wirebit 0",
+)
+
+
+@pytest.fixture
+def design(tmp_path):
+    """The target's design in a folder of its own (pytest-xdist runs tests side by side)."""
+    return yosys.prepare(TARGET.verilog(), TARGET.top, tmp_path)
+
+
+def named(design, where):
+    (mutation,) = yosys.sample(design, 1, 1, where)
+    return mutation
+
+
+@pytest.mark.sim
+def test_planted_mutations_are_killed_and_the_identity_survives(design):
+    if not have_simulator("icarus"):
+        pytest.fail("icarus is not installed: run `make setup`")
+    mutations = [named(design, where) for where in PLANTED]
+    mutants = grade(TARGET, mutations, "icarus", design.parent, equiv_timeout_s=60)
+    identity, *planted = mutants
+    assert identity.mutation == IDENTITY and identity.status == "identity", identity
+    for mutant in planted:
+        assert mutant.status == "killed", mutant
+        (kill,) = mutant.kills
+        assert kill.bench == "tensor.random_ops" and kill.seed == 1
+        assert kill.cycle is not None and kill.cycle < 100, kill
+    figures = summary(mutants)
+    assert figures["killed"] == 2 and figures["survived"] == 0 and figures["identity_ok"]
+
+
+#: A register of the low bits of ``x``: bit 3 of ``x`` is masked, bit 0 is not.
+MASKED = """module masked(input clk, input rst, input [3:0] a, input [3:0] b, output reg [1:0] q);
+  wire [3:0] x = a ^ b;
+  always @(posedge clk) q <= rst ? 2'd0 : x[1:0];
+endmodule
+"""
+
+
+def test_equivalence_tells_masked_from_observable(tmp_path):
+    folder = tmp_path
+    (folder / "masked.v").write_text(MASKED)
+    design = yosys.prepare(folder / "masked.v", "masked", folder)
+    masked = named(design, "-mode inv -wire x -wirebit 3")
+    shown = named(design, "-mode inv -wire x -wirebit 0")
+    assert yosys.equivalence(design, masked, folder / "m", timeout_s=60).verdict == ("proven")
+    check = yosys.equivalence(design, shown, folder / "s", timeout_s=60)
+    assert check.verdict == "differs" and check.witness, check
+
+
+def test_a_bad_make_variable_is_one_line_naming_it():
+    for args, variable in [
+        (["--mutants=0"], "MUTANTS"),
+        (["--mutants="], "MUTANTS"),
+        (["--seed=x"], "MUTATE_SEED"),
+        (["--target=tensor"], "MUTATE_TARGETS"),
+        (["--sim=vcs"], "SIM"),
+    ]:
+        result = subprocess.run(
+            [sys.executable, "-m", "verif.mutate", *args], cwd=ROOT, capture_output=True, text=True
+        )
+        assert result.returncode == 2, (args, result)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {variable} ("), lines
+
+
+def test_survivors_file_is_valid():
+    """Every classified survivor names its target, mutation, class and reason (a proof names
+    a formal property that exists)."""
+    from verif.mutate.survivors import load
+    from verif.mutate.targets import TARGETS
+
+    for target, mutation in load():
+        assert target in TARGETS and mutation.startswith("mutate -mode "), (target, mutation)
