@@ -23,12 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tlm.collectives.runtime import RUNTIME_FIGURES, RuntimeCosts  # noqa: E402
-from tlm.presets import load_preset  # noqa: E402
+from tlm.collectives.runtime import RUNTIME_FIGURES  # noqa: E402
 from tlm.validation.collectives import (  # noqa: E402
-    by_release,
+    PARAMETER_COLUMNS,
+    RELEASE_COLUMNS,
     calibrate,
     load_file,
+    parameter_rows,
+    release_rows,
     summary,
     validate,
 )
@@ -44,15 +46,18 @@ END = "<!-- end of the generated collectives tables -->"
 
 
 def _table(columns, rows) -> list[str]:
-    """A Markdown table; columns whose every cell is a number are right-aligned."""
+    """A Markdown table (a cell's ``|`` escaped); columns whose every cell is a number are
+    right-aligned."""
 
     def numeric(i):
         cells = [str(r[i]).lstrip("+-") for r in rows]
         return all(c[:1].isdigit() and "(" not in c for c in cells)
 
+    def line(cells):
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
     rule = "|" + "|".join("---:" if numeric(i) else "---" for i in range(len(columns))) + "|"
-    lines = ["| " + " | ".join(columns) + " |", rule]
-    return lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return [line(columns), rule, *(line(r) for r in rows)]
 
 
 def docs_block(sections) -> str:
@@ -61,34 +66,10 @@ def docs_block(sections) -> str:
     errors per platform, the judged errors by runtime release, every row of every sweep, and
     the errors under the other readings."""
     out = [BEGIN, ""]
-    rows = []
-    for platform, entry in summary(sections).items():
-        c = RuntimeCosts.of(load_preset(platform))
-        (nf, fm, fx), (nj, jm, jx) = entry["fit"], entry["judge"]
-        rows.append(
-            (
-                platform,
-                f"{c.reduce_fixed_s * 1e6:.1f} us",
-                f"{c.move_fixed_s * 1e6:.1f} us",
-                f"{c.step_sync_s * 1e6:.2f} us",
-                f"{c.dma_Bps / 1e9:.1f} GB/s",
-                f"{nf} ({fm:.1%}, {fx:.1%})",
-                f"{nj} (**{jm:.1%}, {jx:.1%}**)",
-            )
-        )
-    columns = ("platform", "reduce fixed", "move fixed", "step sync", "rank DMA")
-    columns += ("fit rows (mean, max)", "judged rows (mean, max)")
-    out += [*_table(columns, rows), ""]
-    out += [
-        "**Judged errors by the Neuron release that printed the rows** (signed mean: + the",
-        "model slower):",
-        "",
-    ]
-    rows = [
-        (platform, version, n, f"{mean:.1%}", f"{most:.1%}", f"{bias:+.1%}")
-        for (platform, version), (n, mean, most, bias) in by_release(sections).items()
-    ]
-    out += [*_table(("platform", "release", "judged rows", "mean", "max", "signed mean"), rows), ""]
+    out += [*_table(PARAMETER_COLUMNS, parameter_rows(sections)), ""]
+    out += ["**Judged errors by the Neuron release that printed the rows** (signed mean: + the"]
+    out += ["model slower):", ""]
+    out += [*_table(RELEASE_COLUMNS, release_rows(sections)), ""]
     data = {s.name: s for s in load_file().section}
     for result in sections:
         section = data[result.name]

@@ -34,9 +34,15 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from ..collectives.runtime import RuntimeCosts
-from ..presets import load_preset
-from ..validation.collectives import ENGINES, by_release, load_file, summary, validate
+from ..validation.collectives import (
+    ENGINES,
+    PARAMETER_COLUMNS,
+    RELEASE_COLUMNS,
+    load_file,
+    parameter_rows,
+    release_rows,
+    validate,
+)
 from ..validation.inference import FIT as INFERENCE_FIT
 from ..validation.inference import validate_inference
 from ..validation.row import SUITES as SUITE_NAMES
@@ -131,39 +137,20 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
     """The fitted parameters of each suite run, with its judged errors."""
     tables = []
     if inputs.suite in ("all", "collectives"):
-        rows = []
         sections = validate(inputs.engine)
-        for platform, entry in summary(sections).items():
-            costs = RuntimeCosts.of(load_preset(platform))
-            (nf, fit_mean, fit_max), (nj, judge_mean, judge_max) = entry["fit"], entry["judge"]
-            rows.append(
-                (
-                    platform,
-                    f"{costs.reduce_fixed_s * 1e6:.1f}",
-                    f"{costs.move_fixed_s * 1e6:.1f}",
-                    f"{costs.step_sync_s * 1e6:.2f}",
-                    f"{costs.dma_Bps / 1e9:.1f}",
-                    f"{nf} ({fit_mean:.1%}, {fit_max:.1%})",
-                    f"{nj} ({judge_mean:.1%}, {judge_max:.1%})",
-                )
-            )
-        columns = (
-            "platform",
-            "reduce fixed (us)",
-            "move fixed (us)",
-            "step sync (us)",
-            "rank DMA (GB/s)",
-            "fit rows (mean, max |err|)",
-            "judged rows (mean, max |err|)",
-        )
-        tables.append(("collectives: the presets' runtime costs, as shipped", columns, rows))
-        rows = [
-            (platform, version, n, f"{mean:.1%}", f"{most:.1%}", f"{bias:+.1%}")
-            for (platform, version), (n, mean, most, bias) in by_release(sections).items()
-        ]
-        columns = ("platform", "Neuron release", "judged rows", "mean |err|", "max", "mean err")
         tables.append(
-            ("collectives: judged errors by the runtime release that printed them", columns, rows)
+            (
+                "collectives: the presets' runtime costs, as shipped",
+                PARAMETER_COLUMNS,
+                parameter_rows(sections),
+            )
+        )
+        tables.append(
+            (
+                "collectives: judged errors by the runtime release that printed them",
+                RELEASE_COLUMNS,
+                release_rows(sections),
+            )
         )
         rows = [
             (s.name, "as read (the rows above)", f"{e.mean():.1%}", f"{e.max():.1%}")

@@ -45,10 +45,14 @@ from .row import CollectiveDetail, ValidationRow
 
 __all__ = [
     "ENGINES",
+    "PARAMETER_COLUMNS",
+    "RELEASE_COLUMNS",
     "SectionResult",
     "by_release",
     "calibrate",
     "load_file",
+    "parameter_rows",
+    "release_rows",
     "row_times",
     "summary",
     "validate",
@@ -303,6 +307,49 @@ def summary(sections: list[SectionResult]) -> dict:
             entry[role] = (len(e), float(e.mean()), float(e.max()))
         out[platform] = entry
     return out
+
+
+#: The columns of :func:`parameter_rows`.
+PARAMETER_COLUMNS = (
+    "platform",
+    "reduce fixed (us)",
+    "move fixed (us)",
+    "step sync (us)",
+    "rank DMA (GB/s)",
+    "fit rows (mean, max |err|)",
+    "judged rows (mean, max |err|)",
+)
+#: The columns of :func:`release_rows`.
+RELEASE_COLUMNS = ("platform", "Neuron release", "judged rows", "mean |err|", "max", "mean err")
+
+
+def parameter_rows(sections: list[SectionResult]) -> list[tuple]:
+    """Per platform: the preset's runtime costs as shipped and its fit and judged rows (count,
+    mean and max absolute error), as text (:data:`PARAMETER_COLUMNS`)."""
+    rows = []
+    for platform, entry in summary(sections).items():
+        costs = RuntimeCosts.of(load_preset(platform))
+        (nf, fit_mean, fit_max), (nj, judge_mean, judge_max) = entry["fit"], entry["judge"]
+        rows.append(
+            (
+                platform,
+                f"{costs.reduce_fixed_s * 1e6:.1f}",
+                f"{costs.move_fixed_s * 1e6:.1f}",
+                f"{costs.step_sync_s * 1e6:.2f}",
+                f"{costs.dma_Bps / 1e9:.1f}",
+                f"{nf} ({fit_mean:.1%}, {fit_max:.1%})",
+                f"{nj} ({judge_mean:.1%}, {judge_max:.1%})",
+            )
+        )
+    return rows
+
+
+def release_rows(sections: list[SectionResult]) -> list[tuple]:
+    """:func:`by_release` as text (:data:`RELEASE_COLUMNS`)."""
+    return [
+        (platform, version, n, f"{mean:.1%}", f"{most:.1%}", f"{bias:+.1%}")
+        for (platform, version), (n, mean, most, bias) in by_release(sections).items()
+    ]
 
 
 def release(source: str) -> str:
