@@ -121,7 +121,8 @@ class ReplicaInputs(Inputs):
         None,
         gt=0,
         le=1,
-        description="fraction of the modelled link bandwidth the collectives reach",
+        description="fraction of the modelled bandwidth the collectives reach (Trainium's "
+        "collectives already cross its chips' DMA queues: 1 there)",
         json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
     )
     request_fixed_s: float | None = Field(
