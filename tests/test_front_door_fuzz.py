@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import typing
 import warnings
 
@@ -199,3 +200,25 @@ def test_bad_files_end_in_one_clear_line(name, field, suffix, kind, tmp_path):
     named = "--name" if (field, kind, suffix) == ("config", "wrong table", ".toml") else flag(field)
     assert named in lines[0], f"{where}: {err!r}"
     assert "codec" not in lines[0] and out == "", f"{where}: {err!r}"
+
+
+@pytest.mark.parametrize(
+    "argv, field, value",
+    [
+        (["cost", "--chips", "1M"], "chips", 1_000_000),
+        (["cost", "--chips", "16k"], "chips", 16_000),
+        (["serve", "--requests", "2K"], "requests", 2_000),
+    ],
+)
+def test_whole_numbers_take_thousands_and_millions(argv, field, value):
+    """Any whole-number input may be written with k or M (decimal), as chip counts are."""
+    code, out, err = run_cli([*argv, "--json"])
+    assert code == 0, err
+    assert json.loads(out)["inputs"][field] == value
+
+
+@pytest.mark.parametrize("text", ["1.5k", "k", "1kk", "1 G", "-1k"])
+def test_a_count_with_a_bad_suffix_is_one_line(text):
+    code, _out, err = run_cli(["cost", f"--chips={text}"])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("trnsim cost: error: --chips")

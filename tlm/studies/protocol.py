@@ -267,6 +267,9 @@ def _from_text(name: str, text: str, annotation, allowed: str | None):
         return [_from_text(name, p, item, allowed) for p in parts]
     try:
         if kind is int:
+            count = re.fullmatch(r"\s*(\d+)\s*([kKmM])\s*", text)
+            if count:  # every whole number may be written in thousands or millions: 16k, 1M
+                return int(count[1]) * COUNT_UNITS[count[2].lower()]
             return int(text)
         if kind is float:
             return float(text)
