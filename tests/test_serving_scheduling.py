@@ -227,6 +227,16 @@ def reference(
             waiting.appendleft(v)
             pre[v["rid"]] += 1
 
+        def decodes_with_room():
+            """The decoding sequences and the blocks their next tokens need, preempting the
+            newest until those fit."""
+            while True:
+                dec = [s for s in running if s["dec"]]
+                need = sum(blocks(s["ctx"] + 1) - blocks(s["ctx"]) for s in dec)
+                if need <= total - used():
+                    return dec, need
+                preempt()
+
         while prefill == "separate":
             # one prefill chunk alone (the one under way, else the queue's head), else decodes
             work = []
@@ -245,23 +255,13 @@ def reference(
                     running.append(s)
                     work = [(s, c)]
             if not work:
-                while True:
-                    dec = [s for s in running if s["dec"]]
-                    need = sum(blocks(s["ctx"] + 1) - blocks(s["ctx"]) for s in dec)
-                    if need <= total - used():
-                        break
-                    preempt()
-                work = [(s, 1) for s in running if s["dec"]]
+                dec, _ = decodes_with_room()
+                work = [(s, 1) for s in dec]
             if work or not running:
                 break
             preempt()
         while prefill == "chunked":
-            while True:
-                dec = [s for s in running if s["dec"]]
-                need = sum(blocks(s["ctx"] + 1) - blocks(s["ctx"]) for s in dec)
-                if need <= total - used():
-                    break
-                preempt()
+            dec, need = decodes_with_room()
             free = total - used() - need
             work = [(s, 1) for s in dec]
             left = budget - len(dec)

@@ -437,12 +437,17 @@ class Network:
         (stride 1) spans the logical cores of each chip, each rank holding the whole buffer:
         the node, a chip's traffic at one rank's DMA rate. An outer dimension's buffer is
         split over a chip's ranks, each moving its share through its own queues: the node
-        with each chip's queues at all its ranks' rate (:func:`_node_system` ``split``)."""
+        with each chip's queues at all its ranks' rate (``with_runtime(..., split=True)``) on the
+        same chips."""
         spec = self.__dict__.get("_node_spec")
         if stride == 1 or spec is None:
             return self.node
-        if self.__dict__.get("_split_node") is None:
-            self._split_node = _node_system(*spec, split=True)
+        if self.__dict__.get("_split_node") is None:  # the same chips: their routes kept once
+            from ..collectives.runtime import with_runtime
+            from ..presets import load_preset
+
+            chips = getattr(self.node, "chips_system", self.node)
+            self._split_node = with_runtime(chips, load_preset(spec[1]), split=True)
         return self._split_node
 
     def _group_systems(self, group: int, stride: int) -> list[System]:
@@ -842,14 +847,14 @@ class Network:
         return t.reshape(shape)[()]
 
 
-def _node_system(system: str, chip: str, split: bool = False):
+def _node_system(system: str, chip: str):
     """One node of a Trainium hardware file: its system preset with the Neuron runtime's
     collective mechanisms of its chip preset (:func:`tlm.collectives.runtime.with_runtime`:
     the chips' DMA queues, the runtime's step sync in place of the system file's assumed
-    ``step_fixed_s``) - each chip's queues at one rank's rate, or with ``split`` at all its
-    ranks' (``cores / lnc`` x). A compiled graph's collectives do not pay the per-operation
+    ``step_fixed_s``), each chip's queues at one rank's rate (:meth:`Network._node_at` makes
+    the outer dimensions' node). A compiled graph's collectives do not pay the per-operation
     launch nccom-test's host pays (``reduce_fixed_s``, ``move_fixed_s``)."""
     from ..collectives.runtime import with_runtime
     from ..presets import load_preset
 
-    return with_runtime(load_system(system, chip=chip), load_preset(chip), split=split)
+    return with_runtime(load_system(system, chip=chip), load_preset(chip))

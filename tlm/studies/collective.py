@@ -550,10 +550,9 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
         inputs.algo if inputs.algo != "auto" else choose(inputs.op, subs[0], int(s)) for s in sizes
     ]
     times = np.empty(len(sizes))
-    factor, runs = {}, {}
+    factor = {}
     for name in dict.fromkeys(names):
         schedule, key = _run_schedule(inputs, system, subs, name)
-        runs[name] = key
         cost = system.cached(("analytic", *key), lambda s=schedule: Analytic(s, system))
         if inputs.engine == "flow":
             cost = system.cached(("flow", *key), lambda c=cost: Flow(c.schedule, system, c))
