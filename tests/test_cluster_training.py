@@ -259,6 +259,30 @@ def test_zero3_charges_a_micro_batch_window_once():
     assert 0 < saved <= float(hidden.compute_s)
 
 
+def test_backward_overlap_hides_only_the_backward_pass_behind_weight_gradients():
+    """``overlap_tp="backward"``: on a fast network the backward pass's collectives vanish and
+    the forward's (and the recomputed forward's) stay, so a third (full recomputation) or half
+    of the exposed time is left; on a slow one it saves at most the weight-gradient GEMMs (half
+    the backward GEMMs), whether the collectives are all-gathers and reduce-scatters or
+    all-reduces; it never hides more than ``on`` where both apply."""
+    m = load_model("llama3-70b")
+    for recompute, left in (("selective", 1 / 2), ("full", 2 / 3)):
+        for sp in (True, False):
+            args = dict(dp=1, tp=8, pp=1, sp=sp, recompute=recompute, global_batch=4)
+            fast = RingNetwork(scale=1e-3)
+            plain = training_step(m, PeakCosts(), fast, **laid(**args))
+            back = training_step(m, PeakCosts(), fast, overlap_tp="backward", **laid(**args))
+            assert float(back.tp_comm_s) == pytest.approx(left * float(plain.tp_comm_s), rel=1e-9)
+            slow = RingNetwork(scale=1000.0)
+            plain = training_step(m, PeakCosts(), slow, **laid(**args))
+            back = training_step(m, PeakCosts(), slow, overlap_tp="backward", **laid(**args))
+            saved = float(plain.tp_comm_s - back.tp_comm_s)
+            assert 0 < saved <= 0.5 * float(plain.compute_s)  # within the backward's half
+            if sp:
+                on = training_step(m, PeakCosts(), slow, overlap_tp="on", **laid(**args))
+                assert saved <= float(plain.tp_comm_s - on.tp_comm_s)
+
+
 def test_overlap_schedules_hide_communication_behind_compute_once():
     """Tensor-parallel collectives overlapped with their GEMMs, and DualPipe's MoE all-to-alls
     behind another micro-batch: on a network 1,000x slow each saves at most the compute that
@@ -269,7 +293,7 @@ def test_overlap_schedules_hide_communication_behind_compute_once():
     for scale in (1000.0, 1e-6):
         net = RingNetwork(scale=scale)
         plain = training_step(m, PeakCosts(), net, **laid(**args))
-        over = training_step(m, PeakCosts(), net, overlap_tp=True, **laid(**args))
+        over = training_step(m, PeakCosts(), net, overlap_tp="on", **laid(**args))
         saved = float(plain.tp_comm_s - over.tp_comm_s)
         assert 0 < saved <= float(plain.compute_s + plain.recompute_s)
         if scale < 1:
@@ -278,8 +302,12 @@ def test_overlap_schedules_hide_communication_behind_compute_once():
     # without sequence parallelism the all-reduces stay exposed
     ar = dict(args, sp=False)
     a = training_step(m, PeakCosts(), RingNetwork(), **laid(**ar))
-    b = training_step(m, PeakCosts(), RingNetwork(), overlap_tp=True, **laid(**ar))
+    b = training_step(m, PeakCosts(), RingNetwork(), overlap_tp="on", **laid(**ar))
     assert float(a.tp_comm_s) == float(b.tp_comm_s) > 0
+
+    # an unknown mode is refused, naming it
+    with pytest.raises(ValueError, match="overlap_tp 'sideways' is not one of off, backward, on"):
+        training_step(m, PeakCosts(), RingNetwork(), overlap_tp="sideways", **laid(**args))
 
     moe = load_model("deepseek-v3")
     slow = RingNetwork(scale=1000.0)

@@ -256,7 +256,7 @@ def _engines(hw: Hardware, opts: tuple, chips: int | None):
 def _step(model, hw, configs, opts, settings):
     """The training step of ``configs``; with several sites, one network per chip count."""
     from .layout import Layout
-    from .training import STEP_FIELDS, training_step
+    from .training import STEP_FIELDS, overlap_tp_for, training_step
 
     def run(rows, chips=None):
         costs, network = engines(hw, settings, chips)
@@ -277,7 +277,7 @@ def _step(model, hw, configs, opts, settings):
                 sp=rows["tp"] > 1,
             ),
             overlap_dp=opts.get("overlap_dp", True),
-            overlap_tp=opts.get("overlap_tp", False),
+            overlap_tp=opts.get("overlap_tp", overlap_tp_for(hw)),
             overlap_ep=opts.get("overlap_ep", False),
             global_batch=opts.get("global_batch"),
             seq_len=opts.get("seq_len"),

@@ -59,7 +59,22 @@ __all__ = [
     "ATTENTION",
     "STEP_FIELDS",
     "ADAM_BYTES_PER_PARAMETER",
+    "OVERLAP_TP",
+    "overlap_tp_for",
 ]
+
+#: How the tensor-parallel collectives overlap the GEMMs (``training_step(overlap_tp=...)``):
+#: none, the backward pass's behind the weight-gradient GEMMs, or every pass's chunked.
+OVERLAP_TP = ("off", "backward", "on")
+
+
+def overlap_tp_for(hw) -> str:
+    """The tensor-parallel overlap a hardware's software stack gives unasked: ``backward`` on
+    Trainium (the chip's collective cores run beside any compute that does not wait for them;
+    Neuron runtime docs, "Compute-Communication Overlap in Neuron"), ``off`` on GPUs
+    (Megatron-LM's asynchronous backward and ``--tp-comm-overlap`` are options of a run)."""
+    return "backward" if hw.chip_preset is not None else "off"
+
 
 #: The per-layout arrays of :class:`TrainingStep` (its memory aside).
 STEP_FIELDS = ("step_s", "mfu", "tokens_per_s")
@@ -292,7 +307,7 @@ def training_step(
     layout: Layout | None = None,
     *,
     overlap_dp=True,
-    overlap_tp=False,
+    overlap_tp="off",
     overlap_ep=False,
     global_batch=None,
     seq_len=None,
@@ -314,11 +329,15 @@ def training_step(
         defaults these are; scalars, or arrays that broadcast together).
     overlap_dp : bool or array
         Hide the gradients' reduction behind the last micro-batch's backward pass.
-    overlap_tp : bool
-        Overlap each tensor-parallel all-gather and reduce-scatter (sequence parallelism)
-        with the GEMMs beside it, chunked as Megatron-LM's ``--tp-comm-overlap`` does: a
-        layer's collectives hide behind its GEMMs of the same pass, once; an all-reduce
-        (without sequence parallelism) stays exposed.
+    overlap_tp : {"off", "backward", "on"}
+        Which tensor-parallel collectives hide behind GEMMs (:data:`OVERLAP_TP`): ``off``,
+        every one exposed; ``backward``, a layer's backward-pass collectives (all-gathers and
+        reduce-scatters, or all-reduces) behind its weight-gradient GEMMs - half its backward
+        GEMMs, once - which do not wait for them (Megatron-LM's asynchronous backward, and
+        Neuron's collective cores, which run beside any compute that does not depend on
+        them), the forward's exposed; ``on``, each all-gather and reduce-scatter (sequence
+        parallelism) behind its layer's GEMMs of the same pass, chunked as Megatron-LM's
+        ``--tp-comm-overlap`` does, once; all-reduces stay exposed.
     overlap_ep : bool
         DualPipe's schedule (DeepSeek-V3): an MoE layer's dispatch and combine all-to-alls
         hide behind another micro-batch's forward and backward of that layer, once; needs two
@@ -429,7 +448,18 @@ def training_step(
     else:
         one_way = zeros_like(tpf)
     passes = where(rc == 2, 3.0, 2.0)  # forward, backward, and the recomputed forward
-    if overlap_tp:
+    if overlap_tp not in OVERLAP_TP:
+        raise ValueError(f"overlap_tp {overlap_tp!r} is not one of {', '.join(OVERLAP_TP)}")
+    if overlap_tp == "backward":
+        # the backward pass's collectives behind the layer's weight-gradient GEMMs (the same
+        # FLOPs as its input-gradient GEMMs: half the backward's), per kind; the forward's and
+        # the recomputed forward's exposed
+        exposed = 0.0
+        for k, _ in kinds:
+            wgrad = 0.5 * _take(per_kind[k]["gemm_bwd"], which)
+            exposed = exposed + counts[k] * maximum(one_way - wgrad, 0.0)
+        tp_t = exposed + n_layers * one_way * (passes - 1.0)
+    elif overlap_tp == "on":
         # each pass's collectives behind that pass's GEMMs of the same layer, per kind
         hideable = where(spv & (tpf > 1), one_way, 0.0)
         exposed = 0.0

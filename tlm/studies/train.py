@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..cluster.memory import DoesNotFit
-from ..cluster.training import PARTS, training_step
+from ..cluster.training import PARTS, overlap_tp_for, training_step
 from .cost import ClusterInputs, RunResults, run_figures
 from .model import MemoryResults, RecipeInputs, memory_figures
 from .protocol import PLOT_ALLOWED, InputError, Study, figure, format_field, plot_path, register
@@ -89,10 +89,13 @@ class TrainInputs(RecipeInputs, FabricInputs):
     overlap_dp: Literal["on", "off"] = Field(
         "on", description="hide the gradients' reduction behind the last backward pass"
     )
-    overlap_tp: Literal["on", "off"] = Field(
-        "off",
-        description="overlap the tensor-parallel all-gathers and reduce-scatters with the GEMMs "
-        "beside them (Megatron-LM's --tp-comm-overlap)",
+    overlap_tp: Literal["off", "backward", "on"] | None = Field(
+        None,
+        description="tensor-parallel collectives hidden behind GEMMs: none; the backward "
+        "pass's behind the weight-gradient GEMMs (Megatron-LM's asynchronous backward, "
+        "Neuron's collective cores); or every pass's all-gathers and reduce-scatters, chunked "
+        "(Megatron-LM's --tp-comm-overlap)",
+        json_schema_extra={"unset": "backward on Trainium, off on GPUs"},
     )
     overlap_ep: Literal["on", "off"] = Field(
         "off",
@@ -126,6 +129,8 @@ class TrainInputs(RecipeInputs, FabricInputs):
         self.device()
         self.workload()
         me = self.model_copy(update=self.resolved_resilience(self.chips))
+        if me.overlap_tp is None:
+            me = me.model_copy(update={"overlap_tp": overlap_tp_for(self.device())})
         return (me._searched() if me.search != "off" else me)._resolve_layout()
 
     def _resolve_layout(self) -> TrainInputs:
@@ -166,7 +171,7 @@ class TrainInputs(RecipeInputs, FabricInputs):
         m = self.workload()
         options = [
             ("overlap_dp", self.overlap_dp == "on"),
-            ("overlap_tp", self.overlap_tp == "on"),
+            ("overlap_tp", self.overlap_tp),
             ("overlap_ep", self.overlap_ep == "on"),
             ("fmt", self.format),
             *self.settings(),
@@ -222,7 +227,7 @@ class TrainInputs(RecipeInputs, FabricInputs):
                 network,
                 layout=self.layout(),
                 overlap_dp=self.overlap_dp == "on",
-                overlap_tp=self.overlap_tp == "on",
+                overlap_tp=self.overlap_tp,
                 overlap_ep=self.overlap_ep == "on",
                 global_batch=self.global_batch,
                 seq_len=self.seq_len,

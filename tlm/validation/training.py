@@ -42,7 +42,7 @@ import numpy as np
 from ..cluster.layout import Layout
 from ..cluster.memory import memory_per_chip
 from ..cluster.network import Network
-from ..cluster.training import training_step
+from ..cluster.training import overlap_tp_for, training_step
 from ..costs import OpCosts
 from ..hardware import load_hardware
 from ..workloads import load_model, model_names
@@ -212,7 +212,7 @@ def _model_time(m, run, hw_name: str, params: dict | None) -> float:
     hw, network = _hardware(hw_name)
     costs = OpCosts.for_hardware(hw, **(params or {}))
     model = m if run.vocab is None else replace(m, vocab=run.vocab)
-    step = training_step(model, costs, network, **_layout(run))
+    step = training_step(model, costs, network, overlap_tp=overlap_tp_for(hw), **_layout(run))
     return float(step.step_s), float(step.hardware_flop_per_step / step.chips)
 
 
