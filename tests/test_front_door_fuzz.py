@@ -222,3 +222,14 @@ def test_a_count_with_a_bad_suffix_is_one_line(text):
     code, _out, err = run_cli(["cost", f"--chips={text}"])
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("trnsim cost: error: --chips")
+
+
+@pytest.mark.parametrize("text", ["-1k", "-5", "-inf", "-NaN", "-.5", "-2e9"])
+def test_a_negative_value_after_its_flag_reaches_the_flags_check(text):
+    """'--chips -1k' (a separate word that starts with '-') is the value of --chips, so the
+    error names the flag and what it allows, not argparse's "expected one argument"."""
+    code, _out, err = run_cli(["cost", "--chips", text])
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("trnsim cost: error: --chips: "), err
+    assert "expected one argument" not in err

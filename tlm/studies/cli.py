@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 
 from .. import __version__
@@ -63,6 +64,13 @@ class _Fail(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # a word that starts with '-' and a digit, '-inf' or '-nan' is a value (a negative
+        # number with a suffix or a unit, '-1k', '-2e9B'), so the input's own check names the
+        # flag and what it allows, not argparse's "expected one argument"
+        self._negative_number_matcher = re.compile(r"^-(\.?\d|inf|nan)", re.IGNORECASE)
+
     def error(self, message):
         raise _Fail(self.prog, message)
 
