@@ -4,10 +4,11 @@
   million sizes (the cluster search's inner loop; target >= 1,000,000/s), for the 64-rank ring
   all-reduce on the UltraServer and the hierarchical all-reduce on 4 UltraServers over EFA;
 * building a schedule and its closed form (routes, link loads) once, for the same two;
-* ``trnsim collective``'s sweep: 5 operations x 30 sizes (128 B .. 64 GiB) on the 64-chip
-  UltraServer, wall time in-process, on the flow engine (the issue's target: <= 5 s) and on
-  the analytic engine beside it; and with nccom-test's placement (``--ranks 256``: 4 ranks a
-  chip, the runtime's costs) on the analytic engine, its schedules built in the run;
+* ``trnsim collective --no-runtime``'s sweep: 5 operations x 30 sizes (128 B .. 64 GiB) on the
+  64-chip UltraServer, wall time in-process, on the flow engine (the issue's target: <= 5 s)
+  and on the analytic engine beside it; and as shipped (nccom-test's placement, 4 ranks a
+  chip, the runtime's costs) on the analytic engine, its schedules built in the run, and the
+  all-reduce alone on the flow engine;
 * the flow engine: a 64-rank ring all-reduce of 1 GiB on the UltraServer (target <= 50 ms),
   on a fresh engine and with the rates memoised by an earlier run, and its FluidNetwork
   events (rate changes) per second;
@@ -72,21 +73,21 @@ def bench_collectives() -> list[dict]:
             },
         ]
     ops = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast")
-    run_study("collective", system="ultraserver", op="all_reduce", sizes="8B")  # imports, caches
+    links = {"system": "ultraserver", "runtime": False}  # one rank a chip, the links alone
+    run_study("collective", op="all_reduce", sizes="8B", **links)  # imports, caches
 
     for engine, target in (("flow", "<= 5 s"), ("analytic", "")):
-        run_study("collective", system="ultraserver", sizes="8B", engine=engine)  # caches
+        run_study("collective", sizes="8B", engine=engine, **links)  # caches
 
         def sweep(engine=engine):
             for op in ops:
-                run_study(
-                    "collective", system="ultraserver", op=op, sizes="128B..64GiB", engine=engine
-                )
+                run_study("collective", op=op, sizes="128B..64GiB", engine=engine, **links)
 
         sweep_s = best_time(sweep, repeat=3 if engine == "analytic" else 2)
         rows.append(
             {
-                "figure": f"trnsim collective sweep, 5 ops x 30 sizes, UltraServer ({engine})",
+                "figure": f"trnsim collective --no-runtime sweep, 5 ops x 30 sizes, UltraServer "
+                f"({engine})",
                 "value": sweep_s,
                 "unit": "s",
                 "target": target,
@@ -94,20 +95,31 @@ def bench_collectives() -> list[dict]:
             }
         )
 
-    def ranks_sweep():  # nccom-test's placement: 4 ranks a chip, the runtime's costs
+    def ranks_sweep():  # as shipped: nccom-test's placement, 4 ranks a chip, the runtime's costs
         for op in ops:
-            run_study("collective", system="ultraserver", ranks=256, op=op, sizes="512B..64GiB")
+            run_study("collective", system="ultraserver", op=op, sizes="512B..64GiB")
 
-    rows.append(
+    def ranks_flow():
+        run_study("collective", system="ultraserver", sizes="128B..64GiB", engine="flow")
+
+    rows += [
         {
-            "figure": "trnsim collective --ranks 256 sweep, 5 ops x 28 sizes, UltraServer "
-            "(analytic, schedules over 256 ranks built in the run)",
+            "figure": "trnsim collective sweep, 5 ops x 28 sizes, UltraServer's 256 ranks "
+            "(analytic, schedules over the ranks built in the run)",
             "value": best_time(ranks_sweep, repeat=1),
             "unit": "s",
             "target": "",
             "naive": "",
-        }
-    )
+        },
+        {
+            "figure": "trnsim collective --engine flow, all-reduce x 30 sizes, UltraServer's "
+            "256 ranks",
+            "value": best_time(ranks_flow, repeat=1),
+            "unit": "s",
+            "target": "",
+            "naive": "",
+        },
+    ]
     system = load_system("trn2-ultraserver")
     ring = Analytic(build("ring", "all_reduce", system), system)
     fresh = {}

@@ -124,7 +124,7 @@ def test_groups_that_share_links_are_slower_together():
 def test_the_front_door_runs_groups(tmp_path):
     path = tmp_path / "rows.json"
     path.write_text(_json(ROWS))
-    common = {"system": "server", "sizes": "1KiB,1GiB", "format": "bf16"}
+    common = {"system": "server", "sizes": "1KiB,1GiB", "format": "bf16", "runtime": False}
     grouped = run_study("collective", custom_replica_groups=str(path), **common).results
     strides = run_study("collective", data_parallel_dimension=4, **common).results
     row = run_study("collective", **{**common, "system": "trn2-server"}).results
@@ -174,26 +174,20 @@ def test_bad_group_inputs_name_the_flag(inputs, field):
 
 
 def test_a_dimension_beside_custom_groups_must_be_their_size(tmp_path):
+    """(On chips, links only: the groups name chips.)"""
     path = tmp_path / "rows.json"
     path.write_text(_json(ROWS))
-    r = run_study("collective", system="server", custom_replica_groups=str(path)).inputs
+    chips = {"system": "server", "runtime": False}
+    r = run_study("collective", **chips, custom_replica_groups=str(path)).inputs
     assert r.data_parallel_dimension == 4  # resolved: the groups' size
     same = run_study(
-        "collective",
-        system="server",
-        custom_replica_groups=str(path),
-        **{"data_parallel_dimension": 4},
+        "collective", **chips, custom_replica_groups=str(path), data_parallel_dimension=4
     )
     assert same.results.groups == 4
     with pytest.raises(InputError) as caught:
-        run_study(
-            "collective",
-            system="server",
-            custom_replica_groups=str(path),
-            data_parallel_dimension=8,
-        )
+        run_study("collective", **chips, custom_replica_groups=str(path), data_parallel_dimension=8)
     assert caught.value.field == "data_parallel_dimension"
-    whole = run_study("collective", system="server").inputs
+    whole = run_study("collective", **chips).inputs
     assert (whole.custom_replica_groups, whole.data_parallel_dimension) == ("none", 16)
 
 
@@ -201,5 +195,5 @@ def test_groups_of_different_shapes_are_refused(tmp_path):
     path = tmp_path / "odd.json"
     path.write_text(_json([[0, 1, 2, 3], [4, 5, 8, 9], [6, 7, 10, 11], [12, 13, 14, 15]]))
     with pytest.raises(InputError, match="one shape") as caught:
-        run_study("collective", system="server", custom_replica_groups=str(path))
+        run_study("collective", system="server", runtime=False, custom_replica_groups=str(path))
     assert caught.value.field == "custom_replica_groups"

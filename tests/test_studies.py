@@ -417,7 +417,7 @@ BAD = [
     (["noc", "--bogus", "1"], "unrecognized arguments: --bogus 1"),
     (
         ["collective", "--op", "reduce_scatter", "--sizes", "1KiB,8B"],
-        "--sizes: 8 is not allowed; allowed: multiples of 32 B (16 ranks x 2 B of bf16) for "
+        "--sizes: 8 is not allowed; allowed: multiples of 128 B (64 ranks x 2 B of bf16) for "
         "reduce_scatter",
     ),
     (
@@ -432,7 +432,7 @@ BAD = [
             "--sizes",
             "96B",
         ],
-        "--sizes: 96 is not allowed; allowed: multiples of 192 B (48 ranks x 4 B of fp32) "
+        "--sizes: 96 is not allowed; allowed: multiples of 768 B (192 ranks x 4 B of fp32) "
         "for all_gather",
     ),
     (
@@ -459,19 +459,19 @@ BAD = [
     (
         ["collective", "--system", "ultraserver", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --op all_reduce on --system ultraserver (it needs one "
-        "4x4 torus (the trn2 server), not a 4x4x4 torus); allowed: auto or one of ring, mesh, "
-        "mesh1, rdh, rings",
+        "4x4 torus (the trn2 server's 16 chips, one rank each, or 16 ranks on 4 of its chips at "
+        "LNC=2), not a 4x4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
     ),
     (
         ["collective", "--system", "3xserver", "--algo", "rdh"],
         "--algo: 'rdh' does not fit --op all_reduce on --system 3xserver (it needs a power of "
-        "two of ranks, not 48); allowed: auto or one of ring, mesh, mesh1, hierarchical, rings",
+        "two of ranks, not 192); allowed: auto or one of ring, mesh, mesh1, hierarchical, rings",
     ),
     (
         ["collective", "--algo", "hierarchical"],
         "--algo: 'hierarchical' does not fit --op all_reduce on --system server (it needs 2 or "
-        "more nodes joined by EFA (NxSYSTEM), not trn2-server); allowed: auto or one of ring, "
-        "mesh, mesh1, rdh, kangaring, rings",
+        "more nodes joined by EFA (NxSYSTEM), not trn2-server, 4 ranks a chip); allowed: auto or "
+        "one of ring, mesh, mesh1, rdh, rings",
     ),
     (
         ["collective", "--op", "all_to_all", "--sizes", "1MiB", "--algo", "ring"],
@@ -543,7 +543,7 @@ BAD = [
         "comma-separated, e.g. 0-1 or 0-1,5-9",
     ),
     (
-        ["collective", "--fail-links", "3-7", "--algo", "kangaring"],
+        ["collective", "--fail-links", "3-7", "--algo", "kangaring", "--no-runtime"],
         "--algo: 'kangaring' does not fit --op all_reduce on --system server (it needs every "
         "link of the 4x4 torus, for its two Hamiltonian cycles use them all, and the link 3-7 "
         "has failed); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
@@ -610,7 +610,8 @@ BAD = [
     (
         ["tp-step", "--system", "ultraserver", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --system ultraserver (it needs one 4x4 torus (the trn2 "
-        "server), not a 4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
+        "server's 16 chips, one rank each, or 16 ranks on 4 of its chips at LNC=2), not a 4x4x4 "
+        "torus); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
     ),
     (
         ["tp-step", "--system", "trn3-ultraserver"],
@@ -920,7 +921,9 @@ def test_noc_engines_agree(capsys):
 def test_collective_failed_link_plot_and_root(capsys, tmp_path):
     """--fail-links says what went round it; --plot writes a figure; --root moves a broadcast."""
     png = tmp_path / "busbw.png"
-    args = ["collective", "--fail-links", "5-6", "--sizes", "64KiB,1GiB", "--plot", str(png)]
+    # one rank a chip (--no-runtime): the chips' links and the algorithms on them
+    args = ["collective", "--fail-links", "5-6", "--sizes", "64KiB,1GiB", "--no-runtime"]
+    args += ["--plot", str(png)]
     contract = _run([*args, "--json"], capsys)
     r = contract["results"]
     assert r["failed_links"] == "5-6" and r["links"] == 62
@@ -929,10 +932,10 @@ def test_collective_failed_link_plot_and_root(capsys, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(args[:-2]) == 0
     assert "round 5-6" in capsys.readouterr().out
-    base = _run(["collective", "--op", "broadcast", "--sizes", "1MiB", "--json"], capsys)
-    moved = _run(
-        ["collective", "--op", "broadcast", "--sizes", "1MiB", "--root", "6", "--json"], capsys
-    )
+    cast = ["collective", "--op", "broadcast", "--sizes", "1MiB", "--json"]
+    base = _run([*cast, "--no-runtime"], capsys)
+    moved = _run([*cast, "--root", "6"], capsys)  # a root other than 0: links only, unasked
+    assert not moved["inputs"]["runtime"]
     assert moved["series"][0]["time_s"] == base["series"][0]["time_s"]  # the torus is symmetric
 
 
@@ -940,7 +943,8 @@ def test_collective_trace(capsys, tmp_path):
     """--trace: a process per chip with its steps, a track per link with the transfers on it;
     the traced run ends when the flow engine says the operation ends."""
     path = tmp_path / "t.json"
-    contract = _run(["collective", "--sizes", "4KiB,1MiB", "--trace", str(path), "--json"], capsys)
+    quick = ["collective", "--sizes", "4KiB,1MiB", "--no-runtime"]  # one rank a chip
+    contract = _run([*quick, "--trace", str(path), "--json"], capsys)
     events = json.loads(path.read_text())["traceEvents"]
     names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert names == {f"chip {c}" for c in range(16)} | {"links"}
@@ -951,8 +955,15 @@ def test_collective_trace(capsys, tmp_path):
     steps = [e for e in events if e["ph"] == "X"]
     assert {e["name"].split()[0] for e in steps} == {contract["series"][1]["algorithm"]}
     end_us = max(e["ts"] + e["dur"] for e in steps)
-    flow = _run(["collective", "--sizes", "1MiB", "--engine", "flow", "--json"], capsys)
+    flow = _run(
+        ["collective", "--sizes", "1MiB", "--engine", "flow", "--no-runtime", "--json"], capsys
+    )
     assert end_us == pytest.approx(flow["series"][0]["time_s"] * 1e6, rel=1e-9)
+    # as shipped, the runtime's ranks: a process per rank, named with its chip
+    _run(["collective", "--sizes", "1MiB", "--trace", str(path), "--json"], capsys)
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {f"rank {r} (chip {r // 4})" for r in range(64)} | {"links"}
 
 
 def test_model_study_memory_and_facts(capsys):

@@ -203,7 +203,7 @@ def test_steps_and_bus_factors():
 @pytest.mark.parametrize(
     "algo,op,system,message",
     [
-        ("kangaring", "all_reduce", "trn2-ultraserver", "needs one 4x4 torus (the trn2 server)"),
+        ("kangaring", "all_reduce", "trn2-ultraserver", "needs one 4x4 torus (the trn2 server's"),
         ("kangaring", "all_reduce", "trn3-ultraserver", "not a switched system"),
         ("kangaring", "all_reduce", "2xtrn2-server", "not a 2-node system"),
         ("rdh", "all_reduce", "3xtrn2-server", "needs a power of two of ranks, not 48"),

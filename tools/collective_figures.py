@@ -1,7 +1,8 @@
 """Draw the bus-bandwidth figures of docs/collectives.md: all-reduce on the trn2 server and the
 trn2 UltraServer, 8 B .. 4 GiB, one curve per algorithm that fits and one for ``auto``, on the
-flow engine - each curve a ``trnsim collective`` run (the Python API), drawn by the study's
-own plotting function.
+flow engine, one rank a chip on the links alone (``--no-runtime``: what the algorithms make of
+the torus) - each curve a ``trnsim collective`` run (the Python API), drawn by the study's own
+plotting function.
 
     .venv/bin/python tools/collective_figures.py [--engine flow] [--out docs]
 """
@@ -31,7 +32,12 @@ def main(argv=None) -> int:
         runs = []
         for algo in [*algos, "auto"]:
             report = run_study(
-                "collective", system=kind, sizes=args.sizes, algo=algo, engine=args.engine
+                "collective",
+                system=kind,
+                sizes=args.sizes,
+                algo=algo,
+                engine=args.engine,
+                runtime=False,
             )
             runs.append((algo, report.results.series))
         path = Path(args.out) / f"collectives_busbw_{kind}.png"

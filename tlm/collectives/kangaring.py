@@ -41,7 +41,10 @@ def fits(system, op) -> str | None:
             if system.nodes > 1
             else (f"a {'x'.join(map(str, shape))} torus" if shape else "a switched system")
         )
-        return f"needs one 4x4 torus (the trn2 server), not {what}"
+        return (
+            "needs one 4x4 torus (the trn2 server's 16 chips, one rank each, or 16 ranks on 4 "
+            f"of its chips at LNC=2), not {what}"
+        )
     if system.failed:  # the two cycles use every link: no failed link can be left out
         a, b = system.failed[0]
         return (

@@ -134,12 +134,15 @@ def flow_spans(flow: Flow, chunk_bytes: float) -> list[TransferSpan]:
 
 
 def write_collective_trace(flow: Flow, chunk_bytes: float, path) -> Path:
-    """Write one run of ``flow`` as Chrome/Perfetto JSON: a process per chip with its
-    ``collective sends`` track, and the ``links`` process."""
+    """Write one run of ``flow`` as Chrome/Perfetto JSON: a process per chip (per rank, ``rank
+    R (chip C)``, on a :class:`~tlm.collectives.runtime.RankSystem`) with its ``collective
+    sends`` track, and the ``links`` process."""
     system = flow.system
+    rpc = getattr(system, "ranks_per_chip", None)
     events = []
     for chip in range(system.chips):
-        events.append(process_event(chip, f"chip {chip}"))
+        name = f"chip {chip}" if rpc is None else f"rank {chip} (chip {chip // rpc})"
+        events.append(process_event(chip, name))
         events += thread_events(chip, 0, "collective sends")
     spans = flow_spans(flow, chunk_bytes)
     events += transfer_events(system, spans, system.chips, dict.fromkeys(range(system.chips), 0))

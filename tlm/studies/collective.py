@@ -8,13 +8,18 @@ as the Neuron runtime documents) is a schedule (:mod:`tlm.collectives`); the eng
 (``--engine``) times it: ``analytic`` (alpha-beta per step with shared links counted, closed
 forms), ``flow`` (every transfer a flow sharing links max-min fairly, steps overlapping as
 their dependencies allow; one event-driven run per size) or ``flit`` (packets on the
-cycle-exact torus model, one simulation per size: a server or an UltraServer, small sizes). See
-docs/collectives.md.
+cycle-exact torus model, one simulation per size: a server or an UltraServer, small sizes). By
+default a Trainium preset runs nccom-test's ranks (``--lnc``: 4 a trn2 chip) through the Neuron
+runtime's costs that ``trnsim validate`` judges (``--runtime``); ``--no-runtime`` times the
+links alone, one rank a chip. See docs/collectives.md.
 
 Examples
 --------
 >>> from tlm.studies import run_study
->>> r = run_study("collective", sizes="1MiB,1GiB").results
+>>> r = run_study("collective", sizes="1MiB,1GiB").results  # 64 ranks of a trn2 server
+>>> [(p.algorithm, round(p.busbw_Bps / 1e9)) for p in r.series]
+[('rdh', 10), ('rings', 106)]
+>>> r = run_study("collective", sizes="1MiB,1GiB", runtime=False).results  # the links alone
 >>> [(p.algorithm, round(p.busbw_Bps / 1e9)) for p in r.series]
 [('rdh', 100), ('kangaring', 1001)]
 """
@@ -191,7 +196,10 @@ class CollectiveInputs(PresetInputs):
         "their DMA queues, and the per-operation and per-step costs of the chip preset's "
         "[collectives], fitted to published runs (docs/collectives.md); off: one rank per "
         "chip, links only",
-        json_schema_extra={"unset": "on when --ranks, --nodes or --lnc is given"},
+        json_schema_extra={
+            "unset": "on with --ranks, --nodes or --lnc, or where the chip preset has "
+            "[collectives]; off with --engine flit or a broadcast --root other than 0"
+        },
     )
     ranks: int | None = Field(
         None,
@@ -406,8 +414,10 @@ class CollectiveInputs(PresetInputs):
         chip of the whole system (other values refused)."""
         given = {"ranks": self.ranks, "nodes": self.nodes, "lnc": self.lnc}
         runtime = self.runtime
-        if runtime is None:
-            runtime = any(v is not None for v in given.values())
+        if runtime is None:  # what validate judges, where the preset has it and it applies
+            runtime = any(v is not None for v in given.values()) or (
+                self.spec.collectives is not None and self.engine != "flit" and not self.root
+            )
         if not runtime:
             one = {"ranks": system.chips, "nodes": system.nodes, "lnc": int(self.spec.chip.cores)}
             for name, value in given.items():
