@@ -630,8 +630,9 @@ BAD = [
     ),
     (
         ["model", "--model", "gpt5"],
-        "--model: 'gpt5' is not allowed; allowed: one of deepseek-v3, gpt3-175b, llama3-405b, "
-        "llama3-70b, llama3-8b, llama3.1-405b, llama3.2-1b, llama3.3-70b, megatron-1.7b, "
+        "--model: 'gpt5' is not allowed; allowed: one of deepseek-v3, gpt3-175b, llama2-13b, "
+        "llama2-70b, llama2-7b, llama3-405b, llama3-70b, llama3-8b, llama3.1-405b, llama3.2-1b, "
+        "llama3.3-70b, megatron-1.7b, "
         "megatron-145b, megatron-18b, megatron-1t, megatron-22b, megatron-3.6b, megatron-310b, "
         "megatron-39b, megatron-530b, megatron-7.5b, megatron-76b, mixtral-8x7b, moe-2t, or a "
         "model file path ending in .toml",

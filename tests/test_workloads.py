@@ -231,8 +231,9 @@ def test_kv_cache_bytes():
     [
         (
             lambda: load_model("llama9"),
-            "model must be one of deepseek-v3, gpt3-175b, llama3-405b, llama3-70b, "
-            "llama3-8b, llama3.1-405b, llama3.2-1b, llama3.3-70b, megatron-1.7b",
+            "model must be one of deepseek-v3, gpt3-175b, llama2-13b, llama2-70b, llama2-7b, "
+            "llama3-405b, llama3-70b, llama3-8b, llama3.1-405b, llama3.2-1b, llama3.3-70b, "
+            "megatron-1.7b",
         ),
         (
             lambda: layer_ops(load_model("llama3-8b"), tp=3),
