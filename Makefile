@@ -49,7 +49,8 @@ help:
 	@echo "make formal     formal proofs (SymbiYosys, z3): one line per property, PASS/FAIL,"
 	@echo "                 proven or the bounded depth; build/formal/formal.json"
 	@echo "make mutate      grade the benches by mutation (Yosys mutate): MUTANTS a block (30),"
-	@echo "                 MUTATE_SEED, MUTATE_TARGETS, SIM; build/mutate/mutate.json and .md"
+	@echo "                 MUTATE_SEED, MUTATE_TARGETS, SIM, MUTATE_SIM_TIMEOUT (s a run, 600);"
+	@echo "                 build/mutate/mutate.json and .md"
 	@echo "make coverage    the regression's benches (SEEDS=\"1 2\" for several), then functional"
 	@echo "                 coverage per testplan feature: a table, build/coverage/coverage.json, .md"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
@@ -138,11 +139,13 @@ formal:
 	$(PY) -m verif.formal
 
 # Each block's generated Verilog at a small size, MUTANTS mutations of it (Yosys's sampling
-# from MUTATE_SEED), every bench of verif/mutate/targets.py run on each mutant; survivors
-# checked for equivalence. build/mutate/mutate.json and mutate.md; exit 1 on a survivor.
+# from MUTATE_SEED), every bench of verif/mutate/targets.py run on each mutant (a run past
+# MUTATE_SIM_TIMEOUT seconds, 600 unset, is a hung mutant: a kill); survivors checked for
+# equivalence. build/mutate/mutate.json and mutate.md; exit 1 on a survivor.
 mutate:
 	$(PY) -m verif.mutate --mutants=$(MUTANTS) --seed=$(MUTATE_SEED) --sim=$(SIM) \
-		$(if $(MUTATE_TARGETS),--target=$(MUTATE_TARGETS))
+		$(if $(MUTATE_TARGETS),--target=$(MUTATE_TARGETS)) \
+		$(if $(MUTATE_SIM_TIMEOUT),--sim-timeout=$(MUTATE_SIM_TIMEOUT))
 
 # The benches of the default regression, once per seed of SEEDS (or SEED, or a fresh one), each
 # run writing its coverage to build/coverage/runs/; then the merged report per testplan feature

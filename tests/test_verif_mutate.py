@@ -3,6 +3,7 @@ engine are killed by its bench at the cycle they show, the identity survives it,
 equivalence check tells a masked mutation from an observable one, and ``make mutate`` names
 a bad variable. The bench runs with fixed seeds (1), so the kills are the same every run."""
 
+import os
 import subprocess
 import sys
 
@@ -87,6 +88,9 @@ def test_a_bad_make_variable_is_one_line_naming_it():
         (["--seed=x"], "MUTATE_SEED"),
         (["--target=tensor"], "MUTATE_TARGETS"),
         (["--sim=vcs"], "SIM"),
+        (["--sim-timeout=0"], "MUTATE_SIM_TIMEOUT"),
+        (["--sim-timeout=inf"], "MUTATE_SIM_TIMEOUT"),
+        (["--sim-timeout=soon"], "MUTATE_SIM_TIMEOUT"),
     ]:
         result = subprocess.run(
             [sys.executable, "-m", "verif.mutate", *args], cwd=ROOT, capture_output=True, text=True
@@ -94,6 +98,32 @@ def test_a_bad_make_variable_is_one_line_naming_it():
         assert result.returncode == 2, (args, result)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: {variable} ("), lines
+
+
+def test_a_hung_bench_run_is_stopped_and_counts_as_a_kill(tmp_path, monkeypatch):
+    """A mutant that hangs the simulator (a run that never returns: here a child process that
+    sleeps, as cocotb's runner waits on the simulator's) is stopped at the deadline, its
+    process killed, and counted as a kill that says so; without a deadline it would hang
+    ``make mutate``."""
+    import verif.mutate.grade as grade_module
+
+    pid_file = tmp_path / "pid"
+
+    def hang(*args, **kwargs):  # cocotb's runner waits on its simulator with subprocess.run
+        code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+        subprocess.run([sys.executable, "-c", code + "time.sleep(60)"], check=True)
+
+    monkeypatch.setattr(grade_module, "run", hang)
+    bench = TARGET.benches[0]
+    kill = grade_module._run(None, bench, 7, tmp_path, tmp_path / "sim.log", 2.0)
+    assert kill is not None and kill.seed == 7 and kill.cycle is None
+    assert kill.message == "hung: no result within 2 s (wall clock)"
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # the hung process is gone, not left running
+        os.kill(pid, 0)
+    # a run that returns in time is no kill
+    monkeypatch.setattr(grade_module, "run", lambda *a, **k: None)
+    assert grade_module._run(None, bench, 7, tmp_path, tmp_path / "sim.log", 0.5) is None
 
 
 def test_survivors_file_is_valid():

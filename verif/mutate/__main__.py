@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 from verif.common.runner import BUILD, SIMULATORS
 
 from . import yosys
-from .grade import grade
+from .grade import SIM_TIMEOUT_S, grade
 from .report import markdown, summary
 from .survivors import load
 from .targets import TARGETS
@@ -34,6 +35,7 @@ MAKE_VARIABLES = {
     "--mutants": "MUTANTS",
     "--seed": "MUTATE_SEED",
     "--sim": "SIM",
+    "--sim-timeout": "MUTATE_SIM_TIMEOUT",
 }
 MAX_MUTANTS = 1000
 
@@ -44,6 +46,16 @@ def _fail(flag: str, value, allowed: str):
         file=sys.stderr,
     )
     sys.exit(2)
+
+
+def _seconds(flag: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        _fail(flag, value, "a finite number of seconds > 0")
+    return seconds
 
 
 def _count(flag: str, value: str, low: int, high: int) -> int:
@@ -59,6 +71,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", default="1", help="seed of Yosys's sampling (default 1)")
     parser.add_argument("--sim", default="icarus", help=f"one of {', '.join(SIMULATORS)}")
     parser.add_argument("--equiv-timeout", type=float, default=60.0, help="per survivor, s")
+    parser.add_argument(
+        "--sim-timeout",
+        default=str(SIM_TIMEOUT_S),
+        help=f"per bench run on a mutant, s: past it the mutant counts as hanging the "
+        f"simulation, a kill (default {SIM_TIMEOUT_S:g})",
+    )
     parser.add_argument("--out", default=str(OUT), help="folder for the mutants and reports")
     args = parser.parse_args(argv)
     names = [n for n in args.target.split(",") if n]
@@ -69,6 +87,7 @@ def main(argv=None) -> int:
     seed = _count("--seed", args.seed, 0, 2**31 - 1)
     if args.sim not in SIMULATORS:
         _fail("--sim", args.sim, f"one of {', '.join(SIMULATORS)}")
+    sim_timeout = _seconds("--sim-timeout", args.sim_timeout)
 
     classified = load()
     out = Path(args.out)
@@ -87,6 +106,7 @@ def main(argv=None) -> int:
             args.sim,
             folder,
             equiv_timeout_s=args.equiv_timeout,
+            sim_timeout_s=sim_timeout,
             classified=classified,
             progress=lambda m: print(f"  m{m.id:03d} {_line(m)}", flush=True),
         )

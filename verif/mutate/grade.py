@@ -8,6 +8,8 @@ import contextlib
 import os
 import re
 import shutil
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -17,10 +19,40 @@ from verif.common.runner import BenchFailure, build, run
 from . import yosys
 from .targets import Target
 
-__all__ = ["IDENTITY", "Kill", "Mutant", "grade_mutant", "grade"]
+__all__ = ["IDENTITY", "SIM_TIMEOUT_S", "Kill", "Mutant", "grade_mutant", "grade"]
 
 #: The mutation that changes nothing: Yosys writes the design back. Every bench must pass it.
 IDENTITY = "mutate -mode none"
+#: Wall-clock seconds one bench run may take on a mutant before it counts as hung (a mutated
+#: combinational loop can spin a simulator forever in zero simulated time): far above a
+#: bench's few seconds on these small targets.
+SIM_TIMEOUT_S = 600.0
+
+
+class _Hung(Exception):
+    """A bench run outlived its wall-clock budget."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float | None):
+    """Raise :class:`_Hung` in this (main) thread after ``seconds``; the simulator's process,
+    which cocotb's runner waits on with ``subprocess.run``, is killed as the exception unwinds
+    through it. No deadline off the main thread (signals reach only the main thread)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hung(signum, frame):
+        raise _Hung
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
 
 _CYCLE = re.compile(r"cycle (\d+)")
 
@@ -82,11 +114,20 @@ def _output_to(path: Path):
 
 
 def grade_mutant(
-    target: Target, design: Path, mutant: Mutant, sim: str, folder: Path, *, init: bool = True
+    target: Target,
+    design: Path,
+    mutant: Mutant,
+    sim: str,
+    folder: Path,
+    *,
+    init: bool = True,
+    timeout_s: float | None = SIM_TIMEOUT_S,
 ) -> Mutant:
     """Build ``mutant`` on ``sim`` and run every bench of ``target`` on it (each bench's seeds
     in turn until one fails); fills ``kills``, ``survived_by`` and ``status``. ``init=False``
-    builds it without initial values (the power-up test: only the reset defines the state)."""
+    builds it without initial values (the power-up test: only the reset defines the state).
+    A bench run past ``timeout_s`` seconds is stopped and counts as a kill (the mutant hangs
+    the simulation), its message saying so."""
     start = time.perf_counter()
     verilog = yosys.write_mutant(design, mutant.mutation, folder / f"{target.top}.v", init=init)
     log = folder / "sim.log"
@@ -96,7 +137,7 @@ def grade_mutant(
     try:
         for bench in target.benches:
             for seed in bench.seeds:
-                kill = _run(simbuild, bench, seed, folder, log)
+                kill = _run(simbuild, bench, seed, folder, log, timeout_s)
                 if kill is not None:
                     mutant.kills.append(kill)
                     break
@@ -109,11 +150,11 @@ def grade_mutant(
     return mutant
 
 
-def _run(simbuild, bench, seed: int, folder: Path, log: Path) -> Kill | None:
+def _run(simbuild, bench, seed: int, folder: Path, log: Path, timeout_s=None) -> Kill | None:
     test_dir = folder / f"{bench.name}-{seed}"
     env = bench.environment(seed) | {"COVERAGE_DIR": folder / "coverage"}
     try:
-        with _output_to(log):
+        with _output_to(log), _deadline(timeout_s):
             run(
                 simbuild,
                 bench.module,
@@ -122,6 +163,8 @@ def _run(simbuild, bench, seed: int, folder: Path, log: Path) -> Kill | None:
                 testcase=bench.testcase,
                 seed=seed,
             )
+    except _Hung:
+        return Kill(bench.name, seed, None, f"hung: no result within {timeout_s:g} s (wall clock)")
     except BenchFailure as failure:
         lines = str(failure).splitlines()
         first = lines[1] if len(lines) > 1 else lines[0]  # after "cocotb reported failures:"
@@ -137,6 +180,7 @@ def grade(
     out: Path,
     *,
     equiv_timeout_s: float,
+    sim_timeout_s: float | None = SIM_TIMEOUT_S,
     classified: dict | None = None,
     progress=None,
 ) -> list[Mutant]:
@@ -150,7 +194,10 @@ def grade(
     design = out / "design.il"
     mutants = []
     for i, mutation in enumerate([IDENTITY, *mutations]):
-        mutant = grade_mutant(target, design, Mutant(i, mutation), sim, out / f"m{i:03d}")
+        folder = out / f"m{i:03d}"
+        mutant = grade_mutant(
+            target, design, Mutant(i, mutation), sim, folder, timeout_s=sim_timeout_s
+        )
         if i == 0:
             mutant.status = "identity" if not mutant.kills else "killed"
         elif not mutant.kills:
