@@ -215,3 +215,32 @@ def test_all_gather_4x4_verilator(seed):
         COLL_ALGO="ring",
         LINK_PATTERNS="always:always,random:1of4",
     )
+
+
+@pytest.mark.parametrize("block", ["link_router", "torus"])
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_the_save_file_decodes_flits_into_wires_the_design_has(block, sim, tmp_path):
+    """``make sim-link WAVES=1``'s save file shows each flit port of the router (router 0 of a
+    torus) decoded into kind, VC, destination, source, length, sequence and data, and each drop
+    counter by its kind - every one a wire of the generated Verilog (the dump holds them:
+    ``tests/test_verif_link_run.py`` runs the benches with waves)."""
+    import re
+
+    from verif.link.build import link_verilog
+    from verif.link.run import write_gtkw
+
+    cfg = LinkConfig((4, 4))
+    save = write_gtkw(block, cfg, tmp_path / "dump.fst", tmp_path / "s.gtkw", sim)
+    traces = [t for t in save.read_text().splitlines() if re.search(r"_flit\.|\.?drops_", t)]
+    wires = set()
+    for line in link_verilog(block, cfg).read_text().splitlines():
+        hit = re.match(r"\s*(?:wire|reg)\s+(?:\[\d+:\d+\]\s+)?(\\\S+|\w+)", line)
+        if hit:
+            wires.add(hit.group(1).lstrip("\\"))
+    fields = [t for t in traces if "_flit." in t]
+    assert len(fields) == 9 * (2 + 2 * 4)  # 9 fields of inject, eject, 4 link inputs, 4 outputs
+    assert sum("drops_" in t for t in traces) == 5
+    for trace in traces:
+        name = re.sub(r"\[\d+:0\]$", "", trace.split(".", 1)[1])  # below the top, no range
+        name = name.removeprefix("router0.")
+        assert name.lstrip("\\") in wires, trace

@@ -8,13 +8,21 @@ netlist, ``docs/performance.md``); logic views them through these layouts.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Mux
+from amaranth.hdl import Cat, Mux, Shape
 from amaranth.lib import data, enum
 
 from tlm.link.flit import FlitFormat
 from tlm.link.flit import FlitKind as _Kind
 
-__all__ = ["FlitKind", "flit_layout", "head_layout", "starts_packet", "ends_packet", "closed_kind"]
+__all__ = [
+    "FlitKind",
+    "flit_layout",
+    "flit_fields",
+    "head_layout",
+    "starts_packet",
+    "ends_packet",
+    "closed_kind",
+]
 
 
 class FlitKind(enum.Enum, shape=2):
@@ -75,3 +83,19 @@ def flit_layout(fmt: FlitFormat) -> data.StructLayout:
     layout = data.StructLayout(fields)
     assert layout.size == fmt.width
     return layout
+
+
+def flit_fields(layout, prefix: str = "") -> list[tuple[str, int]]:
+    """The leaf fields of a flit layout as ``(path, width)`` - ``kind``, ``vc``,
+    ``payload.head.dst[0]``, ..., ``payload.data`` - the names Amaranth gives a signal's fields
+    in the Verilog it writes."""
+    out = []
+    if isinstance(layout, data.ArrayLayout):
+        for i in range(layout.length):
+            out += flit_fields(layout.elem_shape, f"{prefix}[{i}]")
+        return out
+    if isinstance(layout, (data.StructLayout, data.UnionLayout)):
+        for name, field in layout:
+            out += flit_fields(field.shape, f"{prefix}.{name}" if prefix else name)
+        return out
+    return [(prefix, Shape.cast(layout).width)]

@@ -21,7 +21,7 @@ requester, :class:`~hdl.link.arbiter.RoundRobinArbiter` per output,
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -36,7 +36,7 @@ from .injection import InjectionChecker
 from .route import RouteCompute, outside
 from .vc_fifo import VcFifo
 
-__all__ = ["Router", "LinkSignature"]
+__all__ = ["Router", "LinkSignature", "watched_flits", "drop_name"]
 
 
 class LinkSignature(wiring.Signature):
@@ -272,7 +272,29 @@ class Router(wiring.Component):
             DropKind.CREDIT_OVERFLOW: credit_over,
         }
         count_drops(m, self.drops, events, cfg.counter_bits)
+
+        # ---- names for the waveform: each flit port decoded into its fields, each drop counter
+        # by its kind (wires alone: no logic, nothing for synthesis to keep) --------------------
+        for name, flit in watched_flits(self, P):
+            m.d.comb += Signal(layout, name=name).eq(flit)
+        for kind in DropKind:
+            m.d.comb += Signal(cfg.counter_bits, name=drop_name(kind)).eq(self.drops[kind])
         return m
+
+
+def watched_flits(router, ports: int) -> list[tuple[str, Value]]:
+    """``(name, flit)`` of each flit port a waveform shows decoded
+    (:func:`~hdl.link.flit.flit_fields`):
+    ``inject_flit``, ``eject_flit``, ``in{p}_flit`` and ``out{p}_flit`` for link port ``p``."""
+    out = [("inject_flit", router.inject.payload), ("eject_flit", router.eject.payload)]
+    out += [(f"in{p}_flit", router.i_links[p - 1].flit) for p in range(1, ports)]
+    out += [(f"out{p}_flit", router.o_links[p - 1].flit) for p in range(1, ports)]
+    return out
+
+
+def drop_name(kind: DropKind) -> str:
+    """The waveform's name of the ``kind`` drop counter: ``drops_bad_dest``, ..."""
+    return f"drops_{kind.name.lower()}"
 
 
 def _or_reduce(values, width):

@@ -20,10 +20,12 @@ import time
 from pathlib import Path
 
 from hdl.hier import port_names
-from hdl.link.router import Router
+from hdl.link.flit import flit_fields, flit_layout
+from hdl.link.router import Router, drop_name, watched_flits
 from hdl.link.torus import TorusNetwork
 from tlm.collectives import COLLECTIVE_FORMATS
-from tlm.link.config import LinkConfig
+from tlm.link.config import DropKind, LinkConfig
+from tlm.link.flit import FlitKind
 from tlm.link.patterns import PATTERNS as TRAFFIC
 from tlm.system import load_system
 from verif.common.patterns import PATTERNS
@@ -62,9 +64,32 @@ def _ports(component) -> dict[str, list[tuple[str, int]]]:
     return groups
 
 
+def decoded(cfg: LinkConfig, scope: str = "") -> dict[str, list]:
+    """GTKWave groups of a router's named wires (:func:`hdl.link.router.watched_flits`): each
+    flit port's fields - kind (the group's name says which value is which), VC, destination,
+    source, length, sequence, data - and each drop counter by its kind, in decimal. A field's
+    wire is a Verilog escaped name (``\\in1_flit.kind``), traced without its backslash as the
+    save file's other names are."""
+    router = Router(cfg)
+    router._MustUse__silence = True  # built for its names only, never elaborated
+    fields = flit_fields(flit_layout(cfg.fmt))
+    groups = {}
+    kinds = ", ".join(f"{k.value} {k.name.lower()}" for k in FlitKind)
+    for name, _ in watched_flits(router, cfg.ports):
+        groups[f"{scope}{name} (kind: {kinds})"] = [
+            (f"{scope}{name}.{path}", width, "hex" if path.endswith("data") else "dec")
+            for path, width in fields
+        ]
+    groups[f"{scope}drops by kind"] = [
+        (f"{scope}{drop_name(kind)}", cfg.counter_bits, "dec") for kind in DropKind
+    ]
+    return groups
+
+
 def write_gtkw(block: str, cfg: LinkConfig, dump: Path, save: Path, sim: str) -> Path:
     """A GTKWave save file: every port of the router, or for a torus the streams of its first
-    nodes, every drop counter, and the link ports of router 0 (node (0, ...))."""
+    nodes, every drop counter, and the link ports of router 0 (node (0, ...)); then the
+    router's (router 0's) flits decoded into their fields and its drop counters by kind."""
     if block == "link_router":
         groups = {f"router {g}": s for g, s in _ports(Router(cfg)).items()}
     else:
@@ -79,6 +104,7 @@ def write_gtkw(block: str, cfg: LinkConfig, dump: Path, save: Path, sim: str) ->
             if "links" in group:
                 groups[f"router0 {group}"] = [(f"router0.{p}", w) for p, w in signals]
     groups = {name: [(p, w, "hex") for p, w in signals] for name, signals in groups.items()}
+    groups |= decoded(cfg, "" if block == "link_router" else "router0.")
     return write_save(save, dump, f"{block} {cfg.tag}, {sim}", TOPS[block], groups)
 
 
