@@ -58,6 +58,7 @@ MODULES = [
     "tlm.cluster.network",
     "tlm.cluster.goodput",
     "tlm.cluster.cost",
+    "tlm.hardware.prices",
     "tlm.studies.hardware",
     "tlm.studies.cost",
     "tlm.costs",

@@ -27,7 +27,7 @@ Examples
 (3, 27.5)
 >>> c = run_cost(h100, 16384, step_time_s=10.0, steps=1000)
 >>> round(float(c.cloud_usd)), round(float(c.owned_usd))
-(559332, 65173)
+(313116, 65173)
 """
 
 from __future__ import annotations

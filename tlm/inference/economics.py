@@ -13,7 +13,7 @@ Examples
 >>> from tlm.hardware import load_hardware
 >>> e = token_economics(load_hardware("h100"), chips=8, output_tokens_per_s=1000.0)
 >>> round(e["cost_per_hour_usd"], 2), round(e["cost_per_million_tokens_usd"], 2)
-(98.32, 27.31)
+(55.04, 15.29)
 """
 
 from __future__ import annotations
