@@ -98,3 +98,26 @@ def test_bad_instance_and_price_files(tmp_path):
     with pytest.raises(PriceError, match="instance: 'nope' is not in"):
         load_prices().instance("nope")
 
+
+def test_studies_price_at_the_kind_picked_and_say_so():
+    """``--price`` picks the instance's price; the JSON carries its footing; a kind the
+    instance lacks is one line on --price naming the kinds it has."""
+    from tlm.studies import InputError, run_study
+
+    args = dict(model="llama3-8b", hardware="h100", tp=4, prompt=512, output=16)
+    on_demand = run_study("infer", **args).results
+    block = run_study("infer", **args, price="capacity_block").results
+    assert (on_demand.price_source, on_demand.price_as_of) == ("CUT2025", "2026-11-09")
+    assert (block.price_kind, block.price_per_hour_usd) == ("capacity_block", 39.33)
+    assert block.cost_per_million_tokens_usd == pytest.approx(
+        on_demand.cost_per_million_tokens_usd * 39.33 / 55.04, rel=1e-12
+    )
+    cost = run_study("cost", hardware="trn1", chips=1024, step_time_s=10.0, steps=1000,
+                     price="capacity_block").results  # fmt: skip
+    assert cost.price_kind == "capacity_block" and cost.price_per_hour_usd == 15.49
+    with pytest.raises(InputError) as error:
+        run_study("infer", **{**args, "hardware": "trn2"}, price="capacity_block")
+    assert (error.value.field, error.value.allowed) == (
+        "price",
+        "one of on_demand for trn2.48xlarge (tlm/hardware/prices.toml)",
+    )

@@ -29,6 +29,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from ..hardware.prices import price_footing
 from ..inference import FORMATS, InferenceInputError, SloUnreachable
 from ..inference.search import (
     DEFAULT_BATCHES,
@@ -37,7 +38,7 @@ from ..inference.search import (
     search,
 )
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
-from .hardware import HARDWARE_ALLOWED, hardware_field
+from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .infer import OLD_FORMATS
 from .model import served_model_field, workload_input
 from .protocol import (
@@ -110,6 +111,7 @@ class InferSearchInputs(SweepInputs):
         description="micro-batches in flight through the pipeline tried per layout",
         json_schema_extra={"allowed": _MICRO_BATCHES},
     )
+    price: str = price_field()
     chunk: int = Field(2000, ge=10, le=1_000_000, description="configurations per Dask task")
     plot: str | None = Field(
         None,
@@ -128,12 +130,19 @@ class InferSearchInputs(SweepInputs):
             micro_batches=tuple(self.micro_batches),
         )
 
-    def resolve(self) -> InferSearchInputs:
-        workload_input(self.model)
+    def device(self):
+        """The hardware these inputs name, at the ``price`` they pick."""
         from ..hardware import HardwareError
-        from ..inference.layout import hardware_named, system_chips
+        from ..inference.layout import hardware_named
 
         hw = loaded("hardware", self.hardware, hardware_named, HardwareError, HARDWARE_ALLOWED)
+        return priced(hw, self.price)
+
+    def resolve(self) -> InferSearchInputs:
+        workload_input(self.model)
+        from ..inference.layout import system_chips
+
+        hw = self.device()
         for s in self.options()["systems"]:
             try:
                 system_chips(hw, s)
@@ -193,6 +202,9 @@ class InferSearchResults(Results):
     series: list[ConfigRow] = Field(default_factory=list, exclude=True)
 
 
+InferSearchResults = with_price_footing(InferSearchResults)
+
+
 def _config(row: dict) -> ConfigRow:
     return ConfigRow(
         **{k: row[k] for k in ConfigRow.model_fields if k in row},
@@ -204,9 +216,10 @@ def _config(row: dict) -> ConfigRow:
 def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
     opts = inputs.options()
     try:
+        hw = inputs.device()
         found = search(
             inputs.model,
-            inputs.hardware,
+            hw,
             rate_per_s=inputs.rate_per_s,
             prompt=inputs.prompt,
             output=inputs.output,
@@ -243,6 +256,7 @@ def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
         resumed_chunks=found.resumed_chunks,
         **{f"best_{k}": v for k, v in _config(best).model_dump().items()},
         series=[_config(found.row(i)) for i in order],
+        **price_footing(hw),
     )
     if inputs.plot is not None:
         write_scatter(inputs, found)

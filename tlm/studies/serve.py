@@ -35,6 +35,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from ..hardware.prices import price_footing
 from ..inference import FORMATS, Engine, InferenceInputError, SloUnreachable, token_economics
 from ..inference.serving import (
     ADMISSIONS,
@@ -54,6 +55,7 @@ from ..inference.serving import (
     max_rate,
     simulate,
 )
+from .hardware import with_price_footing
 from .infer import ReplicaInputs, _input_error
 from .protocol import (
     PLOT_ALLOWED,
@@ -298,6 +300,9 @@ class ServeResults(Results):
     series: list[LatencyRow] = Field(default_factory=list, exclude=True)
 
 
+ServeResults = with_price_footing(ServeResults)
+
+
 def _values(args: dict, engine):
     """:meth:`ServeInputs.simulation`'s arguments as the serving simulation's values: the
     fleet, the workload, the scheduler and the SLO."""
@@ -410,6 +415,7 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
         energy_per_token_j=money["energy_per_token_j"],
         cost_per_million_tokens_usd=money["cost_per_million_tokens_usd"],
         **found,
+        **price_footing(hw),
         seed=run.seed,
         series=rows,
     )
