@@ -16,11 +16,14 @@ of ``batch`` requests of ``prompt + output`` tokens, the memory check (a batch b
 needs ``ceil(rate x busy / batch)`` replicas (Little's law: each replica keeps ``batch``
 requests in flight for ``busy`` seconds, their prefill and decode - the end-to-end latency
 less the serving stack's time per request, ``request_fixed_s``, when the replica is free);
-the fleet's cost per hour and per million output tokens come from
-:func:`tlm.inference.economics.token_economics`. The best configuration is
-the cheapest per hour among those that fit and meet the SLO (TTFT <= ``slo_ttft_s`` and TPOT
-<= ``slo_tpot_s``); when none meets it, :class:`~tlm.inference.errors.SloUnreachable` names
-the closest.
+the fleet's cost per hour and per million output tokens at the load (idle capacity of the last
+replica included) come from :func:`tlm.inference.economics.token_economics`, and so does the
+configuration's price-performance, ``max_rate_cost_per_million_tokens_usd``: one replica's
+chips over the tokens it sustains at ``max_rate_per_s = batch / busy`` requests per second -
+the definition ``trnsim serve --find-max-rate`` prices its highest rate within the SLO by. The
+best configuration is the cheapest per hour among those that fit and meet the SLO (TTFT <=
+``slo_ttft_s`` and TPOT <= ``slo_tpot_s``); when none meets it,
+:class:`~tlm.inference.errors.SloUnreachable` names the closest.
 
 Configurations are evaluated in chunks by :func:`tlm.sweep.run_chunks`: on a local Dask
 cluster (the default), in this process (``"inline"``) or on an existing scheduler (its
@@ -84,6 +87,8 @@ OUTPUTS = (
     "cost_per_million_tokens_usd",
     "power_w",
     "meets",
+    "max_rate_per_s",
+    "max_rate_cost_per_million_tokens_usd",
 )
 _FMTS = tuple(FORMATS)
 #: Batches tried by default: powers of two up to 1,024.
@@ -203,6 +208,10 @@ def evaluate(
         replicas = np.ceil(rate_per_s * busy / batch)
         fleet = replicas * engine.chips
         money = token_economics(hw, fleet, np.maximum(rate_per_s * output, 1e-12))
+        # the price-performance of the configuration, as serve --find-max-rate defines it:
+        # one replica's chips over the tokens it sustains (Little's law at a full batch)
+        capacity = batch / busy
+        best = token_economics(hw, engine.chips, capacity * output)
         out["chips"][rows] = engine.chips
         out["ttft_s"][rows], out["tpot_s"][rows], out["e2e_s"][rows] = ttft, tpot, e2e
         out["fits"][rows] = fits
@@ -211,6 +220,8 @@ def evaluate(
         for k in ("cost_per_hour_usd", "cost_per_million_tokens_usd", "power_w"):
             out[k][rows] = money[k]
         out["meets"][rows] = fits & (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s)
+        out["max_rate_per_s"][rows] = capacity
+        out["max_rate_cost_per_million_tokens_usd"][rows] = best["cost_per_million_tokens_usd"]
     return out
 
 

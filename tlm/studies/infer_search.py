@@ -171,8 +171,12 @@ class ConfigRow(BaseModel):
     ttft_s: float
     tpot_s: float
     cost_per_hour_usd: float
-    cost_per_million_tokens_usd: float
+    cost_per_million_tokens_usd: float = Field(description="the fleet at this load")
     power_w: float
+    max_rate_per_s: float = Field(description="requests a replica sustains (Little's law)")
+    max_rate_cost_per_million_tokens_usd: float = Field(
+        description="one replica at max_rate_per_s: the configuration's price-performance"
+    )
 
 
 class InferSearchResults(Results):
@@ -199,6 +203,8 @@ class InferSearchResults(Results):
     best_cost_per_hour_usd: float
     best_cost_per_million_tokens_usd: float
     best_power_w: float
+    best_max_rate_per_s: float
+    best_max_rate_cost_per_million_tokens_usd: float
     series: list[ConfigRow] = Field(default_factory=list, exclude=True)
 
 

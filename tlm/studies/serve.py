@@ -295,7 +295,11 @@ class ServeResults(Results):
         None, description="the highest rate within the SLO (--find-max-rate)"
     )
     max_rate_output_tokens_per_s: float | None = None
-    max_rate_cost_per_million_tokens_usd: float | None = None
+    max_rate_cost_per_million_tokens_usd: float | None = Field(
+        None,
+        description="the fleet at max_rate_per_s: the configuration's price-performance, as "
+        "infer-search's",
+    )
     seed: int | None = Field(description="of the draws (none for a trace)")
     series: list[LatencyRow] = Field(default_factory=list, exclude=True)
 
