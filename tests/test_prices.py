@@ -121,3 +121,10 @@ def test_studies_price_at_the_kind_picked_and_say_so():
         "price",
         "one of on_demand for trn2.48xlarge (tlm/hardware/prices.toml)",
     )
+
+
+def test_the_documented_table_is_the_file():
+    """docs/cluster.md's price table is what tools/prices.py writes from the price file."""
+    from tools.prices import DOCS, generated
+
+    assert generated() in DOCS.read_text(), "run python -m tools.prices"

@@ -248,3 +248,24 @@ def price_footing(hw) -> dict:
         price_source=p.source,
         price_as_of=p.as_of.isoformat(),
     )
+
+
+def price_table(book: PriceBook | None = None) -> list[str]:
+    """The price file as a markdown table (docs/cluster.md's, written by ``tools/prices.py``):
+    one row per price, in force or replaced (``alternative``), its source key and date."""
+    book = load_prices() if book is None else book
+    lines = [
+        "| instance | chips | price | $/h | $/chip-hour | region | as of | source | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for inst in book.instances:
+        rows = [(p.kind.replace("_", "-"), p) for p in inst.prices]
+        rows += [(f"{n.split('.')[0].replace('_', '-')}, {n.split('.')[1].replace('_', ' ')}", p)
+                 for n, p in inst.alternatives]  # fmt: skip
+        for label, p in rows:
+            lines.append(
+                f"| {inst.instance} | {inst.chips} | {label} | {p.usd_per_hour:,.2f} | "
+                f"{p.usd_per_hour / inst.chips:,.3f} | {p.region} | {p.as_of.isoformat()} | "
+                f"{p.source} | {p.note} |"
+            )
+    return lines
