@@ -121,6 +121,12 @@ def test_studies_price_at_the_kind_picked_and_say_so():
         "price",
         "one of on_demand for trn2.48xlarge (tlm/hardware/prices.toml)",
     )
+    with pytest.raises(InputError) as error:
+        run_study("cost", hardware="h100", chips=64, step_time_s=1.0, steps=10, price="spot")
+    assert (error.value.field, error.value.allowed) == (
+        "price",
+        "one of on_demand, capacity_block (where the instance has one, tlm/hardware/prices.toml)",
+    )
 
 
 def test_the_documented_table_is_the_file():

@@ -65,6 +65,8 @@ def priced(hw, kind: str):
     from ..hardware import HardwareError
     from .protocol import InputError
 
+    if kind not in PRICE_KINDS:
+        raise InputError("price", kind, PRICE_ALLOWED)
     try:
         return hw.priced(kind)
     except HardwareError:
