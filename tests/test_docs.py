@@ -71,6 +71,7 @@ MODULES = [
     "tlm.validation.row",
     "tlm.validation.inference",
     "tlm.inference.search",
+    "tlm.inference.queueing",
     "tlm.studies.serve",
     "tlm.studies.infer_search",
     "hdl.synth.clock",

@@ -11,8 +11,9 @@ counted at rated power whatever their load (an upper bound for an idle fleet; st
 
 One definition of price-performance: a configuration's cost per million output tokens is one
 replica's chips over the output tokens per second it **sustains within the SLO** -
-``max_rate_cost_per_million_tokens_usd`` in ``trnsim infer-search`` (the rate by Little's law
-at a full batch) and in ``trnsim serve --find-max-rate`` (the rate simulated). The plain
+``max_rate_cost_per_million_tokens_usd`` in ``trnsim infer-search`` (the rate of its batch
+slots as a queue, :mod:`tlm.inference.queueing`) and in ``trnsim serve --find-max-rate`` (the
+rate simulated). The plain
 ``cost_per_million_tokens_usd`` of both is a fleet at a given load, its idle capacity included;
 compare hardware per dollar by the first.
 

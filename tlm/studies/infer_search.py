@@ -173,7 +173,9 @@ class ConfigRow(BaseModel):
     cost_per_hour_usd: float
     cost_per_million_tokens_usd: float = Field(description="the fleet at this load")
     power_w: float
-    max_rate_per_s: float = Field(description="requests a replica sustains (Little's law)")
+    max_rate_per_s: float = Field(
+        description="requests a replica sustains within the SLO (its slots queue arrivals)"
+    )
     max_rate_cost_per_million_tokens_usd: float = Field(
         description="one replica at max_rate_per_s: the configuration's price-performance"
     )
