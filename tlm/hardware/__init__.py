@@ -244,7 +244,7 @@ class Hardware:
         for p in self.prices:
             if p.kind == kind:
                 sources = dict(self.sources)
-                sources["instance_usd_per_hour"] = _price_source(self.sources, p)
+                sources["instance_usd_per_hour"] = p.cited
                 return replace(self, price=p, instance_usd_per_hour=p.usd_per_hour,
                                sources=sources)  # fmt: skip
         if kind not in PRICE_KINDS:
@@ -357,11 +357,6 @@ def _load_hardware(name: str | Path) -> Hardware:
     )
 
 
-def _price_source(sources: dict, p: Price) -> str:
-    book = sources["instance_chips"].split(" instances.", 1)[0]
-    return f"{book} instances.{p.instance}.{p.kind}: {p.source}"
-
-
 def _cloud(cloud: CloudSection, where: str, sources: dict) -> dict:
     """The instance's chips and prices from the price file, on-demand in force."""
     path = None
@@ -377,7 +372,7 @@ def _cloud(cloud: CloudSection, where: str, sources: dict) -> dict:
         raise HardwareError(f"{where}: cloud.{error}") from None
     sources["instance_chips"] = f"{book.where} instances.{inst.instance}.chips: {inst.chips_source}"
     on_demand = inst.price("on_demand")
-    sources["instance_usd_per_hour"] = _price_source(sources, on_demand)
+    sources["instance_usd_per_hour"] = on_demand.cited
     return dict(
         instance=inst.instance,
         instance_chips=inst.chips,

@@ -124,6 +124,14 @@ class Price:
     note: str
     #: The text of ``source`` in the file's [sources].
     citation: str = field(repr=False, compare=False)
+    #: The price file it comes from (``tlm/hardware/prices.toml`` for the shipped one).
+    file: str = PRICES_FILE
+
+    @property
+    def cited(self) -> str:
+        """Where it comes from, as :attr:`tlm.hardware.Hardware.sources` says it:
+        ``FILE instances.INSTANCE.KIND: SOURCE``."""
+        return f"{self.file} instances.{self.instance}.{self.kind}: {self.source}"
 
 
 @dataclass(frozen=True)
@@ -183,7 +191,7 @@ class PriceBook:
         )
 
 
-def _price(instance, kind, option, sources) -> Price:
+def _price(instance, kind, option, sources, file) -> Price:
     return Price(
         instance=instance,
         kind=kind,
@@ -193,6 +201,7 @@ def _price(instance, kind, option, sources) -> Price:
         region=option.region,
         note=option.note,
         citation="; ".join(sources[k] for k in option.source.replace(",", " ").split()),
+        file=file,
     )
 
 
@@ -218,9 +227,9 @@ def load_prices(path: str | None = None) -> PriceBook:
             figure = getattr(inst, kind)
             if figure is None:
                 continue
-            prices.append(_price(name, kind, figure, data.sources))
+            prices.append(_price(name, kind, figure, data.sources, where))
             alternatives += [
-                (f"{kind}.{a}", _price(name, kind, o, data.sources))
+                (f"{kind}.{a}", _price(name, kind, o, data.sources, where))
                 for a, o in figure.alternatives.items()
             ]
         out.append(
