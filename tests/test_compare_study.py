@@ -29,7 +29,8 @@ def test_ratios_are_the_infer_runs_and_say_their_footing():
     )
     assert (base.fixed_costs_footing, trn1.fixed_costs_footing) == ("FITTED", "BORROWED")
     assert base.gemm_footing == "chip TLM trn2" and h100.gemm_footing.startswith("roofline x")
-    assert base.price_footing == "ASSUMED" and h100.price_footing == "P5"
+    assert base.price_source == "ASSUMED" and h100.price_source == "CUT2025"
+    assert h100.price_as_of == "2026-11-09" and h100.price_kind == "on_demand"
 
 
 def test_a_replica_that_does_not_fit_is_a_row_that_says_why():

@@ -102,6 +102,14 @@ OTHER: dict[tuple[str, str], tuple[list[str], list[str]]] = {
     ("cost", "reform_s"): (["--elastic-replica-chips", "128"], ["30"]),
     ("cost", "repair_s"): (["--spares-per-server", "0"], ["3600"]),  # spares cover repairs
     ("cost", "model"): ([], ["llama3-70b"]),
+    # a capacity-block price where the instance has one (tlm/hardware/prices.toml)
+    ("cost", "price"): ([], ["capacity_block"]),
+    ("compare", "price"): ([], ["capacity_block"]),
+    ("infer", "price"): (["--hardware", "h100", "--tp", "8"], ["capacity_block"]),
+    ("infer-search", "price"): (["--hardware", "h100"], ["capacity_block"]),
+    ("serve", "price"): (["--hardware", "h100"], ["capacity_block"]),
+    ("train", "price"): (["--hardware", "trn1"], ["capacity_block"]),
+    ("train-search", "price"): (["--hardware", "trn1"], ["capacity_block"]),
     ("gemm", "preset"): ([], ["trn1"]),
     ("gemm", "choose"): ([], ["tensor.freq_hz=core_nki2"]),
     ("gemm", "format"): ([], ["bf16", "fp8_e4m3"]),

@@ -182,7 +182,8 @@ def _prices() -> Verdict:
         "$4,000 and $23,000 per chip (inputs)",
         UNTESTABLE,
         "prices the model takes as inputs (tlm/presets/trn2.toml cost.capex_usd, "
-        "tlm/hardware/h100.toml), analyst figures; nothing the model computes tests them",
+        "tlm/hardware/h100.toml chip.capex_usd), analyst figures; nothing the model computes "
+        "tests them",
     )
 
 
@@ -206,21 +207,24 @@ def _serve_405b() -> Verdict:
 
 
 def _price_performance() -> Verdict:
-    from tlm.hardware import load_hardware
-
     t = run(PRICE_70B.format(hw="trn2") + " --tp 16")["results"]
     h = run(PRICE_70B.format(hw="h100") + " --tp 8")["results"]
     better = h["cost_per_million_tokens_usd"] / t["cost_per_million_tokens_usd"] - 1
-    trn2 = load_hardware("trn2")
+
+    def price(r: dict) -> str:
+        return (
+            f"{r['price_instance']} ${r['price_per_hour_usd']:.2f}/h {r['price_kind']}, "
+            f"{r['price_source']} {r['price_as_of']}"
+        )
+
     return Verdict(
         f"{better:+.0%} tokens per dollar (Llama 3.3 70B, batch 64: "
         f"${t['cost_per_million_tokens_usd']:.2f} against ${h['cost_per_million_tokens_usd']:.2f}"
         f" per million tokens)",
         UNTESTABLE,
-        f"the answer is the ratio of two hourly prices, and trn2's "
-        f"(${trn2.instance_usd_per_hour:.2f} for {trn2.instance_chips} chips: "
-        f"{trn2.sources['instance_usd_per_hour'].rsplit(': ', 1)[-1]}) is not verified "
-        f"against AWS's page; H100's is before its mid-2025 cut",
+        f"the answer is the ratio of two hourly prices ({price(t)}; {price(h)}: "
+        f"tlm/hardware/prices.toml), and trn2's is a placeholder: no AWS page or dated figure "
+        f"was found for it",
     )
 
 

@@ -27,7 +27,7 @@ Examples
 (3, 27.5)
 >>> c = run_cost(h100, 16384, step_time_s=10.0, steps=1000)
 >>> round(float(c.cloud_usd)), round(float(c.owned_usd))
-(559332, 65173)
+(313116, 65173)
 """
 
 from __future__ import annotations
@@ -253,7 +253,9 @@ def run_cost(
     -----
     Owned cost: the capex of chips, hosts and switch ports (spares included) times the run's
     share of the amortisation period, plus the energy; it leaves out buildings, staff and the
-    cost of money. Cloud cost: whole instances at the on-demand hourly price over the wall time.
+    cost of money. Cloud cost: whole instances at the hourly price in force
+    (:attr:`Hardware.instance_usd_per_hour`: on-demand, or :meth:`Hardware.priced`'s) over the
+    wall time.
     """
     n = _positive("chips", chips)
     t = _positive("step_time_s", step_time_s)

@@ -25,7 +25,7 @@ Examples
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..datafile import read_text
 from ..presets.schema import Figure, FigureSection
+from .prices import PRICE_KINDS, PRICES_FILE, Price, PriceError, load_prices
 
 __all__ = ["HARDWARE", "Hardware", "HardwareError", "load_hardware"]
 
@@ -90,11 +91,26 @@ class ServerSection(FigureSection):
     host_capex_usd: Figure
 
 
-class CloudSection(FigureSection):
-    _integers = ("instance_chips",)
+class CloudSection(BaseModel):
+    """The cloud instance a hardware is rented as: its name in the price file (the shipped
+    ``tlm/hardware/prices.toml``, or ``prices``, a price file's path relative to this file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     instance: str = Field(min_length=1)
-    instance_chips: Figure
-    usd_per_hour: Figure
+    prices: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_prices_here(cls, data):
+        for key in ("usd_per_hour", "instance_chips"):
+            if isinstance(data, dict) and key in data:
+                raise ValueError(
+                    f"{key} = {data[key]!r} is not a hardware file's: prices and chips per "
+                    f"instance live in {PRICES_FILE} (or the file [cloud] prices names); "
+                    "name the instance only"
+                )
+        return data
 
 
 class HardwareFile(BaseModel):
@@ -130,7 +146,7 @@ class HardwareFile(BaseModel):
             raise ValueError(
                 f"[{sorted(missing)[0].replace('_section', '')}] is required without a chip preset"
             )
-        for section in ("chip_section", "scale_up", "scale_out", "server", "cloud"):
+        for section in ("chip_section", "scale_up", "scale_out", "server"):
             block = self._get(section)
             if block is None:
                 continue
@@ -176,6 +192,7 @@ class Hardware:
     host_capex_usd: float
     instance: str
     instance_chips: int
+    #: The price in force (:attr:`price`'s), per instance-hour.
     instance_usd_per_hour: float
     sources: dict
     #: Per step of a collective inside the scale-up group, and per message across nodes
@@ -192,6 +209,11 @@ class Hardware:
     #: Published peaks with structured sparsity, per format (``bf16``, ``fp8``), where the chip
     #: has them; data only (no sparse operand is modelled).
     sparse_flops: dict = field(default_factory=dict)
+    #: The hourly price in force, with its kind, source and date (:mod:`tlm.hardware.prices`;
+    #: on-demand as loaded, another kind by :meth:`priced`); None only for a hand-made value.
+    price: Price | None = None
+    #: Every kind of price published for the instance (its :data:`PRICE_KINDS`), by kind.
+    prices: tuple = field(default=(), repr=False)
 
     def __hash__(self) -> int:
         known = self.__dict__.get("_hash")
@@ -207,6 +229,30 @@ class Hardware:
 
     def __getstate__(self) -> dict:  # the hash of str fields differs between processes
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def priced(self, kind: str) -> Hardware:
+        """This hardware at its instance's ``kind`` price (``on_demand``, ``capacity_block``).
+
+        Raises
+        ------
+        HardwareError
+            ``price: KIND ...``: a kind not in :data:`PRICE_KINDS` or not published for the
+            instance, naming the kinds that are.
+        """
+        if self.price is not None and kind == self.price.kind:
+            return self
+        for p in self.prices:
+            if p.kind == kind:
+                sources = dict(self.sources)
+                sources["instance_usd_per_hour"] = p.cited
+                return replace(self, price=p, instance_usd_per_hour=p.usd_per_hour,
+                               sources=sources)  # fmt: skip
+        if kind not in PRICE_KINDS:
+            raise HardwareError(f"price must be one of {', '.join(PRICE_KINDS)}, not {kind!r}")
+        raise HardwareError(
+            f"price: {kind!r} is not published for {self.instance} ({self.name}); "
+            f"one of {', '.join(p.kind for p in self.prices)}"
+        )
 
     def peak_flops(self, fmt: str = "bf16") -> float:
         """Dense peak FLOP/s of one chip in ``fmt`` (``bf16``, ``fp16`` as bf16, ``fp8``)."""
@@ -265,9 +311,7 @@ def _load_hardware(name: str | Path) -> Hardware:
         server_chips=int(own("server", server, "chips", "server_chips")),
         host_power_w=float(own("server", server, "host_power_w")),
         host_capex_usd=float(own("server", server, "host_capex_usd")),
-        instance=cloud.instance,
-        instance_chips=int(own("cloud", cloud, "instance_chips")),
-        instance_usd_per_hour=float(own("cloud", cloud, "usd_per_hour", "instance_usd_per_hour")),
+        **_cloud(cloud, where, sources),
     )
     if data.chip is None:
         c, up, out = data.chip_figures, data.scale_up, data.scale_out
@@ -310,6 +354,31 @@ def _load_hardware(name: str | Path) -> Hardware:
         sources=sources,
         **figures,
         **common,
+    )
+
+
+def _cloud(cloud: CloudSection, where: str, sources: dict) -> dict:
+    """The instance's chips and prices from the price file, on-demand in force."""
+    path = None
+    if cloud.prices is not None:
+        path = str(Path(where).parent / cloud.prices)
+    try:
+        book = load_prices(path)
+    except PriceError as error:
+        raise HardwareError(f"{where}: cloud.prices: {error}") from None
+    try:
+        inst = book.instance(cloud.instance)
+    except PriceError as error:
+        raise HardwareError(f"{where}: cloud.{error}") from None
+    sources["instance_chips"] = f"{book.where} instances.{inst.instance}.chips: {inst.chips_source}"
+    on_demand = inst.price("on_demand")
+    sources["instance_usd_per_hour"] = on_demand.cited
+    return dict(
+        instance=inst.instance,
+        instance_chips=inst.chips,
+        instance_usd_per_hour=on_demand.usd_per_hour,
+        price=on_demand,
+        prices=inst.prices,
     )
 
 

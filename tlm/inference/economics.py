@@ -5,15 +5,24 @@ A replica of ``chips`` chips is priced as its share of full servers - a fleet fi
 servers with replicas, so a 2-GPU replica pays a quarter of an 8-GPU server's host power and
 instance-hour: power per chip is :func:`tlm.cluster.cost.power` of one whole server (chips at
 their rated power, the host, its switch ports, the facility's PUE) divided by the server's
-chips; the cloud price per chip is the instance's hourly price over its chips. Chips are
+chips; the cloud price per chip is the instance's hourly price over its chips (the price in
+force: :attr:`tlm.hardware.Hardware.price`, from ``tlm/hardware/prices.toml``). Chips are
 counted at rated power whatever their load (an upper bound for an idle fleet; stated).
+
+One definition of price-performance: a configuration's cost per million output tokens is one
+replica's chips over the output tokens per second it **sustains within the SLO** -
+``max_rate_cost_per_million_tokens_usd`` in ``trnsim infer-search`` (the rate of its batch
+slots as a queue, :mod:`tlm.inference.queueing`) and in ``trnsim serve --find-max-rate`` (the
+rate simulated). The plain
+``cost_per_million_tokens_usd`` of both is a fleet at a given load, its idle capacity included;
+compare hardware per dollar by the first.
 
 Examples
 --------
 >>> from tlm.hardware import load_hardware
 >>> e = token_economics(load_hardware("h100"), chips=8, output_tokens_per_s=1000.0)
 >>> round(e["cost_per_hour_usd"], 2), round(e["cost_per_million_tokens_usd"], 2)
-(98.32, 27.31)
+(55.04, 15.29)
 """
 
 from __future__ import annotations

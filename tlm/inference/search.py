@@ -16,11 +16,16 @@ of ``batch`` requests of ``prompt + output`` tokens, the memory check (a batch b
 needs ``ceil(rate x busy / batch)`` replicas (Little's law: each replica keeps ``batch``
 requests in flight for ``busy`` seconds, their prefill and decode - the end-to-end latency
 less the serving stack's time per request, ``request_fixed_s``, when the replica is free);
-the fleet's cost per hour and per million output tokens come from
-:func:`tlm.inference.economics.token_economics`. The best configuration is
-the cheapest per hour among those that fit and meet the SLO (TTFT <= ``slo_ttft_s`` and TPOT
-<= ``slo_tpot_s``); when none meets it, :class:`~tlm.inference.errors.SloUnreachable` names
-the closest.
+the fleet's cost per hour and per million output tokens at the load (idle capacity of the last
+replica included) come from :func:`tlm.inference.economics.token_economics`, and so does the
+configuration's price-performance, ``max_rate_cost_per_million_tokens_usd`` (:meth:`row`): one
+replica's chips over the tokens it sustains within the SLO, ``max_rate_per_s`` - its ``batch``
+slots queueing Poisson arrivals, each waiting at most the TTFT SLO less its own prefill for 90 %
+of them (:mod:`tlm.inference.queueing`, Erlang C; ``batch / busy``, Little's law, is its
+bound) - the definition ``trnsim serve --find-max-rate`` prices its highest rate by. The
+best configuration is the cheapest per hour among those that fit and meet the SLO (TTFT <=
+``slo_ttft_s`` and TPOT <= ``slo_tpot_s``); when none meets it,
+:class:`~tlm.inference.errors.SloUnreachable` names the closest.
 
 Configurations are evaluated in chunks by :func:`tlm.sweep.run_chunks`: on a local Dask
 cluster (the default), in this process (``"inline"``) or on an existing scheduler (its
@@ -55,6 +60,7 @@ from .layout import (
     check_layout,
     system_chips,
 )
+from .queueing import max_rate_within
 from .step import Engine
 
 __all__ = [
@@ -84,6 +90,8 @@ OUTPUTS = (
     "cost_per_million_tokens_usd",
     "power_w",
     "meets",
+    "busy_s",
+    "wait_s",
 )
 _FMTS = tuple(FORMATS)
 #: Batches tried by default: powers of two up to 1,024.
@@ -211,6 +219,10 @@ def evaluate(
         for k in ("cost_per_hour_usd", "cost_per_million_tokens_usd", "power_w"):
             out[k][rows] = money[k]
         out["meets"][rows] = fits & (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s)
+        # what a row's rate within the SLO needs (InferenceSearch.row): a request holds its
+        # slot for busy_s and may wait the TTFT SLO less its own prefill for one
+        out["busy_s"][rows] = busy
+        out["wait_s"][rows] = slo_ttft_s - (r["request_s"] + r["prefill"]["time_s"] / batch)
     return out
 
 
@@ -261,6 +273,10 @@ class InferenceSearch:
     resumed_chunks: int = 0
     slo_ttft_s: float = 0.0
     slo_tpot_s: float = 0.0
+    #: The hardware at its price in force and the output tokens per request: a row's
+    #: price-performance (:meth:`row`).
+    hw: Hardware | None = field(default=None, repr=False)
+    output: int = 1
 
     @property
     def evaluated(self) -> int:
@@ -279,7 +295,21 @@ class InferenceSearch:
             elif k in ("chips", "replicas", "fleet_chips"):
                 x = int(x)
             out[k] = x
-        return out
+        return {**out, **self._max_rate(out)}
+
+    def _max_rate(self, row: dict) -> dict:
+        """A row's price-performance, as ``serve --find-max-rate`` defines it: one replica's
+        chips over the output tokens it sustains within the SLO - ``max_rate_per_s``, its
+        batch slots queueing Poisson arrivals (:func:`tlm.inference.queueing.max_rate_within`:
+        Erlang C, at serve's attainment) - and ``max_rate_cost_per_million_tokens_usd``."""
+        if self.hw is None or not row["meets"]:
+            return {"max_rate_per_s": 0.0, "max_rate_cost_per_million_tokens_usd": None}
+        rate = max_rate_within(row["batch"], row["busy_s"], row["wait_s"])
+        money = token_economics(self.hw, row["chips"], rate * self.output)
+        return {
+            "max_rate_per_s": rate,
+            "max_rate_cost_per_million_tokens_usd": money["cost_per_million_tokens_usd"],
+        }
 
     def best(self) -> dict:
         """The configuration meeting the SLO at the least cost per hour (ties: the lower
@@ -441,4 +471,6 @@ def search(
         resumed_chunks=resumed,
         slo_ttft_s=float(slo_ttft_s),
         slo_tpot_s=float(slo_tpot_s),
+        hw=hw,
+        output=int(output),
     )

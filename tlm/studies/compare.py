@@ -26,8 +26,15 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from ..hardware import HARDWARE
+from ..hardware.prices import PRICE_KINDS, PRICES_FILE, price_footing
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
-from .hardware import HARDWARE_ALLOWED, hardware_field
+from .hardware import (
+    HARDWARE_ALLOWED,
+    PRICE_ALLOWED,
+    hardware_field,
+    price_field,
+    with_price_footing,
+)
 from .infer import _FORMATS, InferInputs
 from .model import served_model_field, workload_input
 from .protocol import (
@@ -66,6 +73,7 @@ class CompareInputs(Inputs):
     prompt: int = Field(2048, ge=1, le=1_000_000, description="prompt tokens per request")
     output: int = Field(256, ge=1, le=1_000_000, description="generated tokens per request")
     batch: int = Field(1, ge=1, le=100_000, description="requests served together")
+    price: str = price_field()
 
     def names(self) -> list[str]:
         """The baseline, then the hardware compared with it, each once."""
@@ -87,6 +95,8 @@ class CompareInputs(Inputs):
                 InferInputs(hardware=name).device()
             except InputError as error:
                 raise InputError("against", name, error.allowed, error.problem) from None
+        if self.price not in PRICE_KINDS:
+            raise InputError("price", self.price, PRICE_ALLOWED)
         return self.model_copy(update={"kv_format": self.kv_format or self.format})
 
 
@@ -105,8 +115,10 @@ class CompareRow(BaseModel):
     tokens_per_usd_ratio: float | None = Field(None, description="against --hardware")
     gemm_footing: str = Field("-", description="where the GEMM costs come from")
     fixed_costs_footing: str = Field("-", description="FITTED, BORROWED from another fit, ASSUMED")
-    price_footing: str = Field(description="the source of the cloud instance's hourly price")
     why: str = Field("", description="why a replica does not fit, else empty")
+
+
+CompareRow = with_price_footing(CompareRow)
 
 
 class CompareResults(Results):
@@ -137,7 +149,13 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
     for name in inputs.names():
         hw = InferInputs(hardware=name).device()
         chips = hw.server_chips
-        price = hw.sources["instance_usd_per_hour"].rsplit(": ", 1)[-1]
+        price = price_footing(hw)
+        if inputs.price in {p.kind for p in hw.prices}:
+            price = price_footing(hw.priced(inputs.price))
+        else:  # no such price published for this instance: a row that says so
+            why = f"no {inputs.price} price is published for {hw.instance} ({PRICES_FILE})"
+            rows.append(CompareRow(hardware=name, chips=chips, fits=False, why=why, **price))
+            continue
         values = dict(
             model=inputs.model,
             hardware=name,
@@ -147,15 +165,14 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
             prompt=inputs.prompt,
             output=inputs.output,
             batch=inputs.batch,
+            price=inputs.price,
         )
         infer = STUDIES["infer"]
         try:  # as trnsim infer runs it: every check, a model's error on the input it names
             r = execute(infer, validate_inputs(infer, values)).results
         except InputError as error:  # the replica does not fit this hardware: a row says why
             why = error.message(flag(error.field))
-            rows.append(
-                CompareRow(hardware=name, chips=chips, fits=False, price_footing=price, why=why)
-            )
+            rows.append(CompareRow(hardware=name, chips=chips, fits=False, why=why, **price))
             continue
         rows.append(
             CompareRow(
@@ -169,7 +186,7 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
                 energy_per_token_j=r.energy_per_token_j,
                 gemm_footing=_gemm_footing(r.costs_source),
                 fixed_costs_footing=_fixed_footing(r.fixed_costs_source),
-                price_footing=price,
+                **price,
             )
         )
     base = rows[0]

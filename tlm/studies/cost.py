@@ -45,8 +45,9 @@ from ..cluster.goodput import (
 )
 from ..errors import FieldError
 from ..hardware import HardwareError, load_hardware
+from ..hardware.prices import price_footing
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
-from .hardware import HARDWARE_ALLOWED, hardware_field
+from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .model import MODEL_ALLOWED, workload_input
 from .protocol import InputError, Inputs, Results, Study, loaded, register
 
@@ -136,13 +137,15 @@ class ClusterInputs(Inputs):
     amortisation_years: float = Field(
         DEFAULT_AMORTISATION_YEARS, gt=0, description="years owned hardware is paid over"
     )
+    price: str = price_field()
     oversubscription: float = Field(
         1.0, ge=1, description="scale-out Clos oversubscription at the leaves"
     )
 
     def device(self):
-        """The hardware these inputs name."""
-        return loaded("hardware", self.hardware, load_hardware, HardwareError, HARDWARE_ALLOWED)
+        """The hardware these inputs name, at the ``price`` they pick."""
+        hw = loaded("hardware", self.hardware, load_hardware, HardwareError, HARDWARE_ALLOWED)
+        return priced(hw, self.price)
 
     def workload(self):
         """The model these inputs name."""
@@ -263,8 +266,11 @@ class RunResults(Results):
     capex_usd: float = Field(description="chips, hosts and switch ports bought, spares too")
     owned_usd: float = Field(description="the run's share of the capex, and its energy")
     energy_usd: float
-    cloud_usd: float = Field(description="on-demand instance-hours")
+    cloud_usd: float = Field(description="instance-hours at the price in force (price_kind)")
     cloud_over_owned_ratio: float = Field(description="cloud cost / owned cost")
+
+
+RunResults = with_price_footing(RunResults)
 
 
 class CostResults(RunResults):
@@ -350,6 +356,7 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
         energy_usd=float(c.energy_usd),
         cloud_usd=float(c.cloud_usd),
         cloud_over_owned_ratio=float(c.cloud_usd / c.owned_usd),
+        **price_footing(hw),
     )
     return figures, causes
 

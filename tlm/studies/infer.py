@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from ..hardware.prices import price_footing
 from ..inference import (
     FORMATS,
     FixedCosts,
@@ -42,7 +43,7 @@ from ..inference import (
 from ..inference.layout import FIXED_COSTS, check_layout, hardware_named, system_chips
 from ..workloads import WorkloadError, load_model
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
-from .hardware import HARDWARE_ALLOWED, hardware_field
+from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .model import MODEL_ALLOWED, served_model_field, workload_input
 from .protocol import (
     PLOT_ALLOWED,
@@ -131,12 +132,15 @@ class ReplicaInputs(Inputs):
         description="the serving stack's time per request outside the iterations (in TTFT)",
         json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
     )
+    price: str = price_field()
 
     def device(self):
-        """The hardware: an unknown name says what is allowed, a bad file why it fails."""
+        """The hardware at the ``price`` picked: an unknown name says what is allowed, a bad
+        file why it fails."""
         from ..hardware import HardwareError
 
-        return loaded("hardware", self.hardware, hardware_named, HardwareError, HARDWARE_ALLOWED)
+        hw = loaded("hardware", self.hardware, hardware_named, HardwareError, HARDWARE_ALLOWED)
+        return priced(hw, self.price)
 
     def replica_resolved(self) -> dict:
         """Check the replica (the model loads, the layout divides it and the system) and
@@ -324,6 +328,9 @@ class InferResults(Results):
     series: list[PhaseRow] = Field(default_factory=list, exclude=True)
 
 
+InferResults = with_price_footing(InferResults)
+
+
 def infer_study(inputs: InferInputs) -> InferResults:
     """The estimate, as results."""
     r = inputs.estimate()
@@ -369,6 +376,7 @@ def infer_study(inputs: InferInputs) -> InferResults:
         max_batch=r.max_batch,
         kv_capacity_tokens=e.kv_capacity_tokens,
         **{k: money[k] for k in ("power_w", "energy_per_token_j", "cost_per_million_tokens_usd")},
+        **price_footing(e.hardware),
         step_fixed_s=e.step_fixed_s,
         collective_fixed_s=e.collective_fixed_s,
         collective_bandwidth_factor=e.collective_bandwidth_factor,

@@ -5,8 +5,10 @@ with data-parallel attention; the ``--micro-batches`` in flight through the pipe
 KV format and batch of a model on a ``--hardware``, evaluated on Dask.
 
 The configurations and their pricing are :func:`tlm.inference.search.search`'s (``trnsim
-infer``'s model for the latency, Little's law for the replicas a load needs, the hardware
-files' instance-hours and power for the cost). ``--scheduler local`` (the default) starts a
+infer``'s model for the latency, Little's law for the replicas a load needs, the instance's
+``--price`` from ``tlm/hardware/prices.toml`` and the hardware's power for the cost, and the
+configuration's price-performance at its rate within the SLO, its batch slots as a queue, as
+``trnsim serve --find-max-rate`` defines it). ``--scheduler local`` (the default) starts a
 local Dask cluster, ``inline`` evaluates in this process, an address spreads the chunks over an
 existing cluster; ``--out-dir`` keeps each chunk so an interrupted search resumes. An SLO no
 configuration meets is an error naming the closest. The series: the cheapest configurations
@@ -29,6 +31,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from ..hardware.prices import price_footing
 from ..inference import FORMATS, InferenceInputError, SloUnreachable
 from ..inference.search import (
     DEFAULT_BATCHES,
@@ -37,7 +40,7 @@ from ..inference.search import (
     search,
 )
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
-from .hardware import HARDWARE_ALLOWED, hardware_field
+from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .infer import OLD_FORMATS
 from .model import served_model_field, workload_input
 from .protocol import (
@@ -110,6 +113,7 @@ class InferSearchInputs(SweepInputs):
         description="micro-batches in flight through the pipeline tried per layout",
         json_schema_extra={"allowed": _MICRO_BATCHES},
     )
+    price: str = price_field()
     chunk: int = Field(2000, ge=10, le=1_000_000, description="configurations per Dask task")
     plot: str | None = Field(
         None,
@@ -128,12 +132,19 @@ class InferSearchInputs(SweepInputs):
             micro_batches=tuple(self.micro_batches),
         )
 
-    def resolve(self) -> InferSearchInputs:
-        workload_input(self.model)
+    def device(self):
+        """The hardware these inputs name, at the ``price`` they pick."""
         from ..hardware import HardwareError
-        from ..inference.layout import hardware_named, system_chips
+        from ..inference.layout import hardware_named
 
         hw = loaded("hardware", self.hardware, hardware_named, HardwareError, HARDWARE_ALLOWED)
+        return priced(hw, self.price)
+
+    def resolve(self) -> InferSearchInputs:
+        workload_input(self.model)
+        from ..inference.layout import system_chips
+
+        hw = self.device()
         for s in self.options()["systems"]:
             try:
                 system_chips(hw, s)
@@ -162,8 +173,14 @@ class ConfigRow(BaseModel):
     ttft_s: float
     tpot_s: float
     cost_per_hour_usd: float
-    cost_per_million_tokens_usd: float
+    cost_per_million_tokens_usd: float = Field(description="the fleet at this load")
     power_w: float
+    max_rate_per_s: float = Field(
+        description="requests a replica sustains within the SLO (its slots queue arrivals)"
+    )
+    max_rate_cost_per_million_tokens_usd: float = Field(
+        description="one replica at max_rate_per_s: the configuration's price-performance"
+    )
 
 
 class InferSearchResults(Results):
@@ -190,7 +207,12 @@ class InferSearchResults(Results):
     best_cost_per_hour_usd: float
     best_cost_per_million_tokens_usd: float
     best_power_w: float
+    best_max_rate_per_s: float
+    best_max_rate_cost_per_million_tokens_usd: float
     series: list[ConfigRow] = Field(default_factory=list, exclude=True)
+
+
+InferSearchResults = with_price_footing(InferSearchResults)
 
 
 def _config(row: dict) -> ConfigRow:
@@ -204,9 +226,10 @@ def _config(row: dict) -> ConfigRow:
 def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
     opts = inputs.options()
     try:
+        hw = inputs.device()
         found = search(
             inputs.model,
-            inputs.hardware,
+            hw,
             rate_per_s=inputs.rate_per_s,
             prompt=inputs.prompt,
             output=inputs.output,
@@ -243,6 +266,7 @@ def infer_search_study(inputs: InferSearchInputs) -> InferSearchResults:
         resumed_chunks=found.resumed_chunks,
         **{f"best_{k}": v for k, v in _config(best).model_dump().items()},
         series=[_config(found.row(i)) for i in order],
+        **price_footing(hw),
     )
     if inputs.plot is not None:
         write_scatter(inputs, found)

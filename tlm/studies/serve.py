@@ -35,6 +35,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from ..hardware.prices import price_footing
 from ..inference import FORMATS, Engine, InferenceInputError, SloUnreachable, token_economics
 from ..inference.serving import (
     ADMISSIONS,
@@ -54,6 +55,7 @@ from ..inference.serving import (
     max_rate,
     simulate,
 )
+from .hardware import with_price_footing
 from .infer import ReplicaInputs, _input_error
 from .protocol import (
     PLOT_ALLOWED,
@@ -293,9 +295,16 @@ class ServeResults(Results):
         None, description="the highest rate within the SLO (--find-max-rate)"
     )
     max_rate_output_tokens_per_s: float | None = None
-    max_rate_cost_per_million_tokens_usd: float | None = None
+    max_rate_cost_per_million_tokens_usd: float | None = Field(
+        None,
+        description="the fleet at max_rate_per_s: the configuration's price-performance, as "
+        "infer-search's",
+    )
     seed: int | None = Field(description="of the draws (none for a trace)")
     series: list[LatencyRow] = Field(default_factory=list, exclude=True)
+
+
+ServeResults = with_price_footing(ServeResults)
 
 
 def _values(args: dict, engine):
@@ -410,6 +419,7 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
         energy_per_token_j=money["energy_per_token_j"],
         cost_per_million_tokens_usd=money["cost_per_million_tokens_usd"],
         **found,
+        **price_footing(hw),
         seed=run.seed,
         series=rows,
     )

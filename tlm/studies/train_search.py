@@ -27,7 +27,9 @@ from pydantic import BaseModel, Field
 
 from ..cluster.memory import RECOMPUTE
 from ..cluster.search import AXES, NoValidLayout, search
+from ..hardware.prices import price_footing
 from .collective import parse_sizes
+from .hardware import with_price_footing
 from .protocol import (
     CHIP_COUNTS_ALLOWED,
     COUNT_UNITS,
@@ -199,6 +201,9 @@ class SearchResults(Results):
     series: list[FrontRow] = Field(default_factory=list, exclude=True)
 
 
+SearchResults = with_price_footing(SearchResults)
+
+
 def _front_row(row: dict) -> FrontRow:
     return FrontRow(
         **{k: row[k] for k in (*AXES, "step_s", "memory_bytes", "cost_usd", "power_w")},
@@ -244,6 +249,7 @@ def search_study(inputs: SearchInputs) -> SearchResults:
         best_train_days=best["train_s"] / 86400,
         front_layouts=len(front),
         series=front,
+        **price_footing(inputs.device()),
     )
     if inputs.plot is not None:
         write_front(inputs, found, results)
