@@ -15,10 +15,17 @@ part of a real array's dynamic power, in proportion to its flops, see ``make syn
 proxy), SRAM and the engine's buffers outside the RTL, glitches (a zero-delay simulation) and
 leakage. It feeds nothing until an issue asks for it.
 
+With ``--gates``, the PEs also at gate level (:mod:`~hdl.synth.gates`): the PE synthesised by
+``make synth``'s recipe, simulated at zero delay on the port values each PE saw, its outputs
+checked against the RTL's every cycle, and every net's toggles weighed by its fanout (the gate
+inputs it drives: a capacitance proxy). That counts the gates inside the operators the RTL
+names no net for; it still leaves out the array's edges, wires, glitches and the clock.
+
 Examples::
 
     python -m hdl.synth.power                       # 8x8, every format, N = 16
     python -m hdl.synth.power --format int8,bf16 --size 4x4 --seed 7
+    python -m hdl.synth.power --gates               # and the PEs at gate level
 """
 
 from __future__ import annotations
@@ -124,14 +131,39 @@ def run_gemm(cfg, fmt, seed: int, n: int, vcd: Path) -> dict:
     return {"cycles": cycles, "macs": cfg.rows * cfg.cols * n}
 
 
+def pe_netlist(cfg) -> dict:
+    """The synthesised netlist (module ``pe``) of the PE of ``cfg``, through ``make synth``'s
+    cache (the PE's Verilog does not depend on the engine's size: ``pe_<set>`` blocks serve)."""
+    from amaranth.back import verilog
+
+    from ..tensor.pe import ProcessingElement
+    from .yosys import synthesise
+
+    text = verilog.convert(ProcessingElement(cfg), name="pe", emit_src=False)
+    netlist, _, _ = synthesise(text, "pe", BUILD / "power_pe", BUILD / "cache")
+    return netlist
+
+
 def measure_power(
-    formats, rows: int, cols: int, n: int, seed: int, *, keep: Path | None = None, log=None
+    formats,
+    rows: int,
+    cols: int,
+    n: int,
+    seed: int,
+    *,
+    keep: Path | None = None,
+    log=None,
+    gates: bool = False,
 ):
     """Toggle figures per format and engine (``alone``: elaborated with that format only;
     ``all``: the every-format engine); see the module's docstring. ``keep``: a folder to
-    keep the VCDs in (else a temporary one); ``log``: called with a line after each run."""
+    keep the VCDs in (else a temporary one); ``log``: called with a line after each run;
+    ``gates``: also the PEs' gate-level toggles (:func:`~hdl.synth.gates.pe_toggles`, the PE
+    synthesised once per format set and cached)."""
     from tlm.formats import get_format
     from tlm.tensor.config import EngineConfig
+
+    from .gates import pe_toggles
 
     engines = {"alone": None, "all": EngineConfig(rows, cols, "all")}
     rows_out = {}
@@ -160,11 +192,20 @@ def measure_power(
                         "count": time.perf_counter() - simulated,
                     },
                 }
+                if gates:
+                    g = pe_toggles(vcd, pe_netlist(cfg))
+                    g["weighted_per_mac"] = g["weighted_toggles"] / run["macs"]
+                    entry["pe_gates"] = g
                 if log:
                     log(
                         f"{name} on the {engine} engine: {run['cycles']} cycles, "
-                        f"{entry['toggles_per_mac']:.1f} toggles/MAC "
-                        f"({time.perf_counter() - start:.1f} s)"
+                        f"{entry['toggles_per_mac']:.1f} toggles/MAC"
+                        + (
+                            f", PE gates {entry['pe_gates']['weighted_per_mac']:.1f}"
+                            if gates
+                            else ""
+                        )
+                        + f" ({time.perf_counter() - start:.1f} s)"
                     )
     base = rows_out.get("int8", {})
     for per_engine in rows_out.values():
@@ -176,6 +217,10 @@ def measure_power(
             r["relative_to_int8_same_engine"] = (
                 r["toggles_per_mac"] / same["toggles_per_mac"] if same else None
             )
+            if "pe_gates" in r:
+                g, key = r["pe_gates"], "weighted_per_mac"
+                g["relative_to_int8"] = g[key] / alone["pe_gates"][key] if alone else None
+                g["relative_to_int8_same_engine"] = g[key] / same["pe_gates"][key] if same else None
     return rows_out
 
 
@@ -210,7 +255,10 @@ def parse_formats(text: str) -> list[str]:
 
 def table(result: dict) -> str:
     """The figures as text: per format and engine, toggles per MAC and over int8's."""
+    gates = any("pe_gates" in r for e in result["formats"].values() for r in e.values())
     rows = [["format", "engine", "cycles", "toggles", "per MAC", "vs int8", "vs int8 same engine"]]
+    if gates:
+        rows[0] += ["PE gates per MAC", "vs int8", "vs int8 same engine"]
     for name, per_engine in result["formats"].items():
         for engine, r in per_engine.items():
             rel, same = r["relative_to_int8"], r["relative_to_int8_same_engine"]
@@ -225,6 +273,15 @@ def table(result: dict) -> str:
                     "-" if same is None else f"{same:.2f}",
                 ]
             )
+            if gates:
+                g = r["pe_gates"]
+                rows[-1] += [
+                    f"{g['weighted_per_mac']:.1f}",
+                    "-" if g["relative_to_int8"] is None else f"{g['relative_to_int8']:.2f}",
+                    "-"
+                    if g["relative_to_int8_same_engine"] is None
+                    else f"{g['relative_to_int8_same_engine']:.2f}",
+                ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(
@@ -243,6 +300,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None, help="operands' seed (printed)")
     p.add_argument("--out", type=Path, default=BUILD / "power.json", help="the JSON to write")
     p.add_argument("--keep-vcd", type=Path, default=None, help="a folder to keep the VCDs in")
+    p.add_argument(
+        "--gates",
+        action="store_true",
+        help="also the PEs' gate-level toggles weighed by fanout (synthesises each PE once)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
     try:
@@ -266,6 +328,7 @@ def main(argv=None) -> int:
         n,
         seed,
         keep=args.keep_vcd,
+        gates=args.gates,
         log=lambda line: print(f"[power] {line}", file=sys.stderr, flush=True),
     )
     result = {
