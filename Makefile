@@ -25,7 +25,7 @@ LINK_BLOCKS := link_router torus
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
 .PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal mutate bench \
-	synth calibrate calibrate-collectives calibrate-training \
+	synth power calibrate calibrate-collectives calibrate-training \
 	calibrate-inference claims clean help
 
 help:
@@ -57,6 +57,9 @@ help:
 	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
 	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
 	@echo "                 --list names them)"
+	@echo "make power       relative dynamic-power proxy per format: toggles of a GEMM's VCD on"
+	@echo "                 ROWSxCOLS engines (8x8), FORMAT=all or some, N columns (16), SEED;"
+	@echo "                 GATES=1 also the PEs at gate level (fanout-weighed); build/synth/power.json"
 	@echo "make calibrate   rerun the chip TLM's GEMM over the cost grid: tlm/costs/data/PRESET.json"
 	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
 	@echo "make calibrate-collectives  fit each chip generation's runtime collective costs on"
@@ -168,6 +171,13 @@ bench:
 # the environment chooses synthesis blocks.
 synth:
 	$(PY) -m hdl.synth $(if $(filter command line environment,$(origin BLOCK)),--block $(BLOCK))
+
+# FORMAT defaults to int8 for `make sim`: only a FORMAT given on the command line or in the
+# environment chooses the formats here (else every format).
+power:
+	$(PY) -m hdl.synth.power --size $(ROWS)x$(COLS) $(if $(SEED),--seed $(SEED)) $(if $(N),--n $(N)) \
+		$(if $(filter 1,$(GATES)),--gates) \
+		$(if $(filter command line environment,$(origin FORMAT)),--format $(FORMAT))
 
 calibrate:
 	$(PY) tools/calibrate_costs.py --preset $(PRESET)

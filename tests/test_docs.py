@@ -75,6 +75,7 @@ MODULES = [
     "tlm.studies.serve",
     "tlm.studies.infer_search",
     "hdl.synth.clock",
+    "hdl.synth.area",
 ]
 
 

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from .area import area_proxy
 from .blocks import BLOCKS
 from .clock import clocking
 from .measure import measure
@@ -95,6 +96,33 @@ def table(blocks: dict, nodes) -> str:
     )
 
 
+def area_table(area: dict) -> str:
+    """The area proxy (:func:`~hdl.synth.area.area_proxy`) as text: per format set the PE's
+    cells, flops and NAND2 equivalents, the 128x128 array's, and the array's over int8's."""
+    rows = [["format set", "PE cells", "PE flops", "PE GE", "array GE", "array / int8"]]
+    for name, e in area["format_sets"].items():
+        ratio = e.get("over_int8", {}).get("array", {}).get("nand2_eq")
+        rows.append(
+            [
+                name,
+                f"{e['pe']['cells']:,}",
+                f"{e['pe']['flops']:,}",
+                f"{e['pe']['nand2_eq']:,.0f}",
+                f"{e['array']['nand2_eq'] / 1e6:,.1f} M",
+                "-" if ratio is None else f"{ratio:.2f}x",
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    return "area proxy (GE = NAND2 equivalents; array = 128 x slice):\n" + "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
     p.add_argument("--block", default="all", help=f"all, or some of: {', '.join(BLOCKS)}")
@@ -131,12 +159,15 @@ def main(argv=None) -> int:
     old = json.loads(args.out.read_text()).get("blocks", {}) if args.out.exists() else {}
     merged = {**old, **figures}
     record["blocks"] = {n: merged[n] for n in BLOCKS if n in merged}
+    record["area"] = area_proxy(record["blocks"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     if args.json:
         print(json.dumps({**header(freq_hz), "blocks": figures, "seconds": total}))
         return 0
     print(table(figures, clocking().nodes))
+    if record["area"]["format_sets"]:
+        print(area_table(record["area"]))
     levels = record["clock"]["levels_per_stage"]
     print(
         f"at the preset's {freq_hz / 1e9:.2f} GHz a stage holds "

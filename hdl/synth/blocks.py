@@ -6,7 +6,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-__all__ = ["Block", "BLOCKS"]
+__all__ = ["Block", "BLOCKS", "FORMAT_SETS"]
+
+#: The format sets the area proxy compares (``hdl.synth.area``): name in block names -> the
+#: ``EngineConfig`` format spec and a label. Each has a ``pe_<name>`` and a ``slice_<name>``.
+FORMAT_SETS: dict[str, tuple[str, str]] = {
+    "int8": ("int8", "int8"),
+    "fp8": ("fp8_e4m3,fp8_e5m2", "the FP8 pair"),
+    "bf16": ("bf16", "BF16"),
+    "fp32": ("fp32", "FP32"),
+    "all": ("all", "every format"),
+}
 
 
 @dataclass(frozen=True)
@@ -88,8 +98,8 @@ def _blocks() -> dict[str, Block]:
 
     formats = {"int8": "int8", "all": "every format"}
     blocks = []
-    for fmt, text in formats.items():
-        blocks.append(Block(f"pe_{fmt}", f"processing element, {text}", "pe", partial(_pe, fmt)))
+    for name, (fmt, text) in FORMAT_SETS.items():
+        blocks.append(Block(f"pe_{name}", f"processing element, {text}", "pe", partial(_pe, fmt)))
     # The other stage counts worth comparing: int8 in one stage, floats in the split of 5.
     blocks.append(
         Block(
@@ -118,10 +128,10 @@ def _blocks() -> dict[str, Block]:
             partial(_pe, "all", most),
         )
     )
-    for fmt, text in formats.items():
+    for name, (fmt, text) in FORMAT_SETS.items():
         blocks.append(
             Block(
-                f"slice_{fmt}",
+                f"slice_{name}",
                 f"array slice: a column of 128 PEs (a 128x128 array is 128 of them), {text}",
                 "slice",
                 partial(_slice, fmt, 128),
