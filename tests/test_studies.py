@@ -81,7 +81,7 @@ COUNTS |= {"evaluated", "fitting", "meeting", "system", "format", "kv_format", "
 COUNTS |= {"fleet_chips"} | {f"best_{k}" for k in ("system", "tp", "pp", "ep", "format")}
 COUNTS |= {f"best_{k}" for k in ("kv_format", "batch", "replicas", "fleet_chips")}
 # compare: the baseline's name, a hardware's name and its footings, why it does not fit
-COUNTS |= {"baseline", "hardware", "gemm_footing", "fixed_costs_footing", "why"}
+COUNTS |= {"baseline", "hardware", "gemm_footing", "fixed_costs_footing", "why", "order"}
 # every study that prints a cost: its price's footing (tlm.hardware.prices.price_footing)
 COUNTS |= {"price_instance", "price_kind", "price_source", "price_as_of"}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer

@@ -113,6 +113,27 @@ class CompareRow(BaseModel):
     energy_per_token_j: float | None = None
     chip_throughput_ratio: float | None = Field(None, description="against --hardware")
     tokens_per_usd_ratio: float | None = Field(None, description="against --hardware")
+    bandwidth_ratio: float | None = Field(
+        None, description="published HBM bandwidth per chip, against --hardware"
+    )
+    peak_ratio: float | None = Field(
+        None, description="published dense peak per chip in --format, against --hardware"
+    )
+    prefill_ratio: float | None = Field(
+        None, description="prefill tokens/s per chip, against --hardware"
+    )
+    decode_hbm_use_fraction: float | None = Field(
+        None, description="share of decode time the chips stream HBM at their bandwidth"
+    )
+    decode_fixed_fraction: float | None = Field(
+        None, description="share of decode time in per-step fixed costs"
+    )
+    prefill_mfu_fraction: float | None = Field(None, description="prefill FLOPs over the peak's")
+    order: str = Field(
+        "",
+        description="where decode or prefill per chip does not follow the published bandwidth "
+        "or peak's order against --hardware, why (else empty)",
+    )
     gemm_footing: str = Field("-", description="where the GEMM costs come from")
     fixed_costs_footing: str = Field("-", description="FITTED, BORROWED from another fit, ASSUMED")
     why: str = Field("", description="why a replica does not fit, else empty")
@@ -146,6 +167,7 @@ def _fixed_footing(source: str) -> str:
 def compare_study(inputs: CompareInputs) -> CompareResults:
     """``infer`` on one server of each hardware; ratios against the first."""
     rows = []
+    published = {}  # hardware -> (HBM bandwidth, dense peak in the format), per chip
     for name in inputs.names():
         hw = InferInputs(hardware=name).device()
         chips = hw.server_chips
@@ -186,9 +208,13 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
                 energy_per_token_j=r.energy_per_token_j,
                 gemm_footing=_gemm_footing(r.costs_source),
                 fixed_costs_footing=_fixed_footing(r.fixed_costs_source),
+                decode_hbm_use_fraction=r.decode_hbm_utilisation_fraction,
+                decode_fixed_fraction=min(r.step_fixed_s / r.tpot_s, 1.0),
+                prefill_mfu_fraction=r.prefill_mfu_fraction,
                 **price,
             )
         )
+        published[name] = (hw.hbm_bandwidth_Bps, hw.dense_flops[_peak_format(inputs.format)])
     base = rows[0]
     for row in rows:
         if row.fits and base.fits:
@@ -196,7 +222,55 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
             row.tokens_per_usd_ratio = (
                 base.cost_per_million_tokens_usd / row.cost_per_million_tokens_usd
             )
+            _order(row, base, published)
     return CompareResults(baseline=base.hardware, fitting=sum(r.fits for r in rows), series=rows)
+
+
+def _peak_format(fmt: str) -> str:
+    """The key of a hardware's ``dense_flops`` for GEMMs in ``fmt`` (``fp8`` for any FP8)."""
+    return "fp8" if fmt.startswith("fp8") else fmt
+
+
+#: Ratios within this of each other count as the same order (the model's 1.02x against a
+#: published 0.98x is a tie, not a reversal).
+ORDER_TIE = 0.05
+
+
+def _order(row: CompareRow, base: CompareRow, published: dict) -> None:
+    """Fill ``row``'s published ratios and prefill ratio against ``base``, and ``order``: for
+    decode and prefill, where the model's per-chip ratio and the published figure's (HBM
+    bandwidth; dense peak) fall on opposite sides of 1, the mechanism's figures that differ.
+
+    Per chip, decode tokens/s is the bandwidth times the share of the time HBM streams (the
+    bytes a token reads are the model's, the same on any hardware), and prefill tokens/s the
+    peak times the MFU (its FLOPs likewise): a reversal is always a difference of those shares,
+    and the row says which and what else takes the decode's time (per-step fixed costs; the
+    rest is collectives and compute)."""
+    (bw, peak), (bw0, peak0) = published[row.hardware], published[base.hardware]
+    row.bandwidth_ratio, row.peak_ratio = bw / bw0, peak / peak0
+    row.prefill_ratio = row.peak_ratio * row.prefill_mfu_fraction / base.prefill_mfu_fraction
+    notes = []
+    if _reversed(row.chip_throughput_ratio, row.bandwidth_ratio):
+        use, fixed = row.decode_hbm_use_fraction, row.decode_fixed_fraction
+        use0, fixed0 = base.decode_hbm_use_fraction, base.decode_fixed_fraction
+        notes.append(
+            f"decode {row.chip_throughput_ratio:.2f}x {base.hardware}'s per chip against "
+            f"{row.bandwidth_ratio:.2f}x its HBM bandwidth: HBM streams {use:.0%} of the "
+            f"decode (fixed costs {fixed:.0%}) against {use0:.0%} ({fixed0:.0%}) on "
+            f"{row.chips} and {base.chips} chips"
+        )
+    if _reversed(row.prefill_ratio, row.peak_ratio):
+        mfu, mfu0 = row.prefill_mfu_fraction, base.prefill_mfu_fraction
+        notes.append(
+            f"prefill {row.prefill_ratio:.2f}x per chip against {row.peak_ratio:.2f}x the "
+            f"peak: MFU {mfu:.0%} against {mfu0:.0%}"
+        )
+    row.order = "; ".join(notes)
+
+
+def _reversed(model: float, published: float) -> bool:
+    """The model's ratio and the published one on opposite sides of 1, beyond a tie."""
+    return (model - 1.0) * (published - 1.0) < 0 and abs(model / published - 1.0) > ORDER_TIE
 
 
 STUDY = register(Study("compare", CompareInputs, compare_study))
