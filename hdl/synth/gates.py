@@ -13,6 +13,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from .toggles import value_changes
+
 __all__ = ["GateModule", "pe_toggles", "sample_scopes"]
 
 _COMB = {
@@ -229,18 +231,7 @@ def sample_scopes(path: Path, pattern: str, names: list[str]):
                     want[code].append((len(scopes) - 1, ref))
             elif words[0] == "$enddefinitions":
                 break
-        time = 0
-        for line in stream:
-            c = line[:1]
-            if c == "#":
-                time = int(line[1:])
-                continue
-            if c in "bB":
-                bits, code = line[1:].split()
-            elif c in "01xXzZ":
-                bits, code = c, line[1:].strip()
-            else:
-                continue
+        for time, code, bits in value_changes(stream):
             if code in want or code == clock:
                 try:
                     changes[code].append((time, int(bits, 2)))

@@ -7,10 +7,11 @@ writes for the fields of a signal (``$var wire 8 ; \\i[0] $end``).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Net", "count_toggles"]
+__all__ = ["Net", "count_toggles", "value_changes"]
 
 #: Variable types that hold no bits (Amaranth writes an enum's name as a ``string``).
 _NOT_BITS = {"string", "real", "realtime", "event"}
@@ -48,7 +49,6 @@ def count_toggles(path: Path, *, start: int = 1) -> dict[str, Net]:
     value: dict[str, int | None] = {}
     scope: list[str] = []
     declared: list[set[str]] = [set()]
-    time = 0
     with open(path) as stream:
         for line in stream:  # the header: one declaration per line, as simulators write it
             words = line.split()
@@ -72,17 +72,7 @@ def count_toggles(path: Path, *, start: int = 1) -> dict[str, Net]:
                 nets[code] = Net(".".join([*scope, ref.lstrip("\\")]), int(width))
             elif head == "$enddefinitions":
                 break
-        for line in stream:
-            c = line[:1]
-            if c == "#":
-                time = int(line[1:])
-                continue
-            if c in "bB":
-                bits, code = line[1:].split()
-            elif c in "01xXzZ":
-                bits, code = c, line[1:].strip()
-            else:  # $dumpvars, $end, real and string changes
-                continue
+        for time, code, bits in value_changes(stream):
             net = nets.get(code)
             if net is None:
                 continue
@@ -96,3 +86,22 @@ def count_toggles(path: Path, *, start: int = 1) -> dict[str, Net]:
                 net.toggles += (old ^ new).bit_count()
                 net.changes += 1
     return nets
+
+
+def value_changes(stream) -> Iterator[tuple[int, str, str]]:
+    """``(time, code, bits)`` of each scalar or vector value change in a VCD ``stream`` read
+    past its header (``$enddefinitions``); ``bits`` as written (``x`` and ``z`` kept).
+    ``$dumpvars``, ``$end``, real and string changes are skipped."""
+    time = 0
+    for line in stream:
+        c = line[:1]
+        if c == "#":
+            time = int(line[1:])
+            continue
+        if c in "bB":
+            bits, code = line[1:].split()
+        elif c in "01xXzZ":
+            bits, code = c, line[1:].strip()
+        else:
+            continue
+        yield time, code, bits
