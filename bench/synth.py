@@ -2,7 +2,8 @@
 
 Runs ``python -m hdl.synth --fresh`` in a fresh interpreter (every netlist synthesised again,
 so the times are real) and records, per block, its cells, flops, longest register-to-register
-stage in generic gate levels and wall time, and the whole run's wall time (target: 10 minutes).
+stage in generic gate levels and wall time, the whole run's wall time (target: 10 minutes),
+and the area proxy of each format set's PE array over int8's (:mod:`hdl.synth.area`).
 The depth target is what one stage holds at the preset's tensor engine clock in a 5 nm-class
 process (:mod:`hdl.synth.clock`). Measured and printed, never asserted.
 """
@@ -64,4 +65,16 @@ def bench_synth() -> list[dict]:
             "naive": "",
         }
     )
+    # the area proxy (hdl.synth.area): each format set's 128x128 PE array over int8's
+    for entry in record.get("area", {}).get("format_sets", {}).values():
+        rows.append(
+            {
+                "figure": f"area proxy: {entry['label']} PE array (128 x slice), NAND2 "
+                "equivalents over int8's",
+                "value": entry.get("over_int8", {}).get("array", {}).get("nand2_eq", 1.0),
+                "unit": "x",
+                "target": "",
+                "naive": "",
+            }
+        )
     return rows
