@@ -59,6 +59,7 @@ MODULES = [
     "tlm.cluster.goodput",
     "tlm.cluster.cost",
     "tlm.studies.hardware",
+    "tlm.studies.workload",
     "tlm.studies.cost",
     "tlm.costs",
     "tlm.costs.opcosts",

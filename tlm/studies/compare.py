@@ -29,7 +29,6 @@ from ..hardware import HARDWARE
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
 from .infer import _FORMATS, InferInputs
-from .model import served_model_field, workload_input
 from .protocol import (
     STUDIES,
     InputError,
@@ -42,6 +41,7 @@ from .protocol import (
     register,
     validate_inputs,
 )
+from .workload import served_model_field, workload_input
 
 __all__ = ["CompareInputs", "CompareResults", "CompareRow", "compare_study"]
 

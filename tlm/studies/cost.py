@@ -47,8 +47,8 @@ from ..errors import FieldError
 from ..hardware import HardwareError, load_hardware
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field
-from .model import MODEL_ALLOWED, workload_input
 from .protocol import InputError, Inputs, Results, Study, loaded, register
+from .workload import MODEL_ALLOWED, workload_input
 
 __all__ = [
     "RESILIENCE_FIELDS",
