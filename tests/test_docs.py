@@ -60,6 +60,7 @@ MODULES = [
     "tlm.cluster.cost",
     "tlm.hardware.prices",
     "tlm.studies.hardware",
+    "tlm.studies.workload",
     "tlm.studies.cost",
     "tlm.costs",
     "tlm.costs.opcosts",

@@ -131,15 +131,14 @@ def _imported_by(*argv: str) -> set[str]:
 
 
 def test_a_command_imports_only_its_own_study():
-    """``trnsim --help`` imports no study; ``trnsim infer`` imports infer's module and the
-    model study's (whose input helpers it shares) alone of the studies, and neither numba
-    nor Dask (start-up is what a user waits for)."""
+    """``trnsim --help`` imports no study; ``trnsim infer`` imports infer's module alone of
+    the studies, and neither numba nor Dask (start-up is what a user waits for)."""
     from tlm.studies.catalogue import CATALOGUE
 
     studies = {entry.module for entry in CATALOGUE.values()}
     assert not _imported_by("--help") & studies
     imported = _imported_by("infer", *QUICK["infer"], "--json")
-    assert imported & studies == {"tlm.studies.infer", "tlm.studies.model"}
+    assert imported & studies == {"tlm.studies.infer"}
     assert not {m for m in imported if m.startswith(("numba", "dask"))}
 
 

@@ -4,6 +4,7 @@ schema, every error one line that names the file and the figure. The one reader 
 
 from __future__ import annotations
 
+import functools
 import tomllib
 
 from pydantic import BaseModel, ValidationError
@@ -35,8 +36,11 @@ def read_text(path, error: type[Exception], where=None) -> str:
         ) from None
 
 
+@functools.lru_cache(maxsize=64)
 def parse_data_file(text: str, where, schema: type[BaseModel], error: type[Exception]):
-    """``schema`` validated from the TOML ``text`` of the file ``where``.
+    """``schema`` validated from the TOML ``text`` of the file ``where``: a frozen model, kept
+    per text (one ``trnsim infer`` reads its chip preset for the hardware, the operator costs
+    and the network; it is parsed and validated once).
 
     Raises
     ------

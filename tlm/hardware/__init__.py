@@ -117,7 +117,7 @@ class HardwareFile(BaseModel):
     """A whole hardware file; a Trainium file names ``chip`` and ``system`` and leaves out
     ``[chip]``, ``[scale_up]`` and ``[scale_out]``; every ``source`` is a key of ``sources``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = Field(min_length=1)
     description: str = ""

@@ -17,7 +17,9 @@ __all__ = ["Alternative", "Figure", "FigureSection", "PresetFile", "SECTIONS", "
 class Alternative(BaseModel):
     """One published (or assumed) value of a figure, with its source."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validators built when first used (here and below): loading a file builds the file's
+    # model, its sections inside it, and importing the schema builds none
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     value: float | int
     source: str = Field(min_length=1)
@@ -34,7 +36,7 @@ class FigureSection(BaseModel):
     """A table of figures, every value (and alternative) positive, the ``_integers`` whole;
     fields that are not figures (a name, a list) are left to their own types."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     #: Fields whose values must be positive integers (the rest: positive numbers).
     _integers: tuple[str, ...] = ()
@@ -164,7 +166,7 @@ OPTIONAL_SECTIONS = {"cost": CostSection, "collectives": CollectivesSection}
 class PresetFile(BaseModel):
     """A whole preset file; every ``source`` must be a key of ``sources``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = Field(min_length=1)
     description: str = ""

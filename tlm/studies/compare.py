@@ -36,7 +36,6 @@ from .hardware import (
     with_price_footing,
 )
 from .infer import _FORMATS, InferInputs
-from .model import served_model_field, workload_input
 from .protocol import (
     STUDIES,
     InputError,
@@ -49,6 +48,7 @@ from .protocol import (
     register,
     validate_inputs,
 )
+from .workload import served_model_field, workload_input
 
 __all__ = ["CompareInputs", "CompareResults", "CompareRow", "compare_study"]
 

@@ -48,8 +48,8 @@ from ..hardware import HardwareError, load_hardware
 from ..hardware.prices import price_footing
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
-from .model import MODEL_ALLOWED, workload_input
 from .protocol import InputError, Inputs, Results, Study, loaded, register
+from .workload import MODEL_ALLOWED, workload_input
 
 __all__ = [
     "RESILIENCE_FIELDS",

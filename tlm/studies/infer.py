@@ -44,7 +44,6 @@ from ..inference.layout import FIXED_COSTS, check_layout, hardware_named, system
 from ..workloads import WorkloadError, load_model
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
-from .model import MODEL_ALLOWED, served_model_field, workload_input
 from .protocol import (
     PLOT_ALLOWED,
     InputError,
@@ -57,6 +56,7 @@ from .protocol import (
     plot_path,
     register,
 )
+from .workload import MODEL_ALLOWED, served_model_field, workload_input
 
 __all__ = ["OLD_FORMATS", "ReplicaInputs", "InferInputs", "InferResults", "PhaseRow", "infer_study"]
 

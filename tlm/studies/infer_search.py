@@ -42,7 +42,6 @@ from ..inference.search import (
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .infer import OLD_FORMATS
-from .model import served_model_field, workload_input
 from .protocol import (
     PLOT_ALLOWED,
     InputError,
@@ -55,6 +54,7 @@ from .protocol import (
     progress,
     register,
 )
+from .workload import served_model_field, workload_input
 
 __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search_study"]
 

@@ -28,9 +28,10 @@ from pydantic import BaseModel, Field
 from ..cluster import DEFAULT_RESERVE_BYTES, RECOMPUTE, hbm_capacity_bytes, memory_per_chip
 from ..cluster.layout import Layout
 from ..formats import FLOAT_FORMATS
-from ..workloads import WorkloadError, load_model, model_names, model_ops
+from ..workloads import model_ops
 from .preset import PresetInputs
-from .protocol import InputError, Inputs, Results, Study, format_field, loaded, register
+from .protocol import InputError, Inputs, Results, Study, format_field, register
+from .workload import MODEL_ALLOWED, workload_input
 
 __all__ = [
     "ModelInputs",
@@ -40,24 +41,6 @@ __all__ = [
     "model_study",
     "memory_figures",
 ]
-
-MODEL_ALLOWED = "one of " + ", ".join(model_names()) + ", or a model file path ending in .toml"
-
-
-def served_model_field(default: str = "llama3.1-405b"):
-    """A ``model`` input of the inference studies: the model served, a name or a file."""
-    return Field(
-        default,
-        description="the model served (tlm/workloads/models)",
-        json_schema_extra={"allowed": MODEL_ALLOWED},
-    )
-
-
-def workload_input(name: str):
-    """The model a ``--model`` input names (:func:`tlm.workloads.load_model`); errors name
-    the input."""
-    return loaded("model", name, load_model, WorkloadError, MODEL_ALLOWED)
-
 
 _FLOATS = tuple(FLOAT_FORMATS)
 

@@ -373,9 +373,12 @@ class Inputs(BaseModel):
     name is still taken, for one release, as a flag, a config file's key or a keyword of
     :func:`run_study`, each time with a warning (:func:`rename_deprecated`).
     ``deprecated_values`` likewise maps an input to its values' old spellings and their
-    spellings now (``{"format": {"fp8": "fp8_e4m3"}}``), an item of a list included."""
+    spellings now (``{"format": {"fp8": "fp8_e4m3"}}``), an item of a list included.
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    A subclass's validator is built when it is first used (``defer_build``): a command builds
+    the inputs of the study it runs, not those of every study it imports."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, defer_build=True)
     deprecated: ClassVar[dict[str, str]] = {}
     deprecated_values: ClassVar[dict[str, dict[str, str]]] = {}
 
@@ -470,9 +473,10 @@ def seed_field():
 
 class Results(BaseModel):
     """Base of every study's results: figures with units in their names; ``series`` holds one
-    row per point of a sweep (empty when the study does not sweep)."""
+    row per point of a sweep (empty when the study does not sweep); built when first used, as
+    :class:`Inputs`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     series: list[BaseModel] = Field(default_factory=list, exclude=True)
 

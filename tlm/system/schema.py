@@ -31,7 +31,9 @@ __all__ = [
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # validators built when first used: loading a file builds the file's model, its sections
+    # inside it, and importing the schema builds none
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ShapeFigure(_Strict):

@@ -47,7 +47,9 @@ RECOMPUTES = ("none", "selective", "full")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # validators built when first used: loading a file builds the file's model, its sections
+    # inside it, and importing the schema builds none
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 class _Fact(_Strict):
