@@ -214,3 +214,17 @@ def test_pipelined_pe_splits_the_step(tmp_path, name, one):
     else:
         budget = clocking().levels_per_stage(target_hz(), "5nm")  # trn2's tensor clock
         assert piped["depth_levels"] <= budget, (budget, piped["stages"][:3])
+
+
+@pytest.mark.parametrize("name", ["pe_all_13stage", "pe_fp8_13stage"])
+def test_float_pe_with_every_cut_fits_the_clock(tmp_path, name):
+    """With every cut of ``PE_CUTS["float"]`` (13 stages), every register-to-register path of
+    the floating-point PE is within the stage trn2's tensor clock allows at 5 nm (22 generic
+    gate levels; 191 in one stage, 40 at the 10 stages of before)."""
+    from tlm.tensor.config import PE_CUTS
+
+    assert name.endswith(f"_{len(PE_CUTS['float']) + 1}stage")
+    fig = measure(BLOCKS[name], tmp_path, 2.5e9)
+    budget = clocking().levels_per_stage(target_hz(), "5nm")
+    assert budget == 22
+    assert fig["depth_levels"] <= budget, fig["stages"][:4]
