@@ -21,8 +21,8 @@ def mac_step(m: Module, acc, w, x, stages=None, at_acc=None):
 
     ``stages`` (:class:`hdl.stages.Stages`) may register the product (``mul.*``, see
     :func:`hdl.fp.mul.product`, and ``mul.product`` after it) before ``acc`` is read, and the
-    sum (``add.*``, see :func:`hdl.fp.add.add`); ``at_acc(carry, acc)``, called where ``acc`` is first read, may
-    add values to ``stages.carry`` that ride beside the sum."""
+    sum (``add.*``, see :func:`hdl.fp.add.add`); ``at_acc(carry, acc)``, called where ``acc``
+    is first read, may add values to ``stages.carry`` that ride beside the sum."""
     st = stages or Stages(m)
     fields = ("sign", "sig", "exp", "nan", "inf", "field")
     prod = st.cut("mul.product", **dict(zip(fields, product(m, w, x, st), strict=True)))
