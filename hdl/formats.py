@@ -192,6 +192,7 @@ def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stage
         prod = st.cut("mul.product", prod=weight * x)["prod"]
         total = (acc + prod)[: ints[0].acc_bits].as_signed()
         return Mux(st.carry.pop("en"), total, acc)
+    from .fp.csa import carry_save_product
     from .fp.mac import mac_step
 
     def unpack(v):
@@ -201,16 +202,24 @@ def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stage
         # What is not the float sum (acc itself, or the integer sum) rides through the
         # adder's stages as one value.
         if ints:
-            is_int, iprod = c.pop("int"), c.pop("iprod")
-            c["alt"] = Mux(c["en"] & is_int, (acc.as_signed() + iprod)[:32], acc)
+            is_int, neg, ps, pc = c.pop("int"), c.pop("ineg"), c.pop("ips"), c.pop("ipc")
+            # acc + product and acc - product side by side, the sign choosing, each one
+            # three-input add of the product's carry-save halves (a 3:2 level and a carry
+            # chain): no product carry chain, no negation before them.
+            plus, minus = Signal(32, name="int_plus"), Signal(32, name="int_minus")
+            m.d.comb += [plus.eq(acc + ps + pc), minus.eq(acc - ps - pc)]
+            c["alt"] = Mux(c["en"] & is_int, Mux(neg, minus, plus), acc)
             c["en"] = c["en"] & ~is_int
         else:
             c["alt"] = acc
 
     if ints:
         bits = ints[0].bits
-        magnitude = weight.sig[:bits] * x.sig[:bits]
         st.carry["int"] = is_int
-        st.carry["iprod"] = Mux(weight.sign ^ x.sign, -magnitude, magnitude)
+        # The magnitudes' product as two numbers whose sum it is, 32 bits wide so that their
+        # sum modulo 2**32 is the product (in 16 bits it would be modulo 2**16).
+        w, xs = weight.sig[:bits], x.sig[:bits]
+        st.carry["ips"], st.carry["ipc"] = carry_save_product(m, w, xs, "int_csa", width=32)
+        st.carry["ineg"] = weight.sign ^ x.sign
     result = mac_step(m, acc, unpack(weight), unpack(x), st, at_acc)
     return Mux(st.carry.pop("en"), result, st.carry.pop("alt"))

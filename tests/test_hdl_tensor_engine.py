@@ -94,6 +94,9 @@ def test_engine_random(rows, cols, patterns, seed):
         (3, 4, "all", 4),
         (4, 2, "int8,fp32", 7),
         (4, 4, "fp8_e4m3,fp8_e5m2,bf16", 10),
+        (3, 3, "fp32", 11),
+        (3, 2, "bf16", 12),
+        (3, 3, "all", 13),
     ],
     ids=lambda v: str(v),
 )

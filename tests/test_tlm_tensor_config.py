@@ -10,12 +10,12 @@ from tlm.tensor.config import DEFAULT_PE_STAGES, PE_CUTS, EngineConfig
     [
         ("int8", 0, "pe_stages must be an integer in 1..2 for a PE of kind 'int', not 0"),
         ("int8", 3, "pe_stages must be an integer in 1..2 for a PE of kind 'int', not 3"),
-        ("bf16", 11, "pe_stages must be an integer in 1..10 for a PE of kind 'float', not 11"),
-        ("all", "2", "pe_stages must be an integer in 1..10 for a PE of kind 'float', not '2'"),
+        ("bf16", 14, "pe_stages must be an integer in 1..13 for a PE of kind 'float', not 14"),
+        ("all", "2", "pe_stages must be an integer in 1..13 for a PE of kind 'float', not '2'"),
         (
             "int8,fp32",
             True,
-            "pe_stages must be an integer in 1..10 for a PE of kind 'float', not True",
+            "pe_stages must be an integer in 1..13 for a PE of kind 'float', not True",
         ),
     ],
 )

@@ -58,7 +58,7 @@ def test_results_equal_matmul_under_patterns(patterns, seed):
 @pytest.mark.parametrize("fmt", ["int8", "bf16", "fp32"])
 @pytest.mark.parametrize("rows,cols", [(1, 1), (4, 3), (8, 8), (16, 5)])
 @pytest.mark.parametrize("k_frac,n", [(1.0, 1), (1.0, 7), (0.5, 3), (1.0, 40)])
-@pytest.mark.parametrize("stages", [1, 5])
+@pytest.mark.parametrize("stages", [1, 5, 13])
 def test_cost_function_matches_cycle_model(rows, cols, k_frac, n, fmt, stages):
     cfg = EngineConfig(rows, cols, "int8,bf16,fp32", pe_stages=stages)
     k = max(1, int(rows * k_frac))

@@ -8,6 +8,7 @@ from tlm.formats import CANONICAL_NAN_BITS, FLOAT_FORMATS
 
 from ..stages import Stages
 from .mul import decode
+from .prefix import negate_if
 from .round import F32_INF, round_to_f32
 
 __all__ = ["Float32Adder", "add"]
@@ -38,12 +39,14 @@ class Float32Adder(wiring.Component):
         return m
 
 
-def add(m: Module, a, b, stages=None):
+def add(m: Module, a, b, stages=None, order=None):
     """``fp32(a + b)`` of two unpacked values ``(sign, sig, exp, nan, inf)`` (value ``sig *
     2**exp``, ``sig`` below ``2**25``, ``exp`` at least -149, a zero at -149): binary32 bits,
     ties to even, with the special cases of :class:`Float32Adder`. Added to ``m``;
     ``stages`` (:class:`hdl.stages.Stages`) may put registers at the cuts ``add.order``,
-    ``add.align``, ``add.sum``, ``add.abs`` and those of :func:`round_to_f32`."""
+    ``add.align``, ``add.sum``, ``add.abs`` and those of :func:`round_to_f32`. ``order``,
+    ``(ea + k, eb + k)`` for a constant ``k``, gives the exponents in a form quicker to
+    compare (the operands' exponent fields); by default the exponents themselves."""
     st = stages or Stages(m)
     sa, ma, ea, nan_a, inf_a = a
     sb, mb, eb, nan_b, inf_b = b
@@ -60,8 +63,14 @@ def add(m: Module, a, b, stages=None):
     # Order by the exponent of the last place: x has the larger (or equal) one.
     # Named signals are computed once: Amaranth repeats an expression at every use, and
     # every PE evaluates this every cycle.
+    # Both differences at once, the order from the sign of one: a subtraction and a
+    # multiplexer deep, not a comparison, a multiplexer and a subtraction.
+    ka, kb = order or (ea, eb)
+    e_shape = signed(max(len(ka), len(kb)) + 1)
+    ab, ba = Signal(e_shape, name="add_ab"), Signal(e_shape, name="add_ba")
+    m.d.comb += [ab.eq(ka - kb), ba.eq(kb - ka)]
     swap = Signal(name="add_swap")
-    m.d.comb += swap.eq(eb > ea)
+    m.d.comb += swap.eq(ab[-1])  # eb > ea
     sx, mx, ex = Signal(name="add_sx"), Signal(width, name="add_mx"), Signal.like(ea, name="add_ex")
     sy, my, ey = Signal(name="add_sy"), Signal(width, name="add_my"), Signal.like(ea, name="add_ey")
     m.d.comb += [
@@ -73,7 +82,7 @@ def add(m: Module, a, b, stages=None):
         ey.eq(Mux(swap, ea, eb)),
     ]
     d = Signal(range(1024), name="add_d")
-    m.d.comb += d.eq(ex - ey)
+    m.d.comb += d.eq(Mux(swap, ba, ab))
     v = st.cut("add.order", sx=sx, mx=mx, ex=ex, sy=sy, my=my, d=d)
     sx, mx, ex, sy, my, d = (v[k] for k in ("sx", "mx", "ex", "sy", "my", "d"))
     near = Signal(name="add_near")
@@ -95,17 +104,19 @@ def add(m: Module, a, b, stages=None):
     v = st.cut("add.align", sx=sx, x=x_int, sy=sy, y=y_int, exp=exp)
     sx, x_int, sy, y_int, exp = (v[k] for k in ("sx", "x", "sy", "y", "exp"))
     total = Signal(signed(width + ALIGN + 2), name="add_total")
-    m.d.comb += total.eq(Mux(sx, -x_int, x_int) + Mux(sy, -y_int, y_int))
+    # -v as ~v + 1: the two negations are carry-ins of the one add, not adds of their own.
+    wide = len(total)
+    m.d.comb += total.eq((x_int ^ sx.replicate(wide)) + (y_int ^ sy.replicate(wide)) + sx + sy)
     v = st.cut("add.sum", total=total, exp=exp)
     total, exp = v["total"], v["exp"]
     negative = Signal(name="add_neg")
     m.d.comb += negative.eq(total < 0)
     size = Signal(width + ALIGN + 1, name="add_size")
-    m.d.comb += size.eq(Mux(negative, -total, total))
+    m.d.comb += size.eq(negate_if(m, total.as_unsigned(), negative, "add_abs"))
     v = st.cut("add.abs", negative=negative, size=size, exp=exp)
     negative, size, exp = v["negative"], v["size"], v["exp"]
     st.carry["add_neg"], st.carry["add_empty"] = negative, size == 0
-    magnitude = round_to_f32(m, size, exp, name="sum", stages=st)
+    magnitude, overflow = round_to_f32(m, size, exp, name="sum", stages=st)
     c = {k: st.carry.pop(k) for k in (*flags, "add_neg", "add_empty")}
 
     out = Signal(32, name="add_s")
@@ -115,7 +126,7 @@ def add(m: Module, a, b, stages=None):
         m.d.comb += out.eq(Cat(Const(F32_INF, 31), c["add_inf_sign"]))
     with m.Elif(c["add_empty"]):
         m.d.comb += out.eq(Cat(Const(0, 31), c["add_zero_sign"]))
-    with m.Elif(magnitude >= F32_INF):
+    with m.Elif(overflow):
         m.d.comb += out.eq(Cat(Const(F32_INF, 31), c["add_neg"]))
     with m.Else():
         m.d.comb += out.eq(Cat(magnitude[:31], c["add_neg"]))

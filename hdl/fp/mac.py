@@ -1,6 +1,6 @@
 """One floating-point multiply-accumulate step: the PE datapath of the numerics contract."""
 
-from amaranth.hdl import Module, Mux
+from amaranth.hdl import Cat, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -19,16 +19,22 @@ def mac_step(m: Module, acc, w, x, stages=None, at_acc=None):
     the adder unpacked (:func:`hdl.fp.mul.product`): rounded, never packed into binary32
     and decoded again. Added to ``m``.
 
-    ``stages`` (:class:`hdl.stages.Stages`) may register the product (``mul.multiply``,
-    ``mul.product``) before ``acc`` is read, and the sum (``add.*``, see
-    :func:`hdl.fp.add.add`); ``at_acc(carry, acc)``, called where ``acc`` is first read, may
-    add values to ``stages.carry`` that ride beside the sum."""
+    ``stages`` (:class:`hdl.stages.Stages`) may register the product (``mul.*``, see
+    :func:`hdl.fp.mul.product`, and ``mul.product`` after it) before ``acc`` is read, and the
+    sum (``add.*``, see :func:`hdl.fp.add.add`); ``at_acc(carry, acc)``, called where ``acc``
+    is first read, may add values to ``stages.carry`` that ride beside the sum."""
     st = stages or Stages(m)
-    fields = ("sign", "sig", "exp", "nan", "inf")
+    fields = ("sign", "sig", "exp", "nan", "inf", "field")
     prod = st.cut("mul.product", **dict(zip(fields, product(m, w, x, st), strict=True)))
+    prod_field = prod.pop("field")
     if at_acc is not None:
         at_acc(st.carry, acc)
-    return add(m, decode(m, FLOAT_FORMATS["fp32"], acc, "acc")[:5], tuple(prod.values()), st)
+    acc_dec = decode(m, FLOAT_FORMATS["fp32"], acc, "acc")[:5]
+    # The adder orders the two by their exponents plus 150: for the sum, its exponent field
+    # (a subnormal's 0 read as 1), with no decoding in the way.
+    e_field = acc[23:31]
+    acc_field = Cat(e_field[0] | (e_field == 0), e_field[1:])
+    return add(m, acc_dec, tuple(prod.values()), st, order=(acc_field, prod_field))
 
 
 class FloatMac(wiring.Component):

@@ -9,6 +9,8 @@ from amaranth.lib.wiring import In, Out
 from tlm.formats import FloatFormat
 
 from ..stages import Stages
+from .csa import carry_save_product, compress
+from .prefix import increment
 from .round import normalise_left, pack_f32, round_up
 
 __all__ = [
@@ -99,7 +101,8 @@ def decode(m: Module, fmt: FloatFormat, raw, prefix: str):
     exp = Signal(signed(e_bits + 2), name=f"{prefix}_exp")  # unbiased exponent of sig's LSB
     m.d.comb += [
         sig.eq(Mux(subnormal, frac, Cat(frac, Const(1, 1)))),
-        exp.eq(Mux(subnormal, 1 - bias, e_field - bias) - f_bits),
+        # one constant add, not a subtraction after a multiplexer
+        exp.eq(Mux(subnormal, 1 - bias - f_bits, e_field - (bias + f_bits))),
     ]
     zero = sig == 0
     return sign, sig, exp, nan, inf, zero
@@ -146,11 +149,15 @@ class FloatMultiplier(wiring.Component):
 
 def product(m: Module, a, b, stages=None):
     """``fp32(a * b)`` of two decoded, normalised operands (``(sign, sig, exp, nan, inf,
-    zero)`` as :func:`decode_any` returns them), unpacked: ``(sign, sig, exp, nan, inf)``
-    with value ``sig * 2**exp`` exactly the rounded product (``sig`` at most ``2**24``,
-    ``exp`` at least -149), ``inf`` set for an infinite or overflowed product and ``nan``
-    for an invalid one. Added to ``m``; ``stages`` (:class:`hdl.stages.Stages`) may put a
-    register after the multiplier (cut ``mul.multiply``).
+    zero)`` as :func:`decode_any` returns them), unpacked: ``(sign, sig, exp, nan, inf,
+    field)`` with value ``sig * 2**exp`` exactly the rounded product (``sig`` at most
+    ``2**24``, ``exp`` at least -149), ``inf`` set for an infinite or overflowed product,
+    ``nan`` for an invalid one, and ``field`` ``exp + 150``. Added to ``m``.
+
+    ``stages`` (:class:`hdl.stages.Stages`) may put registers inside the multiplier, before
+    its last 3:2 level and final add (cut ``mul.csa``), after it (``mul.multiply``), after
+    the normalisation and the subnormal shift amount (``mul.norm``) and before the rounding
+    increment (``mul.round``).
 
     Both significands have their top bit set (or are 0), so the exact product's leading one
     is its top bit or the next: one multiplexer normalises it, and a product in binary32's
@@ -161,34 +168,51 @@ def product(m: Module, a, b, stages=None):
     sb, mb, eb, nan_b, inf_b, zero_b = b
     width = len(ma) + len(mb)
     full = max(width, 26)  # at least the 24 kept bits, a guard bit and one more
-    prod = Signal(width, name="prod")
-    m.d.comb += prod.eq(ma * mb)
+    st = stages or Stages(m)
+    # With the cut mul.csa, the significand product is formed in carry-save form (three
+    # numbers whose sum it is) and the register goes before its last 3:2 level and its
+    # carry-propagate add. Without it, the product is one operator, which synthesis maps to
+    # a Booth multiplier: the same value, fewer gates (6,957 cells against 8,138 for the
+    # every-format PE in one stage).
+    if "mul.csa" in st.active:
+        terms = carry_save_product(m, ma, mb, "prod_csa", until=3)
+    else:
+        terms = (ma * mb,)
     # (at least 10 bits: the result's exponent goes down to -149 - 23 in the same width)
     e_shape = signed(max(len(ea) + 2, len(eb) + 2, 10))
     esum = Signal(e_shape, name="prod_esum")
-    m.d.comb += esum.eq(ea + eb + (width - 2))
-    v = (stages or Stages(m)).cut(
-        "mul.multiply",
-        prod=prod,
-        esum=esum,
-        sign=sa ^ sb,
-        nan=nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a),
-        inf=inf_a | inf_b,
-        zero=zero_a | zero_b,
-    )
-    prod, esum, sign, nan_in, inf_in, zero = (
-        v[k] for k in ("prod", "esum", "sign", "nan", "inf", "zero")
-    )
+    esum1 = Signal(e_shape, name="prod_esum1")  # with the product's top bit set
+    m.d.comb += [esum.eq(ea + eb + (width - 2)), esum1.eq(ea + eb + (width - 1))]
+    flags = {
+        "sign": sa ^ sb,
+        "nan": nan_a | nan_b | (inf_a & zero_b) | (inf_b & zero_a),
+        "inf": inf_a | inf_b,
+        "zero": zero_a | zero_b,
+    }
+    v = st.cut("mul.csa", t=Cat(*terms), esum=esum, esum1=esum1, **flags)
+    terms = [v["t"][i * width : (i + 1) * width] for i in range(len(terms))]
+    prod = Signal(width, name="prod")
+    if len(terms) > 1:
+        s, c = compress(m, terms, width, "prod_cs")
+        m.d.comb += prod.eq(s + c)
+    else:
+        m.d.comb += prod.eq(terms[0])
+    v = st.cut("mul.multiply", prod=prod, **{k: v[k] for k in ("esum", "esum1", *flags)})
+    prod, esum, esum1 = v["prod"], v["esum"], v["esum1"]
+    flags = {k: v[k] for k in flags}
     top = Signal(name="prod_top")
     m.d.comb += top.eq(prod[-1])
     # Exponent of the leading one of the product; value = prod * 2**(ea + eb).
     lead_exp = Signal(e_shape, name="prod_e")
-    m.d.comb += lead_exp.eq(esum + top)
+    m.d.comb += lead_exp.eq(Mux(top, esum1, esum))
     norm = Signal(full, name="prod_norm")  # leading one at the top bit
     m.d.comb += norm.eq(Mux(top, prod, prod << 1) << (full - width))
     # Right shift that puts 2**-149 on the last kept bit (0 in the normal range).
     under = Signal(range(26), name="prod_under")
     m.d.comb += under.eq(Mux(lead_exp < -126, Mux(lead_exp < -151, 25, -126 - lead_exp), 0))
+    v = st.cut("mul.norm", norm=norm, under=under, lead_exp=lead_exp, **flags)
+    norm, under, lead_exp = v["norm"], v["under"], v["lead_exp"]
+    flags = {k: v[k] for k in flags}
     shifted = Signal(25, name="prod_shifted")  # the kept bits and the guard bit
     m.d.comb += shifted.eq((norm >> under)[full - 25 :])
     # Sticky: any bit of norm below the guard bit's place (ones mask from a right shift).
@@ -197,20 +221,29 @@ def product(m: Module, a, b, stages=None):
     sticky = Signal(name="prod_sticky")
     m.d.comb += sticky.eq((norm & (Const((1 << full) - 1, full) >> rest)) != 0)
     kept = shifted[1:]
-    guard = shifted[0]
-    sig = Signal(25, name="prod_sig")
-    m.d.comb += sig.eq(kept + round_up(kept, guard, sticky))
+    up = Signal(name="prod_up")
+    m.d.comb += up.eq(round_up(kept, shifted[0], sticky))
     exp = Signal(signed(len(lead_exp)), name="prod_exp")
     # A zero product sits at the bottom of the range, so that it never outranks the other
     # addend when an adder orders the two by exponent.
-    m.d.comb += exp.eq(Mux((under == 0) & ~zero, lead_exp - 23, -149))
+    normal = (under == 0) & ~flags["zero"]
+    m.d.comb += exp.eq(Mux(normal, lead_exp - 23, -149))
+    # The same plus 150, a binary32 exponent field's offset: an adder compares the two
+    # without first decoding its other addend's field.
+    field = Signal(signed(len(lead_exp) + 1), name="prod_field")
+    m.d.comb += field.eq(Mux(normal, lead_exp + 127, 1))
+    # Overflow, lead_exp + (rounding carry) > 127, decided beside the rounding increment.
+    big, edge = Signal(name="prod_big"), Signal(name="prod_edge")
+    m.d.comb += [big.eq(lead_exp > 127), edge.eq(lead_exp == 127)]
+    v = st.cut("mul.round", kept=kept, up=up, exp=exp, field=field, big=big, edge=edge, **flags)
+    sig = increment(m, v["kept"], v["up"], "prod_sig")
     nan = Signal(name="prod_nan")
     inf = Signal(name="prod_inf")
-    m.d.comb += [nan.eq(nan_in), inf.eq(inf_in | ((lead_exp + sig[24]) > 127))]
-    return sign, sig, exp, nan, inf
+    m.d.comb += [nan.eq(v["nan"]), inf.eq(v["inf"] | v["big"] | (v["edge"] & sig[24]))]
+    return v["sign"], sig, v["exp"], nan, inf, v["field"]
 
 
 def multiply(m: Module, a, b):
     """``fp32(a * b)`` of two decoded, normalised operands (:func:`decode_any`): binary32
     bits, ties to even, canonical NaN. Added to ``m``."""
-    return pack_f32(m, product(m, a, b), name="prod")
+    return pack_f32(m, product(m, a, b)[:5], name="prod")

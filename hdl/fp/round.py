@@ -6,6 +6,8 @@ from amaranth.hdl import Cat, Const, Mux, Signal, signed
 
 from tlm.formats import CANONICAL_NAN_BITS
 
+from .prefix import increment
+
 __all__ = ["round_to_f32", "round_up", "normalise_left", "pack_f32", "F32_INF"]
 
 #: Bits of +infinity in binary32; a rounded magnitude at or above it has overflowed.
@@ -50,8 +52,8 @@ def normalise_left(m, value, name: str, stages=None, cut=None):
 def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
     """Return the 33-bit magnitude (exponent and fraction fields, no sign) of ``value *
     2**exp`` rounded to nearest even, for ``exp >= -149`` (both addends of a sum of binary32
-    values, so every such sum is a multiple of 2**-149). A result at or above
-    :data:`F32_INF` has overflowed; ``value == 0`` gives 0. Combinational, added to ``m``.
+    values, so every such sum is a multiple of 2**-149), and whether it overflowed (is at or
+    above :data:`F32_INF`); ``value == 0`` gives 0. Combinational, added to ``m``.
 
     The value is normalised (:func:`normalise_left`), so a normal result rounds at a fixed
     place: 24 bits kept, a guard bit and a sticky rest. A result below 2**-126 is exact (a
@@ -69,14 +71,19 @@ def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
     width = len(value)
     if width < 26:
         raise ValueError(f"value must be at least 26 bits wide to round here, not {width}")
-    st.carry[f"{name}_exp"] = exp
+    # The exponent's sums that do not need the leading zeros, formed while they are counted.
+    expw = Signal(signed(len(exp) + 2), name=f"{name}_expw")
+    exp149 = Signal(signed(len(exp) + 2), name=f"{name}_exp149")
+    m.d.comb += [expw.eq(exp + (width - 1)), exp149.eq(exp + 149)]
+    st.carry[f"{name}_expw"], st.carry[f"{name}_exp149"] = expw, exp149
     norm, zeros = normalise_left(m, value, f"{name}_norm", st, "add.norm_half")
     v = st.cut("add.norm", norm=norm, zeros=zeros)
-    norm, zeros, exp = v["norm"], v["zeros"], st.carry.pop(f"{name}_exp")
-    e32 = Signal(signed(len(exp) + 2), name=f"{name}_e32")  # exponent of the leading one
-    m.d.comb += e32.eq(exp + (width - 1) - zeros)
+    norm, zeros = v["norm"], v["zeros"]
+    expw, exp149 = st.carry.pop(f"{name}_expw"), st.carry.pop(f"{name}_exp149")
+    e32 = Signal(signed(len(expw)), name=f"{name}_e32")  # exponent of the leading one
+    m.d.comb += e32.eq(expw - zeros)
     normal = Signal(name=f"{name}_normal")
-    m.d.comb += normal.eq(e32 >= -126)
+    m.d.comb += normal.eq(zeros <= expw + 126)  # e32 >= -126, beside e32
     kept = norm[width - 24 :]
     sticky = norm[: width - 25] != 0
     up = Signal(name=f"{name}_up")
@@ -84,23 +91,47 @@ def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
     # Subnormal: value * 2**(exp + 149) is an integer below 2**23, that is the normalised
     # value shifted right by zeros - (exp + 149) places (at least width - 23), losing nothing.
     place = Signal(range(width), name=f"{name}_place")
-    m.d.comb += place.eq(Mux(normal, 0, zeros - (exp + 149)))
+    m.d.comb += place.eq(Mux(normal, 0, zeros - exp149))
     sub = Signal(23, name=f"{name}_sub")
     m.d.comb += sub.eq((norm >> place)[:23])
-    v = st.cut("add.round", kept=kept, up=up, e32=e32, normal=normal, sub=sub)
-    kept, up, e32, normal, sub = (v[k] for k in ("kept", "up", "e32", "normal", "sub"))
+    # The exponent field without and with a rounding carry, and whether it overflows, known
+    # before the rounding increment.
+    field0 = Signal(10, name=f"{name}_field0")
+    ones, big, edge = (Signal(name=f"{name}_{k}") for k in ("ones", "big", "edge"))
+    m.d.comb += [
+        field0.eq(e32 + 127),
+        ones.eq(kept.all()),
+        big.eq(e32 >= 128),
+        edge.eq(e32 == 127),
+    ]
+    v = st.cut(
+        "add.round",
+        kept=kept,
+        up=up,
+        field0=field0,
+        normal=normal,
+        sub=sub,
+        ones=ones,
+        big=big,
+        edge=edge,
+    )
+    kept, up, field0, normal, sub = (v[k] for k in ("kept", "up", "field0", "normal", "sub"))
     frac = Signal(23, name=f"{name}_frac")
-    m.d.comb += frac.eq((kept + up)[:23])
+    m.d.comb += frac.eq(increment(m, kept, up, f"{name}_inc")[:23])
     # The rounded significand is 2**23 .. 2**24: the fraction is its low 23 bits, and 2**24
     # (a carry out of 24 ones) adds one to the exponent field, into the infinity pattern at
     # the top.
+    carry = Signal(name=f"{name}_carry")
+    m.d.comb += carry.eq(v["ones"] & up)
     field = Signal(10, name=f"{name}_field")
-    m.d.comb += field.eq(e32 + Mux(kept.all() & up, 128, 127))
+    m.d.comb += field.eq(increment(m, field0, carry, f"{name}_finc")[:10])
     above = Signal(33, name=f"{name}_normal_mag")
     m.d.comb += above.eq(Cat(frac, field))
     magnitude = Signal(33, name=f"{name}_mag")
     m.d.comb += magnitude.eq(Mux(normal, above, sub))
-    return magnitude
+    overflow = Signal(name=f"{name}_overflow")  # magnitude >= F32_INF: field >= 255
+    m.d.comb += overflow.eq(normal & (v["big"] | (v["edge"] & carry)))
+    return magnitude, overflow
 
 
 def pack_f32(m, value, name: str = "pack"):

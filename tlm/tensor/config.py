@@ -57,7 +57,10 @@ FP32_BEAT_INTERVAL = 4
 #: are added as the stage count grows: a PE of ``s`` stages has the first ``s - 1`` cuts and its
 #: output register. ``mul.*`` cuts sit before the partial sum arrives (a constant latency);
 #: ``add.*`` cuts are on the row-to-row path of the sum (a cycle per row each). "int" is an
-#: integer-only engine; "float" any engine with a floating-point format.
+#: integer-only engine; "float" any engine with a floating-point format. The last three float
+#: cuts are inside operations (the multiplier's carry-save tree, the product's normalisation
+#: and its rounding): with every cut (13 stages) each stage of every format set is within the
+#: 22 generic gate levels of trn2's clock at 5 nm (docs/tensor_engine.md, "Pipelined PE").
 PE_CUTS = {
     "int": ("mul.product",),
     "float": (
@@ -70,15 +73,18 @@ PE_CUTS = {
         "add.round",
         "add.abs",
         "add.norm_half",
+        "mul.csa",
+        "mul.norm",
+        "mul.round",
     ),
 }
 
 #: The default stage count per kind. Integers: 2 (the product ahead of the sum; 21 generic gate
 #: levels a stage against 32 in one, within the 22 a stage holds at trn2's clock at 5 nm; one
-#: cycle more latency). Floating point: 1 for now, though 5 is the split to use (69 levels
-#: against 191; no count meets 22, 40 at 10): its 258 more cycles of fill move the chip model's
-#: calibrated GEMM costs and what is fitted on them (docs/tensor_engine.md, "Pipelined PE"), a
-#: change to make with that recalibration.
+#: cycle more latency). Floating point: 1 for now, though 13 meets the same budget (22 levels
+#: against 191 in one): its longer fill moves the chip model's calibrated GEMM costs and what is
+#: fitted on them (docs/tensor_engine.md, "Pipelined PE"), a change to make with that
+#: recalibration.
 DEFAULT_PE_STAGES = {"int": 2, "float": 1}
 
 
