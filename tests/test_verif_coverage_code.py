@@ -36,6 +36,8 @@ VERILOG = """\
 module lane(delay, i, clk, rst, o, adv);
   reg \\$auto$verilog_backend.cc:2355:dump_module$1  = 0;
   wire [2:0] \\$1 ;
+  wire \\$4 ;
+  wire \\$5 ;
   reg [1:0] \\$3 ;
   (* src = "/v/site-packages/amaranth/lib/memory.py:400" *)
   input adv;
@@ -49,12 +51,21 @@ module lane(delay, i, clk, rst, o, adv);
   always @(posedge clk)
     ptr <= \\$3 ;
   assign \\$1  = ptr + (* src = "/R/hdl/lane.py:45" *) 1'h1;
+  assign \\$4  = ptr != (* src = "/R/hdl/lane.py:50" *) 2'h3;
+  (* src = "/R/hdl/lane.py:60" *)
+  lane_cell cell (
+    .a(\\$5 ),
+    .clk(clk)
+  );
   assign o = adv ? (* src = "/v/site-packages/amaranth/lib/enum.py:303" *) ptr : 2'h0;
   always @* begin
     if (\\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     \\$3  = ptr;
     if (adv) begin
       \\$3  = \\$1 [1:0];
+    end
+    if (\\$4 ) begin
+      \\$3  = 2'h0;
     end
   end
 endmodule
@@ -114,6 +125,7 @@ def test_verilog_lines_map_to_their_amaranth_lines():
     at = {needle: lines.get(line_of(VERILOG, needle)) for needle in [
         "input [1:0] delay", "ptr <= ", "assign \\$1", "reg [1:0] ptr",
         "\\$3  = ptr;", "\\$3  = \\$1", "if (adv)", "assign o", "input adv",
+        "if (\\$4", ".a(", "wire \\$5",
     ]}  # fmt: skip
     assert at == {
         "input [1:0] delay": "/R/hdl/lane.py:39",  # the attribute above
@@ -127,6 +139,11 @@ def test_verilog_lines_map_to_their_amaranth_lines():
         # a library's location gives way to the project line its signal meets, if any
         "input adv": "/R/hdl/lane.py:43",
         "assign o": "amaranth/lib/enum.py:303",
+        # an if: the line of the condition it tests (Amaranth's m.If)
+        "if (\\$4": "/R/hdl/lane.py:50",
+        # an instance's port connections: the instance's line
+        ".a(": "/R/hdl/lane.py:60",
+        "wire \\$5": "/R/hdl/lane.py:60",
     }
 
 

@@ -75,21 +75,32 @@ def _identifiers(code: str) -> set[str]:
     return {_name(t) for t in _IDENT.findall(code)} - _KEYWORDS
 
 
+_CONDITION = re.compile(
+    r"^\s*(?:end\s+)?(?:else\s+)?(?:if|casez|casex|case)\s*\(\s*(\\\S+|[A-Za-z_][\w$]*)"
+)
+_INSTANCE = re.compile(r"^\s*(\\\S+|[A-Za-z_][\w$]*)\s+(\\\S+|[A-Za-z_][\w$]*)\s*\(\s*$")
+
+
 class _Module:
     """What one module's text says about its lines and signals."""
 
     def __init__(self):
         self.own: dict[int, str] = {}  # line -> src written on or just above it
+        self.inherited: dict[int, str] = {}  # line -> src of the process or instance it is in
         self.decl: dict[str, str] = {}  # signal -> src of its declaration
         self.decl_line: dict[int, str] = {}  # declaration line -> signal
+        self.condition: dict[int, str] = {}  # if/case line -> the signal it tests
         self.targets: dict[int, set[str]] = defaultdict(set)  # line -> signals it drives
         self.drivers: dict[str, list[int]] = defaultdict(list)
         self.readers: dict[str, list[int]] = defaultdict(list)
         self.lines: list[int] = []
 
+    def src_at(self, line: int) -> str | None:
+        return self.own.get(line) or self.inherited.get(line)
+
     def src_of_signal(self, name: str, accept) -> str | None:
         """A signal's source that ``accept`` takes: its declaration's, else its driver's,
-        else a reader's (through the signals those readers drive, breadth first)."""
+        else a reader's, through the signals those readers drive, breadth first."""
         queue, seen = [name], set()
         while queue:
             signal = queue.pop(0)
@@ -99,16 +110,23 @@ class _Module:
             if accept(self.decl.get(signal)):
                 return self.decl[signal]
             for line in self.drivers.get(signal, []) + self.readers.get(signal, []):
-                if accept(self.own.get(line)):
-                    return self.own[line]
+                if accept(self.src_at(line)):
+                    return self.src_at(line)
             for line in self.readers.get(signal, []):
                 queue.extend(self.targets.get(line, ()))
         return None
 
     def src_of_line(self, number: int, accept) -> str | None:
-        """A line's source that ``accept`` takes: its own, else its signal's."""
+        """A line's source that ``accept`` takes: its own; for an ``if`` or ``case``, that of
+        the expression it tests (Amaranth's ``m.If`` condition carries its line); the process
+        or instance it is in; else that of the signal it declares or drives."""
         if accept(self.own.get(number)):
             return self.own[number]
+        for line in self.drivers.get(self.condition.get(number), []):
+            if accept(self.src_at(line)):
+                return self.src_at(line)
+        if accept(self.inherited.get(number)):
+            return self.inherited[number]
         names = [self.decl_line[number]] if number in self.decl_line else []
         for name in names + sorted(self.targets.get(number, ())):
             src = self.src_of_signal(name, accept)
@@ -123,7 +141,7 @@ def src_lines(text: str, root: Path | None = None) -> dict[int, str]:
     modules: list[_Module] = []
     module: _Module | None = None
     pending: list[str] = []
-    block: dict | None = None  # the process being read: its lines, src, nesting depth
+    block: dict | None = None  # the process or instance being read
     blocks: list[dict] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if _MODULE.match(line):
@@ -144,19 +162,31 @@ def src_lines(text: str, root: Path | None = None) -> dict[int, str]:
         pending = []
         code = _ATTR.sub(" ", line)
         module.lines.append(number)
-        if block is None and _PROCESS.match(code):
-            block = {"module": module, "lines": [], "src": src, "depth": 0, "open": False}
+        if block is None and (_PROCESS.match(code) or _INSTANCE.match(code)):
+            kind = "process" if _PROCESS.match(code) else "instance"
+            block = {"module": module, "kind": kind, "lines": [], "src": src, "depth": 0}
+            block["open"] = False
             blocks.append(block)
+        elif src is not None:
+            module.own[number] = src
         if block is not None:
             b = block
             b["lines"].append(number)
-            b["depth"] += len(re.findall(r"\bbegin\b", code)) - len(re.findall(r"\bend\b", code))
-            b["open"] = b["open"] or b["depth"] > 0
-            # a process is one statement: a begin ... end, or up to its first semicolon
-            if (b["open"] and b["depth"] <= 0) or (not b["open"] and code.rstrip().endswith(";")):
-                block = None
-        if src is not None:
-            module.own[number] = src
+            if b["kind"] == "instance":
+                if ");" in code:
+                    block = None
+            else:
+                b["depth"] += len(re.findall(r"\bbegin\b", code))
+                b["depth"] -= len(re.findall(r"\bend\b", code))
+                b["open"] = b["open"] or b["depth"] > 0
+                # a process is one statement: a begin ... end, or up to its first semicolon
+                if (b["open"] and b["depth"] <= 0) or (
+                    not b["open"] and code.rstrip().endswith(";")
+                ):
+                    block = None
+        condition = _CONDITION.match(code)
+        if condition:
+            module.condition[number] = _name(condition.group(1))
         decl = _DECL.match(code)
         if decl:
             name = _name(decl.group(1))
@@ -174,11 +204,14 @@ def src_lines(text: str, root: Path | None = None) -> dict[int, str]:
         for name in used:
             module.readers[name].append(number)
     for b in blocks:  # a process's lines drive what any of them drives
-        targets = set().union(*(b["module"].targets.get(n, set()) for n in b["lines"]))
-        for n in b["lines"]:
-            b["module"].targets[n] |= targets
-            if b["src"] is not None:
-                b["module"].own.setdefault(n, b["src"])
+        m = b["module"]
+        if b["kind"] == "process":
+            targets = set().union(*(m.targets.get(n, set()) for n in b["lines"]))
+            for n in b["lines"]:
+                m.targets[n] |= targets
+        if b["src"] is not None:
+            for n in b["lines"]:
+                m.inherited[n] = b["src"]
 
     def anywhere(src):
         return src is not None
