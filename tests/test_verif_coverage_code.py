@@ -47,6 +47,8 @@ module lane(delay, i, clk, rst, o, adv);
   wire [1:0] delay;
   (* src = "/R/hdl/lane.py:43" *)
   reg [1:0] ptr = 2'h0;
+  (* src = "/R/hdl/lane.py:46" *)
+  reg [1:0] buffer [3:0];
   (* src = "/R/hdl/lane.py:43" *)
   always @(posedge clk)
     ptr <= \\$3 ;
@@ -67,6 +69,10 @@ module lane(delay, i, clk, rst, o, adv);
     if (\\$4 ) begin
       \\$3  = 2'h0;
     end
+  end
+  always @(posedge clk) begin
+    if (adv)
+      buffer[\\$1 [1:0]] <= ptr;
   end
 endmodule
 """
@@ -125,7 +131,7 @@ def test_verilog_lines_map_to_their_amaranth_lines():
     at = {needle: lines.get(line_of(VERILOG, needle)) for needle in [
         "input [1:0] delay", "ptr <= ", "assign \\$1", "reg [1:0] ptr",
         "\\$3  = ptr;", "\\$3  = \\$1", "if (adv)", "assign o", "input adv",
-        "if (\\$4", ".a(", "wire \\$5",
+        "if (\\$4", ".a(", "wire \\$5", "buffer[\\$1",
     ]}  # fmt: skip
     assert at == {
         "input [1:0] delay": "/R/hdl/lane.py:39",  # the attribute above
@@ -144,6 +150,8 @@ def test_verilog_lines_map_to_their_amaranth_lines():
         # an instance's port connections: the instance's line
         ".a(": "/R/hdl/lane.py:60",
         "wire \\$5": "/R/hdl/lane.py:60",
+        # a memory's write process: the memory's line
+        "buffer[\\$1": "/R/hdl/lane.py:46",
     }
 
 

@@ -57,7 +57,8 @@ def measure(target: Target, seeds: tuple[int, ...], folder: Path) -> dict:
         "seeds": list(seeds),
         "verilog": verilog.relative_to(ROOT).as_posix(),
         **figures,
-        "build_seconds": round(simbuild.build_seconds if not simbuild.cached else 0.0, 1),
+        "build_seconds": round(simbuild.build_seconds, 1),  # when it was built
+        "build_cached": simbuild.cached,
         "seconds": round(time.perf_counter() - start, 1),
         "run_seconds": round(time.perf_counter() - built, 1),
         "failures": failures,

@@ -17,6 +17,7 @@ those with bits that never toggled (``untoggled``). The points of Yosys's never-
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 from .dat import Point
 from .srcmap import YOSYS_DUMMY, src_lines
@@ -43,11 +44,17 @@ def _line_key(location: str) -> tuple:
     return (path, int(line) if line.isdigit() else 0)
 
 
+def _in(root, location: str) -> bool:
+    """Whether ``location`` is a file of the project at ``root`` (not Amaranth's library)."""
+    return (Path(root) / location.rpartition(":")[0]).is_file()
+
+
 def summarise(points: list[Point], verilog: str, root=None) -> dict:
     """Figures of one target from its merged ``points`` and its Verilog text ``verilog``:
     per kind ``{hit, total}`` and ``fraction``; the Amaranth lines with ``{hit, total}``;
-    ``missed_lines``, ``missed_branches`` (``{line, not_taken}``) and ``untoggled``
-    (``{line, bits, of}``), each sorted by file and line."""
+    ``missed_lines`` (of the project at ``root``; Amaranth's library's apart),
+    ``missed_branches`` (``{line, not_taken}``) and ``untoggled`` (``{line, bits, of}``), each
+    sorted by file and line."""
     lines = src_lines(verilog, root)
     design = _design(points, verilog.splitlines())
     out: dict = {}
@@ -61,6 +68,7 @@ def summarise(points: list[Point], verilog: str, root=None) -> dict:
         by_line[lines.get(p.line, UNMAPPED)].append(p)
     order = sorted(by_line, key=_line_key)
     missed = [loc for loc in order if not any(p.count for p in by_line[loc])]
+    library = [loc for loc in missed if root is not None and not _in(root, loc)]
     branches, untoggled = [], []
     for loc in order:
         not_taken = [p for p in by_line[loc] if p.kind == "branch" and not p.count]
@@ -71,7 +79,8 @@ def summarise(points: list[Point], verilog: str, root=None) -> dict:
         if still and loc not in missed:
             untoggled.append({"line": loc, "bits": still, "of": len(toggles)})
     out["amaranth_lines"] = {"hit": len(order) - len(missed), "total": len(order)}
-    out["missed_lines"] = missed
+    out["missed_lines"] = [loc for loc in missed if loc not in library]
+    out["missed_library_lines"] = library  # Amaranth's own: a clock or reset port left unused
     out["missed_branches"] = branches
     out["untoggled"] = untoggled
     out["unmapped_points"] = len(by_line.get(UNMAPPED, []))

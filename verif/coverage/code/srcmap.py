@@ -37,7 +37,8 @@ _STRING = re.compile(r'"[^"]*"')
 _DECL = re.compile(
     r"^\s*(?:input|output|inout|wire|reg)\b(?:\s+signed)?(?:\s*\[[^\]]*\])?\s*(\\\S+|[A-Za-z_][\w$]*)"
 )
-_TARGET = re.compile(r"^\s*(?:assign\s+)?(\\\S+|[A-Za-z_][\w$]*)\s*(?:\[[^\]]*\]\s*)*(?:<=|=)(?!=)")
+_INDEX = r"\[(?:[^\[\]]|\[[^\]]*\])*\]"  # one level of nesting: buffer[\$2 [1:0]]
+_TARGET = re.compile(rf"^\s*(?:assign\s+)?(\\\S+|[A-Za-z_][\w$]*)\s*(?:{_INDEX}\s*)*(?:<=|=)(?!=)")
 _KEYWORDS = frozenset(
     "always assign begin case casez casex default else end endcase if initial posedge negedge "
     "or reg wire input output inout signed module endmodule".split()
