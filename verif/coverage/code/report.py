@@ -66,7 +66,7 @@ def summarise(points: list[Point], verilog: str, root=None) -> dict:
     by_line: dict[str, list[Point]] = defaultdict(list)
     for p in design:
         by_line[lines.get(p.line, UNMAPPED)].append(p)
-    order = sorted(by_line, key=_line_key)
+    order = sorted((loc for loc in by_line if loc != UNMAPPED), key=_line_key)
     missed = [loc for loc in order if not any(p.count for p in by_line[loc])]
     library = [loc for loc in missed if root is not None and not _in(root, loc)]
     branches, untoggled = [], []

@@ -90,6 +90,7 @@ class _Module:
         self.inherited: dict[int, str] = {}  # line -> src of the process or instance it is in
         self.decl: dict[str, str] = {}  # signal -> src of its declaration
         self.decl_line: dict[int, str] = {}  # declaration line -> signal
+        self.ports: set[str] = set()
         self.condition: dict[int, str] = {}  # if/case line -> the signal it tests
         self.targets: dict[int, set[str]] = defaultdict(set)  # line -> signals it drives
         self.drivers: dict[str, list[int]] = defaultdict(list)
@@ -119,13 +120,17 @@ class _Module:
 
     def src_of_line(self, number: int, accept) -> str | None:
         """A line's source that ``accept`` takes: its own; for an ``if`` or ``case``, that of
-        the expression it tests (Amaranth's ``m.If`` condition carries its line); the process
-        or instance it is in; else that of the signal it declares or drives."""
+        the expression it tests (Amaranth's ``m.If`` condition carries its line), or of the
+        signal it tests unless a port; the process or instance it is in; else that of the
+        signal it declares or drives."""
         if accept(self.own.get(number)):
             return self.own[number]
-        for line in self.drivers.get(self.condition.get(number), []):
+        tested = self.condition.get(number)
+        for line in self.drivers.get(tested, []):
             if accept(self.src_at(line)):
                 return self.src_at(line)
+        if tested not in self.ports and accept(self.decl.get(tested)):
+            return self.decl[tested]  # a named condition (a Signal() the m.If tests)
         if accept(self.inherited.get(number)):
             return self.inherited[number]
         names = [self.decl_line[number]] if number in self.decl_line else []
@@ -192,6 +197,8 @@ def src_lines(text: str, root: Path | None = None) -> dict[int, str]:
         if decl:
             name = _name(decl.group(1))
             module.decl_line[number] = name
+            if re.match(r"\s*(input|output|inout)\b", code):
+                module.ports.add(name)
             if src is not None:
                 module.decl.setdefault(name, src)
             continue
