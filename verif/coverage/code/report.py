@@ -9,7 +9,8 @@ Each target (a block at one configuration) reports, over its points:
 * ``toggle``: signal bits seen rising and falling;
 
 and, per Amaranth line (``hdl/link/router.py:163``): the lines none of whose points was hit
-(``missed_lines``), the lines with a branch direction never taken (``missed_branches``) and
+(``missed_lines``), the lines with a branch direction or statement block never reached
+(``missed_branches``: an ``m.Elif`` never true is a ``line`` point of Yosys's ``if`` chain) and
 those with bits that never toggled (``untoggled``). The points of Yosys's never-true
 ``if`` in each ``always @*`` and of its dummy register are left out: they are not the design.
 """
@@ -71,7 +72,7 @@ def summarise(points: list[Point], verilog: str, root=None) -> dict:
     library = [loc for loc in missed if root is not None and not _in(root, loc)]
     branches, untoggled = [], []
     for loc in order:
-        not_taken = [p for p in by_line[loc] if p.kind == "branch" and not p.count]
+        not_taken = [p for p in by_line[loc] if p.kind != "toggle" and not p.count]
         if not_taken and loc not in missed:
             branches.append({"line": loc, "not_taken": len(not_taken)})
         toggles = [p for p in by_line[loc] if p.kind == "toggle"]
@@ -141,7 +142,7 @@ def markdown(targets: dict, *, seeds, seconds: float | None = None) -> str:
             + (", ".join(f"`{m}`" for m in t["missed_lines"]) or "none")
             + ".",
             "",
-            "Branch directions never taken: "
+            "Branches or blocks never reached: "
             + (
                 ", ".join(f"`{b['line']}` ({b['not_taken']})" for b in t["missed_branches"])
                 or "none"
