@@ -266,3 +266,19 @@ def test_router_code_coverage(tmp_path):
     assert figures["branch"] > 0.95 and figures["toggle"] > 0.9
     assert figures["unmapped_points"] == 0
     assert all(b["line"].startswith("hdl/link/") for b in figures["missed_branches"])
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--target", "router_9x9"], "target must be among tensor_int8_4x4, tensor_all_8x8, "),
+        (["--seeds", "one"], "seeds must be whole numbers, not 'one'"),
+    ],
+)
+def test_bad_arguments_name_what_is_allowed(args, message, capsys):
+    from verif.coverage.code.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
