@@ -53,6 +53,9 @@ help:
 	@echo "                 build/mutate/mutate.json and .md"
 	@echo "make coverage    the regression's benches (SEEDS=\"1 2\" for several), then functional"
 	@echo "                 coverage per testplan feature: a table, build/coverage/coverage.json, .md"
+	@echo "make coverage-code  Verilator line, branch and toggle coverage of the regression's"
+	@echo "                 benches per block, read against the hdl/*.py lines (SEEDS, CODE_TARGETS):"
+	@echo "                 build/coverage/code.json, code.md and coverage.json's code field"
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
 	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
@@ -163,6 +166,17 @@ coverage:
 			$$([ $$seed = fresh ] || echo --seed $$seed) || exit 1; \
 	done
 	$(PY) -m verif.coverage
+
+# Code coverage: each block of verif/coverage/code/targets.py (CODE_TARGETS=router_4x4,...)
+# generated with Amaranth's src attributes, built by Verilator with --coverage-line and
+# --coverage-toggle (a build of its own, one at a time: minutes each, so not in `make test` or
+# `make coverage`), run with the regression's benches once per seed of SEEDS (or SEED, or 1);
+# line, branch and toggle % per block and the Amaranth lines never hit: build/coverage/code.json
+# and code.md, and the code field of coverage.json. Exit 1 if a bench failed.
+.PHONY: coverage-code
+coverage-code:
+	$(PY) -m verif.coverage.code $(if $(or $(SEEDS),$(SEED)),--seeds "$(or $(SEEDS),$(SEED))") \
+		$(if $(CODE_TARGETS),--target $(CODE_TARGETS))
 
 bench:
 	$(PY) -m bench

@@ -10,8 +10,10 @@ times faster.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
 import time
@@ -24,7 +26,17 @@ from cocotb_tools import runner as cocotb_runner
 from .toolchain import TIMESCALE, apply_environment
 from .triage import Rerun, rerun_with_waves
 
-__all__ = ["ROOT", "BUILD", "SimBuild", "build", "ports", "run", "SIMULATORS", "BenchFailure"]
+__all__ = [
+    "ROOT",
+    "BUILD",
+    "SimBuild",
+    "build",
+    "ports",
+    "run",
+    "output_to",
+    "SIMULATORS",
+    "BenchFailure",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -249,6 +261,23 @@ def run(
     if failures:
         raise BenchFailure(_report(failures, rerun))
     return results
+
+
+@contextlib.contextmanager
+def output_to(path: Path):
+    """Send this process's stdout and stderr (the simulator's and cocotb's) to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "ab") as log:
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 def _report(failures: list[str], rerun: Rerun | None) -> str:

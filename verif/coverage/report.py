@@ -1,6 +1,7 @@
 """``python -m verif.coverage`` (``make coverage``): merge the runs in ``build/coverage/runs/``,
 report per testplan feature and per coverage item; write ``build/coverage/coverage.json`` and
-``build/coverage/coverage.md``. Exit 1 when a feature is not fully covered with ``--strict``.
+``build/coverage/coverage.md`` (with the code coverage of ``code.json`` beside them, if
+measured, as the ``code`` field). Exit 1 when a feature is not fully covered with ``--strict``.
 
 Example::
 
@@ -97,6 +98,9 @@ def main(argv=None) -> int:
         return 2
     result = report(runs, load(args.testplan))
     out = args.out or folder.parent
+    code = out / "code.json"  # code coverage (python -m verif.coverage.code), when measured
+    if code.exists():
+        result["code"] = json.loads(code.read_text())["targets"]
     out.mkdir(parents=True, exist_ok=True)
     (out / "coverage.json").write_text(json.dumps(result, indent=1))
     (out / "coverage.md").write_text(markdown(result))

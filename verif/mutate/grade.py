@@ -5,7 +5,6 @@ each survivor for equivalence with the design."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import signal
@@ -14,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from verif.common.runner import BenchFailure, build, run
+from verif.common.runner import BenchFailure, build, output_to, run
 
 from . import yosys
 from .targets import Target
@@ -96,23 +95,6 @@ class Mutant:
         return asdict(self) | {"src": self.src}
 
 
-@contextlib.contextmanager
-def _output_to(path: Path):
-    """Send this process's stdout and stderr (the simulator's and cocotb's) to ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    saved = [os.dup(1), os.dup(2)]
-    with open(path, "ab") as log:
-        try:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-            yield
-        finally:
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            for fd in saved:
-                os.close(fd)
-
-
 def grade_mutant(
     target: Target,
     design: Path,
@@ -132,7 +114,7 @@ def grade_mutant(
     verilog = yosys.write_mutant(design, mutant.mutation, folder / f"{target.top}.v", init=init)
     log = folder / "sim.log"
     log.unlink(missing_ok=True)
-    with _output_to(log):
+    with output_to(log):
         simbuild = build(sim, verilog, target.top)
     try:
         for bench in target.benches:
@@ -154,7 +136,7 @@ def _run(simbuild, bench, seed: int, folder: Path, log: Path, timeout_s=None) ->
     test_dir = folder / f"{bench.name}-{seed}"
     env = bench.environment(seed) | {"COVERAGE_DIR": folder / "coverage"}
     try:
-        with _output_to(log), _deadline(timeout_s):
+        with output_to(log), _deadline(timeout_s):
             run(
                 simbuild,
                 bench.module,
