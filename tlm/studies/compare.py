@@ -214,7 +214,7 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
                 **price,
             )
         )
-        published[name] = (hw.hbm_bandwidth_Bps, hw.dense_flops[_peak_format(inputs.format)])
+        published[name] = (hw.hbm_bandwidth_Bps, hw.peak_flops(inputs.format))
     base = rows[0]
     for row in rows:
         if row.fits and base.fits:
@@ -224,11 +224,6 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
             )
             _order(row, base, published)
     return CompareResults(baseline=base.hardware, fitting=sum(r.fits for r in rows), series=rows)
-
-
-def _peak_format(fmt: str) -> str:
-    """The key of a hardware's ``dense_flops`` for GEMMs in ``fmt`` (``fp8`` for any FP8)."""
-    return "fp8" if fmt.startswith("fp8") else fmt
 
 
 #: Ratios within this of each other count as the same order (the model's 1.02x against a
