@@ -235,6 +235,43 @@ def test_uneven_pipeline_split():
     assert int(one.stage) == 0
 
 
+def test_interleaved_chunks_hold_whole_layers():
+    """Interleaved over v chunks a round of pp micro-batches each (Megatron-LM's order), the
+    first stage's lightest chunk is its first (the embedding's side), the last stage's its
+    last: Llama 3 405B (126 layers, pp 16: 7, 8 x 14, 7) at v 4 keeps on the first stage 16
+    micro-batches of its 7 layers and 15 more of its first chunk's 1 (127 layer-micro-batches,
+    not 7 x (16 + 15/4) = 138.25), on the second 77 chunks of 2 layers (154), on the last 49
+    chunks with its light chunk once (16 x 6 + 1 = 97). At v 8 (16 x 8 = 128 = 126 + 2: one
+    layer a chunk, the first stage's first chunk the embedding alone and the last stage's last
+    the output layer alone, as Llama 3 split it) the first holds 16 x 7 = 112."""
+    m = load_model("llama3-405b")
+    layer = float(
+        layer_activation_bytes(m, "dense", micro_batch=1, seq_len=8192, tp=8, sp=True, recompute=0)
+    )
+    base = dict(dp=64, tp=8, pp=16, sp=True, recompute="none", zero=2)
+    # the global batch of 2,048 at dp 64: 32 micro-batches, two rounds of 16
+    acts = {}
+    for v in (4, 8):
+        r = memory_per_chip(m, layout=Layout(**base, interleave=v))
+        assert int(r.stage) == 1  # the second stage (8 layers) peaks
+        acts[v] = float(r.activations_bytes) / layer
+    assert acts[4] == pytest.approx(77 * 2)
+    assert acts[8] == pytest.approx(141)
+    # each stage by the in-flight rule, with its light chunk where it sits
+    from tlm.cluster.memory import _in_flight
+
+    assert _in_flight(16, 4, 32, 0, 7, 0) == pytest.approx(16 * 7 + 15 * 1)
+    assert _in_flight(16, 8, 32, 0, 7, 0) == pytest.approx(16 * 7)
+    assert _in_flight(16, 4, 32, 15, 7, 3) == pytest.approx(16 * 6 + 1)
+    assert _in_flight(16, 8, 32, 15, 7, 7) == pytest.approx(16 * 7 + 0)
+    # even chunks: Korthikanti's n (pp + (pp - 2r - 1)/v), capped by the step's micro-batches
+    assert _in_flight(16, 4, 32, 1, 8, -1) == pytest.approx(8 * (16 + 13 / 4))
+    assert _in_flight(4, 2, 4, 0, 8, -1) == pytest.approx(4 * 8)
+    # one virtual stage more than layers + 2 is refused, naming the product and the bound
+    with pytest.raises(ValueError, match=r"pp x interleave must be at most 128 \(the 126 layers"):
+        memory_per_chip(m, layout=Layout(**{**base, "pp": 43}, interleave=3))
+
+
 def test_flash_attention_stores_no_scores():
     """Flash attention keeps each query's fp32 softmax statistics, not the b a s^2 scores:
     with it, selective recomputation stores what no recomputation does."""

@@ -44,7 +44,7 @@ def _brute(model, chips, gb, seq):
             if experts % ep or (dp * cp) % ep or gb % (dp * mb):
                 continue
             n_micro = gb // (dp * mb)
-            if v > 1 and not (pp > 1 and pp * v <= model.layers and n_micro % pp == 0):
+            if v > 1 and not (pp > 1 and pp * v <= model.layers + 2 and n_micro % pp == 0):
                 continue
             out.add((chips, dp, tp, pp, cp, ep, zero, mb, v, rc))
     return out

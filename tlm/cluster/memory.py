@@ -477,22 +477,47 @@ def _validate(m: Model, c: dict, gb: int, s: int):
     )
     ppv = c["pp"] * c["interleave"]
     rule(
-        ppv > m.layers,
-        f"pp x interleave must be at most the {m.layers} layers of {m.name}, not {{}}",
+        ppv > virtual_stages_allowed(m),
+        f"pp x interleave must be at most {virtual_stages_allowed(m)} (the {m.layers} layers"
+        f" of {m.name}, the embedding and the output layer a virtual stage each), not {{}}",
         ppv,
     )
     return code, tuple(reasons)
 
 
-def _in_flight(pp, v, n_micro, r):
-    """Micro-batches whose activations pipeline stage ``r`` holds at its peak, in whole-stage
-    units: 1F1B's warm-up plus the one in its steady state (Megatron-LM's schedules: ``pp - r``;
-    interleaved over ``v`` virtual stages, ``(2 (pp - r - 1) + (v - 1) pp + 1) / v`` chunks of
-    a stage - Korthikanti's ``pp (1 + (pp - 1) / (pp v))`` on the first), never more than the
-    step's micro-batches."""
-    plain = pp - r
-    interleaved = pp + (pp - 2 * r - 1) / maximum(v, 1)
-    return minimum(where(v > 1, interleaved, plain), n_micro)
+def virtual_stages_allowed(m: Model) -> int:
+    """The most virtual pipeline stages (``pp x interleave``) ``m`` can be split into: one a
+    layer, and the embedding and the output layer a stage each (Megatron-core's
+    ``account_for_embedding_in_pipeline_split`` and ``..._loss_in_...``; Llama 3 405B's 126
+    layers in 16 stages of 8 slots, the first and last holding a layer fewer). The layers of a
+    stage that ``pp`` does not divide evenly go to the middle stages (:func:`_evaluate`), so
+    every virtual stage but the first stage's first and the last stage's last holds a layer."""
+    return m.layers + 2
+
+
+def _in_flight(pp, v, n_micro, r, n, light):
+    """Layer-micro-batches whose activations pipeline stage ``r`` (``n`` layers) holds at
+    its peak: 1F1B's warm-up plus the one in its steady state, never more than the step's
+    micro-batches. Without interleaving ``pp - r`` micro-batches of its ``n`` layers. Over
+    ``v`` virtual stages (chunks), Megatron-LM's warm-up of ``2 (pp - r - 1) + (v - 1) pp``
+    chunk forwards plus one, taken in rounds of ``pp`` micro-batches a chunk (chunk 0 for
+    micro-batches 0..pp-1, chunk 1 for the same, ..., then chunk 0 again). ``light`` is the
+    chunk holding the fewest layers, ``floor(n / v)``: the first stage's first chunk (the
+    embedding's side) or the last stage's last (the output layer's), -1 when the chunks are
+    even (``n / v`` each). With even chunks it is ``n (pp + (pp - 2r - 1) / v)`` -
+    Korthikanti's ``pp (1 + (pp - 1)/(pp v))`` stage-units on the first."""
+    plain = minimum(pp - r, n_micro) * n
+    vf = maximum(v, 1)
+    forwards = minimum(2 * (pp - r - 1) + (v - 1) * pp + 1, v * n_micro)
+    rounds = floor(forwards / pp)  # chunks whose pp micro-batches are all in flight (<= v)
+    rest = forwards - rounds * pp  # micro-batches of chunk `rounds mod v`
+    c_light = where(light >= 0, floor(n / vf), n / vf)
+    c_heavy = where(light >= 0, (n - c_light) / maximum(vf - 1, 1), n / vf)
+    full = rounds * c_heavy + where((light >= 0) & (light < rounds), c_light - c_heavy, 0.0)
+    nxt = where(rounds >= v, 0, rounds)
+    c_next = where(nxt == light, c_light, c_heavy)
+    interleaved = pp * full + rest * c_next
+    return where(v > 1, interleaved, plain)
 
 
 def _evaluate(m, c, gb, s, formats, attention, reserve):
@@ -570,10 +595,13 @@ def _evaluate(m, c, gb, s, formats, attention, reserve):
         grads = grads * gb_
         opt = pd / where(zero >= 1, d_shard, 1) + pe / where(zero >= 1, e_shard, 1)
         opt = opt * (master + 2 * ob)
-        per_mb = n_dense * dense_acts
-        if m.moe:
-            per_mb = per_mb + n_moe * moe_acts
-        acts = per_mb * _in_flight(pp, v, n_micro, index)
+        per_layer = dense_acts
+        if m.moe:  # the stage's mean layer (the split of dense and MoE layers by chunk is not
+            # tracked: DeepSeek-V3's 3 dense layers sit in the first chunk)
+            per_layer = (n_dense * dense_acts + n_moe * moe_acts) / maximum(n_layers, 1)
+        light = where(index == 0, 0, where(index == pp - 1, v - 1, -1))
+        layers_held = _in_flight(pp, v, n_micro, index, n_layers, light)
+        acts = per_layer * layers_held
         first = index == 0
         # the embedding's dropout mask, per micro-batch in flight on the first stage
         mask = tokens * m.hidden / r * (1.0 if m.dropout else 0.0)

@@ -5,7 +5,7 @@ numpy arrays in chunks on Dask, the Pareto front of time against cost, the best 
 allow), context (powers of two splitting the sequence), pipeline (sizes dividing what is left
 of the chips, at most the layers), data (the rest), expert (divisors of the experts that divide
 ``dp x cp``), ZeRO 0-3, micro-batch (powers of two dividing the batch per data-parallel rank),
-interleave (virtual stages, ``pp x v <= layers`` and micro-batches a multiple of ``pp``) and
+interleave (virtual stages, ``pp x v <= layers + 2`` and micro-batches a multiple of ``pp``) and
 recomputation; sequence parallelism is on wherever ``tp > 1`` (it only saves memory). It builds
 the arrays axis by axis and keeps, for each constraint, how many layouts it left, so a search
 that finds nothing says which constraint cut the last ones.
@@ -42,7 +42,7 @@ from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
 from .cost import power, run_cost
 from .goodput import Resilience, checkpoint_bytes, goodput
-from .memory import RECOMPUTE
+from .memory import RECOMPUTE, virtual_stages_allowed
 
 __all__ = [
     "AXES",
@@ -181,8 +181,13 @@ def candidates(
     n_micro = gb // (out["dp"] * out["micro_batch"])
     v = out["interleave"]
     keep_where(
-        (v == 1) | ((out["pp"] > 1) & (out["pp"] * v <= model.layers) & (n_micro % out["pp"] == 0)),
-        "interleave needs pp > 1, pp x interleave <= layers, micro-batches a multiple of pp",
+        (v == 1)
+        | (
+            (out["pp"] > 1)
+            & (out["pp"] * v <= virtual_stages_allowed(model))
+            & (n_micro % out["pp"] == 0)
+        ),
+        "interleave needs pp > 1, pp x interleave <= layers + 2, micro-batches a multiple of pp",
     )
     out["chips"] = np.full(len(out["dp"]), chips)
     if not len(out["dp"]):
