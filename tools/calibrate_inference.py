@@ -10,7 +10,7 @@ For each system of :data:`tlm.validation.inference.FIT` (h100, trn2) the four na
 (:func:`tlm.validation.inference.validate_inference`) replace the values of its section, source
 ``FITTED``, and of the sections that borrow its fit (:data:`BORROWED`, source ``BORROWED``);
 every other byte of the file stays. The table of every row in docs/validation.md
-("| row | system | case ...") gets its published, bare and fitted columns from the same run.
+("| row | system | case ...") gets its case, published, bare and fitted columns from the same run.
 Commit what it writes; ``tests/test_validation_inference.py`` fails when the file drifts from
 the fit.
 """
@@ -65,8 +65,8 @@ def _shown(quantity: str, value: float) -> str:
 
 
 def write_docs(text: str, rows) -> tuple[str, int]:
-    """``text`` (docs/validation.md) with the numeric columns of every row of the inference
-    table set from ``rows``; and how many rows it set."""
+    """``text`` (docs/validation.md) with the case and the numeric columns of every row of the
+    inference table set from ``rows``; and how many rows it set."""
     by_id = {r.detail.id: r for r in rows}
     done = 0
 
@@ -76,6 +76,9 @@ def write_docs(text: str, rows) -> tuple[str, int]:
         r = by_id.get(cells[0].strip("| `"))
         if r is None or len(cells) != 11:
             return m[0]
+        # the case carries the run's own figures (its KV cache, limits); the table gives the
+        # reliability a column of its own
+        cells[2] = r.case.removesuffix(f" ({cells[10].strip(' |')})")
         published_unit = cells[4].split(" ", 1)[1] if " " in cells[4] else ""
         cells[4] = _shown(r.quantity, r.published)
         if r.quantity not in TIMES and published_unit:
