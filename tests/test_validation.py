@@ -138,7 +138,7 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: H100 and Trainium1 rows as measured, so that a change making them worse fails (trn1: the
 #: chip TLM's calibration, nothing fitted; the issue's target, 8 % mean and 15 % each, is not
 #: met).
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.15, 0.30)}
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.15, 0.20)}
 
 
 @pytest.fixture(scope="module")

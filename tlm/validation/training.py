@@ -84,8 +84,8 @@ ATTENTION = {
     "MEGATRON": "materialised",
     "KORTHIKANTI": "materialised",
     "LLAMA3": "flash",
-    # NxD Training's Llama recipes call Neuron's NKI flash-attention kernel; the NeMo port of
-    # 2023 (SDK 2.13) predates it
+    # NxD Training's Llama recipes call Neuron's NKI flash-attention kernel (a run whose script
+    # did not says so: its record's `attention`); the NeMo port of 2023 (SDK 2.13) predates it
     "NEURON_NXD": "flash",
     "NEURON_NEMO": "materialised",
 }
@@ -195,7 +195,7 @@ def _layout(run) -> dict:
         sp=pick(run.sequence_parallel, "sequence_parallel"),
         recompute=run.recompute or "none",
         zero=assumed["zero"],
-        attention=ATTENTION[_family(run)],
+        attention=run.attention or ATTENTION[_family(run)],
     )
     return dict(
         layout=layout,

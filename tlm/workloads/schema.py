@@ -180,6 +180,9 @@ class RunRecord(_Strict):
     interleave: int | None = Field(None, ge=1)
     recompute: Literal[RECOMPUTES] | None = None
     sequence_parallel: bool | None = None
+    attention: Literal["flash", "materialised"] | None = Field(
+        None, description="the attention kernel, when the run's differs from its source's"
+    )
     seq_len: int | None = Field(None, ge=1, description="when the run's differs from the model's")
     vocab: int | None = Field(None, ge=1, description="when the run's differs from the model's")
     step_time_s: float | None = Field(None, gt=0)
