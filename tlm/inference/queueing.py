@@ -31,15 +31,16 @@ ATTAINMENT = 0.9
 _STEPS = 40
 
 
-def _miss(slots: int, load: np.ndarray, busy_s: np.ndarray, wait_s: np.ndarray) -> np.ndarray:
-    """P(wait > wait_s) in an M/M/``slots`` queue at ``load`` erlangs (Erlang B by the Poisson
-    terms in log space, then Erlang C)."""
-    k = np.arange(slots + 1)
-    log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, slots + 1)))])
+def _miss(slots: np.ndarray, load: np.ndarray, busy_s: np.ndarray, wait_s: np.ndarray):
+    """P(wait > wait_s) in an M/M/``slots`` queue at ``load`` erlangs, per row (Erlang B by the
+    Poisson terms in log space, padded to the largest ``slots``, then Erlang C)."""
+    k = np.arange(int(slots.max()) + 1)
+    log_fact = np.concatenate([[0.0], np.cumsum(np.log(k[1:]))])
     log_terms = k * np.log(load)[:, None] - log_fact
+    log_terms = np.where(k <= slots[:, None], log_terms, -np.inf)
     top = log_terms.max(axis=1, keepdims=True)
     terms = np.exp(log_terms - top)
-    blocking = terms[:, -1] / terms.sum(axis=1)
+    blocking = terms[np.arange(len(slots)), slots] / terms.sum(axis=1)
     waiting = blocking / (1 - load / slots * (1 - blocking))
     return waiting * np.exp(-(slots - load) * wait_s / busy_s)
 
@@ -62,15 +63,13 @@ def max_rate_within(slots, busy_s, wait_s, attainment: float = ATTAINMENT):
     slots, busy, wait = np.broadcast_arrays(
         np.asarray(slots, dtype=np.int64), np.asarray(busy_s, float), np.asarray(wait_s, float)
     )
-    out = np.zeros(slots.shape)
+    shape = slots.shape
+    c, s, w = slots.ravel(), busy.ravel(), np.maximum(wait.ravel(), 0.0)
     allowed = 1.0 - attainment
-    for c in np.unique(slots):
-        sel = slots == c
-        s, w = busy[sel], np.maximum(wait[sel], 0.0)
-        lo, hi = np.zeros_like(s), np.full_like(s, float(c))
-        for _ in range(_STEPS):
-            load = 0.5 * (lo + hi)
-            ok = _miss(int(c), load, s, w) <= allowed
-            lo, hi = np.where(ok, load, lo), np.where(ok, hi, load)
-        out[sel] = np.where(wait[sel] < 0, 0.0, lo / s)
+    lo, hi = np.zeros(c.shape), c.astype(float)
+    for _ in range(_STEPS):  # every row's bisection at once
+        load = 0.5 * (lo + hi)
+        ok = _miss(c, load, s, w) <= allowed
+        lo, hi = np.where(ok, load, lo), np.where(ok, hi, load)
+    out = np.where(wait.ravel() < 0, 0.0, lo / s).reshape(shape)
     return out if out.ndim else float(out)

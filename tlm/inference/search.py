@@ -13,16 +13,16 @@ Each is priced by :func:`tlm.inference.estimate.request_times` (the same model a
 ``trnsim infer``), vectorised over the batches of a layout: TTFT, TPOT and end-to-end latency
 of ``batch`` requests of ``prompt + output`` tokens, the memory check (a batch beyond
 :meth:`InferenceMemory.max_batch` does not fit). A **load** of ``rate`` requests per second
-needs ``ceil(rate x busy / batch)`` replicas (Little's law: each replica keeps ``batch``
-requests in flight for ``busy`` seconds, their prefill and decode - the end-to-end latency
-less the serving stack's time per request, ``request_fixed_s``, when the replica is free);
-the fleet's cost per hour and per million output tokens at the load (idle capacity of the last
+needs ``ceil(rate / max_rate_per_s)`` replicas, ``max_rate_per_s`` the Poisson rate one
+replica sustains within the SLO: its ``batch`` slots, each held ``busy`` seconds (prefill and
+decode - the end-to-end latency less the serving stack's time per request,
+``request_fixed_s``), queueing arrivals that may wait the TTFT SLO less their own prefill, 90 %
+of them (:mod:`tlm.inference.queueing`, Erlang C; Little's law, ``batch / busy``, is its bound:
+a fleet sized by it alone misses the SLO) - the rule ``trnsim serve --find-max-rate`` bisects by.
+The fleet's cost per hour and per million output tokens at the load (idle capacity of the last
 replica included) come from :func:`tlm.inference.economics.token_economics`, and so does the
 configuration's price-performance, ``max_rate_cost_per_million_tokens_usd`` (:meth:`row`): one
-replica's chips over the tokens it sustains within the SLO, ``max_rate_per_s`` - its ``batch``
-slots queueing Poisson arrivals, each waiting at most the TTFT SLO less its own prefill for 90 %
-of them (:mod:`tlm.inference.queueing`, Erlang C; ``batch / busy``, Little's law, is its
-bound) - the definition ``trnsim serve --find-max-rate`` prices its highest rate by. The
+replica's chips over the tokens it sustains within the SLO. The
 best configuration is the cheapest per hour among those that fit and meet the SLO (TTFT <=
 ``slo_ttft_s`` and TPOT <= ``slo_tpot_s``); when none meets it,
 :class:`~tlm.inference.errors.SloUnreachable` names the closest.
@@ -92,6 +92,7 @@ OUTPUTS = (
     "meets",
     "busy_s",
     "wait_s",
+    "max_rate_per_s",
 )
 _FMTS = tuple(FORMATS)
 #: Batches tried by default: powers of two up to 1,024.
@@ -208,7 +209,20 @@ def evaluate(
         tpot = r["decode"]["time_s"] / max(output - 1, 1)
         e2e = r["request_s"] + busy
         fits = batch <= engine.memory.max_batch(prompt + output, prompt)
-        replicas = np.ceil(rate_per_s * busy / batch)
+        # a request holds its slot for busy and may wait the TTFT SLO less its own prefill
+        wait = slo_ttft_s - (r["request_s"] + r["prefill"]["time_s"] / batch)
+        # the load split evenly over the replicas, each an M/M/batch queue within the SLO
+        # (serve --find-max-rate's rule), where the SLO can be met at all; Little's law (the
+        # bound a long wait approaches) sizes the rest, which cannot be chosen
+        could = fits & (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s) & (wait >= 0)
+        per_replica = np.zeros(len(rows))
+        if could.any():
+            per_replica[could] = max_rate_within(
+                batch[could].astype(np.int64), busy[could], wait[could]
+            )
+        sized = per_replica > 0
+        replicas = np.ceil(rate_per_s / np.where(sized, per_replica, 1.0))
+        replicas = np.where(sized, np.maximum(replicas, 1.0), np.ceil(rate_per_s * busy / batch))
         fleet = replicas * engine.chips
         money = token_economics(hw, fleet, np.maximum(rate_per_s * output, 1e-12))
         out["chips"][rows] = engine.chips
@@ -218,11 +232,10 @@ def evaluate(
         out["fleet_chips"][rows] = fleet
         for k in ("cost_per_hour_usd", "cost_per_million_tokens_usd", "power_w"):
             out[k][rows] = money[k]
-        out["meets"][rows] = fits & (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s)
-        # what a row's rate within the SLO needs (InferenceSearch.row): a request holds its
-        # slot for busy_s and may wait the TTFT SLO less its own prefill for one
+        out["meets"][rows] = could & sized
         out["busy_s"][rows] = busy
-        out["wait_s"][rows] = slo_ttft_s - (r["request_s"] + r["prefill"]["time_s"] / batch)
+        out["wait_s"][rows] = wait
+        out["max_rate_per_s"][rows] = per_replica
     return out
 
 
@@ -304,12 +317,8 @@ class InferenceSearch:
         Erlang C, at serve's attainment) - and ``max_rate_cost_per_million_tokens_usd``."""
         if self.hw is None or not row["meets"]:
             return {"max_rate_per_s": 0.0, "max_rate_cost_per_million_tokens_usd": None}
-        rate = max_rate_within(row["batch"], row["busy_s"], row["wait_s"])
-        money = token_economics(self.hw, row["chips"], rate * self.output)
-        return {
-            "max_rate_per_s": rate,
-            "max_rate_cost_per_million_tokens_usd": money["cost_per_million_tokens_usd"],
-        }
+        money = token_economics(self.hw, row["chips"], row["max_rate_per_s"] * self.output)
+        return {"max_rate_cost_per_million_tokens_usd": money["cost_per_million_tokens_usd"]}
 
     def best(self) -> dict:
         """The configuration meeting the SLO at the least cost per hour (ties: the lower

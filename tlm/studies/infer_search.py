@@ -5,10 +5,10 @@ with data-parallel attention; the ``--micro-batches`` in flight through the pipe
 KV format and batch of a model on a ``--hardware``, evaluated on Dask.
 
 The configurations and their pricing are :func:`tlm.inference.search.search`'s (``trnsim
-infer``'s model for the latency, Little's law for the replicas a load needs, the instance's
+infer``'s model for the latency; the replicas a load needs from each one's rate within the
+SLO, its batch slots as a queue, as ``trnsim serve --find-max-rate`` defines it; the instance's
 ``--price`` from ``tlm/hardware/prices.toml`` and the hardware's power for the cost, and the
-configuration's price-performance at its rate within the SLO, its batch slots as a queue, as
-``trnsim serve --find-max-rate`` defines it). ``--scheduler local`` (the default) starts a
+configuration's price-performance at that rate). ``--scheduler local`` (the default) starts a
 local Dask cluster, ``inline`` evaluates in this process, an address spreads the chunks over an
 existing cluster; ``--out-dir`` keeps each chunk so an interrupted search resumes. An SLO no
 configuration meets is an error naming the closest. The series: the cheapest configurations
