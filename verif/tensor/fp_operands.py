@@ -1,4 +1,4 @@
-"""Floating-point operands for benches: raw bit patterns biased towards the edges."""
+"""Floating-point operands for benches and checks: raw bit patterns biased towards the edges."""
 
 
 def edge_operands(fmt, rng, count):
@@ -16,3 +16,24 @@ def edge_operands(fmt, rng, count):
         s = int(rng.integers(0, 2))
         out.append((s << (exp_bits + frac_bits)) | (e << frac_bits) | f)
     return out
+
+
+def edge_operand_array(fmt, rng, count):
+    """:func:`edge_operands`' distribution drawn all at once (numpy arrays; not the same
+    stream of draws): for checks of many operands, where a draw at a time is the cost."""
+    import numpy as np
+
+    exp_bits = fmt.exp_bits
+    frac_bits = 23 if fmt.ignored_low_bits else fmt.man_bits
+    top, full = (1 << exp_bits) - 1, (1 << frac_bits) - 1
+    bias = (1 << (exp_bits - 1)) - 1
+    exps = np.array([0, 1, 2, top - 1, top, bias, bias - 1, bias + 1, bias // 2, bias + bias // 2])
+    fracs = np.array([0, 1, full, full - 1, 1 << (frac_bits - 1), (1 << (frac_bits - 1)) + 1])
+    e = np.where(
+        rng.random(count) < 0.6, rng.choice(exps, count), rng.integers(0, top + 1, count)
+    ).astype(np.uint64)
+    f = np.where(
+        rng.random(count) < 0.5, rng.choice(fracs, count), rng.integers(0, full + 1, count)
+    ).astype(np.uint64)
+    s = rng.integers(0, 2, count).astype(np.uint64)
+    return (s << np.uint64(exp_bits + frac_bits)) | (e << np.uint64(frac_bits)) | f
