@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -121,7 +122,7 @@ def _build(text: str, top: str, ins, outs) -> Path:
     try:
         obj.rename(folder / "obj")
     except OSError:  # another worker finished first: use its build
-        pass
+        shutil.rmtree(obj, ignore_errors=True)
     return exe
 
 
