@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from functools import cache
 
+import numpy as np
+
+from tlm.tensor import matmul
 from tlm.tensor.config import EngineConfig, ErrorKind
 from verif.common.patterns import PATTERNS
 
@@ -49,6 +52,9 @@ ITEMS = {
         "fp32 quarter rate",
     ],
     "tensor.patterns": pattern_labels(),
+    # a binary32 overflow to infinity from finite operands: in a product, or in the sum of
+    # finite products (the accumulator's own overflow; stimulus.overflow_op directs it)
+    "tensor.accumulate": ["product overflow", "sum overflow"],
 }
 
 
@@ -105,6 +111,8 @@ class EngineCoverage:
                 self._op_live, self._op_beats = not dropped, 0
                 if not dropped:
                     self._sample_op(model, mv)
+            if self._op_live and cfg.has_float:
+                self._sample_accumulate(model, mv)
             self._op_beats += 1
             self._in_op = not mv.last
             if mv.last:
@@ -125,6 +133,32 @@ class EngineCoverage:
         g.sample_all("tensor.k", [lbl for lbl, hit in _k_labels(k, rows) if hit])
         if mv.load and self._last_end == self._cycle - 1:
             g.sample("tensor.double_buffer", "new stationary back to back")
+
+    def _sample_accumulate(self, model, mv):
+        """A live moving beat whose column of results overflows binary32 from finite operands:
+        in a product, or only in the sum (the model's result, computed again only when the
+        products' magnitudes add up past binary32's largest)."""
+        bank = model._act
+        k, w_fmt, x_fmt = model._bank_k[bank], model._bank_fmt[bank], model._mv_fmt
+        if w_fmt.kind != "float" or x_fmt is None or x_fmt.kind != "float":
+            return
+        w = model._bank_w[bank][:k]
+        x = np.asarray(mv.data, x_fmt.dtype)[:k]
+        with np.errstate(all="ignore"):
+            w64, x64 = w.astype(np.float64), x.astype(np.float64)
+            if not (np.isfinite(w64).all() and np.isfinite(x64).all()):
+                return
+            products = w64 * x64[:, None]
+            if np.isinf(products.astype(np.float32)).any():
+                self.group.sample("tensor.accumulate", "product overflow")
+            elif np.abs(products).sum(axis=0).max() > F32_MAX:
+                value = matmul(w, x[:, None], cfg=self.cfg, fmt=(w_fmt, x_fmt))
+                if np.isinf(value).any():
+                    self.group.sample("tensor.accumulate", "sum overflow")
+
+
+#: binary32's largest finite value.
+F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _k_labels(k: int, rows: int):

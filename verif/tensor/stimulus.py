@@ -12,7 +12,7 @@ from tlm.tensor.timing import LoadBeat, MovingBeat, Op
 from verif.common.patterns import PATTERNS, pattern
 from verif.tensor.fp_operands import edge_operands
 
-__all__ = ["Stimulus", "random_stimulus", "run_stimulus", "pattern", "PATTERNS"]
+__all__ = ["Stimulus", "random_stimulus", "run_stimulus", "overflow_op", "pattern", "PATTERNS"]
 
 
 @dataclass
@@ -111,11 +111,55 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
     """The stimulus of run ``run`` (its pattern triple) of a tensor bench with ``seed``: drawn
     from ``seed + run``; the first run always begins with the moving op before any load (the
     first draw of a sub-seed is the same on every engine, so by chance a seed's runs could all
-    miss it)."""
+    miss it) and ends with :func:`overflow_op` where the engine's formats can overflow."""
     rng = np.random.default_rng(seed + run)
-    return random_stimulus(
+    stim = random_stimulus(
         cfg, rng, ops=ops, max_n=max_n, misuse=misuse, no_stationary=misuse and run == 0
     )
+    op = overflow_op(cfg) if run == 0 else None
+    if op is not None:
+        stim.ops.append(op)
+        stim.ld_beats.extend(op.load_beats(cfg))
+        stim.mv_beats.extend(op.moving_beats(cfg))
+    return stim
+
+
+#: binary32's largest finite value.
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _largest(fmt) -> int:
+    """The raw bits of ``fmt``'s largest finite positive value (an IEEE-style format: the
+    exponent below all ones, the fraction all ones)."""
+    frac_bits = 23 if fmt.ignored_low_bits else fmt.man_bits
+    return (((1 << fmt.exp_bits) - 2) << frac_bits) | ((1 << frac_bits) - 1)
+
+
+def _one(fmt) -> int:
+    frac_bits = 23 if fmt.ignored_low_bits else fmt.man_bits
+    return ((1 << (fmt.exp_bits - 1)) - 1) << frac_bits
+
+
+def overflow_op(cfg: EngineConfig) -> Op | None:
+    """A directed op whose binary32 accumulation overflows: K = min(rows, 4) rows of the
+    stationary at its format's largest finite value, the moving all 1.0, so every product is
+    finite and the sum passes binary32's largest at the second row (the accumulator's overflow
+    to infinity, which random operands of short sums never reach). ``None`` when no format
+    pair of the engine can (FP8 and FP16 products are far below it) or the engine has one
+    row."""
+    if cfg.rows < 2:
+        return None
+    for s_fmt, m_fmt in cfg.pairs():
+        if s_fmt.kind != "float" or m_fmt.kind != "float" or s_fmt.name == "fp8_e4m3fn":
+            continue
+        big = np.array([_largest(s_fmt)], f"u{s_fmt.storage_bits // 8}").view(s_fmt.dtype)
+        if not 2 * float(big.astype(np.float64)[0]) > F32_MAX:
+            continue
+        k, m, n = min(cfg.rows, 4), cfg.cols, 2
+        stationary = np.full((k, m), _largest(s_fmt), f"u{s_fmt.storage_bits // 8}")
+        moving = np.full((k, n), _one(m_fmt), f"u{m_fmt.storage_bits // 8}")
+        return Op(moving.view(m_fmt.dtype), stationary.view(s_fmt.dtype), (s_fmt, m_fmt))
+    return None
 
 
 def _bad_moving(cfg, rng, stim, s_fmt, unknown):
