@@ -238,5 +238,7 @@ class EngineConfig:
 
     @property
     def tag(self) -> str:
-        """Short name used for generated files and build folders."""
-        return f"r{self.rows}c{self.cols}_{self.format_tag}"
+        """Short name used for generated files and build folders (``_s<bits>`` for status
+        counters narrower or wider than the default)."""
+        bits = "" if self.status_bits == STATUS_COUNTER_BITS else f"_s{self.status_bits}"
+        return f"r{self.rows}c{self.cols}_{self.format_tag}{bits}"

@@ -130,8 +130,10 @@ class EngineTiming:
         self._queue: deque = deque()  # results waiting to leave, at most two
         self._flags = 0
         self._counts = [0] * len(ErrorKind)
+        self.errors: list = []
 
     def _error(self, kind: ErrorKind):
+        self.errors.append(kind)
         self._flags |= 1 << kind
         self._counts[kind] = min(self._counts[kind] + 1, (1 << self.cfg.status_bits) - 1)
 
@@ -151,6 +153,8 @@ class EngineTiming:
             ``ready`` of the result stream this cycle.
         """
         cfg = self.cfg
+        #: The misuse this step flagged, counted or not (a saturated counter does not move).
+        self.errors = []
         res_valid = bool(self._queue)
         res_last, res_data = self._queue[0] if res_valid else (False, None)
         out = CycleOut(

@@ -44,6 +44,8 @@ ITEMS = {
         "moving waits for its stationary",
     ],
     "tensor.misuse": [kind.name for kind in ErrorKind],
+    # misuse while its counter is already at its largest value (it stays there)
+    "tensor.misuse_saturated": [kind.name for kind in ErrorKind],
     "tensor.backpressure": [
         "ld stalled",
         "mv stalled",
@@ -86,8 +88,10 @@ class EngineCoverage:
     def after(self, model, ld, mv, res_ready, out):
         cfg, g = self.cfg, self.group
         hold, queued, counts = self._pre
-        errors = [k for k in ErrorKind if model._counts[k] != counts[k]]
+        errors = model.errors  # this step's misuse, counted or not (a full counter stays)
+        top = (1 << cfg.status_bits) - 1
         g.sample_all("tensor.misuse", [k.name for k in errors])
+        g.sample_all("tensor.misuse_saturated", [k.name for k in errors if counts[k] == top])
         first = not self._in_op
         stalls = set()
         if ld is not None and not out.ld_fire:

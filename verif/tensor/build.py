@@ -33,6 +33,7 @@ def engine_verilog(cfg: EngineConfig) -> Path:
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")  # parallel workers may race here
         params = {"rows": cfg.rows, "cols": cfg.cols, "fmt": cfg.formats}
+        params["status_bits"] = cfg.status_bits
         write_verilog(TOP, params, tmp)
         tmp.replace(path)
     return path

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from hdl.gen import default_slice_cols
-from tlm.tensor.config import EngineConfig
+from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig
 from verif.common.run import open_waves, run_and_report, write_save
 from verif.common.runner import ROOT, SIMULATORS
 from verif.common.triage import Rerun
@@ -72,6 +72,8 @@ def rerun(sim: str, cfg: EngineConfig, seed: int, *, ops: int, max_n: int, patte
     formats = ",".join(f.name for f in cfg.formats)  # as make sim sends TE_FORMAT
     params = (("SIM", sim), ("ROWS", cfg.rows), ("COLS", cfg.cols), ("FORMAT", formats))
     params += (("OPS", ops), ("MAX_N", max_n), ("PATTERNS", patterns))
+    if cfg.status_bits != STATUS_COUNTER_BITS:
+        params += (("STATUS_BITS", cfg.status_bits),)
     return Rerun("sim", params, seed)
 
 
@@ -93,6 +95,12 @@ def main(argv=None) -> int:
         default="always:always:always,random:random:random",
         help=f"comma-separated ld:mv:ready triples of {', '.join(PATTERNS)}",
     )
+    p.add_argument(
+        "--status-bits",
+        type=int,
+        default=STATUS_COUNTER_BITS,
+        help="width of each saturating misuse counter (narrow ones saturate in a short run)",
+    )
     p.add_argument("--waves", action="store_true", help="write a waveform and a GTKWave save file")
     p.add_argument("--open-waves", action="store_true", help="open the last waveform in GTKWave")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -102,7 +110,7 @@ def main(argv=None) -> int:
         return open_waves(f"{TOP}_*.gtkw", "sim")
 
     try:
-        cfg = EngineConfig(args.rows, args.cols, args.format)
+        cfg = EngineConfig(args.rows, args.cols, args.format, status_bits=args.status_bits)
     except ValueError as error:
         print(f"python -m verif.tensor.run: error: {error}", file=sys.stderr)
         return 2
@@ -118,6 +126,7 @@ def main(argv=None) -> int:
         "TE_OPS": args.ops,
         "TE_MAX_N": args.max_n,
         "TE_PATTERNS": args.patterns,
+        "TE_STATUS_BITS": cfg.status_bits,
         "PYTHONPATH": ROOT,
     }
     return run_and_report(

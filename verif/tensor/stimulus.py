@@ -111,11 +111,18 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
     """The stimulus of run ``run`` (its pattern triple) of a tensor bench with ``seed``: drawn
     from ``seed + run``; the first run always begins with the moving op before any load (the
     first draw of a sub-seed is the same on every engine, so by chance a seed's runs could all
-    miss it) and ends with :func:`overflow_op` where the engine's formats can overflow."""
+    miss it; a second one of a single beat goes before it) and ends with :func:`overflow_op`
+    where the engine's formats can overflow."""
     rng = np.random.default_rng(seed + run)
     stim = random_stimulus(
         cfg, rng, ops=ops, max_n=max_n, misuse=misuse, no_stationary=misuse and run == 0
     )
+    if misuse and run == 0:
+        # a second moving op before any load, ahead of the random one: the one misuse that can
+        # only come before the first load happens twice, so a narrow counter saturates on it
+        zeros = np.zeros(cfg.rows, stim.mv_beats[0].data.dtype)
+        stim.mv_beats.insert(0, MovingBeat(zeros, False, True, stim.mv_beats[0].fmt))
+        stim.misuse.insert(0, "no_stationary")
     op = overflow_op(cfg) if run == 0 else None
     if op is not None:
         stim.ops.append(op)
