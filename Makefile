@@ -24,7 +24,7 @@ LINK_BLOCKS := link_router torus
 # (names a CPU lacks, or an older numpy does not know, are ignored)
 DISPATCH_OFF := "AVX512_SPR" "X86_V4 AVX512_ICL AVX512_SPR" "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
-.PHONY: setup test test-dispatch test-slow gen sim waves sim-link waves-link lint formal mutate bench \
+.PHONY: setup test test-dispatch test-slow fuzz-outside gen sim waves sim-link waves-link lint formal mutate bench \
 	synth power calibrate calibrate-collectives calibrate-training \
 	calibrate-inference claims clean help
 
@@ -34,6 +34,8 @@ help:
 	@echo "                 then test-dispatch; JUnit with seeds: build/reports/junit.xml"
 	@echo "make test-dispatch  the numerics tests with numpy's AVX-512 / AVX2 loops turned off"
 	@echo "make test-slow   full-size tier (128x128 on Verilator)"
+	@echo "make fuzz-outside  bad inputs read off every --help, each run as a user would"
+	@echo "                 (SAMPLE=N of them, SEED); build/fuzz/outside.json"
 	@echo "make gen         Verilog into build/gen/BLOCK.v: BLOCK=tensor_engine (ROWS COLS FORMAT),"
 	@echo "                 BLOCK=link_router or torus (SHAPE=4x4|4x4x4|... VCS DEPTH)"
 	@echo "make sim         one tensor engine bench run: SIM=icarus|verilator ROWS COLS FORMAT"
@@ -97,6 +99,11 @@ test-dispatch:
 
 test-slow:
 	$(PY) -m pytest -m slow $(if $(SEED),--seed $(SEED))
+
+# The front door fuzzed from outside: bad values read off each study's --help, each a fresh
+# trnsim process (every case: about 2,000, 30-40 minutes; SAMPLE=N draws N of them).
+fuzz-outside:
+	$(PY) -m tools.fuzz_outside $(if $(SAMPLE),--sample $(SAMPLE)) $(if $(SEED),--seed $(SEED))
 
 gen:
 	$(PY) -m hdl $(BLOCK) $(if $(filter $(LINK_BLOCKS),$(BLOCK)), \

@@ -151,6 +151,16 @@ def test_every_bad_input_of_every_study_ends_in_one_clear_line():
     assert not problems, f"{len(problems)} of {len(CASES)}:\n" + "\n".join(problems[:40])
 
 
+@pytest.mark.slow
+def test_the_fuzz_from_outside_finds_nothing(seed, tmp_path):
+    """A sample of tools/fuzz_outside.py's cases (bad values read off each study's --help, each
+    run in a fresh trnsim process, as a user runs them); ``make fuzz-outside`` runs all."""
+    from tools.fuzz_outside import main as fuzz
+
+    print(f"seed {seed}")
+    assert fuzz(["--sample", "60", "--seed", str(seed), "--out", str(tmp_path / "f.json")]) == 0
+
+
 # ------------------------------------------------------------------ bad files of every kind
 
 #: Inputs naming a file, by the suffix a file of theirs has (config: every study's).

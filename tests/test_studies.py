@@ -1360,6 +1360,33 @@ def test_an_infinite_number_is_one_line_not_a_crash(argv, message, capsys):
         run_study("train", restart_s=float("inf"))
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--micro-batch", "99999999999999999999999"], "--micro-batch: "
+         "99999999999999999999999 is not allowed; allowed: an integer in 1..10000000"),
+        (["train", "--tp", "99999999999999999999999"], "--tp: 99999999999999999999999 is not "
+         "allowed; allowed: an integer in 1..10000000"),
+        (["train", "--swap-s", "1e23"], "--swap-s: 1e+23 stops the run; allowed: a time that "
+         "leaves the run some progress: 7.27 interruptions a day on 16,384 chips, each costing "
+         "it"),
+        (["cost", "--repair-s", "1e30"], "--repair-s: 1e+30 stops the run; allowed: a time "
+         "that leaves the run some progress: 7.27 interruptions a day on 16,384 chips, each "
+         "costing it"),
+        (["cost", "--reform-s", "1e30", "--elastic-replica-chips", "128"], "--reform-s: 1e+30 "
+         "stops the run; allowed: a time that leaves the run some progress: 7.27 interruptions "
+         "a day on 16,384 chips, each costing it"),
+    ],
+)  # fmt: skip
+def test_huge_values_are_one_line_naming_their_flag(argv, message, capsys):
+    """Found by the fuzz from outside (tools/fuzz_outside.py): an integer beyond int64 crashed
+    in numpy, a huge --tp was blamed on --chips, a finite time that stops the run blamed
+    goodput. Parallel sizes stop at the most chips a study takes; a time that leaves no
+    progress names the input whose share of the lost time is largest."""
+    assert main(argv) == 2
+    assert capsys.readouterr().err == f"trnsim {argv[0]}: error: {message}\n"
+
+
 def test_output_paths_are_checked_before_the_run(capsys, tmp_path, monkeypatch):
     """--out '' and --out-dir '' were ignored or wrote into the current folder; a relative
     --out-dir is made absolute (Dask workers run in folders of their own)."""

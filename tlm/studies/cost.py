@@ -48,7 +48,7 @@ from ..hardware import HardwareError, load_hardware
 from ..hardware.prices import price_footing
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
-from .protocol import InputError, Inputs, Results, Study, loaded, register
+from .protocol import MAX_CHIPS, InputError, Inputs, Results, Study, loaded, register
 from .workload import MODEL_ALLOWED, workload_input
 
 __all__ = [
@@ -82,7 +82,7 @@ class ClusterInputs(Inputs):
     deprecated = dict(HARDWARE_DEPRECATED)
 
     hardware: str = hardware_field()
-    chips: int = Field(16384, ge=1, le=10_000_000, description="chips the job trains on")
+    chips: int = Field(16384, ge=1, le=MAX_CHIPS, description="chips the job trains on")
     model: str = Field(
         "llama3-405b",
         description="the model trained: its checkpoint is written, its tokens set the steps",
@@ -122,7 +122,7 @@ class ClusterInputs(Inputs):
     elastic_replica_chips: int = Field(
         0,
         ge=0,
-        le=10_000_000,
+        le=MAX_CHIPS,
         description="elastic data parallelism: chips of one replica, dropped on a hardware "
         "failure until its server is replaced (Llama 3 405B: 128; 0: none, failures stop the "
         "job)",
@@ -199,7 +199,7 @@ class CostInputs(ClusterInputs):
     jobs: int = Field(
         1,
         ge=1,
-        le=10_000_000,
+        le=MAX_CHIPS,
         description="independent jobs the chips are split into, each seeing 1/jobs of the "
         "failures and of the storage; goodput is the cluster's useful chip-time",
     )
@@ -285,6 +285,32 @@ def cost_study(inputs: CostInputs) -> CostResults:
     return CostResults(**figures, series=causes)
 
 
+def _no_progress(inputs, g):
+    """Raise the input error of a run that never progresses: the time lost per interruption
+    (restart, or a warm spare's swap; repairs without a spare; elastic pauses) outgrows the
+    time between interruptions. The input named is the one whose share of the lost time is
+    largest."""
+    shares = {"restart_s": g["restart_fraction"] + g["lost_fraction"], "reform_s": 0.0}
+    shares["reform_s"] = g["elastic_fraction"]
+    field = max(shares, key=shares.get)
+    if field == "restart_s":  # a stop costs the restart, a hardware one the swap or the repair
+        no_spare = g["no_spare_fraction"]
+        swap = inputs.restart_s if inputs.swap_s is None else inputs.swap_s
+        parts = {
+            "restart_s": inputs.restart_s,
+            "swap_s": (1 - no_spare) * swap if inputs.swap_s is not None else 0.0,
+            "repair_s": no_spare * inputs.repair_s,
+        }
+        field = max(parts, key=parts.get)
+    raise InputError(
+        field,
+        getattr(inputs, field),
+        f"a time that leaves the run some progress: {g['interruptions_per_day']:.3g} "
+        f"interruptions a day on {inputs.chips:,} chips, each costing it",
+        "stops the run",
+    )
+
+
 def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
     """Goodput, power, energy and cost of ``steps`` steps of ``step_time_s`` for the run the
     inputs describe: :class:`RunResults`' fields, and the interruptions by cause."""
@@ -300,6 +326,8 @@ def run_figures(inputs: ClusterInputs, step_time_s: float, steps: int):
         spare_fraction=inputs.spares_per_server,
         **inputs.resilience().options(),
     ).row()
+    if not g["goodput_fraction"] > 0:
+        _no_progress(inputs, g)
     c = run_cost(
         hw,
         inputs.chips,

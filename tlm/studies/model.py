@@ -30,7 +30,7 @@ from ..cluster.layout import Layout
 from ..formats import FLOAT_FORMATS
 from ..workloads import model_ops
 from .preset import PresetInputs
-from .protocol import InputError, Inputs, Results, Study, format_field, register
+from .protocol import MAX_CHIPS, InputError, Inputs, Results, Study, format_field, register
 from .workload import MODEL_ALLOWED, workload_input
 
 __all__ = [
@@ -50,20 +50,24 @@ class RecipeInputs(Inputs):
     model`` and ``trnsim train`` share them (a study may give ``dp``, ``tp`` and ``pp`` its own
     defaults)."""
 
-    dp: int = Field(1, ge=1, description="data-parallel size")
-    tp: int = Field(1, ge=1, description="tensor-parallel size")
-    pp: int = Field(1, ge=1, description="pipeline-parallel size (1F1B)")
-    cp: int = Field(1, ge=1, description="context-parallel size (splits the sequence)")
-    ep: int = Field(1, ge=1, description="expert-parallel size (within dp x cp)")
+    dp: int = Field(1, ge=1, le=MAX_CHIPS, description="data-parallel size")
+    tp: int = Field(1, ge=1, le=MAX_CHIPS, description="tensor-parallel size")
+    pp: int = Field(1, ge=1, le=MAX_CHIPS, description="pipeline-parallel size (1F1B)")
+    cp: int = Field(
+        1, ge=1, le=MAX_CHIPS, description="context-parallel size (splits the sequence)"
+    )
+    ep: int = Field(1, ge=1, le=MAX_CHIPS, description="expert-parallel size (within dp x cp)")
     zero: int = Field(
         Layout().zero,
         ge=0,
         le=3,
         description="ZeRO stage: 1 optimizer, 2 + gradients, 3 (FSDP) + weights",
     )
-    micro_batch: int = Field(Layout().micro_batch, ge=1, description="sequences per micro-batch")
+    micro_batch: int = Field(
+        Layout().micro_batch, ge=1, le=MAX_CHIPS, description="sequences per micro-batch"
+    )
     interleave: int = Field(
-        Layout().interleave, ge=1, description="virtual pipeline stages per chip"
+        Layout().interleave, ge=1, le=MAX_CHIPS, description="virtual pipeline stages per chip"
     )
     sp: Literal["on", "off"] = Field(
         "on" if Layout().sp else "off", description="sequence parallelism"

@@ -70,6 +70,7 @@ __all__ = [
     "writable_path",
     "PLOT_SUFFIXES",
     "PLOT_ALLOWED",
+    "MAX_CHIPS",
     "plot_path",
     "figure",
     "without_none",
@@ -329,6 +330,8 @@ def writable_path(field: str, path: str | None) -> str | None:
     return path
 
 
+#: The most chips (and so the largest parallel size) a study takes: 10 million.
+MAX_CHIPS = 10_000_000
 #: The figure formats a study's ``--plot`` writes (matplotlib picks the format by suffix).
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: What a ``--plot`` input allows, in words.

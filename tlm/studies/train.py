@@ -31,7 +31,16 @@ from ..cluster.memory import DoesNotFit
 from ..cluster.training import PARTS, overlap_tp_for, training_step
 from .cost import ClusterInputs, RunResults, run_figures
 from .model import MemoryResults, RecipeInputs, memory_figures
-from .protocol import PLOT_ALLOWED, InputError, Study, figure, format_field, plot_path, register
+from .protocol import (
+    MAX_CHIPS,
+    PLOT_ALLOWED,
+    InputError,
+    Study,
+    figure,
+    format_field,
+    plot_path,
+    register,
+)
 
 __all__ = [
     "FabricInputs",
@@ -81,11 +90,14 @@ class TrainInputs(RecipeInputs, FabricInputs):
     dp: int | None = Field(
         None,
         ge=1,
+        le=MAX_CHIPS,
         description="data-parallel size",
         json_schema_extra={"unset": "chips / (tp x pp x cp)"},
     )
-    tp: int = Field(16, ge=1, description="tensor-parallel size (sequence parallel with --sp on)")
-    pp: int = Field(8, ge=1, description="pipeline-parallel size (1F1B)")
+    tp: int = Field(
+        16, ge=1, le=MAX_CHIPS, description="tensor-parallel size (sequence parallel with --sp on)"
+    )
+    pp: int = Field(8, ge=1, le=MAX_CHIPS, description="pipeline-parallel size (1F1B)")
     overlap_dp: Literal["on", "off"] = Field(
         "on", description="hide the gradients' reduction behind the last backward pass"
     )
