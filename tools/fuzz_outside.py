@@ -99,8 +99,8 @@ def bad_values(option: dict, files: dict) -> list[str]:
     if "integer" in allowed or "number" in allowed:
         lo, hi, closed = _bounds(allowed)
         values += ["abc", "1e999", "nan"]
-        if "integer" in allowed:  # a huge finite number is a number > 0; an integer has a range
-            values.append("99999999999999999999999")
+        if "integer" in allowed and flag != "--seed":  # any seed >= 0 is one; a huge finite
+            values.append("99999999999999999999999")  # number is a number > 0
         if "inf" not in option["help"]:
             values += ["inf", "-inf"]
         if lo is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ..chip.trace import write_chrome_trace, write_vcd
+from ..core.errors import KernelError
 from ..core.view import DTYPE_NAMES
 from ..formats import MX_BLOCK, MX_FORMATS
 from ..kernels import build_gemm
@@ -38,6 +39,11 @@ ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 FORMAT_NAMES = (*DTYPE_NAMES, *MX_FORMATS)
 
 
+#: The largest m, n or k: 2^24 (one operand of 2^24 x 2^24 BF16 is 512 TiB; the HBM refuses
+#: far smaller ones, naming the size).
+MAX_GEMM_SIZE = 1 << 24
+
+
 class GemmInputs(PresetInputs):
     """Inputs of ``trnsim gemm``."""
 
@@ -46,15 +52,15 @@ class GemmInputs(PresetInputs):
         FORMAT_NAMES,
         description="input format of A and B (C is bf16, fp32 for fp32; MX on trn3)",
     )
-    m: int = Field(4096, ge=1, description="rows of A and C")
-    n: int = Field(4096, ge=1, description="columns of B and C")
-    k: int = Field(4096, ge=1, description="contraction size")
+    m: int = Field(4096, ge=1, le=MAX_GEMM_SIZE, description="rows of A and C")
+    n: int = Field(4096, ge=1, le=MAX_GEMM_SIZE, description="columns of B and C")
+    k: int = Field(4096, ge=1, le=MAX_GEMM_SIZE, description="contraction size")
     cores: int | None = Field(
         None,
         description="cores to use (default: all of the chip's)",
         json_schema_extra={"allowed": "an integer in 1..the preset's cores"},
     )
-    bufs: int = Field(4, ge=2, description="SBUF buffers per input stream")
+    bufs: int = Field(4, ge=2, le=1024, description="SBUF buffers per input stream")
     trace: str | None = Field(
         None,
         description="write a Chrome/Perfetto JSON trace to this file",
@@ -119,20 +125,47 @@ class GemmResults(Results):
     instructions: int
 
 
+def _capacity_error(inputs: GemmInputs, error: KernelError) -> InputError | None:
+    """The input a kernel's capacity error comes from: the operands' size for HBM (the largest
+    of m, n, k), the buffers for SBUF; None for any other error."""
+    if "HBM overflow" in error.rule:
+        field = max(("m", "n", "k"), key=lambda f: getattr(inputs, f))
+        return InputError(
+            field,
+            getattr(inputs, field),
+            "sizes whose A, B and C fit the chip's HBM",
+            f"is too large ({error.rule})",
+        )
+    if "SBUF" in error.rule and "overflow" in error.rule:
+        return InputError(
+            "bufs",
+            inputs.bufs,
+            "as many buffers as SBUF holds at this tile size (2 or more)",
+            f"is too many ({error.rule})",
+        )
+    return None
+
+
 def gemm_study(inputs: GemmInputs) -> GemmResults:
     """Run the GEMM kernel in timing-only mode (and write the trace and VCD if asked)."""
-    kernel, _blocks, _c = build_gemm(
-        inputs.m,
-        inputs.n,
-        inputs.k,
-        inputs.format,
-        preset=inputs.preset,
-        choose=inputs.choose or None,
-        values=False,
-        cores=inputs.cores,
-        bufs=inputs.bufs,
-    )
-    run = kernel.run()
+    try:
+        kernel, _blocks, _c = build_gemm(
+            inputs.m,
+            inputs.n,
+            inputs.k,
+            inputs.format,
+            preset=inputs.preset,
+            choose=inputs.choose or None,
+            values=False,
+            cores=inputs.cores,
+            bufs=inputs.bufs,
+        )
+        run = kernel.run()
+    except KernelError as error:
+        named = _capacity_error(inputs, error)
+        if named is None:
+            raise
+        raise named from None
     spec = kernel.spec
     peak = spec.peak_flops(inputs.format)
     flops = 2.0 * inputs.m * inputs.n * inputs.k

@@ -30,7 +30,16 @@ from ..cluster.layout import Layout
 from ..formats import FLOAT_FORMATS
 from ..workloads import model_ops
 from .preset import PresetInputs
-from .protocol import MAX_CHIPS, InputError, Inputs, Results, Study, format_field, register
+from .protocol import (
+    MAX_CHIPS,
+    MAX_COUNT,
+    InputError,
+    Inputs,
+    Results,
+    Study,
+    format_field,
+    register,
+)
 from .workload import MODEL_ALLOWED, workload_input
 
 __all__ = [
@@ -105,12 +114,14 @@ class ModelInputs(RecipeInputs, PresetInputs):
     global_batch: int | None = Field(
         None,
         ge=1,
+        le=MAX_COUNT,
         description="sequences per step",
         json_schema_extra={"unset": "the model file's"},
     )
     seq_len: int | None = Field(
         None,
         ge=1,
+        le=MAX_COUNT,
         description="tokens per sequence",
         json_schema_extra={"unset": "the model file's"},
     )

@@ -23,7 +23,16 @@ from ..link.config import LinkConfig
 from ..link.measure import ENGINES, simulate
 from ..link.patterns import PATTERNS
 from ..link.sources import default_warmup
-from .protocol import InputError, Inputs, Results, Study, progress, register, seed_field
+from .protocol import (
+    MAX_COUNT,
+    InputError,
+    Inputs,
+    Results,
+    Study,
+    progress,
+    register,
+    seed_field,
+)
 
 __all__ = ["NocInputs", "NocResults", "NocPoint", "LinkLoad", "noc_study"]
 
@@ -46,7 +55,7 @@ class NocInputs(Inputs):
         description="offered load in flits per node per cycle, or a list for a sweep",
         json_schema_extra={"allowed": "a comma-separated list of loads in 0..1"},
     )
-    cycles: int = Field(20000, ge=1, description="cycles to simulate per load")
+    cycles: int = Field(20000, ge=1, le=MAX_COUNT, description="cycles to simulate per load")
     warmup: int | None = Field(
         None,
         ge=0,

@@ -71,6 +71,7 @@ __all__ = [
     "PLOT_SUFFIXES",
     "PLOT_ALLOWED",
     "MAX_CHIPS",
+    "MAX_COUNT",
     "plot_path",
     "figure",
     "without_none",
@@ -332,6 +333,9 @@ def writable_path(field: str, path: str | None) -> str | None:
 
 #: The most chips (and so the largest parallel size) a study takes: 10 million.
 MAX_CHIPS = 10_000_000
+#: The largest other count a study takes (sequences, tokens, cycles): a billion, so that
+#: products of counts stay exact in a float and within an int64.
+MAX_COUNT = 1_000_000_000
 #: The figure formats a study's ``--plot`` writes (matplotlib picks the format by suffix).
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: What a ``--plot`` input allows, in words.

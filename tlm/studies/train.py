@@ -33,6 +33,7 @@ from .cost import ClusterInputs, RunResults, run_figures
 from .model import MemoryResults, RecipeInputs, memory_figures
 from .protocol import (
     MAX_CHIPS,
+    MAX_COUNT,
     PLOT_ALLOWED,
     InputError,
     Study,
@@ -117,12 +118,14 @@ class TrainInputs(RecipeInputs, FabricInputs):
     global_batch: int | None = Field(
         None,
         ge=1,
+        le=MAX_COUNT,
         description="sequences per step",
         json_schema_extra={"unset": "the model file's"},
     )
     seq_len: int | None = Field(
         None,
         ge=1,
+        le=MAX_COUNT,
         description="tokens per sequence",
         json_schema_extra={"unset": "the model file's"},
     )
