@@ -302,6 +302,10 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = _study_named(argv)
     prog = f"trnsim {name}" if name in CATALOGUE else "trnsim"
+    # trnsim uses no pydantic plugin: without this, the first model pydantic builds looks for
+    # plugins in every installed distribution's entry points (importlib.metadata), a start-up
+    # cost of every command; a user who wants plugins sets the variable (to "" or a list)
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     try:
         return run(argv)
     except BrokenPipeError:
