@@ -137,7 +137,8 @@ def _imported_by(*argv: str) -> set[str]:
 def test_a_command_imports_only_its_own_study():
     """``trnsim --help`` imports no study; ``trnsim infer --json`` imports infer's module
     alone of the studies, none of :data:`HEAVY` (rich renders tables, not JSON) and not the
-    tensor engine's cycle-exact model (start-up is what a user waits for)."""
+    tensor engine's cycle-exact model nor the router's flits (start-up is what a user
+    waits for)."""
     from tlm.studies.catalogue import CATALOGUE
 
     studies = {entry.module for entry in CATALOGUE.values()}
@@ -145,7 +146,7 @@ def test_a_command_imports_only_its_own_study():
     imported = _imported_by("infer", *QUICK["infer"], "--json")
     assert imported & studies == {"tlm.studies.infer"}
     assert not {m for m in imported if m.startswith(HEAVY)}
-    assert "tlm.tensor.timing" not in imported
+    assert not {"tlm.tensor.timing", "tlm.link.flit", "tlm.link.config"} & imported
 
 
 def _run(argv, capsys) -> dict:
