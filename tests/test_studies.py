@@ -149,6 +149,20 @@ def test_a_command_imports_only_its_own_study():
     assert not {"tlm.tensor.timing", "tlm.link.flit", "tlm.link.config"} & imported
 
 
+def test_a_command_leaves_the_garbage_collector_as_it_was(capsys):
+    """``trnsim`` starts with the collector off and sets start-up's objects aside
+    (``gc.freeze``) while the study runs; called in a process, it gives them back and
+    leaves the collector on, as it found it, also after an error."""
+    import gc
+
+    assert gc.isenabled() and not gc.get_freeze_count()
+    assert main(["tensor", *QUICK["tensor"], "--json"]) == 0
+    assert gc.isenabled() and not gc.get_freeze_count()
+    assert main(["tensor", "--n", "0"]) == 2
+    assert gc.isenabled() and not gc.get_freeze_count()
+    capsys.readouterr()
+
+
 def _run(argv, capsys) -> dict:
     assert main(argv) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
