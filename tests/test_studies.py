@@ -107,20 +107,24 @@ def test_every_catalogue_entry_registers_its_study():
         STUDIES["nope"]
 
 
-_IMPORTED = """
+#: Packages a command imports only when it needs them (each costs a share of start-up).
+HEAVY = ("numba", "dask", "distributed", "rich", "matplotlib", "simpy", "scipy", "pygments")
+
+_IMPORTED = f"""
 import sys
+HEAVY = {HEAVY!r}
 from tlm.studies.cli import main
 try:
     main(sys.argv[1:])
 except SystemExit:
     pass
-print(" ".join(sorted(m for m in sys.modules if m.startswith(("tlm.", "numba", "dask")))))
+print(" ".join(sorted(m for m in sys.modules if m.startswith(("tlm.", *HEAVY)))))
 """
 
 
 def _imported_by(*argv: str) -> set[str]:
-    """The tlm, numba and dask modules a fresh interpreter has imported after ``trnsim
-    ARGV``."""
+    """The tlm modules and those of :data:`HEAVY` a fresh interpreter has imported after
+    ``trnsim ARGV``."""
     import subprocess
     import sys
 
@@ -131,15 +135,32 @@ def _imported_by(*argv: str) -> set[str]:
 
 
 def test_a_command_imports_only_its_own_study():
-    """``trnsim --help`` imports no study; ``trnsim infer`` imports infer's module alone of
-    the studies, and neither numba nor Dask (start-up is what a user waits for)."""
+    """``trnsim --help`` imports no study; ``trnsim infer --json`` imports infer's module
+    alone of the studies, none of :data:`HEAVY` (rich renders tables, not JSON) and not the
+    tensor engine's cycle-exact model nor the router's flits (start-up is what a user
+    waits for)."""
     from tlm.studies.catalogue import CATALOGUE
 
     studies = {entry.module for entry in CATALOGUE.values()}
     assert not _imported_by("--help") & studies
     imported = _imported_by("infer", *QUICK["infer"], "--json")
     assert imported & studies == {"tlm.studies.infer"}
-    assert not {m for m in imported if m.startswith(("numba", "dask"))}
+    assert not {m for m in imported if m.startswith(HEAVY)}
+    assert not {"tlm.tensor.timing", "tlm.link.flit", "tlm.link.config"} & imported
+
+
+def test_a_command_leaves_the_garbage_collector_as_it_was(capsys):
+    """``trnsim`` starts with the collector off and sets start-up's objects aside
+    (``gc.freeze``) while the study runs; called in a process, it gives them back and
+    leaves the collector on, as it found it, also after an error."""
+    import gc
+
+    assert gc.isenabled() and not gc.get_freeze_count()
+    assert main(["tensor", *QUICK["tensor"], "--json"]) == 0
+    assert gc.isenabled() and not gc.get_freeze_count()
+    assert main(["tensor", "--n", "0"]) == 2
+    assert gc.isenabled() and not gc.get_freeze_count()
+    capsys.readouterr()
 
 
 def _run(argv, capsys) -> dict:

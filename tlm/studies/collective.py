@@ -543,7 +543,7 @@ class CollectiveResults(Results):
     detoured_transfers: int = Field(
         description="transfers of the schedules used whose route goes round a failed link"
     )
-    series: list[CollectivePoint] = Field(default_factory=list, exclude=True)
+    series: list[CollectivePoint] = Field(default=[], exclude=True)
 
 
 def collective_study(inputs: CollectiveInputs) -> CollectiveResults:

@@ -147,7 +147,7 @@ class CompareResults(Results):
 
     baseline: str
     fitting: int = Field(description="hardware the replica fits")
-    series: list[CompareRow] = Field(default_factory=list, exclude=True)
+    series: list[CompareRow] = Field(default=[], exclude=True)
 
 
 def _gemm_footing(source: str) -> str:

@@ -276,7 +276,7 @@ RunResults = with_price_footing(RunResults)
 class CostResults(RunResults):
     """Power, energy, cost, goodput; the series: interruptions per day by cause."""
 
-    series: list[CauseRow] = Field(default_factory=list, exclude=True)
+    series: list[CauseRow] = Field(default=[], exclude=True)
 
 
 def cost_study(inputs: CostInputs) -> CostResults:

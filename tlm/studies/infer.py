@@ -325,7 +325,7 @@ class InferResults(Results):
     request_fixed_s: float
     costs_source: str
     fixed_costs_source: str
-    series: list[PhaseRow] = Field(default_factory=list, exclude=True)
+    series: list[PhaseRow] = Field(default=[], exclude=True)
 
 
 InferResults = with_price_footing(InferResults)

@@ -209,7 +209,7 @@ class InferSearchResults(Results):
     best_power_w: float
     best_max_rate_per_s: float
     best_max_rate_cost_per_million_tokens_usd: float
-    series: list[ConfigRow] = Field(default_factory=list, exclude=True)
+    series: list[ConfigRow] = Field(default=[], exclude=True)
 
 
 InferSearchResults = with_price_footing(InferSearchResults)

@@ -221,7 +221,7 @@ class ModelResults(MemoryResults):
     chips: int = Field(description="dp x tp x pp x cp")
     headroom_bytes: float = Field(description="HBM left; negative: missing")
     peak_stage: str = Field(description="the pipeline stage with the most memory")
-    series: list[OperatorRow] = Field(default_factory=list, exclude=True)
+    series: list[OperatorRow] = Field(default=[], exclude=True)
 
 
 def model_study(inputs: ModelInputs) -> ModelResults:

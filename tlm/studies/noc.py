@@ -130,7 +130,7 @@ class NocResults(Results):
     channel_load_bound_flits_per_node_cycle: float = Field(
         description="the load dimension-order routing can carry at best"
     )
-    series: list[NocPoint] = Field(default_factory=list, exclude=True)
+    series: list[NocPoint] = Field(default=[], exclude=True)
 
 
 def noc_study(inputs: NocInputs) -> NocResults:

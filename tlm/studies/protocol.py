@@ -485,7 +485,7 @@ class Results(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    series: list[BaseModel] = Field(default_factory=list, exclude=True)
+    series: list[BaseModel] = Field(default=[], exclude=True)
 
 
 @dataclass(frozen=True)

@@ -301,7 +301,7 @@ class ServeResults(Results):
         "infer-search's",
     )
     seed: int | None = Field(description="of the draws (none for a trace)")
-    series: list[LatencyRow] = Field(default_factory=list, exclude=True)
+    series: list[LatencyRow] = Field(default=[], exclude=True)
 
 
 ServeResults = with_price_footing(ServeResults)

@@ -102,7 +102,7 @@ class SystemResults(Results):
     sources: dict[str, str] = Field(
         description="figure -> where it comes from", json_schema_extra={"table": False}
     )
-    series: list[SystemLevel] = Field(default_factory=list, exclude=True)
+    series: list[SystemLevel] = Field(default=[], exclude=True)
 
 
 def system_study(inputs: SystemInputs) -> SystemResults:

@@ -108,7 +108,7 @@ class TensorResults(Results):
     peak_flop_per_s: float = Field(
         description="2 x rows x cols x clock at this format's rate (x rows per PE for MX)"
     )
-    series: list[TensorPoint] = Field(default_factory=list, exclude=True)
+    series: list[TensorPoint] = Field(default=[], exclude=True)
 
 
 def tensor_study(inputs: TensorInputs) -> TensorResults:

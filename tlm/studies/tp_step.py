@@ -152,7 +152,7 @@ class TpStepResults(Results):
     error_of_bound_fraction: float | None = Field(
         None, description="largest |Y - X W (float64)| over its bound; <= 1 passes"
     )
-    series: list[TpStepGroup] = Field(default_factory=list, exclude=True)
+    series: list[TpStepGroup] = Field(default=[], exclude=True)
 
 
 def tp_step_study(inputs: TpStepInputs) -> TpStepResults:

@@ -298,7 +298,7 @@ class TrainResults(RunResults, MemoryResults):
     steps: int = Field(description="the model file's tokens / tokens per step")
     train_days: float = Field(description="wall time of the run with goodput, days")
     costs_source: str = Field(description="where the operator costs come from")
-    series: list[PartRow] = Field(default_factory=list, exclude=True)
+    series: list[PartRow] = Field(default=[], exclude=True)
 
 
 def train_study(inputs: TrainInputs) -> TrainResults:

@@ -198,7 +198,7 @@ class SearchResults(Results):
     best_cost_usd: float
     best_power_w: float
     front_layouts: int
-    series: list[FrontRow] = Field(default_factory=list, exclude=True)
+    series: list[FrontRow] = Field(default=[], exclude=True)
 
 
 SearchResults = with_price_footing(SearchResults)

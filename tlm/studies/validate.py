@@ -86,7 +86,7 @@ class ValidateResults(Results):
     inference_not_modelled: int | None = Field(
         None, description="published inference rows the model does not reproduce (reasons listed)"
     )
-    series: list[ValidationRow] = Field(default_factory=list, exclude=True)
+    series: list[ValidationRow] = Field(default=[], exclude=True)
 
 
 def validate_study(inputs: ValidateInputs) -> ValidateResults:
