@@ -1417,12 +1417,17 @@ def test_huge_values_are_one_line_naming_their_flag(argv, message, capsys):
          "is not allowed; allowed: an integer in 1..1000000000"),
         (["train", "--seq-len", "99999999999999999999999"], "--seq-len: "
          "99999999999999999999999 is not allowed; allowed: an integer in 1..1000000000"),
+        (["infer-search", "--prompt", "99999999999999999999999"], "--prompt: "
+         "99999999999999999999999 is not allowed; allowed: an integer in 1..1000000"),
+        (["tp-step", "--n", "99999999999999999999999"], "--n: 99999999999999999999999 is not "
+         "allowed; allowed: an integer in 1..16777216"),
     ],
 )  # fmt: skip
 def test_capacity_and_counts_name_their_flag(argv, message, capsys):
-    """The fuzz from outside's second sample: a GEMM too large for HBM or with more buffers
-    than SBUF holds named the kernel's allocation, not the input; counts past a billion
-    (cycles, sequences, tokens) crashed in numpy or were blamed on another flag."""
+    """The fuzz from outside's second and third samples: a GEMM too large for HBM or with more
+    buffers than SBUF holds named the kernel's allocation, not the input; counts past a billion
+    (cycles, sequences, tokens) crashed in numpy or were blamed on another flag; a huge prompt
+    reached infer-search's Dask workers (a traceback in their log), a huge tp-step N ran on."""
     _one_line(argv, message, capsys)
 
 

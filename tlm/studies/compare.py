@@ -37,6 +37,7 @@ from .hardware import (
 )
 from .infer import _FORMATS, InferInputs
 from .protocol import (
+    MAX_REQUEST_TOKENS,
     STUDIES,
     InputError,
     Inputs,
@@ -70,8 +71,10 @@ class CompareInputs(Inputs):
     )
     format: str = format_field("bf16", _FORMATS, "format of the weights and GEMM inputs")
     kv_format: str | None = format_field(None, _FORMATS, "format of the KV cache", unset="--format")
-    prompt: int = Field(2048, ge=1, le=1_000_000, description="prompt tokens per request")
-    output: int = Field(256, ge=1, le=1_000_000, description="generated tokens per request")
+    prompt: int = Field(2048, ge=1, le=MAX_REQUEST_TOKENS, description="prompt tokens per request")
+    output: int = Field(
+        256, ge=1, le=MAX_REQUEST_TOKENS, description="generated tokens per request"
+    )
     batch: int = Field(1, ge=1, le=100_000, description="requests served together")
     price: str = price_field()
 

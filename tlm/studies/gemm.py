@@ -22,6 +22,7 @@ from ..formats import MX_BLOCK, MX_FORMATS
 from ..kernels import build_gemm
 from .preset import PresetInputs
 from .protocol import (
+    MAX_GEMM_SIZE,
     InputError,
     Results,
     Study,
@@ -37,11 +38,6 @@ ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 
 #: Input formats: the kernel's dtypes, and the MX formats (on chips with MX).
 FORMAT_NAMES = (*DTYPE_NAMES, *MX_FORMATS)
-
-
-#: The largest m, n or k: 2^24 (one operand of 2^24 x 2^24 BF16 is 512 TiB; the HBM refuses
-#: far smaller ones, naming the size).
-MAX_GEMM_SIZE = 1 << 24
 
 
 class GemmInputs(PresetInputs):

@@ -45,6 +45,7 @@ from ..workloads import WorkloadError, load_model
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .protocol import (
+    MAX_REQUEST_TOKENS,
     PLOT_ALLOWED,
     InputError,
     Inputs,
@@ -198,8 +199,10 @@ class ReplicaInputs(Inputs):
 class InferInputs(ReplicaInputs):
     """Inputs of ``trnsim infer``."""
 
-    prompt: int = Field(2048, ge=1, description="prompt tokens per request")
-    output: int = Field(256, ge=1, description="generated tokens per request")
+    prompt: int = Field(2048, ge=1, le=MAX_REQUEST_TOKENS, description="prompt tokens per request")
+    output: int = Field(
+        256, ge=1, le=MAX_REQUEST_TOKENS, description="generated tokens per request"
+    )
     batch: int = Field(1, ge=1, description="requests served together")
     draft_model: str = Field(
         "none",

@@ -43,6 +43,7 @@ from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .infer import OLD_FORMATS
 from .protocol import (
+    MAX_REQUEST_TOKENS,
     PLOT_ALLOWED,
     InputError,
     Results,
@@ -81,8 +82,10 @@ class InferSearchInputs(SweepInputs):
         json_schema_extra={"allowed": _SYSTEMS},
     )
     rate_per_s: float = Field(1.0, gt=0, description="the load: requests per second")
-    prompt: int = Field(2048, ge=1, description="prompt tokens per request")
-    output: int = Field(256, ge=1, description="generated tokens per request")
+    prompt: int = Field(2048, ge=1, le=MAX_REQUEST_TOKENS, description="prompt tokens per request")
+    output: int = Field(
+        256, ge=1, le=MAX_REQUEST_TOKENS, description="generated tokens per request"
+    )
     slo_ttft_s: float = Field(2.0, gt=0, description="time to first token allowed")
     slo_tpot_s: float = Field(0.05, gt=0, description="time per output token allowed")
     batches: list[Annotated[int, Field(ge=1)]] = Field(

@@ -34,6 +34,7 @@ from ..system import system_names
 from .collective import system_input
 from .preset import PresetInputs
 from .protocol import (
+    MAX_GEMM_SIZE,
     InputError,
     Results,
     Study,
@@ -55,10 +56,11 @@ class TpStepInputs(PresetInputs):
         "file, or NxSYSTEM (every chip takes a share)",
         json_schema_extra={"allowed": system_names()},
     )
-    m: int = Field(512, ge=1, description="rows of X and Y (tokens)")
-    n: int = Field(512, ge=1, description="columns of W and Y")
+    m: int = Field(512, ge=1, le=MAX_GEMM_SIZE, description="rows of X and Y (tokens)")
+    n: int = Field(512, ge=1, le=MAX_GEMM_SIZE, description="columns of W and Y")
     k: int | None = Field(
         None,
+        le=MAX_GEMM_SIZE,
         description="columns of X, rows of W (default: 512 per chip)",
         json_schema_extra={"allowed": "a multiple of the system's chips", "unset": "512 x chips"},
     )
