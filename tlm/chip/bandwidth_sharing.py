@@ -17,6 +17,7 @@ them with :meth:`FluidNetwork.start`, without checking each flow again.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 import numbers
@@ -212,9 +213,12 @@ class FluidNetwork:
         self._within = np.zeros(0, dtype=np.intp)
         self._entry_resource = np.zeros(0, dtype=np.intp)
         self._entry_flow = np.zeros(0, dtype=np.intp)
+        self._dropped: list = []  # flows kept at each retirement since, not yet in the incidence
+        self._moving = None  # which flows have a rate > 0, None when all
         # per flow set started, in order: [flow set, its flows in flight, its part of the key]
         self._batches: list = []
         self._sets: dict = {}  # the flow sets of transfers(), by their routes and caps
+        self._resolved: dict = {}  # per flow set started here, its entries' resources' indices
         self._tags: dict = {}  # tag -> [flows in flight, the event they fire together]
         self._next_tag = 0
         self._last = 0.0
@@ -338,17 +342,19 @@ class FluidNetwork:
         bad = ~(sizes >= 0)
         if bad.any():
             raise ValueError(f"nbytes must be numbers >= 0, not {sizes[bad][0].item()!r}")
-        for name in flows.names:
-            if name not in self._index:
-                known = ", ".join(map(str, self.capacity))
-                raise ValueError(f"resources must be among {known}, not {name!r}")
+        if flows not in self._resolved:
+            for name in flows.names:
+                if name not in self._index:
+                    known = ", ".join(map(str, self.capacity))
+                    raise ValueError(f"resources must be among {known}, not {name!r}")
         return self._start(flows, sizes, together)
 
     def _start(self, flows: FlowSet, sizes: np.ndarray, together: bool):
         self._advance()
-        index = self._index
-        where = np.array([index[name] for name in flows.names], dtype=np.intp)
-        entry_resource = where[flows._entry_name]
+        entry_resource = self._resolved.get(flows)
+        if entry_resource is None:
+            where = np.array([self._index[name] for name in flows.names], dtype=np.intp)
+            entry_resource = self._resolved[flows] = where[flows._entry_name]
         entry_flow = flows._entry_flow
         # in order, flow by flow: the same sums as adding each flow's bytes in turn
         np.add.at(self._bytes, entry_resource, sizes[entry_flow])
@@ -382,13 +388,16 @@ class FluidNetwork:
             entry_resource = entry_resource[keep]
             entry_flow = (np.cumsum(moving) - 1)[entry_flow[keep]]
         before = len(self._left)
-        self._left = np.concatenate((self._left, sizes[within]))
+        if before:
+            old_resource, old_flow = self._incidence()
+            entry_resource = np.concatenate((old_resource, entry_resource))
+            entry_flow = np.concatenate((old_flow, entry_flow + before))
+        self._entry_resource, self._entry_flow = entry_resource, entry_flow
+        self._left = np.concatenate((self._left, sizes if every else sizes[within]))
         self._rate = np.concatenate((self._rate, np.zeros(count)))
-        self._cap = np.concatenate((self._cap, flows._caps[within]))
+        self._cap = np.concatenate((self._cap, flows._caps if every else flows._caps[within]))
         self._tag = np.concatenate((self._tag, tags))
         self._within = np.concatenate((self._within, within))
-        self._entry_resource = np.concatenate((self._entry_resource, entry_resource))
-        self._entry_flow = np.concatenate((self._entry_flow, entry_flow + before))
         part = None if every else within.tobytes()
         self._batches.append([flows, count, (flows, part)])
         self._reschedule()
@@ -406,11 +415,30 @@ class FluidNetwork:
         tags = self._tag[ended]
         if tags[0] == tags[-1] and (tags == tags[0]).all():
             fire = [(int(tags[0]), len(tags))]
-        else:
-            unique, last, counts = np.unique(tags[::-1], return_index=True, return_counts=True)
-            order = np.argsort(-last, kind="stable")
-            fire = list(zip(unique[order].tolist(), counts[order].tolist(), strict=True))
+        else:  # counted from the last flow back: the tags in order of their last flow, reversed
+            fire = list(collections.Counter(tags[::-1].tolist()).items())[::-1]
         keep = ~ended
+        if not keep.any():
+            self._clear()
+        else:
+            self._drop(keep)
+        for tag, count in fire:
+            waiting = self._tags[tag]
+            waiting[0] -= count
+            if not waiting[0]:
+                del self._tags[tag]
+                waiting[1].succeed()
+
+    def _clear(self):
+        """Every flow in flight has ended."""
+        self._batches = []
+        self._dropped = []
+        self._left, self._rate, self._cap = np.zeros(0), np.zeros(0), np.zeros(0)
+        self._tag = self._within = np.zeros(0, dtype=np.intp)
+        self._entry_resource = self._entry_flow = np.zeros(0, dtype=np.intp)
+
+    def _drop(self, keep: np.ndarray):
+        """Keep the flows of ``keep`` (the incidence follows when next read)."""
         sizes = [batch[1] for batch in self._batches]
         starts = np.cumsum([0, *sizes[:-1]])
         kept = np.add.reduceat(keep, starts, dtype=np.intp).tolist()
@@ -424,21 +452,23 @@ class FluidNetwork:
                 batches.append(batch)
             at += count
         self._batches = batches
-        position = np.cumsum(keep) - 1
-        entries = keep[self._entry_flow]
-        self._entry_resource = self._entry_resource[entries]
-        self._entry_flow = position[self._entry_flow[entries]]
+        self._dropped.append(keep)
         self._left = self._left[keep]
         self._rate = self._rate[keep]
         self._cap = self._cap[keep]
         self._tag = self._tag[keep]
         self._within = within
-        for tag, count in fire:
-            waiting = self._tags[tag]
-            waiting[0] -= count
-            if not waiting[0]:
-                del self._tags[tag]
-                waiting[1].succeed()
+
+    def _incidence(self) -> tuple:
+        """Per entry, flow by flow: the resource, and the flow's place among those in flight
+        (only filling, logging and starting beside flows in flight read it)."""
+        for keep in self._dropped:
+            position = np.cumsum(keep) - 1
+            entries = keep[self._entry_flow]
+            self._entry_resource = self._entry_resource[entries]
+            self._entry_flow = position[self._entry_flow[entries]]
+        self._dropped = []
+        return self._entry_resource, self._entry_flow
 
     def _rates(self):
         key = tuple([batch[2] for batch in self._batches])
@@ -457,7 +487,7 @@ class FluidNetwork:
         unfrozen = np.arange(len(rate))
         cap = self._cap
         at_cap = cap * _AT_CAP
-        resource, flow = self._entry_resource, self._entry_flow
+        resource, flow = self._incidence()
         level = 0.0
         while len(unfrozen):
             users = np.bincount(resource, minlength=len(capacity))
@@ -499,8 +529,10 @@ class FluidNetwork:
         self._log()
         moving = self._rate > 0
         if moving.all():
+            self._moving = None
             wait = float((self._left / self._rate).min())
         else:
+            self._moving = moving
             wait = float((self._left[moving] / self._rate[moving]).min())
         generation = self._generation
         timer = self.env.timeout(wait)
@@ -511,11 +543,8 @@ class FluidNetwork:
         if not self.record:
             return
         # in order, flow by flow, from 0.0: the sums of adding each flow's rate in turn
-        use = np.bincount(
-            self._entry_resource,
-            weights=self._rate[self._entry_flow],
-            minlength=len(self._names),
-        )
+        resource, flow = self._incidence()
+        use = np.bincount(resource, weights=self._rate[flow], minlength=len(self._names))
         # (astype: numpy counts no flows as integers)
         use = dict(zip(self._names, use.astype(float, copy=False).tolist(), strict=True))
         if self.history and self.history[-1][0] == self.env.now:
@@ -528,8 +557,12 @@ class FluidNetwork:
             return
         self._advance()
         # the flow(s) due now may have a few bytes left from rounding: finish them
-        rate = self._rate
-        with np.errstate(divide="ignore", invalid="ignore"):
-            due = (rate > 0) & (self._left / rate <= 1e-15 + 1e-12 * self.env.now)
-        self._left[due] = 0.0
+        due_s = 1e-15 + 1e-12 * self.env.now
+        moving = self._moving  # None: every flow in flight moves
+        if moving is None:
+            self._left[self._left / self._rate <= due_s] = 0.0
+        else:
+            left = self._left[moving]
+            left[left / self._rate[moving] <= due_s] = 0.0
+            self._left[moving] = left
         self._reschedule()
