@@ -409,19 +409,19 @@ class FluidNetwork:
             self._left -= self._rate * dt
         self._last = self.env.now
 
-    def _retire(self, ended: np.ndarray):
-        """Drop the ended flows; fire the events whose flows have all ended, in the order a
-        loop over the flows would meet their last one."""
-        tags = self._tag[ended]
+    def _retire(self, ended: np.ndarray, count: int):
+        """Drop the ``count`` ended flows; fire the events whose flows have all ended, in the
+        order a loop over the flows would meet their last one."""
+        every = count == len(self._left)
+        tags = self._tag if every else self._tag[ended]
         if tags[0] == tags[-1] and (tags == tags[0]).all():
-            fire = [(int(tags[0]), len(tags))]
+            fire = [(int(tags[0]), count)]
         else:  # counted from the last flow back: the tags in order of their last flow, reversed
             fire = list(collections.Counter(tags[::-1].tolist()).items())[::-1]
-        keep = ~ended
-        if not keep.any():
+        if every:
             self._clear()
         else:
-            self._drop(keep)
+            self._drop(~ended)
         for tag, count in fire:
             waiting = self._tags[tag]
             waiting[0] -= count
@@ -439,9 +439,12 @@ class FluidNetwork:
 
     def _drop(self, keep: np.ndarray):
         """Keep the flows of ``keep`` (the incidence follows when next read)."""
-        sizes = [batch[1] for batch in self._batches]
-        starts = np.cumsum([0, *sizes[:-1]])
-        kept = np.add.reduceat(keep, starts, dtype=np.intp).tolist()
+        if len(self._batches) == 1:
+            kept = [int(np.count_nonzero(keep))]
+        else:
+            sizes = [batch[1] for batch in self._batches]
+            starts = np.cumsum([0, *sizes[:-1]])
+            kept = np.add.reduceat(keep, starts, dtype=np.intp).tolist()
         within = self._within[keep]
         batches, at = [], 0
         for batch, count in zip(self._batches, kept, strict=True):
@@ -519,8 +522,9 @@ class FluidNetwork:
 
     def _reschedule(self):
         ended = self._left <= _EPS_BYTES
-        if ended.any():
-            self._retire(ended)
+        count = int(np.count_nonzero(ended))
+        if count:
+            self._retire(ended, count)
         self._generation += 1
         if not len(self._left):
             self._log()

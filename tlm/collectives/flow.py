@@ -63,6 +63,9 @@ class StepFlows:
     ----------
     transfers : sequence of sequence of tuple
         Per transfer, its flows ``(chunks, resources)``.
+    shared : dict, optional
+        Flow sets already built, by their flows' resources: steps over the same routes (a
+        ring's) share one (:func:`step_flows` passes one dict for a schedule).
 
     Attributes
     ----------
@@ -77,7 +80,7 @@ class StepFlows:
 
     __slots__ = ("transfers", "flows", "chunks", "transfer")
 
-    def __init__(self, transfers):
+    def __init__(self, transfers, shared=None):
         self.transfers = tuple(map(tuple, transfers))
         every = [flow for transfer in self.transfers for flow in transfer]
         count = len(self.transfers)
@@ -86,7 +89,13 @@ class StepFlows:
         bad = ~(self.chunks >= 0)
         if bad.any():
             raise ValueError(f"chunks must be numbers >= 0, not {self.chunks[bad][0].item()!r}")
-        self.flows = FlowSet([path for _, path in every])
+        routes = tuple([tuple(path) for _, path in every])
+        if shared is None:
+            self.flows = FlowSet(routes)
+        else:
+            self.flows = shared.get(routes)
+            if self.flows is None:
+                self.flows = shared[routes] = FlowSet(routes)
 
     def __len__(self) -> int:
         return len(self.transfers)
@@ -110,7 +119,7 @@ def step_flows(schedule: Schedule, paths, split=None) -> list[StepFlows]:
         ``fraction`` of its chunks through the resources ``before + route + after`` (the
         server model's HBM stacks at either end). Without it, one flow over the route.
     """
-    out = []
+    out, shared = [], {}
     for step, step_paths in zip(schedule.steps, paths, strict=True):
         flows = []
         for t, path in zip(step.transfers, step_paths, strict=True):
@@ -123,7 +132,7 @@ def step_flows(schedule: Schedule, paths, split=None) -> list[StepFlows]:
                         for fraction, before, after in split(t)
                     )
                 )
-        out.append(StepFlows(flows))
+        out.append(StepFlows(flows, shared))
     return out
 
 
