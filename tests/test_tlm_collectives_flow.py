@@ -20,7 +20,7 @@ import simpy
 from tlm.chip.bandwidth_sharing import FluidNetwork
 from tlm.collectives import OPS, Analytic, build
 from tlm.collectives.algorithms import ALGORITHMS, unfit
-from tlm.collectives.flow import Flow
+from tlm.collectives.flow import Flow, Launch, StepFlows
 from tlm.collectives.schedule import Schedule, Step, Transfer
 from tlm.system import load_system
 
@@ -172,3 +172,21 @@ def test_fluid_network_starts_flows_together():
     with pytest.raises(ValueError, match="nbytes must be a number >= 0, not -1"):
         net.transfers([(10.0, ["a"]), (-1, ["a"])])
     assert not net.flows  # a bad batch starts nothing
+
+
+def test_step_flows_are_checked_once_and_launch_takes_them_or_plain_lists():
+    """A step's flows are one FlowSet built once (chunks checked there); Launch takes the
+    StepFlows of step_flows or per-transfer lists of flows, with the same ends."""
+    with pytest.raises(ValueError, match=r"^chunks must be numbers >= 0, not -1.0$"):
+        StepFlows([((2, (0,)),), ((-1, (1,)),)])
+    flow = Flow(build("ring", "all_reduce", SERVER), SERVER)
+    step = flow.flows[0]
+    assert isinstance(step, StepFlows) and len(step.flows) == len(step.chunks) == len(step)
+    ends = []
+    for flows in (flow.flows, [list(s.transfers) for s in flow.flows]):
+        env = simpy.Environment()
+        net = FluidNetwork(env, flow.capacity, record=False)
+        launch = Launch(env, net, flows, flow.after, flow.fixed_s, 1e6)
+        env.run()
+        ends.append(launch.ends)
+    assert ends[0] == ends[1] and max(ends[0]) == flow.run(1e6)

@@ -47,16 +47,67 @@ import numbers
 import numpy as np
 import simpy
 
-from ..chip.bandwidth_sharing import FluidNetwork
+from ..chip.bandwidth_sharing import FlowSet, FluidNetwork
 from .analytic import Analytic
 from .schedule import Schedule
 
-__all__ = ["Flow", "Launch", "step_flows", "waiters_of"]
+__all__ = ["Flow", "Launch", "StepFlows", "step_flows", "waiters_of"]
 
 
-def step_flows(schedule: Schedule, paths, split=None) -> list:
-    """The flows of every transfer of ``schedule``: per step, per transfer, a tuple of
-    ``(chunks, resources)``, ``chunks`` the flow's bytes in units of one chunk.
+class StepFlows:
+    """The flows of one step: per transfer, its flows ``(chunks, resources)``, ``chunks`` the
+    flow's bytes in units of one chunk; and all of them as the network starts them, checked
+    once (a :class:`~tlm.chip.bandwidth_sharing.FlowSet`, their chunks and transfers).
+
+    Parameters
+    ----------
+    transfers : sequence of sequence of tuple
+        Per transfer, its flows ``(chunks, resources)``.
+    shared : dict, optional
+        Flow sets already built, by their flows' resources: steps over the same routes (a
+        ring's) share one (:func:`step_flows` passes one dict for a schedule).
+
+    Attributes
+    ----------
+    transfers : tuple
+    flows : FlowSet
+        Every flow of the step, transfer by transfer.
+    chunks : numpy.ndarray
+        Per flow, its chunks (each >= 0).
+    transfer : numpy.ndarray
+        Per flow, the index of its transfer.
+    """
+
+    __slots__ = ("transfers", "flows", "chunks", "transfer")
+
+    def __init__(self, transfers, shared=None):
+        self.transfers = tuple(map(tuple, transfers))
+        every = [flow for transfer in self.transfers for flow in transfer]
+        count = len(self.transfers)
+        self.transfer = np.repeat(np.arange(count), [len(t) for t in self.transfers])
+        self.chunks = np.array([units for units, _ in every], dtype=float)
+        bad = ~(self.chunks >= 0)
+        if bad.any():
+            raise ValueError(f"chunks must be numbers >= 0, not {self.chunks[bad][0].item()!r}")
+        routes = tuple([tuple(path) for _, path in every])
+        if shared is None:
+            self.flows = FlowSet(routes)
+        else:
+            self.flows = shared.get(routes)
+            if self.flows is None:
+                self.flows = shared[routes] = FlowSet(routes)
+
+    def __len__(self) -> int:
+        return len(self.transfers)
+
+    def __iter__(self):
+        return iter(self.transfers)
+
+
+def step_flows(schedule: Schedule, paths, split=None) -> list[StepFlows]:
+    """The flows of every transfer of ``schedule``: per step, a :class:`StepFlows` (per
+    transfer, a tuple of ``(chunks, resources)``, ``chunks`` the flow's bytes in units of one
+    chunk).
 
     Parameters
     ----------
@@ -68,7 +119,7 @@ def step_flows(schedule: Schedule, paths, split=None) -> list:
         ``fraction`` of its chunks through the resources ``before + route + after`` (the
         server model's HBM stacks at either end). Without it, one flow over the route.
     """
-    out = []
+    out, shared = [], {}
     for step, step_paths in zip(schedule.steps, paths, strict=True):
         flows = []
         for t, path in zip(step.transfers, step_paths, strict=True):
@@ -81,7 +132,7 @@ def step_flows(schedule: Schedule, paths, split=None) -> list:
                         for fraction, before, after in split(t)
                     )
                 )
-        out.append(flows)
+        out.append(StepFlows(flows, shared))
     return out
 
 
@@ -105,8 +156,9 @@ class Launch:
     env : simpy.Environment
     net : FluidNetwork
         Holds every resource the flows name (links, and whatever ``flows`` add).
-    flows : list
-        Per step, per transfer, its flows ``(chunks, resources)`` (:func:`step_flows`).
+    flows : list of StepFlows
+        Per step, its flows (:func:`step_flows`; or per transfer, its flows ``(chunks,
+        resources)``, made a :class:`StepFlows` here).
     after : list of tuple of int
         Per step, the steps it waits for.
     fixed_s : list of float
@@ -129,7 +181,8 @@ class Launch:
     """
 
     def __init__(self, env, net, flows, after, fixed_s, chunk_bytes, waiters=None, record=None):
-        self.env, self.net, self.flows = env, net, flows
+        self.env, self.net = env, net
+        self.flows = [f if isinstance(f, StepFlows) else StepFlows(f) for f in flows]
         self.fixed_s, self.chunk_bytes, self.record = fixed_s, chunk_bytes, record
         self.waiters = waiters_of(after) if waiters is None else waiters
         self.waiting = [len(a) for a in after]
@@ -153,21 +206,18 @@ class Launch:
                 self._begin(j)
 
     def _launch(self, i):
-        flows, chunk = self.flows[i], self.chunk_bytes
-        if not flows:
+        step = self.flows[i]
+        if not step.transfers:
             self._finished(i)
             return
+        nbytes = step.chunks * self.chunk_bytes
         if self.record is None:
-            done = self.net.transfers(
-                [(units * chunk, path) for transfer in flows for units, path in transfer], True
-            )
+            done = self.net.start(step.flows, nbytes, together=True)
             done.callbacks.append(lambda _event: self._finished(i))
             return
         now = self.env.now
-        specs = [
-            (t, units * chunk, path) for t, transfer in enumerate(flows) for units, path in transfer
-        ]
-        events = self.net.transfers([(nbytes, path) for _, nbytes, path in specs])
+        specs = zip(step.transfer.tolist(), nbytes.tolist(), step.flows.resources, strict=True)
+        events = self.net.start(step.flows, nbytes)
         left = [len(events)]
 
         def ended(_event, spec):
