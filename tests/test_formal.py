@@ -114,9 +114,10 @@ def test_router_planted_credit_off_by_one_fails(tmp_path):
 class FrontOneOff(VcFifo):
     """Planted bug: a link input VC presents the flit behind its front one."""
 
-    def __init__(self, m, layout, depth, name):
-        super().__init__(m, layout, depth, name)
+    def __init__(self, m, layout, depth, name, aux_width=0):
+        super().__init__(m, layout, depth, name, aux_width)
         self.head = self._slot(self.rd + 1)
+        self.head_aux = self._slot(self.rd + 1, self.aux)  # its route, kept beside it
 
 
 @pytest.mark.slow

@@ -120,6 +120,7 @@ def check_fast(cfg, inject, eject, seed, misuse=False, interval=None, ports="sin
             assert fast.link_reg(node) == tuple(r.link_reg), where
             assert fast.credit_reg(node) == tuple(r.credit_reg), where
             assert fast.counters(node) == r.counters, where
+            assert fast.state.drop_reg[node].tolist() == list(r.drop_reg), where
             for i in range(count):
                 assert fast.eject_reg(node * count + i) == r.eject_regs[i], where
                 assert fast.inject_ready(node * count + i) == r.inject_ready_at(i), where
@@ -209,10 +210,13 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     fast.step()
     counts = [0] * len(DropKind)
     counts[DropKind.NO_CREDIT] = 1
-    assert fast.counters(node) == counts
+    assert fast.counters(node) == [0] * len(DropKind)  # registered: counted next cycle
+    assert s.drop_reg[node].tolist() == counts
     assert fast.credit_reg(node)[port] == 0  # none for the dropped flit
     want = flits[-1] if closed is None else fmt.with_kind(flits[-1], closed)
     assert _fifo(fast, node, 1) == flits[:-1] + [want]
+    fast.step()
+    assert fast.counters(node) == counts
 
 
 def test_credit_not_owed_is_ignored_and_counted():
@@ -228,17 +232,20 @@ def test_credit_not_owed_is_ignored_and_counted():
     fast.step()
     counts = [0] * len(DropKind)
     counts[DropKind.CREDIT_OVERFLOW] = 1
-    assert fast.counters(node) == counts
+    assert fast.counters(node) == [0] * len(DropKind) and not fast.idle  # counted next cycle
     assert s.cred[node, port].tolist() == [cfg.depth, cfg.depth]
+    fast.step()
+    assert fast.counters(node) == counts and fast.idle
 
 
 @pytest.mark.parametrize("engine", [RouterNetwork, CompiledNetwork])
 def test_drop_is_counted_by_the_step_that_accepts_its_last_flit(engine):
     """Node 42's malformed packets of the 4x4x4 bench run with seed 1946910119: a head whose
     length says 1 then a body and a tail, and a length-2 head then three bodies and a tail.
-    Each is dropped once, as BAD_LENGTH, by the step that accepts its tail: the counter
-    register shows it from the next cycle on, never before (the RTL bench once read the RTL's
-    counters a cycle early and so missed a drop in the run's last cycle)."""
+    Each is dropped once, as BAD_LENGTH, by the step that accepts its tail: the drop is
+    registered then and the counter shows it one cycle later, from the step after that on,
+    never before (the RTL bench once read the RTL's counters a cycle early and so missed a
+    drop in the run's last cycle)."""
     cfg = LinkConfig((4, 4, 4))
     fmt, here, node = cfg.fmt, (2, 2, 2), 42
     assert cfg.torus.node(here) == node
@@ -255,14 +262,19 @@ def test_drop_is_counted_by_the_step_that_accepts_its_last_flit(engine):
         return net.counters(node)
 
     counted = [0] * len(DropKind)
+    due = False  # a drop registered by the last step, counted by the next
     for flits in packets:
         for i, flit in enumerate(flits):
             assert counters() == counted
             net.step()  # a cycle between flits, as a source that idles
-            assert list(net.step({node: flit}).accepted) == [node]
-            if i == len(flits) - 1:
-                counted[DropKind.BAD_LENGTH] += 1
+            counted[DropKind.BAD_LENGTH] += due
             assert counters() == counted, (flits, i)
+            assert list(net.step({node: flit}).accepted) == [node]
+            assert counters() == counted, (flits, i)
+            due = i == len(flits) - 1
+    net.step()
+    counted[DropKind.BAD_LENGTH] += due
+    assert counters() == counted and counted[DropKind.BAD_LENGTH] == 2
     for _ in range(5):  # the injection buffer was rolled back: nothing is left to send
         net.step()
         assert counters() == counted

@@ -129,7 +129,7 @@ def test_malformed_injection_is_dropped_counted_and_does_not_block(flits, kind):
     sent = []
     for _ in range(6):
         sent += list(r.step().sent.values())
-    assert sent == good
+    assert sent == good  # the drop came cycles ago: its counter has it
     counts = [0] * len(DropKind)
     counts[kind] = 1
     assert r.outputs().counters == tuple(counts)
@@ -141,16 +141,32 @@ def test_malformed_link_input_is_dropped_with_credit():
     link[Y_PLUS] = FMT.body(3)
     r.step(link_in=link)
     link[Y_PLUS] = FMT.head((7, 0), (0, 1), 1, 0)
-    r.step(link_in=link)
+    r.step(link_in=link)  # the orphan body leaves its FIFO: the drop is registered ...
+    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (0, 0, 0, 0, 0)
+    assert r.drop_reg == [0, 0, 1, 0, 0]
+    r.step()  # ... and counted a cycle later, as the bad head leaves
     assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (0, 0, 1, 0, 0)
     r.step()
-    assert r.outputs().credit[Y_PLUS] == 1 and r.outputs().counters == (1, 0, 1, 0, 0)
+    assert r.outputs().credit[Y_PLUS] == 0 and r.outputs().counters == (1, 0, 1, 0, 0)
+
+
+def test_drop_is_counted_the_cycle_after_it_happens():
+    """The RTL registers each drop and counts it in the next cycle: ``outputs().counters``
+    shows a drop of step ``t`` after step ``t + 1``, not before; several in one cycle at once."""
+    r = Router(CFG, (0, 0))
+    credit = [0] * CFG.ports
+    credit[X_PLUS] = 0b11
+    r.step(credit_in=credit)
+    assert r.outputs().counters == (0, 0, 0, 0, 0) and not r.quiet
+    r.step()
+    assert r.outputs().counters == (0, 0, 0, 0, 2) and r.quiet
 
 
 def test_counters_saturate():
     r = Router(LinkConfig((4, 4), counter_bits=2), (0, 0))
     for _ in range(5):
         r.step(inject=FMT.body(0))
+    r.step()  # the last drop reaches its counter
     assert r.outputs().counters == (0, 0, 3, 0, 0)
 
 
@@ -183,11 +199,12 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     r.step(link_in=link(X_MINUS, dropped))
     counts = [0] * len(DropKind)
     counts[DropKind.NO_CREDIT] = 1
-    assert r.outputs().counters == tuple(counts)
+    assert r.outputs().counters == (0,) * len(DropKind)  # registered, counted next cycle
     want = last() if closed is None else FMT.with_kind(last(), closed)
     assert list(q) == [FMT.head((0, 2), (3, 0), 1, 1, single=True), want]
     # another input keeps going: x+ VC 0 to the ejection port
     r.step(link_in=link(X_PLUS, FMT.head((0, 0), (1, 0), 1, 5)))
+    assert r.outputs().counters == tuple(counts)
     assert r.step().sent == {0: FMT.head((0, 0), (1, 0), 1, 5)}
     assert r.outputs().counters == tuple(counts)
 
@@ -210,6 +227,8 @@ def test_closed_packet_leaves_truncated_and_the_rest_is_orphaned():
     assert sent == [head, FMT.body(1, tail=True)]
     assert not r.busy[Y_PLUS][0] and r.alloc[CFG.requester(X_MINUS, 0)] is None
     r.step(link_in=link(X_MINUS, FMT.body(3, tail=True)))
+    r.step()  # the orphan leaves its FIFO: counted a cycle later
+    assert r.outputs().counters == (0, 0, 0, 1, 0)
     r.step()
     assert r.outputs().counters == (0, 0, 1, 1, 0)
 
@@ -220,14 +239,15 @@ def test_credit_not_owed_is_ignored_and_counted():
     credit[X_PLUS] = 0b11
     credit[Y_MINUS] = 0b01
     r.step(credit_in=credit)
-    assert r.outputs().counters == (0, 0, 0, 0, 3)
     assert r.credits[X_PLUS] == [CFG.depth] * CFG.vcs
     # a credit that is owed still counts: one flit out on x+ VC 0, its credit back
     assert r.step(inject=FMT.head((1, 0), (0, 0), 1, 0)).accepted == [0]
+    assert r.outputs().counters == (0, 0, 0, 0, 3)
     r.step()
     assert r.credits[X_PLUS][0] == CFG.depth - 1
     r.step(credit_in=credit)
     assert r.credits[X_PLUS] == [CFG.depth] * CFG.vcs
+    r.step()
     assert r.outputs().counters == (0, 0, 0, 0, 5)
 
 

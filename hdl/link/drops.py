@@ -1,11 +1,15 @@
 """The router's drop counters: one saturating counter per :class:`~tlm.link.config.DropKind`.
 
 Built into the router's own module (a helper, not a submodule), as :mod:`hdl.link.vc_fifo`.
+A drop is registered in the cycle it happens and counted in the next (``docs/noc.md``,
+"Synthesis figures"): the adder tree and the saturating add start from flip-flops, not from
+the switch allocation that decides the drops. :class:`tlm.link.router.Router` counts at the
+same cycle.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Mux, Signal
+from amaranth.hdl import Cat, Mux, Signal
 
 from tlm.link.config import DropKind
 
@@ -13,8 +17,8 @@ __all__ = ["count_drops"]
 
 
 def count_drops(m, counters, events: dict, counter_bits: int):
-    """Add, each cycle, the number of ``events[kind]`` (1-bit values) that are 1 to
-    ``counters[kind]``, saturating at ``2**counter_bits - 1``.
+    """Register ``events[kind]`` (1-bit values) each cycle, and add, the next cycle, the
+    number that were 1 to ``counters[kind]``, saturating at ``2**counter_bits - 1``.
 
     Parameters
     ----------
@@ -22,12 +26,15 @@ def count_drops(m, counters, events: dict, counter_bits: int):
     counters : View of ArrayLayout
         The router's ``drops`` port, indexed by :class:`DropKind`.
     events : dict of DropKind to list of Value
-        What each kind counts this cycle (several may happen in one cycle).
+        What each kind counts this cycle (several may happen in one cycle), registered as
+        ``drops_seen_<kind>``.
     counter_bits : int
     """
     top = (1 << counter_bits) - 1
     for kind in DropKind:
-        add = counters[kind] + _add_tree(events[kind])
+        seen = Signal(len(events[kind]), name=f"drops_seen_{kind.name.lower()}")
+        m.d.sync += seen.eq(Cat(*events[kind]))
+        add = counters[kind] + _add_tree(list(seen))
         total = Signal(len(add), name=f"drops_next_{kind.name.lower()}")  # the adder's width
         m.d.comb += total.eq(add)
         m.d.sync += counters[kind].eq(Mux(total > top, top, total))

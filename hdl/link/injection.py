@@ -13,6 +13,7 @@ from amaranth.lib import data
 from tlm.link.config import MALFORMED, DropKind, LinkConfig
 
 from .flit import FlitKind
+from .vc_fifo import read_slot
 
 __all__ = ["InjectionChecker"]
 
@@ -32,18 +33,22 @@ class InjectionChecker:
         The router's ``inject`` port (its ``ready`` is driven here).
     bad_dest : Value
         1 when the offered flit's destination lies outside the torus.
+    aux : Value, optional
+        Bits computed from the offered flit, kept beside it (its route, a lookahead).
 
     Attributes
     ----------
     head, nonempty : Value
         The front flit of the committed packets, and whether there is one.
+    head_aux : Value
+        The bits kept beside the front flit.
     drops : dict of DropKind to Signal
         1 in a cycle a packet is dropped for that reason (``MALFORMED`` kinds).
     rollback : Signal
         1 when a head came before the open packet's tail (that packet is dropped).
     """
 
-    def __init__(self, m, cfg: LinkConfig, layout, inject, bad_dest):
+    def __init__(self, m, cfg: LinkConfig, layout, inject, bad_dest, aux=None):
         self.m, self.cfg, self.layout, self.inject = m, cfg, layout, inject
         self.bits = bits = (cfg.inject_depth - 1).bit_length()
         self.store = Array(
@@ -52,7 +57,13 @@ class InjectionChecker:
         self.rd = Signal(bits + 1, name="inj_rd")
         self.commit = Signal(bits + 1, name="inj_commit")
         self.wr = Signal(bits + 1, name="inj_wr")
-        self.head = self.store[self.rd[:bits]] if bits else self.store[0]
+        self.head = read_slot(self.store, self.rd, bits)
+        self._aux = aux
+        aux_width = 0 if aux is None else len(aux)
+        self.aux_store = Array(
+            Signal(aux_width, name=f"inj_a{i}", reset_less=True) for i in range(cfg.inject_depth)
+        )
+        self.head_aux = read_slot(self.aux_store, self.rd, bits)
         self.nonempty = self.rd != self.commit
         self.drops = {kind: Signal(name=f"inj_{kind.name.lower()}") for kind in MALFORMED}
         self.rollback = Signal()
@@ -60,7 +71,10 @@ class InjectionChecker:
 
     def _write(self, at):
         slot = at[: self.bits] if self.bits else 0
-        return [self.store[slot].eq(self.inject.payload)]
+        writes = [self.store[slot].eq(self.inject.payload)]
+        if self._aux is not None:
+            writes.append(self.aux_store[slot].eq(self._aux))
+        return writes
 
     def connect(self, pop):
         """The checker's logic; ``pop`` removes the front flit."""

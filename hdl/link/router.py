@@ -2,8 +2,8 @@
 
 The cycle-exact reference is :class:`tlm.link.router.Router`; its docstring and ``docs/noc.md``
 give the pipeline, which this module implements register for register, wiring one part per
-concept (``docs/noc.md``, "RTL structure"): :class:`~hdl.link.route.RouteCompute` per
-requester, :class:`~hdl.link.arbiter.RoundRobinArbiter` per output,
+concept (``docs/noc.md``, "RTL structure"): :class:`~hdl.link.route.RouteCompute` per input
+port, :class:`~hdl.link.arbiter.RoundRobinArbiter` per output,
 :class:`~hdl.link.vc_fifo.VcFifo` per link input VC, the
 :class:`~hdl.link.injection.InjectionChecker` and the drop counters
 (:func:`~hdl.link.drops.count_drops`):
@@ -11,6 +11,9 @@ requester, :class:`~hdl.link.arbiter.RoundRobinArbiter` per output,
 * link input FIFOs, one per VC (``depth`` flits, no reset on the storage);
 * an injection buffer that commits a packet only once its tail has been checked
   (read, commit and write pointers; a malformed packet rolls the write pointer back);
+* lookahead routing: each flit's route (output port, output VC, destination outside the
+  torus) computed as it is written and kept beside it, so that the front flit's request
+  needs no route compute (only a head's is used);
 * per output port one round-robin arbiter over every requester (the injection buffer and
   each link VC), the switch and VC allocation in one step since each packet's output VC is
   fixed by its lane and dateline class (:mod:`tlm.link.routing`);
@@ -33,7 +36,7 @@ from .arbiter import RoundRobinArbiter
 from .drops import count_drops
 from .flit import FlitKind, flit_layout, starts_packet
 from .injection import InjectionChecker
-from .route import RouteCompute, outside
+from .route import RouteCompute
 from .vc_fifo import VcFifo
 
 __all__ = ["Router", "LinkSignature", "watched_flits", "drop_name"]
@@ -109,25 +112,44 @@ class Router(wiring.Component):
         layout = flit_layout(cfg.fmt)
         requester = cfg.requester  # the one index rule: (link port, VC) -> requester
 
+        # ---- lookahead routes: one route compute per input, on the flit being written -------
+        port_bits = (P - 1).bit_length()
+        vc_bits = cfg.fmt.bits("vc")
+        route_layout = data.StructLayout({"port": port_bits, "out_vc": vc_bits, "bad_dest": 1})
+        arriving = [self.inject.payload] + [link.flit for link in self.i_links]
+        routes = []
+        for p, word in enumerate(arriving):
+            flit = data.View(layout, word)
+            route = m.submodules[f"route{p}"] = RouteCompute(cfg)
+            m.d.comb += [
+                route.here.eq(self.coord),
+                route.dst.eq(flit.payload.head.dst),
+                route.src.eq(flit.payload.head.src),
+            ]
+            if cfg.lanes > 1:  # the lane rule of tlm.link.routing, on the flit's VC field
+                m.d.comb += route.lane.eq(lane(flit.vc, V))
+            # a view of the route's outputs (no named wire: nothing would read it)
+            routes.append(data.View(route_layout, Cat(route.port, route.out_vc, route.bad_dest)))
+
         # ---- buffers: requester 0 = the injection buffer, then each VC of each link port ----
         inj = InjectionChecker(
             m,
             cfg,
             layout,
             self.inject,
-            outside(data.View(layout, self.inject.payload).payload.head.dst, cfg),
+            routes[0].bad_dest,
+            aux=routes[0].as_value(),
         )
         fifos = {
-            (p, vc): VcFifo(m, layout, cfg.depth, f"in{p}_vc{vc}")
+            (p, vc): VcFifo(m, layout, cfg.depth, f"in{p}_vc{vc}", route_layout.size)
             for p in range(1, P)
             for vc in range(V)
         }
         buffers = [inj] + [fifos[cfg.requester_link(r)] for r in range(1, R)]
         heads = [data.View(layout, b.head) for b in buffers]
+        head_routes = [data.View(route_layout, b.head_aux) for b in buffers]
 
         # ---- state per requester and per output VC -------------------------------------------
-        port_bits = (P - 1).bit_length()
-        vc_bits = cfg.fmt.bits("vc")
         held = Signal(R)  # a packet in progress holds (alloc_port, alloc_vc)
         alloc_port = [Signal(port_bits, name=f"alloc_port{r}") for r in range(R)]
         alloc_vc = [Signal(vc_bits, name=f"alloc_vc{r}") for r in range(R)]
@@ -144,22 +166,14 @@ class Router(wiring.Component):
         eject_free = Signal()
         m.d.comb += eject_free.eq(~self.eject.valid | self.eject.ready)
 
-        # ---- requests: route compute, then what each front flit asks for ----------------------
+        # ---- requests: what each front flit asks for, from the route kept beside it ------------
         want = Signal(R)
         drop_orphan = Signal(R)
         drop_dest = Signal(R)
         req_port = [Signal(port_bits, name=f"req_port{r}") for r in range(R)]
         req_vc = [Signal(vc_bits, name=f"req_vc{r}") for r in range(R)]
         for r, flit in enumerate(heads):
-            route = m.submodules[f"route{r}"] = RouteCompute(cfg)
-            head = flit.payload.head
-            m.d.comb += [
-                route.here.eq(self.coord),
-                route.dst.eq(head.dst),
-                route.src.eq(head.src),
-            ]
-            if cfg.lanes > 1:  # the lane rule of tlm.link.routing, on the flit's VC field
-                m.d.comb += route.lane.eq(lane(flit.vc, V))
+            route = head_routes[r]
             port = Mux(held[r], alloc_port[r], route.port)
             ovc = Mux(held[r], alloc_vc[r], route.out_vc)
             m.d.comb += [req_port[r].eq(port), req_vc[r].eq(ovc)]
@@ -259,7 +273,8 @@ class Router(wiring.Component):
             for vc in range(V):
                 arrive = Signal(name=f"in{p}_vc{vc}_arrive")
                 m.d.comb += arrive.eq(link.valid & (incoming.vc == vc))
-                no_credit.append(fifos[p, vc].connect(pops[requester(p, vc)], arrive, link.flit))
+                pop = pops[requester(p, vc)]
+                no_credit.append(fifos[p, vc].connect(pop, arrive, link.flit, routes[p]))
         inj.connect(pops[0])
 
         # ---- drop counters ---------------------------------------------------------------------

@@ -142,6 +142,7 @@ class State(NamedTuple):
     ejval: np.ndarray  # [N, IP] bool
     rr: np.ndarray  # [N, OUT]: round-robin pointer of each output
     counters: np.ndarray  # [N, len(DropKind)]
+    drop_reg: np.ndarray  # [N, len(DropKind)]: last cycle's drops, added to counters next
     check: np.ndarray  # [N, IP, 5]: injection checkers (open, count, length, bad dest, over)
     link_flits: np.ndarray  # [N, P]: flits sent on each output (port 0: ejected)
     wait: np.ndarray  # [N, P]: cycles each link output still waits out its flit interval
@@ -289,6 +290,7 @@ def make_state(cfg: LinkConfig, ports: str = "single") -> State:
         ejval=np.zeros((N, IP), np.bool_),
         rr=np.zeros((N, OUT), np.int64),
         counters=np.zeros((N, len(DropKind)), np.int64),
+        drop_reg=np.zeros((N, len(DropKind)), np.int64),
         check=np.zeros((N, IP, 5), np.int64),
         link_flits=np.zeros((N, P), np.int64),
         wait=np.zeros((N, P), np.int64),
@@ -338,8 +340,9 @@ def _pop(buf, qhead, qcnt, m, r, size):
 
 
 @njit(cache=True, inline="always")
-def _bump(counters, m, kind, top):
-    counters[m, kind] = min(counters[m, kind] + 1, top)
+def _bump(drop_reg, m, kind):
+    """Register a drop of ``kind`` at router ``m``: its counter takes it next cycle."""
+    drop_reg[m, kind] += 1
 
 
 @njit(cache=True, inline="always")
@@ -358,7 +361,8 @@ def _inject_append(buf, qhead, qcnt, m, r, flit, DI):
 def idle(S):
     """:attr:`CompiledNetwork.idle`: nothing buffered, no register holding anything, no link
     waiting out its interval (for kernels that drive a network)."""
-    return not (S.qcnt.any() or S.lval.any() or S.creg.any() or S.ejval.any() or S.wait.any())
+    busy = S.qcnt.any() or S.lval.any() or S.creg.any() or S.ejval.any() or S.wait.any()
+    return not (busy or S.drop_reg.any())
 
 
 @njit(cache=True)
@@ -392,7 +396,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     buf, qhead, qcnt, committed = S.buf, S.qhead, S.qcnt, S.committed
     alloc_port, alloc_vc, busy, cred = S.alloc_port, S.alloc_vc, S.busy, S.cred
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
-    counters, ck, link_flits = S.counters, S.check, S.link_flits
+    counters, drop_reg, ck, link_flits = S.counters, S.drop_reg, S.check, S.link_flits
     lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
     ej_free, inj_ready = S.ej_free, S.inj_ready
     bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
@@ -406,6 +410,10 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             lin_f[m, p] = lreg[peer, q]
             cin[m, p] = creg[peer, q]
     for m in range(N):
+        for k in range(drop_reg.shape[1]):  # last cycle's drops reach their counters
+            if drop_reg[m, k]:
+                counters[m, k] = min(counters[m, k] + drop_reg[m, k], top)
+                drop_reg[m, k] = 0
         for e in range(IP):
             ej_was = ejval[m, e]
             ejv[m, e] = ej_was and ready[m, e]
@@ -435,7 +443,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 if drop >= 0:  # only a link FIFO can hold these
                     _pop(buf, qhead, qcnt, m, r, D)
                     creg[m, rq_port[r]] |= 1 << rq_vc[r]
-                    _bump(counters, m, drop, top)
+                    _bump(drop_reg, m, drop)
                     continue
                 o = route_port[m, node]
                 cls = 0  # the ejection port: route() gives class 0
@@ -513,7 +521,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             while mask:
                 if mask & 1:
                     if cred[m, o, v] >= D:  # not owed: ignored, counted
-                        _bump(counters, m, credit_overflow, top)
+                        _bump(drop_reg, m, credit_overflow)
                     else:
                         cred[m, o, v] += 1
                 mask >>= 1
@@ -524,7 +532,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 r = rq_index[i, (flit >> vc_off) & vc_mask]
                 n = qcnt[m, r]
                 if n >= D:  # full after this cycle's read: sent without a credit
-                    _bump(counters, m, no_credit, top)
+                    _bump(drop_reg, m, no_credit)
                     # the packet it continues ends at the last flit the FIFO kept
                     last = (qhead[m, r] + n - 1) & (D - 1)
                     kept = buf[m, r, last]
@@ -545,15 +553,15 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
             if starts_packet_jit(kind):
                 if ck[m, j, _OPEN]:  # the previous packet never had its tail: roll back
                     qcnt[m, r] = committed[m, j]
-                    _bump(counters, m, bad_length, top)
+                    _bump(drop_reg, m, bad_length)
                     ck[m, j, _OPEN] = 0
                 length = ((flit >> len_off) & len_mask) + 1
                 bad = field_node(flit, dst_off, cb, cmask, shape, stride) < 0
                 if ends_packet_jit(kind):  # a single
                     if bad:
-                        _bump(counters, m, bad_dest, top)
+                        _bump(drop_reg, m, bad_dest)
                     elif length != 1:
-                        _bump(counters, m, bad_length, top)
+                        _bump(drop_reg, m, bad_length)
                     else:
                         _inject_append(buf, qhead, qcnt, m, r, flit, DI)
                         committed[m, j] = qcnt[m, r]
@@ -564,7 +572,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     _inject_append(buf, qhead, qcnt, m, r, flit, DI)
                 continue
             if not ck[m, j, _OPEN]:
-                _bump(counters, m, orphan, top)
+                _bump(drop_reg, m, orphan)
                 continue
             ck[m, j, _COUNT] += 1
             if not ends_packet_jit(kind):  # a body
@@ -575,10 +583,10 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 continue
             ck[m, j, _OPEN] = 0  # tail
             if ck[m, j, _BAD_DEST]:
-                _bump(counters, m, bad_dest, top)
+                _bump(drop_reg, m, bad_dest)
             elif ck[m, j, _OVER] or ck[m, j, _COUNT] != ck[m, j, _LENGTH]:
                 qcnt[m, r] = committed[m, j]
-                _bump(counters, m, bad_length, top)
+                _bump(drop_reg, m, bad_length)
             else:
                 _inject_append(buf, qhead, qcnt, m, r, flit, DI)
                 committed[m, j] = qcnt[m, r]

@@ -11,7 +11,9 @@ asks for its output port and VC with a credit, is granted round robin over all r
 is written into the output register with its credit sent back - two cycles per router, so one
 flit alone leaves the ejection register ``2 H + 2`` cycles after it was accepted over ``H``
 hops. Bad input and link misuse are dropped and counted by :class:`~tlm.link.config.DropKind`
-("Bad input"), never raised.
+("Bad input"), never raised; a drop is registered first and reaches its counter a cycle later
+(docs/noc.md, "Synthesis figures"), so ``outputs().counters`` shows it two cycles after the
+cycle it happened in.
 
 Two options are TLM-only (their defaults are the RTL's): ``interval``, a link output of a dimension
 with interval ``k`` waiting ``k - 1`` cycles after each flit
@@ -66,7 +68,8 @@ class Router:
     * ``credits[port][vc]``: free slots of the next router's buffer for that output VC;
     * ``rr[output]``: the requester after the one that output last granted;
     * ``link_reg``, ``credit_reg``, ``eject_regs`` (by ejection port): the output registers;
-    * ``counters``: the drop counters, indexed by :class:`~tlm.link.config.DropKind`.
+    * ``counters``: the drop counters, indexed by :class:`~tlm.link.config.DropKind`;
+      ``drop_reg``: the drops of the last cycle, by kind, which the next step adds to them.
 
     Outputs are the ports ``0 .. P-1`` and, under ``ports="per_direction"``, ejection ports
     ``1 .. P-1`` after them (:class:`~tlm.link.ports.Ports`).
@@ -120,6 +123,8 @@ class Router:
         self._inj_fifos = [self.fifo[r] for r in layout.inject_requester]
         self.rr = [0] * layout.outputs
         self.counters = [0] * len(DropKind)
+        self._no_drops = (0,) * len(DropKind)
+        self.drop_reg: tuple[int, ...] | list[int] = self._no_drops
         # the flit interval: cycles each link output still waits before it may send again
         self._interval = port_intervals(cfg, interval)
         self._paced = max(self._interval) > 1
@@ -139,6 +144,7 @@ class Router:
             and self.link_reg is self._no_links
             and self.credit_reg is self._no_credits
             and not (self._paced and any(self.wait))
+            and self.drop_reg is self._no_drops
         )
 
     @property
@@ -181,6 +187,11 @@ class Router:
             Credit mask (bit per VC) arriving on each link output's credit wire.
         """
         info = StepInfo()
+        if self.drop_reg is not self._no_drops:  # last cycle's drops reach their counters
+            top = (1 << self.cfg.counter_bits) - 1
+            for kind, n in enumerate(self.drop_reg):
+                self.counters[kind] = min(self.counters[kind] + n, top)
+            self.drop_reg = self._no_drops
         regs = self.eject_regs
         if isinstance(eject_ready, dict):
             ready = [eject_ready.get(e, True) for e in range(len(regs))]
@@ -413,7 +424,10 @@ class Router:
             buf.pop()
 
     def _count_drop(self, kind: DropKind):
-        self.counters[kind] = min(self.counters[kind] + 1, (1 << self.cfg.counter_bits) - 1)
+        """Register a drop: its counter takes it at the end of the next cycle."""
+        if self.drop_reg is self._no_drops:
+            self.drop_reg = list(self._no_drops)
+        self.drop_reg[kind] += 1
 
 
 class _Checker:

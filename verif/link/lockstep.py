@@ -9,9 +9,10 @@ The benches keep their own traffic and scoreboards and feed them the model's
 :class:`~tlm.link.network.NetStep`, which the comparison has shown to be the RTL's.
 
 The RTL's outputs during a cycle are registers: they show what the model held *before* it
-stepped that cycle. A drop in the last cycle a bench steps is in the model's counters at once
-but reaches the RTL's ``drops`` register only at the end of that cycle, so
-:meth:`Lockstep.counters` runs one more cycle, with every injection idle, before it reads them.
+stepped that cycle. A drop is registered in the cycle it happens and counted in the next, in
+the model as in the RTL, so a drop in the last cycle a bench steps reaches the counters only
+at the end of the cycle after: :meth:`Lockstep.counters` runs one more cycle, with every
+injection idle, reads the model's counters, and runs one more to check the RTL's against them.
 """
 
 from __future__ import annotations
@@ -141,13 +142,15 @@ class Lockstep:
     async def counters(self) -> list[list[int]]:
         """Every node's drop counters, after one more cycle with every injection idle (and
         ejection ``ready`` as last driven), so that the drops of the last cycle stepped have
-        reached the RTL's registers; checked equal to the model's in that cycle.
+        reached the counters; checked equal to the RTL's in the cycle after.
 
         Raises
         ------
         AssertionError
             If a node's counters (or another output) differ from the model's.
         """
+        ready = dict(enumerate(self._ready))  # the model takes a dict (a list once failed)
+        await self.step({}, ready)
         counters = [list(router.counters) for router in self.net.routers]
-        await self.step({}, self._ready)
+        await self.step({}, ready)
         return counters
