@@ -22,7 +22,10 @@ class RoundRobinArbiter(wiring.Component):
     ``granted`` (out)
         Any grant this cycle.
 
-    The pointer moves past the granted requester at the end of the cycle.
+    The priority is kept as a mask, ``after``: the requesters after the last granted (all of
+    them at reset). The grant is the lowest asking requester in the mask, else the lowest
+    asking; both are found by parallel prefix ORs, in about ``log2(count)`` levels each, side
+    by side (a pointer shifting a mask, then a carry chain, took twice the levels).
 
     Parameters
     ----------
@@ -40,23 +43,30 @@ class RoundRobinArbiter(wiring.Component):
     def elaborate(self, platform):
         n = self.count
         m = Module()
-        pointer = Signal(range(n))  # the first requester to consider
-        ones = Const((1 << n) - 1, n)
-        at_or_after = Signal(n)
-        m.d.comb += at_or_after.eq(self.requests & (ones << pointer)[:n])
-        pick_from = Signal(n)
-        m.d.comb += pick_from.eq(Mux(at_or_after.any(), at_or_after, self.requests))
+        after = Signal(n, init=(1 << n) - 1)  # the requesters after the last granted
+        high = Signal(n)
+        m.d.comb += high.eq(self.requests & after)
         m.d.comb += [
-            self.grant.eq(pick_from & (~pick_from + 1)[:n]),  # its lowest set bit
+            self.grant.eq(Mux(high.any(), _lowest(high), _lowest(self.requests))),
             self.granted.eq(self.requests.any()),
         ]
-        index = _encode(self.grant, n)
+        # after the last requester none is after it: the lowest asking wins, as from the first
         with m.If(self.granted):
-            m.d.sync += pointer.eq(Mux(index == n - 1, 0, index + 1))
+            m.d.sync += after.eq(_below(self.grant))
         return m
 
 
-def _encode(onehot, n):
-    """Index of the set bit of a one-hot vector (0 if none)."""
-    bits = max(1, (n - 1).bit_length())
-    return Cat(*[Cat(*[onehot[r] for r in range(n) if r >> b & 1]).any() for b in range(bits)])
+def _below(bits):
+    """Bit ``i`` is 1 when some bit below ``i`` is 1 (an exclusive prefix OR, Kogge-Stone)."""
+    n = len(bits)
+    prefix = [bits[i] for i in range(n)]
+    step = 1
+    while step < n:
+        prefix = [prefix[i] | prefix[i - step] if i >= step else prefix[i] for i in range(n)]
+        step *= 2
+    return Cat(Const(0, 1), *prefix[: n - 1])
+
+
+def _lowest(bits):
+    """The lowest set bit of ``bits`` alone (0 if none)."""
+    return bits & ~_below(bits)

@@ -113,9 +113,9 @@ class Router(wiring.Component):
         requester = cfg.requester  # the one index rule: (link port, VC) -> requester
 
         # ---- lookahead routes: one route compute per input, on the flit being written -------
-        port_bits = (P - 1).bit_length()
         vc_bits = cfg.fmt.bits("vc")
-        route_layout = data.StructLayout({"port": port_bits, "out_vc": vc_bits, "bad_dest": 1})
+        # the output port one-hot: a request is then an AND-OR, not a decode of an index
+        route_layout = data.StructLayout({"port": P, "out_vc": vc_bits, "bad_dest": 1})
         arriving = [self.inject.payload] + [link.flit for link in self.i_links]
         routes = []
         for p, word in enumerate(arriving):
@@ -128,8 +128,9 @@ class Router(wiring.Component):
             ]
             if cfg.lanes > 1:  # the lane rule of tlm.link.routing, on the flit's VC field
                 m.d.comb += route.lane.eq(lane(flit.vc, V))
+            port = Cat(*[route.port == o for o in range(P)])
             # a view of the route's outputs (no named wire: nothing would read it)
-            routes.append(data.View(route_layout, Cat(route.port, route.out_vc, route.bad_dest)))
+            routes.append(data.View(route_layout, Cat(port, route.out_vc, route.bad_dest)))
 
         # ---- buffers: requester 0 = the injection buffer, then each VC of each link port ----
         inj = InjectionChecker(
@@ -151,7 +152,7 @@ class Router(wiring.Component):
 
         # ---- state per requester and per output VC -------------------------------------------
         held = Signal(R)  # a packet in progress holds (alloc_port, alloc_vc)
-        alloc_port = [Signal(port_bits, name=f"alloc_port{r}") for r in range(R)]
+        alloc_port = [Signal(P, name=f"alloc_port{r}") for r in range(R)]  # one-hot
         alloc_vc = [Signal(vc_bits, name=f"alloc_vc{r}") for r in range(R)]
         busy = Signal(P * V)  # output VCs held by a packet; the ejection port uses bit 0
         credit_bits = cfg.depth.bit_length()
@@ -159,39 +160,53 @@ class Router(wiring.Component):
             [Signal(credit_bits, init=cfg.depth, name=f"credit{o}_vc{vc}") for vc in range(V)]
             for o in range(P)
         ]
-        has_credit = Signal(P * V)
-        for o in range(1, P):
-            for vc in range(V):
-                m.d.comb += has_credit[o * V + vc].eq(credits[o][vc] != 0)
         eject_free = Signal()
         m.d.comb += eject_free.eq(~self.eject.valid | self.eject.ready)
+        # what a flit needs from each output VC, from registers alone: a credit (the ejection
+        # port: a free register), and, for a head, the VC not held by another packet
+        # credits != 0, kept as a register of its own: the request reads no comparator
+        has_credit = {
+            (o, vc): Signal(init=1, name=f"has_credit{o}_vc{vc}")
+            for o in range(1, P)
+            for vc in range(V)
+        }
+        may_go = [[eject_free] * V] + [[has_credit[o, vc] for vc in range(V)] for o in range(1, P)]
+        may_start = [[eject_free & ~busy[0]] * V] + [
+            [may_go[o][vc] & ~busy[o * V + vc] for vc in range(V)] for o in range(1, P)
+        ]
 
         # ---- requests: what each front flit asks for, from the route kept beside it ------------
-        want = Signal(R)
+        # asks[o][r]: requester r asks output o - its port, and that output's VC can take it
+        asks = [Signal(R, name=f"asks{o}") for o in range(P)]
         drop_orphan = Signal(R)
         drop_dest = Signal(R)
-        req_port = [Signal(port_bits, name=f"req_port{r}") for r in range(R)]
+        req_port = [Signal(P, name=f"req_port{r}") for r in range(R)]  # one-hot
         req_vc = [Signal(vc_bits, name=f"req_vc{r}") for r in range(R)]
         for r, flit in enumerate(heads):
             route = head_routes[r]
             port = Mux(held[r], alloc_port[r], route.port)
             ovc = Mux(held[r], alloc_vc[r], route.out_vc)
             m.d.comb += [req_port[r].eq(port), req_vc[r].eq(ovc)]
-            index = port * V + ovc
-            ok_link = has_credit.bit_select(index, 1) & (held[r] | ~busy.bit_select(index, 1))
-            ok_eject = eject_free & (held[r] | ~busy[0])
-            ok = Mux(port == LOCAL, ok_eject, ok_link)
+            # each output's answer for the VC asked (the ejection port has one)
+            may = [
+                Cat(*[Mux(held[r], go, start) for go, start in zip(g, s, strict=True)])
+                for g, s in zip(may_go, may_start, strict=True)
+            ]
+            # (per output: no OR over the ports before the arbiters, and a port field that is
+            # not one-hot could never spend a credit its output does not have)
             nonempty = buffers[r].nonempty
             if r == 0:  # the injection buffer holds only checked packets
-                m.d.comb += want[r].eq(nonempty & ok)
-                continue
-            starts = starts_packet(flit.kind)
-            start = nonempty & ~held[r]  # no packet in progress: the flit must start one
-            m.d.comb += [
-                drop_orphan[r].eq(start & ~starts),
-                drop_dest[r].eq(start & starts & route.bad_dest),
-                want[r].eq(nonempty & ok & (held[r] | (starts & ~route.bad_dest))),
-            ]
+                ready = nonempty
+            else:
+                starts = starts_packet(flit.kind)
+                start = nonempty & ~held[r]  # no packet in progress: the flit must start one
+                m.d.comb += [
+                    drop_orphan[r].eq(start & ~starts),
+                    drop_dest[r].eq(start & starts & route.bad_dest),
+                ]
+                ready = nonempty & (held[r] | (starts & ~route.bad_dest))
+            for o in range(P):
+                m.d.comb += asks[o][r].eq(ready & port[o] & may[o].bit_select(ovc, 1))
 
         # ---- switch: one round-robin arbiter per output ---------------------------------------
         granted = Signal(R)
@@ -199,7 +214,7 @@ class Router(wiring.Component):
         out_flits = []
         for o in range(P):
             arbiter = m.submodules[f"arbiter{o}"] = RoundRobinArbiter(R)
-            m.d.comb += arbiter.requests.eq(Cat(*[want[r] & (req_port[r] == o) for r in range(R)]))
+            m.d.comb += arbiter.requests.eq(asks[o])
             grant = arbiter.grant
             grants.append(grant)
 
@@ -247,15 +262,21 @@ class Router(wiring.Component):
         credit_over = []  # a credit returned to a VC that holds every credit: ignored
         for o in range(1, P):
             link = self.o_links[o - 1]
-            out, sel_vc, sent = out_flits[o]
+            out, _, sent = out_flits[o]
             m.d.sync += [link.valid.eq(sent), link.flit.eq(out.as_value())]
             for vc in range(V):
-                spent = sent & (sel_vc == vc)
+                # spent comes last (after the grant): it picks between values of registers
+                spent = _or_reduce([grants[o][r] & (req_vc[r] == vc) for r in range(R)], 1)
+                count, back = credits[o][vc], link.credit[vc]
+                full = count == cfg.depth
                 over = Signal(name=f"credit_over{o}_vc{vc}")
-                m.d.comb += over.eq(link.credit[vc] & ~spent & (credits[o][vc] == cfg.depth))
+                m.d.comb += over.eq(back & ~spent & full)
                 credit_over.append(over)
-                with m.If(~over):
-                    m.d.sync += credits[o][vc].eq(credits[o][vc] + link.credit[vc] - spent)
+                up = Mux(back & ~full, count + 1, count)  # a credit not owed is ignored
+                m.d.sync += count.eq(Mux(spent, Mux(back, count, count - 1), up))
+                nonzero = has_credit[o, vc]  # the same rule for count != 0
+                rises = nonzero | (back & ~full)
+                m.d.sync += nonzero.eq(Mux(spent, Mux(back, nonzero, count != 1), rises))
         eject_out, _, eject_sent = out_flits[LOCAL]
         with m.If(eject_sent):
             m.d.sync += [self.eject.valid.eq(1), self.eject.payload.eq(eject_out.as_value())]

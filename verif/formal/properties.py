@@ -127,7 +127,8 @@ PROPERTIES = {
         Property(
             "router_credits",
             f"every output credit counter of a {FORMAL_CONFIG.torus.name} router (any position)"
-            f" stays in 0..{FORMAL_CONFIG.depth}; on a link whose both ends are the RTL, credits"
+            f" stays in 0..{FORMAL_CONFIG.depth}, its has_credit flag says whether it is 0; on a"
+            " link whose both ends are the RTL, credits"
             " + flit on the wire + flits buffered + credit returning = depth, and no misuse is"
             " counted",
             harness=RouterCredits,

@@ -90,7 +90,8 @@ class _RouterHarness(Elaboratable):
 
 
 class RouterCredits(_RouterHarness):
-    """Every output credit counter stays within ``0..depth``; on a looped link it is conserved:
+    """Every output credit counter stays within ``0..depth``, and its flag ``has_credit`` (a
+    register the requests read) says whether it is 0; on a looped link it is conserved:
     credits + the flit on the wire + the flits in the receiving VC's buffer + the credit on
     its way back = ``depth``, and neither end ever counts a misuse (a flit without a credit,
     a credit not owed). Covers: each looped VC runs out of credits, and fills its buffer."""
@@ -102,7 +103,8 @@ class RouterCredits(_RouterHarness):
         for o in range(1, cfg.ports):
             for vc in range(cfg.vcs):
                 credits = internal(body, f"credit{o}_vc{vc}")
-                m.d.comb += Assert(credits <= cfg.depth)
+                has_credit = internal(body, f"has_credit{o}_vc{vc}")
+                m.d.comb += [Assert(credits <= cfg.depth), Assert(has_credit == (credits != 0))]
                 if o not in LOOPED:
                     continue
                 p = LOOPED[o]
