@@ -65,12 +65,16 @@ def _steps(count: int, step, src, dst, units, system) -> tuple:
         path = system.path(a, b)
         routes.append(path)
         latency.append(sum(lat[i] for i in path))
+    # every transfer's links in order: the routes as rows of a table padded with -1, a row
+    # per transfer (a schedule is thousands of transfers over a few hundred routes)
+    width = max((len(r) for r in routes), default=0)
+    table = np.array([(*r, *(-1,) * (width - len(r))) for r in routes], dtype=np.intp)
+    table = table.reshape(len(routes), width)
+    lengths = (table >= 0).sum(axis=1)[which]
+    crossed = table[which]
+    crossed = crossed[crossed >= 0]
     # the chunks each step puts on each link: one count over (step, link) (integers: exact
     # in any order)
-    lengths = np.array([len(r) for r in routes], dtype=np.intp)[which]
-    crossed = np.fromiter(
-        (i for w in which.tolist() for i in routes[w]), dtype=np.intp, count=lengths.sum()
-    )
     bins = np.repeat(step * links, lengths) + crossed
     load = np.bincount(bins, np.repeat(units, lengths), minlength=count * links)
     longest = np.zeros(count)
