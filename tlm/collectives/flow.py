@@ -6,25 +6,15 @@ are the resources of a :class:`tlm.chip.bandwidth_sharing.FluidNetwork` with the
 several steps that overlap - share each link max-min fairly, and the rates change only when a
 flow starts or ends. A step starts when the steps it waits for have ended (at once if none);
 its flows start together after the step's fixed cost: ``step_fixed_s`` plus the longest path
-latency among its transfers, the analytic engine's ``fixed_s`` (reused, not restated). The step
-ends when its last flow ends; the operation's time is the last end. Chunks are charged as the
-analytic engine charges them, the largest chunk (``Schedule.unit_elements``), so the two
-engines compare figure for figure.
+latency among its transfers, the analytic engine's ``fixed_s``. The step ends when its last
+flow ends; the operation's time is the last end. Chunks are charged as the analytic engine
+charges them (``Schedule.unit_elements``). :class:`Launch` starts a schedule's steps in an
+environment and network someone else owns (the server model runs a collective beside the
+chips' kernels, :func:`step_flows` with ``split``); :class:`Flow` is a Launch on links alone.
 
-The step logic is :class:`Launch`: it starts a schedule's steps in an environment and network
-someone else owns, so the server model (:mod:`tlm.server`) runs a collective in the same
-simulation as the chips' kernels, its transfers' flows crossing the chips' HBM stacks as well
-as the links (:func:`step_flows` with ``split``). :class:`Flow` is a Launch in a network of
-links alone.
-
-How it relates to the analytic engine (tests/test_tlm_collectives_flow.py checks each):
-
-* where nothing contends (each step's flows cross disjoint links, or share links only with
-  flows that end together, and no two steps overlap on a link) the two are equal;
-* always ``flow >= analytic``: a step's flows cannot start earlier than the analytic start
-  (by induction over the steps), and its busiest link cannot move the step's bytes faster
-  than its bandwidth - the analytic charge. The flow engine is slower when overlapping steps
-  share links, or if a step's busiest link idles while its flows are held back elsewhere.
+Against the analytic engine (tests/test_tlm_collectives_flow.py): equal where nothing contends,
+and always ``flow >= analytic`` (a step starts no earlier, and its busiest link moves its bytes
+no faster; docs/collectives.md gives the argument).
 
 Examples
 --------

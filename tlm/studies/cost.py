@@ -290,9 +290,8 @@ def _no_progress(inputs, g):
     (restart, or a warm spare's swap; repairs without a spare; elastic pauses) outgrows the
     time between interruptions. The input named is the one whose share of the lost time is
     largest."""
-    shares = {"restart_s": g["restart_fraction"] + g["lost_fraction"], "reform_s": 0.0}
-    shares["reform_s"] = g["elastic_fraction"]
-    field = max(shares, key=shares.get)
+    stops = g["restart_fraction"] + g["lost_fraction"]
+    field = "restart_s" if stops >= g["elastic_fraction"] else "reform_s"
     if field == "restart_s":  # a stop costs the restart, a hardware one the swap or the repair
         no_spare = g["no_spare_fraction"]
         swap = inputs.restart_s if inputs.swap_s is None else inputs.swap_s

@@ -16,6 +16,7 @@ import numpy as np
 from tlm.tensor import matmul
 from tlm.tensor.config import EngineConfig, ErrorKind
 from verif.common.patterns import PATTERNS
+from verif.tensor.fp_operands import F32_MAX
 
 from .db import Covergroup
 
@@ -159,10 +160,6 @@ class EngineCoverage:
                 value = matmul(w, x[:, None], cfg=self.cfg, fmt=(w_fmt, x_fmt))
                 if np.isinf(value).any():
                     self.group.sample("tensor.accumulate", "sum overflow")
-
-
-#: binary32's largest finite value.
-F32_MAX = float(np.finfo(np.float32).max)
 
 
 def _k_labels(k: int, rows: int):

@@ -1,10 +1,18 @@
 """Floating-point operands for benches and checks: raw bit patterns biased towards the edges."""
 
+#: binary32's largest finite value: the accumulator's range.
+F32_MAX = 3.4028234663852886e38
+
+
+def stored_fraction_bits(fmt) -> int:
+    """Fraction bits of ``fmt``'s storage (TF32 keeps FP32's 23, its low ones ignored)."""
+    return 23 if fmt.ignored_low_bits else fmt.man_bits
+
 
 def edge_operands(fmt, rng, count):
     """Raw operands with exponents and fractions drawn from the edges as often as not."""
     exp_bits = fmt.exp_bits
-    frac_bits = 23 if fmt.ignored_low_bits else fmt.man_bits
+    frac_bits = stored_fraction_bits(fmt)
     top, full = (1 << exp_bits) - 1, (1 << frac_bits) - 1
     bias = (1 << (exp_bits - 1)) - 1
     exps = [0, 1, 2, top - 1, top, bias, bias - 1, bias + 1, bias // 2, bias + bias // 2]
@@ -24,7 +32,7 @@ def edge_operand_array(fmt, rng, count):
     import numpy as np
 
     exp_bits = fmt.exp_bits
-    frac_bits = 23 if fmt.ignored_low_bits else fmt.man_bits
+    frac_bits = stored_fraction_bits(fmt)
     top, full = (1 << exp_bits) - 1, (1 << frac_bits) - 1
     bias = (1 << (exp_bits - 1)) - 1
     exps = np.array([0, 1, 2, top - 1, top, bias, bias - 1, bias + 1, bias // 2, bias + bias // 2])
