@@ -16,6 +16,7 @@ from tlm.inference import (
     Engine,
     InferenceDoesNotFit,
     InferenceInputError,
+    ShapeBuckets,
     estimate,
     fixed_costs,
 )
@@ -189,11 +190,20 @@ def test_decode_steps_are_each_evaluated():
     steps = e.step(8, 8, keys, keys)
     assert r["decode"]["time_s"][0] == pytest.approx(float(np.sum(steps.time_s)), rel=1e-12)
     assert r["decode_steps"][0] == 100
-    est = estimate("llama3-8b", "trn2", "server", tp=4, batch=8, prompt=1000, output=101)
+    kw = dict(tp=4, batch=8, prompt=1000, output=101)
+    est = estimate("llama3-8b", "trn2", "server", **kw, buckets=ShapeBuckets())
     assert est.tpot_s == pytest.approx(float(np.mean(steps.time_s)), rel=1e-12)
     prefill = float(e.step(8000, 8, 8000, 8 * 1000 * 1001 / 2).time_s)
     assert est.ttft_s == pytest.approx(prefill + e.request_fixed_s, rel=1e-12)
     assert e.request_fixed_s == fixed_costs("trn2").request_fixed_s > 0  # the stack's, once
+    # as shipped, trn2 runs NxD Inference's buckets: the prompt fills its own (the largest
+    # context bucket is the prompt), and every step reads the sequence's bucket, 1,101 keys
+    shipped = estimate("llama3-8b", "trn2", "server", **kw)
+    assert shipped.buckets == ShapeBuckets((128, 256, 512, 1000), (128, 256, 512, 1101))
+    padded = e.step(8, 8, 8 * 1101, 8 * 1101).time_s
+    assert shipped.tpot_s == pytest.approx(float(padded), rel=1e-12)
+    assert shipped.ttft_s == est.ttft_s and shipped.decode.flop == est.decode.flop
+    assert shipped.tpot_s > est.tpot_s
 
 
 def test_a_format_the_chip_does_not_have_is_an_input_error():

@@ -86,6 +86,7 @@ COUNTS |= {"baseline", "hardware", "gemm_footing", "fixed_costs_footing", "why",
 COUNTS |= {"price_instance", "price_kind", "price_source", "price_as_of"}
 COUNTS |= {"max_batch", "kv_capacity_tokens", "tokens_per_verify", "phase"}  # infer
 COUNTS |= {"fixed_costs_source", "attention_groups"}
+COUNTS |= {"padded_prompt", "context_buckets", "token_buckets", "buckets_source"}  # tokens
 COUNTS |= {"dp_attention", "best_dp_attention", "best_micro_batches"}  # infer-search layouts
 
 

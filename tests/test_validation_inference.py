@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tlm.inference import Engine, estimate, fixed_costs
+from tlm.inference.buckets import stack_buckets
 from tlm.inference.layout import FIXED_COSTS
 from tlm.inference.serving import PREFILLS, ClosedLoop, Colocated, Scheduler, Workload, simulate
 from tlm.validation import inference
@@ -103,6 +104,12 @@ def test_rows_not_modelled_say_why_and_every_row_is_accounted_for(v):
     assert not [i for i in skipped if inference._row(i)["source"] in MAX_THROUGHPUT]
 
 
+def _bucket_specs(s, system):
+    """The scheduler's context and token bucket specs of a row's settings ``s``."""
+    given = s["buckets"]
+    return (given.context, given.token) if given else (stack_buckets(system)[0],) * 2
+
+
 def _spec_settings(r):
     return inference._settings(inference._row(r.detail.id))
 
@@ -136,7 +143,7 @@ def test_rows_of_one_request_equal_the_simulation_of_one_client(v, prefill):
         run = simulate(
             Colocated(engine),
             ClosedLoop(concurrency=1, requests=2, workload=Workload(s["prompt"], s["output"])),
-            Scheduler(max_batch=1, token_budget=s["prompt"], prefill=prefill),
+            Scheduler(1, s["prompt"], prefill, "greedy", *_bucket_specs(s, r.system)),
         )
         assert run.per_request["ttft_s"][1] == pytest.approx(run.ttft_s.mean, rel=1e-12)
         figure = {"ttft_s": run.ttft_s.mean, "tpot_s": run.tpot_s.mean, "e2e_s": run.e2e_s.mean}
@@ -256,6 +263,7 @@ def test_the_tools_token_count_defines_the_405b_tpot(v):
         output=1500,
         **dict(zip(FIXED_COSTS, _params(v, "trn2"), strict=True)),
         check_memory=False,
+        buckets=inference.DEPLOYED_BUCKETS["trn2-llama3.1-405b-bf16-tp64-b1-10000-1500"],
     )
     assert r.calibrated == pytest.approx(e.tpot_s * 1499 / 1784, rel=1e-12)
     assert r.detail.reliability == "ambiguous"
@@ -278,7 +286,8 @@ def test_speculative_rows_use_the_published_acceptance_length():
         inference._row("trn2-llama3.3-70b-bf16-tp64-b1-10000-1500-spec1b7-ttft")
     )
     assert fused["draft_fused"] is True and fused["draft_model"] == "llama3.2-1b"
-    assert fused["prompt"] == 12288  # the plain run's context-encoding bucket
+    # the plain run's buckets: the 10,000-token prompt encoded in the 12,288 bucket
+    assert fused["prompt"] == 10000 and fused["buckets"].padded_context(10000) == 12288
 
 
 # ------------------------------------------------------------------ maximum-throughput rows

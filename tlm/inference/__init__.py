@@ -12,7 +12,8 @@ latency and throughput (TTFT, TPOT, tokens/s, MFU, HBM-bandwidth utilisation).
   activations, reserve; ``max_batch``, ``max_context``, ``kv_capacity_tokens``;
 - :func:`estimate_of` (:mod:`tlm.inference.estimate`): a :class:`RequestBatch`'s prefill and
   decode on a :class:`ReplicaSpec` under :class:`FixedCosts`, with an optional
-  :class:`Speculation`; :func:`estimate` takes the same by keywords;
+  :class:`Speculation`, padded to the serving stack's :class:`ShapeBuckets`
+  (:mod:`tlm.inference.buckets`); :func:`estimate` takes the same by keywords;
 - :func:`~tlm.inference.serving.simulate` (:mod:`tlm.inference.serving`): requests arriving at
   replicas that batch them iteration by iteration (paged KV, chunked prefill, preemption,
   disaggregation) and :func:`~tlm.inference.serving.max_rate` under an SLO;
@@ -33,6 +34,7 @@ True
 True
 """
 
+from .buckets import ShapeBuckets
 from .economics import token_economics
 from .errors import InferenceInputError, SloUnreachable
 from .estimate import Estimate, Phase, RequestBatch, Speculation, estimate, estimate_of
@@ -54,6 +56,7 @@ __all__ = [
     "Phase",
     "ReplicaSpec",
     "RequestBatch",
+    "ShapeBuckets",
     "SloUnreachable",
     "Speculation",
     "estimate",

@@ -31,10 +31,11 @@ import numpy as np
 
 from ..workloads.model import Model
 from ..workloads.operators import tp_allowed
+from .buckets import ShapeBuckets, stack_buckets
 from .errors import InferenceInputError
 from .layout import FixedCosts, ReplicaSpec, as_hardware, as_model
 from .memory import DEFAULT_BLOCK_TOKENS
-from .step import Engine, Iteration
+from .step import Engine
 
 __all__ = [
     "Estimate",
@@ -152,6 +153,7 @@ class Estimate:
     tokens_per_verify: float
     micro_batches: int
     attention_groups: int
+    buckets: ShapeBuckets
     engine: Engine = field(repr=False, compare=False)
 
     def to_dict(self) -> dict:
@@ -181,9 +183,27 @@ def _positive(name, value):
     return a.astype(np.int64)
 
 
-def _sum_phase(it: Iteration, owner, count) -> dict:
-    keys = ("time_s", "compute_s", "memory_s", "communication_s", "fixed_s", "flop", "hbm_bytes")
-    return {k: np.bincount(owner, weights=np.ravel(getattr(it, k)), minlength=count) for k in keys}
+#: No length buckets: each sequence's own lengths.
+NO_BUCKETS = ShapeBuckets()
+
+
+_PHASE_SUMS = ("time_s", "compute_s", "memory_s", "communication_s", "fixed_s", "hbm_bytes")
+
+
+def _sums(engine: Engine, rows: list, count: int, prefills: int | None = None) -> dict:
+    """``engine``'s iterations of ``rows`` (owner, tokens, sequences, keys, pairs, and the
+    unpadded tokens and pairs) summed per owner (``count`` of them): the :class:`Phase` sums.
+    The FLOPs are the model's - the unpadded work. With ``prefills``, owners below it start
+    from an empty pipeline."""
+    who, T, S, KV, P, T0, P0 = (np.concatenate(x) for x in zip(*rows, strict=True))
+    if prefills is None:
+        it = engine.step(T, S, KV, P)
+    else:
+        it = engine.step(T, S, KV, P, from_empty=who < prefills)
+    total = lambda a: np.bincount(who, weights=np.ravel(a), minlength=count)  # noqa: E731
+    out = {k: total(getattr(it, k)) for k in _PHASE_SUMS}
+    out["flop"] = total(engine.model_flop(T0, S, P0))
+    return out
 
 
 def request_times(
@@ -195,6 +215,7 @@ def request_times(
     draft_tokens: int = 4,
     acceptance: float = 0.7,
     draft_fused: bool = False,
+    buckets: ShapeBuckets = NO_BUCKETS,
 ) -> dict:
     """Prefill and decode of requests on ``engine``, vectorised over ``batch``, ``prompt`` and
     ``output`` (arrays broadcast together): ``{"prefill": {...}, "decode": {...}}``, each a
@@ -204,21 +225,27 @@ def request_times(
     With ``draft``, the decode is speculative and the prefill holds the
     draft's too; ``draft_fused`` says the draft runs inside the target's iterations (then
     ``draft`` must carry no per-iteration fixed cost of its own, see :func:`estimate`).
+    ``buckets`` pads each prompt to its context-encoding bucket and each decode step's keys
+    to its token-generation bucket, every query attending them all (:mod:`.buckets`).
     """
     b, p, o = np.broadcast_arrays(
         _positive("batch", batch), _positive("prompt", prompt), _positive("output", output)
     )
     b, p, o = (x.ravel().astype(float) for x in (b, p, o))
     n = len(b)
-    # the prefill: every prompt at once, causal attention
-    rows = [(np.arange(n), b * p, b, b * p, b * p * (p + 1) / 2)]
+    padded = buckets.token != () or buckets.context != ()
+    # rows: (owner, tokens, sequences, keys read, pairs; and the unpadded tokens and pairs,
+    # which the model FLOPs count). The prefill: every prompt at once, causal attention.
+    pc = buckets.padded_context(p).astype(float)
+    rows = [(np.arange(n), b * pc, b, b * pc, b * pc * (pc + 1) / 2, b * p, b * p * (p + 1) / 2)]
     if draft is None:
         steps = (o - 1).astype(np.int64)
         owner = np.repeat(np.arange(n), steps)
         j = np.arange(steps.sum()) - np.repeat(np.cumsum(steps) - steps, steps) + 1
         bb = b[owner]
         keys = bb * (p[owner] + j)  # decode step j attends prompt + j keys
-        rows.append((n + owner, bb, bb, keys, keys))
+        kp = bb * buckets.padded_token(p[owner] + j)
+        rows.append((n + owner, bb, bb, kp, kp, bb, keys))
     else:
         k = int(draft_tokens)
         e = tokens_per_verify(k, acceptance)
@@ -228,28 +255,35 @@ def request_times(
         bb = b[owner]
         first = p[owner] + 1 + j * e  # keys the first of the k + 1 queries attends
         pairs = bb * ((k + 1) * first + k * (k + 1) / 2)
-        rows.append((n + owner, bb * (k + 1), bb, bb * (first + k), pairs))
+        # padded, every query of a step attends its bucket's keys (the last verify's queries
+        # past the output are padding too)
+        end = p[owner] + o[owner]
+        at = lambda keys: buckets.padded_token(np.minimum(np.ceil(keys), end))  # noqa: E731
+        last = at(first + k) if padded else first + k
+        rows.append(
+            (n + owner, bb * (k + 1), bb, bb * last, bb * (k + 1) * last if padded else pairs)
+            + (bb * (k + 1), pairs)
+        )
     # one call for the prefill and the decode (the shared work is priced once)
-    who, T, S, KV, P = (np.concatenate(x) for x in zip(*rows, strict=True))
-    if engine.micro_batches > 1:  # the prefill from an empty pipeline, the decode steady
-        sums = _sum_phase(engine.step(T, S, KV, P, from_empty=who < n), who, 2 * n)
-    else:
-        sums = _sum_phase(engine.step(T, S, KV, P), who, 2 * n)
+    from_empty = engine.micro_batches > 1  # the prefill from an empty pipeline, decode steady
+    sums = _sums(engine, rows, 2 * n, n if from_empty else None)
     prefill = {name: v[:n] for name, v in sums.items()}
     decode = {name: v[n:] for name, v in sums.items()}
     if draft is not None:
         for i in range(k):  # the draft's k decode steps per verify step
             keys = bb * (first + i)
-            d = _sum_phase(draft.step(bb, bb, keys, keys), owner, n)
+            kp = bb * at(first + i) if padded else keys
+            d = _sums(draft, [(owner, bb, bb, kp, kp, bb, keys)], n)
             decode = {name: decode[name] + d[name] for name in decode}
         # before the first token: the draft's prefill of the prompts, and when its calls are
         # separate, the rest of the first verify step's proposals (draft steps 1 .. k - 1)
         idx = np.arange(n)
-        rows = [(idx, b * p, b, b * p, b * p * (p + 1) / 2)]
+        rows = rows[:1]
         if not draft_fused:
-            rows += [(idx, b, b, b * (p + i), b * (p + i)) for i in range(1, k)]
-        who, T, S, KV, P = (np.concatenate(x) for x in zip(*rows, strict=True))
-        d = _sum_phase(draft.step(T, S, KV, P), who, n)
+            for i in range(1, k):
+                kp = b * buckets.padded_token(p + i)
+                rows.append((idx, b, b, kp, kp, b, b * (p + i)))
+        d = _sums(draft, rows, n)
         prefill = {name: prefill[name] + d[name] for name in prefill}
     return {
         "prefill": prefill,
@@ -303,6 +337,7 @@ def estimate(
     check_memory: bool = True,
     dp_attention: bool = False,
     micro_batches: int | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> Estimate:
     """:func:`estimate_of` by keywords: TTFT, TPOT, end-to-end latency, throughput,
     utilisations and memory of ``batch`` requests of ``prompt`` + ``output`` tokens on one
@@ -323,6 +358,8 @@ def estimate(
         data file's).
     check_memory : bool
         Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
+    buckets : ShapeBuckets, optional
+        As :func:`estimate_of`.
 
     Raises
     ------
@@ -359,7 +396,9 @@ def estimate(
         collective_bandwidth_factor=collective_bandwidth_factor,
         request_fixed_s=request_fixed_s,
     )
-    return estimate_of(spec, fixed, requests, speculation, check_memory=check_memory)
+    return estimate_of(
+        spec, fixed, requests, speculation, check_memory=check_memory, buckets=buckets
+    )
 
 
 def estimate_of(
@@ -369,12 +408,13 @@ def estimate_of(
     speculation: Speculation | None = None,
     *,
     check_memory: bool = True,
+    buckets: ShapeBuckets | None = None,
 ) -> Estimate:
     """TTFT, TPOT, end-to-end latency, throughput, utilisations and memory of ``requests`` on
     the replica ``spec`` under ``fixed`` costs, with ``speculation`` or plain decoding.
 
     The replica's largest iteration is the batch's prompts (``spec.max_tokens`` is set to
-    ``batch x prompt``), and a draft's weights and KV share its chips.
+    ``batch x`` the prompt's bucket), and a draft's weights and KV share its chips.
 
     Parameters
     ----------
@@ -388,6 +428,9 @@ def estimate_of(
         Speculative decoding's draft (none: plain decoding).
     check_memory : bool
         Raise :class:`~tlm.inference.InferenceDoesNotFit` when it does not fit.
+    buckets : ShapeBuckets, optional
+        The deployment's compiled lengths (:mod:`tlm.inference.buckets`); None: the hardware's
+        serving stack's default for these requests (``shape_buckets`` of its fixed costs).
 
     Returns
     -------
@@ -411,8 +454,12 @@ def estimate_of(
     """
     batch, prompt, output = requests.batch, requests.prompt, requests.output
     hw, fmt = spec.hardware, spec.fmt
+    if buckets is None:
+        buckets = ShapeBuckets.for_stack(stack_buckets(hw.name)[0], prompt, output)
+    buckets.check(prompt, output)
+    padded = int(buckets.padded_context(prompt))
     draft = None
-    sized = {"max_tokens": int(batch * prompt)}
+    sized = {"max_tokens": int(batch * padded)}
     if speculation is not None:
         if spec.dp_attention:
             raise InferenceInputError(
@@ -436,15 +483,15 @@ def estimate_of(
     context = prompt + output
     mem = engine.memory
     if check_memory:
-        parts = mem.check(batch, context, batch * prompt)
+        parts = mem.check(batch, context, batch * padded)
     else:
-        parts = mem.parts(batch, context, batch * prompt)
+        parts = mem.parts(batch, context, batch * padded)
     total = sum(parts.values())
     memory = {**parts, "total_bytes": total, "hbm_bytes": mem.hbm_bytes}
     memory["fits"] = bool(total <= mem.hbm_bytes)
     k, a = (4, 0.7) if speculation is None else (speculation.draft_tokens, speculation.acceptance)
     fused = speculation is not None and speculation.draft_fused
-    r = request_times(engine, batch, prompt, output, draft, k, a, fused)
+    r = request_times(engine, batch, prompt, output, draft, k, a, fused, buckets)
     chips = engine.chips
     peak = engine.costs.peak_flops(fmt)
     bw = engine.costs.hbm_bandwidth_Bps
@@ -475,10 +522,11 @@ def estimate_of(
         decode=dec,
         request_s=r["request_s"],
         memory=memory,
-        max_batch=mem.max_batch(context, prompt),
+        max_batch=mem.max_batch(context, padded),
         chips=chips,
         tokens_per_verify=tokens_per_verify(k, a) if draft is not None else 1.0,
         micro_batches=engine.micro_batches,
         attention_groups=engine.dp,
+        buckets=buckets,
         engine=engine,
     )

@@ -86,7 +86,7 @@ def step(e, tokens, sequences, kv_tokens, pairs, from_empty=False) -> Iteration:
         memory_s=out(one.memory_s * scale),
         communication_s=out(one.communication_s * scale),
         fixed_s=out(one.fixed_s * scale),
-        flop=out(e.flop_per_token * T + e.flop_per_sequence * S + e.flop_per_pair * P),
+        flop=out(e.model_flop(T, S, P)),
         hbm_bytes=out(one.hbm_bytes * m),
     )
 

@@ -49,6 +49,7 @@ from ..hardware import Hardware
 from ..sweep import digest, run_chunks
 from ..workloads import Model
 from ..workloads.operators import tp_allowed
+from .buckets import ShapeBuckets, stack_buckets
 from .economics import token_economics
 from .errors import InferenceInputError, SloUnreachable
 from .estimate import request_times
@@ -185,6 +186,8 @@ def evaluate(
     """:data:`OUTPUTS` of each configuration, one layout's batches at a time."""
     n = len(configs["batch"])
     out = {k: np.zeros(n) for k in OUTPUTS}
+    buckets = ShapeBuckets.for_stack(stack_buckets(hw.name)[0], prompt, output)
+    padded = int(buckets.padded_context(prompt))
     layout = np.stack([configs[k] for k in AXES[:-1]], axis=1)
     keys, inverse = np.unique(layout, axis=0, return_inverse=True)
     for j, (si, tp, pp, ep, dp, mb, fi, ki) in enumerate(keys.tolist()):
@@ -199,16 +202,16 @@ def evaluate(
             ep=ep,
             fmt=_FMTS[fi],
             kv_fmt=_FMTS[ki],
-            max_tokens=int(batch.max() * prompt),
+            max_tokens=int(batch.max() * padded),
             dp_attention=bool(dp),
             micro_batches=mb,
         )
-        r = request_times(engine, batch, prompt, output)
+        r = request_times(engine, batch, prompt, output, buckets=buckets)
         busy = r["prefill"]["time_s"] + r["decode"]["time_s"]  # the replica's time
         ttft = r["request_s"] + r["prefill"]["time_s"]
         tpot = r["decode"]["time_s"] / max(output - 1, 1)
         e2e = r["request_s"] + busy
-        fits = batch <= engine.memory.max_batch(prompt + output, prompt)
+        fits = batch <= engine.memory.max_batch(prompt + output, padded)
         # a request holds its slot for busy and may wait the TTFT SLO less its own prefill
         wait = slo_ttft_s - (r["request_s"] + r["prefill"]["time_s"] / batch)
         # the load split evenly over the replicas, each an M/M/batch queue within the SLO

@@ -666,7 +666,7 @@ class Engine:
         comm = comm + self.collective_calls * self.collective_fixed_s
         fixed = np.full(T.shape, self.step_fixed_s)
         time = compute + memory + comm + fixed
-        flop = self.flop_per_token * T + self.flop_per_sequence * S + self.flop_per_pair * P
+        flop = self.model_flop(T, S, P)
         hbm = tok["hbm"] + seq["hbm"] + L * attn_bytes * self.stage_chips
 
         def out(a):
@@ -681,6 +681,15 @@ class Engine:
             fixed_s=out(fixed),
             flop=out(flop),
             hbm_bytes=out(hbm),
+        )
+
+    def model_flop(self, tokens, sequences, pairs):
+        """The model's FLOPs of iterations of ``tokens``, ``sequences`` (their logits) and
+        query-key ``pairs``, every stage's."""
+        return (
+            self.flop_per_token * tokens
+            + self.flop_per_sequence * sequences
+            + (self.flop_per_pair * pairs)
         )
 
     # ---- the fast path --------------------------------------------------------------------

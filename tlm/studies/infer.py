@@ -24,6 +24,7 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -40,6 +41,7 @@ from ..inference import (
     fixed_costs,
     token_economics,
 )
+from ..inference.buckets import ShapeBuckets, stack_buckets
 from ..inference.layout import FIXED_COSTS, check_layout, hardware_named, system_chips
 from ..workloads import WorkloadError, load_model
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
@@ -133,7 +135,34 @@ class ReplicaInputs(Inputs):
         description="the serving stack's time per request outside the iterations (in TTFT)",
         json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
     )
+    context_buckets: Literal["nxd", "none"] | list[int] | None = Field(
+        None,
+        description="the prompt lengths the stack compiles, a prompt padded to the next: "
+        "nxd (NxD Inference's generated buckets), none, or lengths",
+        json_schema_extra={
+            "unset": "the hardware's serving stack (shape_buckets of "
+            "tlm/inference/data/fixed_costs.toml: nxd on Trainium, none on GPUs)",
+            "allowed": "nxd, none, or a comma-separated list of increasing lengths",
+        },
+    )
+    token_buckets: Literal["nxd", "none"] | list[int] | None = Field(
+        None,
+        description="the sequence lengths the stack compiles, a decode step reading the next "
+        "one's KV: nxd, none, or lengths",
+        json_schema_extra={
+            "unset": "the hardware's serving stack, as --context-buckets",
+            "allowed": "nxd, none, or a comma-separated list of increasing lengths",
+        },
+    )
     price: str = price_field()
+
+    def bucket_specs(self) -> tuple:
+        """Each phase's buckets as given (``nxd``, ``none``, lengths) or the stack's."""
+        stack = stack_buckets(self.device().name)[0]
+        return tuple(
+            stack if given is None else given
+            for given in (self.context_buckets, self.token_buckets)
+        )
 
     def device(self):
         """The hardware at the ``price`` picked: an unknown name says what is allowed, a bad
@@ -159,10 +188,13 @@ class ReplicaInputs(Inputs):
             )
         fixed = fixed_costs(hw.name)
         pick = lambda given, shipped: shipped if given is None else given  # noqa: E731
+        context, token = self.bucket_specs()
         return {
             "micro_batches": self.pp if self.micro_batches is None else self.micro_batches,
             "kv_format": self.format if self.kv_format is None else self.kv_format,
             **{k: pick(getattr(self, k), getattr(fixed, k)) for k in FIXED_COSTS},
+            "context_buckets": context,
+            "token_buckets": token,
         }
 
     def layout_options(self) -> dict:
@@ -249,7 +281,9 @@ class InferInputs(ReplicaInputs):
                     self.draft_fused,
                 )
             requests = RequestBatch(self.batch, self.prompt, self.output)
-            return estimate_of(self.replica(), self.fixed(), requests, speculation)
+            sequence = self.prompt + self.output
+            buckets = ShapeBuckets.resolved(*self.bucket_specs(), self.prompt, sequence)
+            return estimate_of(self.replica(), self.fixed(), requests, speculation, buckets=buckets)
         except InferenceDoesNotFit as error:
             field = _PART_INPUT[error.part]
             raise InputError(
@@ -261,6 +295,18 @@ class InferInputs(ReplicaInputs):
             ) from None
         except InferenceInputError as error:
             raise _input_error(self, error) from None
+
+
+def buckets_source(inputs: ReplicaInputs) -> str:
+    """What the buckets are and where from: each phase's spec, and the hardware's serving
+    stack (with the figure's source in tlm/inference/data/fixed_costs.toml)."""
+    said = {"nxd": "NxD Inference's generated", "none": "none"}
+    ctx, tok = (said[spec] if isinstance(spec, str) else "given" for spec in inputs.bucket_specs())
+    stack, source = stack_buckets(inputs.device().name)
+    return (
+        f"context buckets {ctx}, token buckets {tok}; {inputs.hardware}'s stack: {stack} "
+        f"({source}, tlm/inference/data/fixed_costs.toml)"
+    )
 
 
 def _input_error(inputs: InferInputs, error: InferenceInputError) -> ValueError:
@@ -328,6 +374,10 @@ class InferResults(Results):
     request_fixed_s: float
     costs_source: str
     fixed_costs_source: str
+    padded_prompt: int = Field(description="the prompt's context-encoding bucket (tokens)")
+    context_buckets: list[int] = Field(description="the prompt lengths compiled (none: [])")
+    token_buckets: list[int] = Field(description="the sequence lengths compiled (none: [])")
+    buckets_source: str = Field(description="given, or the stack's (its source)")
     series: list[PhaseRow] = Field(default=[], exclude=True)
 
 
@@ -386,6 +436,10 @@ def infer_study(inputs: InferInputs) -> InferResults:
         request_fixed_s=e.request_fixed_s,
         costs_source=e.costs.source,
         fixed_costs_source=e.fixed_source,
+        padded_prompt=int(r.buckets.padded_context(inputs.prompt)),
+        context_buckets=list(r.buckets.context),
+        token_buckets=list(r.buckets.token),
+        buckets_source=buckets_source(inputs),
         series=rows,
     )
     if inputs.plot is not None:

@@ -56,7 +56,7 @@ from ..inference.serving import (
     simulate,
 )
 from .hardware import with_price_footing
-from .infer import ReplicaInputs, _input_error
+from .infer import ReplicaInputs, _input_error, buckets_source
 from .protocol import (
     PLOT_ALLOWED,
     InputError,
@@ -229,6 +229,7 @@ class ServeInputs(ReplicaInputs):
             token_budget=self.token_budget,
             prefill=self.prefill,
             admission=self.admission,
+            buckets=self.bucket_specs(),
             slo_ttft_s=self.slo_ttft_s,
             slo_tpot_s=self.slo_tpot_s,
         )
@@ -301,6 +302,10 @@ class ServeResults(Results):
         "infer-search's",
     )
     seed: int | None = Field(description="of the draws (none for a trace)")
+    buckets_source: str = Field(
+        description="the compiled lengths: given, or the stack's (nxd: NxD Inference's "
+        "generated buckets for the load's longest prompt and sequence)"
+    )
     series: list[LatencyRow] = Field(default=[], exclude=True)
 
 
@@ -320,9 +325,8 @@ def _values(args: dict, engine):
     else:
         fleet = Colocated(engine, args["replicas"], router=args["router"])
     workload = Workload(args["prompt"], args["output"], seed=args["seed"])
-    scheduler = Scheduler(
-        args["max_batch"], args["token_budget"], args["prefill"], args["admission"]
-    )
+    settings = ("max_batch", "token_budget", "prefill", "admission")
+    scheduler = Scheduler(*(args[k] for k in settings), *args["buckets"])
     return fleet, workload, scheduler, Slo(args["slo_ttft_s"], args["slo_tpot_s"])
 
 
@@ -421,6 +425,7 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
         **found,
         **price_footing(hw),
         seed=run.seed,
+        buckets_source=buckets_source(inputs),
         series=rows,
     )
     if inputs.trace is not None:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..hardware import load_hardware
 from ..inference import Engine, estimate
+from ..inference.buckets import ShapeBuckets, autobuckets, stack_buckets
 from ..inference.estimate import tokens_per_verify
 from ..inference.layout import FIXED_COSTS, FORMATS, as_model, check_format
 from ..inference.serving import ClosedLoop, Colocated, Poisson, Scheduler, Workload, simulate
@@ -122,8 +123,11 @@ ASSUMED = {
     "counted_tokens": "a TPOT the tool defines as (e2e - TTFT) / (n - 1) with n the output tokens "
     "it counted is modelled with the count it published (counted_output_tokens): the model's "
     "decode time over (counted - 1)",
-    "buckets": "Neuron pads a prompt to its context-encoding bucket (the notes give it); the "
-    "TTFT is modelled at the bucket's length, the decode at the true lengths",
+    "buckets": "Neuron pads a prompt to its context-encoding bucket and a decode step's KV to "
+    "its token-generation bucket: the rows whose notes list their buckets run with those "
+    "(DEPLOYED_BUCKETS), the Transformers NeuronX rows with NxD Inference's generated buckets "
+    "for their published sequence length (SEQUENCE_LENGTHS), every other Trainium row with "
+    "the generated buckets for its prompt and sequence (the shipped default)",
     "substitutes": "rows of a model without a file (Llama 2 70B, Llama 3.1 8B/70B) use the "
     "nearest file (llama3-70b, llama3-8b), marked model_substitute",
     "h100_gemm": "H100 GEMMs at OpCosts.for_hardware's roofline with the training validation's "
@@ -138,9 +142,25 @@ ASSUMED = {
 #: 5b6cee4e: Eagle3Speculator, one llama decoder layer of 4096 with 32 heads of which 8 KV,
 #: intermediate 14336, draft_vocab_size 32000, the verifier meta-llama/Llama-3.1-8B-Instruct).
 EAGLE3_HEADS = {"RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3": ("llama3-8b", 32000)}
-_BUCKETS = {  # context-encoding buckets the Neuron rows' notes state (prompt -> padded)
-    "trn2-llama3.3-70b-bf16-tp64-b1-10000-1500": 12288,
-    "trn2-llama3.1-405b-bf16-tp64-b1-10000-1500": 10240,
+#: The buckets the Neuron rows' notes list (context encoding, token generation), by run.
+DEPLOYED_BUCKETS = {
+    "trn2-llama3.3-70b-bf16-tp64-b1-10000-1500": ShapeBuckets(
+        (2048, 4096, 8192, 12288), (2048, 4096, 8192, 12800)
+    ),
+    "trn2-llama3.1-405b-bf16-tp64-b1-10000-1500": ShapeBuckets(
+        (2048, 4096, 10240, 12288), (12800,)
+    ),
+    # vLLM Neuron (2.32): NxD's generated context buckets for the 512-token prompts; its
+    # decode reads --max-model-len's blocks whatever the position (its design note on decode
+    # context-length bucketing, not turned on in the row's command)
+    "trn2-llama3-8b-bf16-tp8-c2-512-128": ShapeBuckets(autobuckets(512), (2048,)),
+}
+#: The sequence length (``n_positions``) of the Transformers NeuronX rows, by run: their
+#: buckets are read as NxD Inference's generated ones for it (ASSUMED).
+SEQUENCE_LENGTHS = {
+    "trn1-llama3-70b-bf16-tp32-b1-2048-2048": 4096,
+    "trn1-llama3-70b-bf16-tp32-b1-128-1024": 1152,
+    "trn1-llama3-70b-bf16-tp32-b4-2048-2048": 4096,
 }
 _METRICS = {"ttft_s": "ttft_s", "tpot_s": "tpot_s", "e2e_s": "e2e_s"}
 
@@ -205,8 +225,9 @@ def _settings(row: dict) -> dict:
     if spec.get("method", "none") != "none":
         base = base.rsplit("-", 1)[0]  # the speculative run's bucket is its plain run's
     prompt = row["prompt"]
-    if row["metric"] == "ttft_s":
-        prompt = _BUCKETS.get(base, prompt)
+    buckets = DEPLOYED_BUCKETS.get(base)
+    if base in SEQUENCE_LENGTHS:
+        buckets = ShapeBuckets.nxd(prompt, SEQUENCE_LENGTHS[base])
     batch = row.get("concurrency") or row.get("batch") or 1
     fmt = "fp8" if row["weights"] == "fp8" else "bf16"
     kv = "fp8" if row.get("kv") == "fp8" else "bf16"
@@ -218,6 +239,7 @@ def _settings(row: dict) -> dict:
         output=max(row["output"], 2),
         fmt=fmt,
         kv_fmt=kv,
+        buckets=buckets,
         **_speculation(spec),
     )
 
@@ -307,6 +329,7 @@ def _value(row_id: str, step: float, coll: float, factor: float, req: float) -> 
         output=s["output"],
         fmt=s["fmt"],
         kv_fmt=s["kv_fmt"],
+        buckets=s["buckets"],
         **_costs(step, coll, factor, req),
         check_memory=False,
         **_speculation(row.get("speculative", {})),
@@ -336,7 +359,12 @@ def _load(row: dict) -> tuple[Poisson | ClosedLoop, Scheduler] | None:
     else:
         load = ClosedLoop(int(clients), int(row["requests"]), workload)
     batch = row.get("batch") or stack["max_batch"]
-    return load, Scheduler(batch, stack["token_budget"], stack["prefill"])
+    given = _settings(row)["buckets"]
+    context = token = stack_buckets(row["system"])[0]
+    if given is not None:
+        context, token = given.context, given.token
+    scheduler = Scheduler(batch, stack["token_budget"], stack["prefill"], "greedy", context, token)
+    return load, scheduler
 
 
 def _load_text(load: Poisson | ClosedLoop, scheduler: Scheduler) -> str:

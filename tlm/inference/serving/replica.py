@@ -109,6 +109,8 @@ class Replica:
         self.sum_base = 0
         self.phase = [0] * self.B
         self.heap: list = []  # (finish step, rid, version, seq)
+        self.buckets = policy.buckets
+        self.longest: list = []  # (-base, rid, version, seq), with token buckets only
         self.step = 0
         self.iterations = 0
         self.busy_s = 0.0
@@ -201,6 +203,15 @@ class Replica:
         self.phase[base % self.B] += 1
         finish = seq.prompt + seq.output - 1 - base
         heapq.heappush(self.heap, (finish, seq.rid, seq.version, seq))
+        if self.buckets.token:
+            heapq.heappush(self.longest, (-base, seq.rid, seq.version, seq))
+
+    def longest_decode(self) -> int:
+        """The keys the longest decoding sequence reads this step (its context + 1)."""
+        heap = self.longest
+        while heap[0][2] != heap[0][3].version:  # left the decodes since
+            heapq.heappop(heap)
+        return self.step - heap[0][0] + 1
 
     def _leave_decode(self, seq: Seq) -> None:
         """Take ``seq`` out of the aggregates; set its explicit ctx and generated."""

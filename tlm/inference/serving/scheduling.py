@@ -35,11 +35,16 @@ token_budget 32 >= max_batch=64
 from __future__ import annotations
 
 import abc
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..buckets import ShapeBuckets
 from ..errors import InferenceInputError
 from .checks import Registry, check_int
+
+#: No length buckets.
+NO_BUCKETS = ShapeBuckets()
 
 __all__ = [
     "ADMISSIONS",
@@ -62,16 +67,25 @@ PREFILL_POLICIES = Registry("prefill")
 ADMISSION_RULES = Registry("admission")
 
 
-def take_chunk(r, seq, c: int) -> tuple[int, int]:
+def take_chunk(r, seq, c: int) -> tuple[int, int, int]:
     """The chunk step: ``seq`` takes ``c`` tokens of its prefill in this iteration on replica
-    ``r`` - the blocks its KV grows into - and reads ``ctx + c`` keys and ``c ctx + c (c + 1)
-    / 2`` query-key pairs (causal). Returns those two."""
+    ``r`` - the blocks its KV grows into - and the engine encodes ``t`` tokens (``c``, or with
+    context buckets up to the bucket of ``ctx + c``), reading ``ctx + t`` keys and ``t ctx +
+    t (t + 1) / 2`` query-key pairs (causal). Returns those three."""
     s = seq.ctx
     grow = -(-(s + c) // r.B) - seq.blocks
     r.used += grow
     seq.blocks += grow
     seq.chunk = c
-    return s + c, c * s + c * (c + 1) // 2
+    t = pad(r.buckets.context, s + c) - s if r.buckets.context else c
+    return t, s + t, t * s + t * (t + 1) // 2
+
+
+def pad(buckets: tuple, n: int) -> int:
+    """``n`` padded to the smallest of ``buckets`` that holds it (``n`` past the largest: a
+    recomputed sequence beyond what the buckets were made for runs unpadded)."""
+    i = bisect_left(buckets, n)
+    return buckets[i] if i < len(buckets) else n
 
 
 def _fits(r, seq, c: int) -> bool:
@@ -91,7 +105,11 @@ class _Iteration:
         "tokens",
         "sequences",
         "kv",
-        "pairs",
+        "longest",
+        "readers",
+        "padding",
+        "prefill_kv",
+        "prefill_pairs",
         "budget",
         "chunked",
         "admitted",
@@ -101,18 +119,23 @@ class _Iteration:
         n, kv = r.decode_all()
         self.r = r
         self.decodes = self.tokens = self.sequences = n
-        self.kv = self.pairs = kv
+        self.kv = kv  # the decodes' keys, each its own (and pairs: one query each)
+        self.longest = r.longest_decode() if r.buckets.token and n else 0
+        self.readers = n  # sequences reading their KV for one token: decodes and joined
+        self.padding = 0  # tokens the chunks' buckets add
+        self.prefill_kv = self.prefill_pairs = 0
         self.budget = budget - n
         self.chunked: list = []
         self.admitted: list = []
 
     def chunk(self, seq, c: int) -> None:
         """``seq`` takes ``c`` tokens of its prefill (:func:`take_chunk`)."""
-        k, p = take_chunk(self.r, seq, c)
+        t, k, p = take_chunk(self.r, seq, c)
+        self.padding += t - c
         self.tokens += c
         self.sequences += 1
-        self.kv += k
-        self.pairs += p
+        self.prefill_kv += k
+        self.prefill_pairs += p
         self.budget -= c
         self.chunked.append(seq)
 
@@ -120,17 +143,25 @@ class _Iteration:
         """``seq``, its KV moved in, decodes its next token now if its block is free."""
         if not self.r.admit_transferred(seq):
             return False
+        self.readers += 1
         self.tokens += 1
         self.sequences += 1
         self.kv += seq.ctx + 1
-        self.pairs += seq.ctx + 1
+        self.longest = max(self.longest, seq.ctx + 1)
         self.budget -= 1
         self.admitted.append(seq)
         return True
 
     @property
     def args(self) -> tuple[int, int, int, int]:
-        return self.tokens, self.sequences, self.kv, self.pairs
+        """The engine's arguments: with token buckets every decode reads the bucket of the
+        batch's longest (one compiled graph for the batch), with context buckets each chunk
+        encodes its bucket's tokens (:func:`take_chunk`)."""
+        kv = self.kv
+        if self.longest:
+            kv = self.readers * pad(self.r.buckets.token, self.longest)
+        tokens = self.tokens + self.padding
+        return tokens, self.sequences, kv + self.prefill_kv, kv + self.prefill_pairs
 
 
 # ------------------------------------------------------------------ admission rules
@@ -213,9 +244,10 @@ class PrefillPolicy(abc.ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, max_batch: int, token_budget: int):
+    def __init__(self, max_batch: int, token_budget: int, buckets: ShapeBuckets = NO_BUCKETS):
         self.max_batch = max_batch
         self.token_budget = token_budget
+        self.buckets = buckets
 
     @abc.abstractmethod
     def plan(self, r):
@@ -302,8 +334,8 @@ class Separate(PrefillPolicy):
             else:
                 c = 0
             if c > 0:
-                k, p = take_chunk(r, seq, c)
-                return (c, 1, k, p), 0, [seq], [], r.used
+                t, k, p = take_chunk(r, seq, c)
+                return (t, 1, k, p), 0, [seq], [], r.used
             # no prefill can run: the decodes (and KV moved in)
             it = self._decodes(r, budget)
             if it.tokens:
@@ -350,16 +382,28 @@ class Scheduler:
         are free, preempt the latest when they run out) or ``"reserve"`` (TensorRT-LLM's
         ``GUARANTEED_NO_EVICT``: start when the whole KV's blocks can be reserved, never
         preempt).
+    context_buckets, token_buckets : str or tuple of int
+        The compiled lengths of prompts and of sequences (:mod:`tlm.inference.buckets`):
+        ``"none"``, ``"nxd"`` (NxD Inference's generated buckets for the load's longest
+        prompt, or sequence) or the lengths. A chunk encodes its context bucket's tokens; the
+        decodes of an iteration read the token bucket of its longest sequence each (one
+        compiled graph for the batch).
     """
 
     max_batch: int = 128
     token_budget: int = 2048
     prefill: str = "chunked"
     admission: str = "greedy"
+    context_buckets: str | tuple = "none"
+    token_buckets: str | tuple = "none"
 
     def __post_init__(self):
         PREFILL_POLICIES.named(self.prefill)
         ADMISSION_RULES.named(self.admission)
+        checked = self.buckets_for()  # the specs checked; lengths as tuples
+        for phase in ("context", "token"):
+            if not isinstance(getattr(self, f"{phase}_buckets"), str):
+                object.__setattr__(self, f"{phase}_buckets", getattr(checked, phase))
         max_batch = check_int("max_batch", self.max_batch, 1)
         token_budget = check_int("token_budget", self.token_budget, 1)
         if token_budget < max_batch:
@@ -373,9 +417,20 @@ class Scheduler:
         object.__setattr__(self, "max_batch", max_batch)
         object.__setattr__(self, "token_budget", token_budget)
 
-    def prefill_policy(self) -> PrefillPolicy:
-        """The prefill policy these settings name."""
-        return PREFILL_POLICIES.named(self.prefill)(self.max_batch, self.token_budget)
+    def prefill_policy(self, requests=None) -> PrefillPolicy:
+        """The prefill policy these settings name, padding to the buckets for ``requests``
+        (:meth:`buckets_for`)."""
+        policy = PREFILL_POLICIES.named(self.prefill)
+        return policy(self.max_batch, self.token_budget, self.buckets_for(requests))
+
+    def buckets_for(self, requests=None) -> ShapeBuckets:
+        """The compiled lengths for ``requests`` (a :class:`~.requests.Requests`): the given
+        lengths, or NxD's generated ones for their longest prompt and sequence."""
+        prompt = sequence = 1
+        if requests is not None and len(requests.prompt):
+            prompt = int(requests.prompt.max())
+            sequence = int((requests.prompt + requests.output).max())
+        return ShapeBuckets.resolved(self.context_buckets, self.token_buckets, prompt, sequence)
 
     def admission_rule(self) -> Admission:
         """The admission rule these settings name."""

@@ -41,7 +41,7 @@ class Simulation:
         self.pools = Pools(
             fleet,
             self.env,
-            scheduler.prefill_policy(),
+            scheduler.prefill_policy(requests),
             scheduler.admission_rule(),
             self,
             self.timeline,
