@@ -68,6 +68,12 @@ def test_the_stacks():
     assert estimate("llama3-8b", "h100", "server", tp=1).buckets == ShapeBuckets()
 
 
+def test_a_request_of_one_token_has_no_decode_to_pad():
+    """Found by the fuzz from outside: ``--output 1`` (no decode step) with NxD's buckets."""
+    e = estimate("llama3-8b", "trn2", "server", tp=4, output=1)
+    assert e.tpot_s == 0 and e.decode.time_s == 0 and e.ttft_s > 0
+
+
 def test_an_estimate_pays_its_buckets():
     """A 3,000-token prompt in a 4,096 bucket is encoded as 4,096 tokens: the prefill is the
     engine's step of the bucket; the decode reads the 8,192 bucket's keys; the model FLOPs

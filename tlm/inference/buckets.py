@@ -98,7 +98,7 @@ class ShapeBuckets:
 
     def _padded(self, name: str, buckets: tuple[int, ...], lengths):
         n = np.asarray(lengths)
-        if not buckets:
+        if not buckets or n.size == 0:
             return n
         if np.max(n) > buckets[-1]:
             raise InferenceInputError(

@@ -634,6 +634,8 @@ def validate_inputs(study: Study, values: dict) -> Inputs:
             if str(e["loc"][0]) == name and any(isinstance(p, int) for p in e["loc"][1:]):
                 value = e["input"]
                 break
+        if isinstance(value, list | tuple) and not is_list(fields[name]):
+            value = f"[{show(list(value))}]"  # a list from a file where one value belongs
         raise InputError(name, value, allowed_text(fields[name])) from None
     for name in fields:
         study.check_choice(name, getattr(inputs, name))

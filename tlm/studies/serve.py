@@ -213,9 +213,18 @@ class ServeInputs(ReplicaInputs):
     def engine(self) -> Engine:
         """The replica these (resolved) inputs describe."""
         try:
-            return Engine.of(self.replica(max_tokens=self.token_budget), self.fixed())
+            engine = Engine.of(self.replica(max_tokens=self.token_budget), self.fixed())
         except InferenceInputError as error:
             raise _input_error(self, error) from None
+        if engine.kv_capacity_tokens < engine.block_tokens:
+            raise InputError(
+                "tp",
+                self.tp,
+                "a replica whose weights and prefill leave room for a KV block (more tp or "
+                "pp, --format fp8_e4m3, a smaller --token-budget)",
+                f"leaves {engine.kv_capacity_tokens} tokens of KV cache",
+            )
+        return engine
 
     def simulation(self, engine: Engine) -> dict:
         """:func:`simulate`'s keyword arguments (the arrival rate aside)."""
@@ -347,6 +356,11 @@ def _run(inputs: ServeInputs, engine, rate, timeline=False, requests=None):
         raise InputError(
             "arrivals", inputs.arrivals, "a CSV or JSONL trace", f"fails: {error}"
         ) from None
+    except InferenceInputError as error:
+        if error.field != "rate":  # the load's rate is this study's --rate-per-s
+            raise _input_error(inputs, error) from None
+        allowed = error.allowed.replace("duration_s", "--duration-s")
+        raise InputError("rate_per_s", rate, allowed) from None
 
 
 def serve_study(inputs: ServeInputs) -> ServeResults:

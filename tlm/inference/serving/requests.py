@@ -379,9 +379,10 @@ class Poisson(Load):
             arrival = arrival[arrival < duration_s]
             if arrival.size == 0:
                 raise InferenceInputError(
-                    "duration_s",
-                    duration_s,
-                    "a window in which a request arrives",
+                    "rate",
+                    rate,
+                    f"a rate at which a request arrives within duration_s={duration_s:g} "
+                    f"(seed {seed}; about 1 / duration_s or more), or a longer duration",
                     f"no request arrives in duration_s={duration_s} at rate={rate}/s "
                     f"(seed {seed}): give a longer duration or a higher rate",
                 )

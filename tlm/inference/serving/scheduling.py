@@ -430,7 +430,10 @@ class Scheduler:
         if requests is not None and len(requests.prompt):
             prompt = int(requests.prompt.max())
             sequence = int((requests.prompt + requests.output).max())
-        return ShapeBuckets.resolved(self.context_buckets, self.token_buckets, prompt, sequence)
+        b = ShapeBuckets.resolved(self.context_buckets, self.token_buckets, prompt, sequence)
+        if requests is not None:  # given lengths hold every request
+            b.check(prompt, sequence - prompt)
+        return b
 
     def admission_rule(self) -> Admission:
         """The admission rule these settings name."""
