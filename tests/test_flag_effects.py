@@ -62,9 +62,12 @@ ARRIVALS.write_text(
     "arrival_s,prompt,output\n" + "".join(f"{i / 10},{100 + i},8\n" for i in range(50))
 )
 
-#: nccom-test's replica groups: the four x rows of the 4x4 server, for --custom-replica-groups.
+#: nccom-test's replica groups: the four x rows of the 4x4 server, for --custom-replica-groups
+#: (a trn2 server's 64 ranks: 4 a chip at LNC=2, chip-major, chips row-major).
 ROWS = ARRIVALS.parent / "rows.json"
-ROWS.write_text(json.dumps({"replica_groups": [[list(range(4 * r, 4 * r + 4)) for r in range(4)]]}))
+ROWS.write_text(
+    json.dumps({"replica_groups": [[list(range(16 * r, 16 * r + 16)) for r in range(4)]]})
+)
 
 #: train's quick layout, for a search over the rest of the axes.
 TRAIN_70B = ["--model", "llama3-70b", "--chips", "1024", "--tp", "16", "--pp", "4"]
@@ -127,6 +130,11 @@ OTHER: dict[tuple[str, str], tuple[list[str], list[str]]] = {
     ("infer", "ep"): (["--model", "mixtral-8x7b", "--tp", "8"], ["2"]),
     ("infer", "dp_attention"): (["--model", "mixtral-8x7b", "--tp", "8", "--ep", "8"], []),
     ("infer", "micro_batches"): (["--tp", "8", "--pp", "2", "--batch", "8"], ["1", "4"]),
+    # the quick run's 512-token prompt in a bucket of 1,024; its decode reading 2,048 keys
+    ("infer", "context_buckets"): ([], ["1024", "none"]),
+    ("infer", "token_buckets"): ([], ["2048", "none"]),
+    ("serve", "context_buckets"): ([], ["1024", "none"]),
+    ("serve", "token_buckets"): ([], ["2048", "none"]),
     ("infer-search", "model"): ([], ["llama3.2-1b"]),
     ("infer-search", "hardware"): ([], ["trn3"]),
     ("infer-search", "systems"): ([], ["ultraserver"]),
@@ -135,7 +143,7 @@ OTHER: dict[tuple[str, str], tuple[list[str], list[str]]] = {
     ("infer-search", "expert_layouts"): (["--model", "mixtral-8x7b"], ["tp", "dp_attention"]),
     ("infer-search", "micro_batches"): ([], ["1", "pp"]),
     # every configuration meets the quick SLO: one that only some meet
-    ("infer-search", "slo_ttft_s"): (["--slo-tpot-s", "0.009"], ["0.03"]),
+    ("infer-search", "slo_ttft_s"): (["--slo-tpot-s", "0.009"], ["0.04"]),
     ("infer-search", "slo_tpot_s"): ([], ["0.009"]),
     ("model", "preset"): ([], ["trn1"]),
     ("model", "choose"): ([], ["chip.hbm_bandwidth_Bps=dec2024"]),
@@ -165,7 +173,8 @@ OTHER: dict[tuple[str, str], tuple[list[str], list[str]]] = {
     ("serve", "output"): ([], ["32"]),
     ("serve", "duration_s"): (["--requests", "0", "--rate-per-s", "1"], ["30"]),
     ("serve", "arrivals"): ([], [str(ARRIVALS)]),
-    ("serve", "router"): (["--replicas", "2"], ["round_robin"]),
+    # loaded enough that requests overlap (at the default 5/s each is alone on either replica)
+    ("serve", "router"): (["--replicas", "2", "--rate-per-s", "100"], ["round_robin"]),
     ("serve", "max_batch"): ([], ["4"]),
     ("serve", "admission"): (KV_FULL, ["reserve"]),
     ("serve", "prefill_replicas"): (DISAGGREGATED, ["2"]),
