@@ -116,7 +116,8 @@ def test_bad_arguments_are_named(kwargs, message):
         (["--batches", "1,x"], "--batches: 'x' is not a number; allowed: an integer"),
         (
             ["--batches", "1,0"],
-            "--batches: 0 is not allowed; allowed: a comma-separated list of integers >= 1",
+            "--batches: 0 is not allowed; allowed: a comma-separated list of integers in "
+            "1..1000000000",
         ),
         (["--systems", "server,3xrack"], "--systems: '3xrack' is not allowed"),
         (["--formats", "int4"], "--formats: 'int4' is not allowed"),
@@ -196,7 +197,7 @@ def test_bad_layout_options_are_named(kwargs, message):
         (
             ["--micro-batches", "1,0"],
             "--micro-batches: 0 is not allowed; allowed: a "
-            "comma-separated list of integers >= 1 and pp (as many as stages)",
+            "comma-separated list of integers in 1..1000000000 and pp (as many as stages)",
         ),
         (["--micro-batches", "two"], "--micro-batches: 'two' is not allowed"),
     ],

@@ -145,6 +145,8 @@ def test_admission_reserve_never_preempts_where_greedy_does(capsys):
         (["--plot-rates", "1,x"], "--plot-rates: 'x' is not a number; allowed: a number"),
         # found by the fuzz from outside's pairs: the engine's and the load's own names
         (["--model", "llama3.3-70b", "--tp", "1"], "--tp: 1 leaves 0 tokens of KV cache"),
+        (["--token-budget", "1000000"], "--token-budget: 1000000 leaves 0 tokens of KV cache"),
+        (["--prompt", "lognormal:100:50"], "--prompt: 'lognormal:100:50' is not allowed"),
         (["--rate-per-s", "1e-6"], "--rate-per-s: 1e-06 is not allowed; allowed: a rate at"),
         (["--token-buckets", "64"], "--token-buckets: 64 is not allowed; allowed: buckets up"),
     ],

@@ -208,8 +208,8 @@ def test_trace_missing_file(tmp_path):
         (Trace, dict(path=3), "path", "path must be a path to a .csv or .jsonl file, not 3"),
         (Workload, dict(seed=-1), "seed", "seed must be an integer >= 0, not -1"),
         (Workload, dict(seed=True), "seed", "seed must be an integer >= 0, not True"),
-        (Workload, dict(prompt=0), "prompt", "prompt must be an integer >= 1, 'uniform:lo:hi'"),
-        (Workload, dict(prompt="normal:3:4"), "prompt", "prompt must be an integer >= 1"),
+        (Workload, dict(prompt=0), "prompt", "prompt must be an integer in 1..1000000, 'uniform"),
+        (Workload, dict(prompt="normal:3:4"), "prompt", "prompt must be an integer in 1.."),
         (
             Workload,
             dict(output="uniform:9:3"),
@@ -220,9 +220,9 @@ def test_trace_missing_file(tmp_path):
             Workload,
             dict(output="lognormal:100:-1"),
             "output",
-            "output: lognormal needs mean >= 1 and sigma >= 0",
+            "output: lognormal needs mean in 1..1000000 and sigma in 0..10",
         ),
-        (Workload, dict(output=("uniform", "a", 3)), "output", "output must be an integer >= 1"),
+        (Workload, dict(output=("uniform", "a", 3)), "output", "output must be an integer in 1.."),
     ],
 )
 def test_bad_arguments(make, args, field, message):

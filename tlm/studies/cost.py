@@ -48,7 +48,7 @@ from ..hardware import HardwareError, load_hardware
 from ..hardware.prices import price_footing
 from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
-from .protocol import MAX_CHIPS, InputError, Inputs, Results, Study, loaded, register
+from .protocol import MAX_CHIPS, MAX_COUNT, InputError, Inputs, Results, Study, loaded, register
 from .workload import MODEL_ALLOWED, workload_input
 
 __all__ = [
@@ -207,6 +207,7 @@ class CostInputs(ClusterInputs):
     steps: int | None = Field(
         None,
         ge=1,
+        le=MAX_COUNT,
         description="steps of the run",
         json_schema_extra={"unset": "the model file's tokens / (global batch x sequence)"},
     )

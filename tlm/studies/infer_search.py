@@ -43,6 +43,7 @@ from .hardware import DEPRECATED as HARDWARE_DEPRECATED
 from .hardware import HARDWARE_ALLOWED, hardware_field, price_field, priced, with_price_footing
 from .infer import OLD_FORMATS
 from .protocol import (
+    MAX_COUNT,
     MAX_REQUEST_TOKENS,
     PLOT_ALLOWED,
     InputError,
@@ -62,7 +63,7 @@ __all__ = ["InferSearchInputs", "InferSearchResults", "ConfigRow", "infer_search
 #: The search's argument names -> this study's inputs.
 _SEARCH_FIELDS = {"fmts": "formats", "kv_fmts": "kv_formats", "fmt": "formats"}
 _SYSTEMS = "a comma-separated list of server, ultraserver, Nxserver, Nxultraserver"
-_MICRO_BATCHES = "a comma-separated list of integers >= 1 and pp (as many as stages)"
+_MICRO_BATCHES = f"a comma-separated list of integers in 1..{MAX_COUNT} and pp (as many as stages)"
 #: Configurations in the series.
 TOP = 20
 
@@ -88,11 +89,11 @@ class InferSearchInputs(SweepInputs):
     )
     slo_ttft_s: float = Field(2.0, gt=0, description="time to first token allowed")
     slo_tpot_s: float = Field(0.05, gt=0, description="time per output token allowed")
-    batches: list[Annotated[int, Field(ge=1)]] = Field(
+    batches: list[Annotated[int, Field(ge=1, le=MAX_COUNT)]] = Field(
         default_factory=lambda: list(DEFAULT_BATCHES),
         min_length=1,
         description="batches tried",
-        json_schema_extra={"allowed": "a comma-separated list of integers >= 1"},
+        json_schema_extra={"allowed": f"a comma-separated list of integers in 1..{MAX_COUNT}"},
     )
     formats: list[Literal[tuple(FORMATS.values())]] = Field(
         default_factory=lambda: list(FORMATS.values()),
@@ -110,7 +111,7 @@ class InferSearchInputs(SweepInputs):
         description="a MoE model's expert layouts tried: within the tp group (tp), over ep chips "
         "with data-parallel attention (dp_attention)",
     )
-    micro_batches: list[Annotated[int, Field(ge=1)] | Literal["pp"]] = Field(
+    micro_batches: list[Annotated[int, Field(ge=1, le=MAX_COUNT)] | Literal["pp"]] = Field(
         default_factory=lambda: list(DEFAULT_MICRO_BATCHES),
         min_length=1,
         description="micro-batches in flight through the pipeline tried per layout",

@@ -31,6 +31,7 @@ from ..formats import FLOAT_FORMATS
 from ..workloads import model_ops
 from .preset import PresetInputs
 from .protocol import (
+    MAX_BYTES,
     MAX_CHIPS,
     MAX_COUNT,
     InputError,
@@ -136,6 +137,7 @@ class ModelInputs(RecipeInputs, PresetInputs):
     reserve_bytes: int = Field(
         DEFAULT_RESERVE_BYTES,
         ge=0,
+        le=MAX_BYTES,
         description="HBM the runtime keeps for itself (ASSUMED, docs/workloads.md)",
     )
 

@@ -48,6 +48,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .. import __version__
+from ..limits import MAX_BYTES, MAX_CHIPS, MAX_COUNT, MAX_GEMM_SIZE, MAX_REQUEST_TOKENS
 from .catalogue import CATALOGUE
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "PLOT_SUFFIXES",
     "PLOT_ALLOWED",
     "MAX_CHIPS",
+    "MAX_BYTES",
     "MAX_COUNT",
     "MAX_GEMM_SIZE",
     "MAX_REQUEST_TOKENS",
@@ -333,16 +335,6 @@ def writable_path(field: str, path: str | None) -> str | None:
     return path
 
 
-#: The most chips (and so the largest parallel size) a study takes: 10 million.
-MAX_CHIPS = 10_000_000
-#: The largest other count a study takes (sequences, tokens, cycles): a billion, so that
-#: products of counts stay exact in a float and within an int64.
-MAX_COUNT = 1_000_000_000
-#: The most tokens of a request's prompt or output: a million.
-MAX_REQUEST_TOKENS = 1_000_000
-#: The largest side of a GEMM a study takes: 2^24 (one 2^24 x 2^24 BF16 operand is 512 TiB;
-#: the HBM refuses far smaller ones).
-MAX_GEMM_SIZE = 1 << 24
 #: The figure formats a study's ``--plot`` writes (matplotlib picks the format by suffix).
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 #: What a ``--plot`` input allows, in words.

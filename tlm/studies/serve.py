@@ -58,6 +58,8 @@ from ..inference.serving import (
 from .hardware import with_price_footing
 from .infer import ReplicaInputs, _input_error, buckets_source
 from .protocol import (
+    MAX_COUNT,
+    MAX_REQUEST_TOKENS,
     PLOT_ALLOWED,
     InputError,
     Results,
@@ -71,7 +73,10 @@ from .protocol import (
 
 __all__ = ["ServeInputs", "ServeResults", "LatencyRow", "serve_study"]
 
-_LENGTHS = "an integer >= 1, uniform:LO:HI or lognormal:MEAN:SIGMA"
+_LENGTHS = (
+    f"an integer in 1..{MAX_REQUEST_TOKENS}, uniform:LO:HI (within it) or lognormal:MEAN:SIGMA "
+    "(MEAN within it, SIGMA in 0..10; draws capped at it)"
+)
 
 
 def _lengths(text: str):
@@ -114,8 +119,12 @@ class ServeInputs(ReplicaInputs):
     seed: int = Field(0, ge=0, description="seed of the arrivals and lengths")
     replicas: int = Field(1, ge=1, le=100_000, description="colocated replicas")
     router: Literal[ROUTERS] = Field("least_loaded", description="which replica takes a request")
-    max_batch: int = Field(64, ge=1, description="sequences running at once on a replica")
-    token_budget: int = Field(2048, ge=1, description="tokens an iteration processes")
+    max_batch: int = Field(
+        64, ge=1, le=MAX_COUNT, description="sequences running at once on a replica"
+    )
+    token_budget: int = Field(
+        2048, ge=1, le=MAX_REQUEST_TOKENS, description="tokens an iteration processes"
+    )
     prefill: Literal[PREFILLS] = Field(
         "chunked",
         description="prefill chunks beside the decodes (chunked) or one prefill alone, the "
@@ -128,8 +137,12 @@ class ServeInputs(ReplicaInputs):
         "(prompt + output) can be reserved, never preempting (reserve: TensorRT-LLM's "
         "GUARANTEED_NO_EVICT)",
     )
-    prefill_replicas: int = Field(0, ge=0, description="disaggregated prefill pool (0: none)")
-    decode_replicas: int = Field(0, ge=0, description="disaggregated decode pool (0: none)")
+    prefill_replicas: int = Field(
+        0, ge=0, le=100_000, description="disaggregated prefill pool (0: none)"
+    )
+    decode_replicas: int = Field(
+        0, ge=0, le=100_000, description="disaggregated decode pool (0: none)"
+    )
     kv_link_Bps: float | None = Field(
         None,
         gt=0,
@@ -217,11 +230,20 @@ class ServeInputs(ReplicaInputs):
         except InferenceInputError as error:
             raise _input_error(self, error) from None
         if engine.kv_capacity_tokens < engine.block_tokens:
+            # the iteration's activations, or the weights, leave no KV block: name the cause
+            least = Engine.of(self.replica(max_tokens=self.max_batch), self.fixed())
+            if least.kv_capacity_tokens >= least.block_tokens:
+                raise InputError(
+                    "token_budget",
+                    self.token_budget,
+                    "a budget whose iteration's activations leave room for a KV block",
+                    f"leaves {engine.kv_capacity_tokens} tokens of KV cache",
+                )
             raise InputError(
                 "tp",
                 self.tp,
-                "a replica whose weights and prefill leave room for a KV block (more tp or "
-                "pp, --format fp8_e4m3, a smaller --token-budget)",
+                "a replica whose weights leave room for a KV block (more tp or pp, --format "
+                "fp8_e4m3)",
                 f"leaves {engine.kv_capacity_tokens} tokens of KV cache",
             )
         return engine

@@ -33,6 +33,7 @@ from .hardware import with_price_footing
 from .protocol import (
     CHIP_COUNTS_ALLOWED,
     COUNT_UNITS,
+    MAX_CHIPS,
     PLOT_ALLOWED,
     InputError,
     Results,
@@ -60,7 +61,9 @@ def _axis_field(what: str, items: str):
 
 
 #: An axis of the search: all its values, or the ones listed.
-_Sizes = Literal["all"] | Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
+_Sizes = (
+    Literal["all"] | Annotated[list[Annotated[int, Field(ge=1, le=MAX_CHIPS)]], Field(min_length=1)]
+)
 _Stages = Literal["all"] | Annotated[list[Annotated[int, Field(ge=0, le=3)]], Field(min_length=1)]
 _Recomputes = Literal["all"] | Annotated[list[Literal[RECOMPUTE]], Field(min_length=1)]
 
@@ -85,10 +88,10 @@ class SearchInputs(FabricInputs, SweepInputs):
         description="facility power allowed",
         json_schema_extra={"unset": "the power of the largest chip count (no limit)"},
     )
-    tp: _Sizes = _axis_field("tensor-parallel sizes", "integers >= 1")
-    pp: _Sizes = _axis_field("pipeline-parallel sizes", "integers >= 1")
-    cp: _Sizes = _axis_field("context-parallel sizes", "integers >= 1")
-    ep: _Sizes = _axis_field("expert-parallel sizes", "integers >= 1")
+    tp: _Sizes = _axis_field("tensor-parallel sizes", f"integers in 1..{MAX_CHIPS}")
+    pp: _Sizes = _axis_field("pipeline-parallel sizes", f"integers in 1..{MAX_CHIPS}")
+    cp: _Sizes = _axis_field("context-parallel sizes", f"integers in 1..{MAX_CHIPS}")
+    ep: _Sizes = _axis_field("expert-parallel sizes", f"integers in 1..{MAX_CHIPS}")
     zero: _Stages = _axis_field("ZeRO stages", "0, 1, 2, 3")
     recompute: _Recomputes = _axis_field("recomputations", ", ".join(RECOMPUTE))
     chunk: int = Field(200_000, ge=1000, le=10_000_000, description="layouts per Dask task")

@@ -41,6 +41,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from ...datafile import read_text
+from ...limits import MAX_REQUEST_TOKENS
 from ..errors import InferenceInputError
 from .checks import Registry, check_int, check_positive
 
@@ -79,7 +80,10 @@ class Requests(NamedTuple):
 
 # ------------------------------------------------------------------ lengths
 
-_LENGTH_FORMS = "an integer >= 1, 'uniform:lo:hi' or 'lognormal:mean:sigma' (or such a tuple)"
+_LENGTH_FORMS = (
+    f"an integer in 1..{MAX_REQUEST_TOKENS}, 'uniform:lo:hi' or 'lognormal:mean:sigma' (or "
+    "such a tuple)"
+)
 
 
 def parse_lengths(name, spec):
@@ -98,7 +102,7 @@ def parse_lengths(name, spec):
     else:
         n = spec
     if isinstance(n, numbers.Integral) and not isinstance(n, bool):
-        if n < 1:
+        if not 1 <= n <= MAX_REQUEST_TOKENS:
             raise InferenceInputError(name, spec, _LENGTH_FORMS)
         return ("fixed", int(n))
     parts = spec.split(":") if isinstance(spec, str) else spec
@@ -114,34 +118,37 @@ def parse_lengths(name, spec):
     except (TypeError, ValueError):
         raise InferenceInputError(name, spec, _LENGTH_FORMS) from None
     if kind == "uniform":
-        if not (a == int(a) and b == int(b) and 1 <= a <= b):
+        if not (a == int(a) and b == int(b) and 1 <= a <= b <= MAX_REQUEST_TOKENS):
             raise InferenceInputError(
                 name,
                 spec,
-                "integers 1 <= lo <= hi",
-                f"{name}: uniform needs integers 1 <= lo <= hi, not {spec!r}",
+                f"integers 1 <= lo <= hi <= {MAX_REQUEST_TOKENS}",
+                f"{name}: uniform needs integers 1 <= lo <= hi <= {MAX_REQUEST_TOKENS}, "
+                f"not {spec!r}",
             )
         return ("uniform", int(a), int(b))
-    if not (math.isfinite(a) and a >= 1 and math.isfinite(b) and b >= 0):
+    if not (1 <= a <= MAX_REQUEST_TOKENS and 0 <= b <= 10):
         raise InferenceInputError(
             name,
             spec,
-            "mean >= 1 and sigma >= 0",
-            f"{name}: lognormal needs mean >= 1 and sigma >= 0, not {spec!r}",
+            f"mean in 1..{MAX_REQUEST_TOKENS} and sigma in 0..10",
+            f"{name}: lognormal needs mean in 1..{MAX_REQUEST_TOKENS} and sigma in 0..10, "
+            f"not {spec!r}",
         )
     return ("lognormal", a, b)
 
 
 def _draw_lengths(spec, n, rng):
     """``n`` lengths of ``spec``: lognormal has the given mean (mu = ln mean - sigma^2 / 2),
-    rounded to the nearest integer and at least 1."""
+    rounded to the nearest integer, at least 1 and at most a million tokens
+    (:data:`~tlm.limits.MAX_REQUEST_TOKENS`: a long tail's draws are capped there)."""
     if spec[0] == "fixed":
         return np.full(n, spec[1], np.int64)
     if spec[0] == "uniform":
         return rng.integers(spec[1], spec[2], n, endpoint=True).astype(np.int64)
     mean, sigma = spec[1], spec[2]
     x = rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma, n)
-    return np.maximum(1, np.rint(x)).astype(np.int64)
+    return np.clip(np.rint(x), 1, MAX_REQUEST_TOKENS).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -183,7 +190,8 @@ class Workload:
 
 def read_trace(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Read a trace of requests: CSV with a header row, or JSON lines (``.jsonl``), each request
-    with ``arrival_s`` (seconds >= 0), ``prompt`` and ``output`` (tokens, integers >= 1).
+    with ``arrival_s`` (seconds >= 0), ``prompt`` and ``output`` (tokens, integers in 1..a
+    million).
 
     Requests are sorted by arrival (stably). Returns ``(arrival_s, prompt, output)`` arrays.
 
@@ -250,9 +258,10 @@ def read_trace(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                     )
                 arrival[i] = x
             else:
-                if not (math.isfinite(x) and x == int(x) and x >= 1):
+                if not (math.isfinite(x) and x == int(x) and 1 <= x <= MAX_REQUEST_TOKENS):
                     raise TraceError(
-                        f"{path}:{number}: field {key!r} must be an integer >= 1, not {value!r}"
+                        f"{path}:{number}: field {key!r} must be an integer in "
+                        f"1..{MAX_REQUEST_TOKENS}, not {value!r}"
                     )
                 (prompt if key == "prompt" else output)[i] = int(x)
     order = np.argsort(arrival, kind="stable")
