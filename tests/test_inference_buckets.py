@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 
 from tlm.inference import Engine, InferenceInputError, ShapeBuckets, estimate
 from tlm.inference.buckets import autobuckets, stack_buckets
-from tlm.inference.serving import ClosedLoop, Colocated, Scheduler, Workload, simulate
+from tlm.inference.serving import (
+    ClosedLoop,
+    Colocated,
+    Disaggregated,
+    Scheduler,
+    Trace,
+    Workload,
+    simulate,
+)
 from tlm.studies.cli import main
 
 
@@ -133,6 +141,25 @@ def test_a_batch_reads_the_bucket_of_its_longest():
     both = [c for c in engine.calls if c[:2] == (2, 2)]
     longest = max(drawn) + 1
     assert both and all(c[2] == c[3] == 2 * (512 if longest <= 512 else 2048) for c in both)
+
+
+@pytest.mark.parametrize("token", [(), (2048,)])
+def test_sequences_moved_in_read_their_own_keys_without_buckets(token, tmp_path):
+    """Disaggregated, the decode pool admits sequences whose KV moved in: without token
+    buckets each reads its own context's keys (the sum), with them the batch's bucket each."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_s,prompt,output\n0,100,40\n0,1000,40\n")
+    engine = _Recorder()
+    fleet = Disaggregated(engine, 1, 1, lambda tokens: 1e-3)
+    simulate(fleet, Trace(str(trace)), Scheduler(2, 4096, "separate", "greedy", (), token))
+    both = [c for c in engine.calls if c[:2] == (2, 2)]
+    assert both
+    for _, _, kv, pairs in both:
+        assert kv == pairs
+        if token:
+            assert kv == 2 * 2048
+        else:
+            assert 1102 <= kv <= 1100 + 2 * 41  # the two contexts + 1 each, not 2 x the longest
 
 
 def test_scheduler_bucket_specs():

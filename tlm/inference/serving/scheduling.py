@@ -147,7 +147,8 @@ class _Iteration:
         self.tokens += 1
         self.sequences += 1
         self.kv += seq.ctx + 1
-        self.longest = max(self.longest, seq.ctx + 1)
+        if self.r.buckets.token:
+            self.longest = max(self.longest, seq.ctx + 1)
         self.budget -= 1
         self.admitted.append(seq)
         return True
