@@ -99,6 +99,22 @@ def test_an_estimate_pays_its_buckets():
     assert padded.prefill.mfu_fraction < bare.prefill.mfu_fraction
 
 
+def test_each_phase_pads_on_its_own_buckets():
+    """Context buckets alone move the prefill only; token buckets alone the decode only (a
+    speculative decode included)."""
+    kw = dict(tp=4, prompt=1000, output=101, draft_model="llama3.2-1b")
+    bare = estimate("llama3-8b", "trn2", "server", **kw, buckets=ShapeBuckets())
+    ctx = estimate("llama3-8b", "trn2", "server", **kw, buckets=ShapeBuckets((1024,), ()))
+    tok = estimate("llama3-8b", "trn2", "server", **kw, buckets=ShapeBuckets((), (2048,)))
+    assert ctx.tpot_s == bare.tpot_s and ctx.ttft_s > bare.ttft_s
+    assert tok.ttft_s > bare.ttft_s  # the draft's first proposals read padded keys
+    assert tok.tpot_s > bare.tpot_s
+    plain = dict(tp=4, prompt=1000, output=101)
+    bare = estimate("llama3-8b", "trn2", "server", **plain, buckets=ShapeBuckets())
+    tok = estimate("llama3-8b", "trn2", "server", **plain, buckets=ShapeBuckets((), (2048,)))
+    assert tok.ttft_s == bare.ttft_s and tok.tpot_s > bare.tpot_s
+
+
 def test_the_simulation_pads_as_the_estimate():
     """One client at a time on NxD's buckets: the serving simulation's TTFT and TPOT are the
     estimate's (the same padding of the prompt and of every decode step)."""

@@ -233,7 +233,7 @@ def request_times(
     )
     b, p, o = (x.ravel().astype(float) for x in (b, p, o))
     n = len(b)
-    padded = buckets.token != () or buckets.context != ()
+    padded = buckets.token != ()  # the decode steps' keys padded
     # rows: (owner, tokens, sequences, keys read, pairs; and the unpadded tokens and pairs,
     # which the model FLOPs count). The prefill: every prompt at once, causal attention.
     pc = buckets.padded_context(p).astype(float)
