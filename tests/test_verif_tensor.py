@@ -7,7 +7,7 @@ from tlm.tensor.config import EngineConfig
 from verif.common.runner import ROOT, run
 from verif.common.toolchain import have_simulator
 from verif.tensor.build import build_engine
-from verif.tensor.run import rerun
+from verif.tensor.run import bench_env, rerun
 
 #: ld:mv:ready pattern triples every run goes through: full rate, idle producers,
 #: backpressure, and random of all three.
@@ -37,17 +37,8 @@ def run_bench(
         simbuild,
         "verif.tensor.bench",
         rerun=rerun(sim, cfg, seed, ops=ops, max_n=max_n, patterns=patterns),
-        env={
-            "TE_ROWS": rows,
-            "TE_COLS": cols,
-            "TE_FORMAT": fmt,
-            "SEED": seed,
-            "TE_OPS": ops,
-            "TE_MAX_N": max_n,
-            "TE_PATTERNS": patterns,
-            "TE_STATUS_BITS": cfg.status_bits,
-            "PYTHONPATH": ROOT,
-        },
+        env=bench_env(cfg, ops=ops, max_n=max_n, patterns=patterns)
+        | {"SEED": seed, "PYTHONPATH": ROOT},
         test_dir=simbuild.build_dir / f"run-{rows}x{cols}-{fmt}-{seed}",
     )
 
