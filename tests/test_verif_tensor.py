@@ -7,7 +7,7 @@ from tlm.tensor.config import EngineConfig
 from verif.common.runner import ROOT, run
 from verif.common.toolchain import have_simulator
 from verif.tensor.build import build_engine
-from verif.tensor.run import rerun
+from verif.tensor.run import bench_env, rerun
 
 #: ld:mv:ready pattern triples every run goes through: full rate, idle producers,
 #: backpressure, and random of all three.
@@ -37,17 +37,8 @@ def run_bench(
         simbuild,
         "verif.tensor.bench",
         rerun=rerun(sim, cfg, seed, ops=ops, max_n=max_n, patterns=patterns),
-        env={
-            "TE_ROWS": rows,
-            "TE_COLS": cols,
-            "TE_FORMAT": fmt,
-            "SEED": seed,
-            "TE_OPS": ops,
-            "TE_MAX_N": max_n,
-            "TE_PATTERNS": patterns,
-            "TE_STATUS_BITS": cfg.status_bits,
-            "PYTHONPATH": ROOT,
-        },
+        env=bench_env(cfg, ops=ops, max_n=max_n, patterns=patterns)
+        | {"SEED": seed, "PYTHONPATH": ROOT},
         test_dir=simbuild.build_dir / f"run-{rows}x{cols}-{fmt}-{seed}",
     )
 
@@ -133,3 +124,35 @@ def test_formats_chosen_per_op(sim, fmt, rows, cols, seed):
     """One engine elaborated with a set of formats: every op picks its own (per LoadStationary
     and MultiplyMoving), misuse of format codes included, results bit for bit."""
     run_bench(sim, rows, cols, seed, ops=12, max_n=8, fmt=fmt)
+
+
+#: Column 0 of the sum op: 2 - 2**-24 (a tie) rounds up to 2.0, a carry into the exponent.
+_TIE = [0x40000000, 0x3FFFFFFF, 0x3FFFFFFF, 0x40000000, 0x40000000]
+#: Column 1: -2 + v, v of SUM_MOVING: -1.0, -0.5, -0.9921875, then -2.0 (the gaps of 31, 41).
+_NEGATIVE = [0xBF800000, 0xBF000000, 0xBF7E0000, 0xC0000000, 0xC0000000]
+
+
+@pytest.mark.parametrize(
+    "fmt,bits",
+    [
+        # TF32: the product op rounds up to 2**-130, a carry through 19 kept bits
+        ("bf16,fp16,tf32", _TIE + _NEGATIVE + [0x80000] * 2),
+        # FP32: 2 - 2**-45 rounds up to 2.0, a carry through all 24
+        ("fp32", _TIE + _NEGATIVE + [0x40000000] * 2),
+        ("fp16", _TIE[:3] + _NEGATIVE[:3]),  # FP16 holds neither 2**-30 nor 2**-40
+        ("int8", []),
+    ],
+)
+def test_rounding_ops_reach_their_corners(fmt, bits):
+    """The directed ops of run 0 give the binary32 results their docstring names (checked on
+    the model), so that they keep reaching the corners they are there for."""
+    import numpy as np
+
+    from tlm.tensor import matmul
+    from verif.tensor.stimulus import rounding_ops
+
+    got = []
+    for op in rounding_ops(EngineConfig(2, 2, fmt)):
+        out = matmul(op.stationary, op.moving, fmt=tuple(f.name for f in op.fmt))
+        got += np.asarray(out, np.float32).view(np.uint32).ravel().tolist()
+    assert got == bits

@@ -63,9 +63,10 @@ def replay_router(cfg, coord, seed, *, packets, patterns, coverage, **misuse):
     for i, triple in enumerate(patterns.split(",")):
         send, ready, credit = triple.split(":")
         rng = np.random.default_rng(seed + i)
+        # lockstep's first triple begins with the contention pairs, as the bench's does
         env = RouterEnv(
             cfg, coord, rng, packets, 0.1, send=send, ready=ready, credit=credit,
-            directed_drops=True, **misuse,
+            directed_drops=True, contention=i == 0 and not misuse, **misuse,
         )  # fmt: skip
         model = Router(cfg, coord)
         coverage.patterns(send, ready, credit)

@@ -2,7 +2,8 @@
 
 Random traffic into every input and VC, with malformed packets (each kind at least once per
 input), idle inputs and slow neighbours that return credits late (backpressure on every
-output), a directed share that makes every (input, VC) -> (output, VC) pair occur
+output), a directed share that makes every (input, VC) -> (output, VC) pair occur and, in the
+first pattern triple of ``lockstep``, every two requesters contending alone for every output
 (:class:`verif.link.router_env.RouterEnv`).
 Every output is compared with the model every cycle; coverage, the drop counters and that every
 well-formed packet left are asserted at the end. A second test, ``misuse``, adds a neighbour that
@@ -98,10 +99,10 @@ async def reset(dut, ports):
     dut.rst.value = 0
 
 
-async def run_env(dut, ports, cfg, coord, seed, triple, packets, root=None, cov=None, **misuse):
+async def run_env(dut, ports, cfg, coord, seed, triple, packets, root=None, cov=None, **more):
     """Reset, then drive one :class:`RouterEnv` to the end, comparing every output with the
-    model every cycle; check the counters and that every good packet left. Returns the
-    (input, VC, output, VC) pairs exercised."""
+    model every cycle; check the counters and that every good packet left (``more``: further
+    arguments of :class:`RouterEnv`). Returns the (input, VC, output, VC) pairs exercised."""
     root = seed if root is None else root
     note = f"seed {root}" + ("" if seed == root else f", sub-seed {seed}")
     send, ready, credit = triple.split(":")
@@ -117,7 +118,7 @@ async def run_env(dut, ports, cfg, coord, seed, triple, packets, root=None, cov=
         ready=ready,
         credit=credit,
         directed_drops=True,
-        **misuse,
+        **more,
     )
     model = Router(cfg, coord)
     if cov is not None:
@@ -173,7 +174,10 @@ async def lockstep(dut):
     seen = set()
     cov = RouterCoverage(cfg, coord)
     for i, triple in enumerate(triples):
-        seen |= await run_env(dut, ports, cfg, coord, seed + i, triple, packets, seed, cov)
+        # the first triple begins with every pair of requesters contending for every output
+        seen |= await run_env(
+            dut, ports, cfg, coord, seed + i, triple, packets, seed, cov, contention=i == 0
+        )
     missing = all_pairs(cfg, coord) - seen
     assert not missing, f"never exercised (in port, in vc, out, out vc): {sorted(missing)}"
     write_run(f"router-{cfg.tag}-lockstep-{seed}", _meta(cfg, coord, seed, "lockstep"))

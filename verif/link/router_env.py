@@ -63,6 +63,13 @@ class RouterEnv:
         Each input also sends one malformed packet of every kind it can carry (the local port
         each of :data:`~tlm.link.config.MALFORMED`, a link port a bad destination and an
         orphan), after the aimed packets: every drop kind in every run, not only by chance.
+    contention : bool
+        Before any other packet, pairs: for every output and every two requesters (the
+        injection buffer, each link VC), two one-flit packets from each to that output, a
+        pair sent once the one before has left. Each output's round-robin pointer then wraps
+        with exactly two asking, which random traffic seldom makes (an arbiter's prefix OR
+        that misses a term, or a priority mask wrong after the last requester, shows only
+        with few requesters asking).
     """
 
     def __init__(
@@ -79,6 +86,7 @@ class RouterEnv:
         rogue=None,
         spurious=0.0,
         directed_drops=False,
+        contention=False,
     ):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
@@ -139,6 +147,14 @@ class RouterEnv:
                     self.local.extend(flits)
                 else:
                     self.link_q[port][vc].extend(flits)
+        # the contention pairs go first: the packets above wait until the last pair has left
+        self._rounds = deque(self._pairs() if contention else [])
+        self._later = None
+        if self._rounds:
+            self._later = (self.local, self.link_q)
+            self.local = deque()
+            self.link_q = [[deque() for _ in range(V)] for _ in range(P)]
+        self._in_flight = 0  # flits of the current pair not yet out of the router
         self.upstream_credits = [[cfg.depth] * V for _ in range(P)]
         self.owed = [[0] * V for _ in range(P)]  # credits the slow neighbours still owe
         self.offer = None
@@ -155,6 +171,50 @@ class RouterEnv:
         length = int(rng.integers(1, fmt.max_length + 1))
         data = [int(x) for x in rng.integers(1 << min(fmt.payload_bits, 62), size=length - 1)]
         return fmt.packet(dst, src, length, int(rng.integers(1 << fmt.seq_bits)), data)
+
+    def _pairs(self) -> list[list[tuple[int, int, list[int]]]]:
+        """The contention rounds: per output, per two requesters, ``(port, vc, flits)`` of the
+        two one-flit packets each sends to it."""
+        cfg, fmt = self.cfg, self.cfg.fmt
+        requesters = [(0, 0)] + [cfg.requester_link(r) for r in range(1, cfg.requesters)]
+        rounds = []
+        for o in range(self.P):
+            routes = [self._aim(o, cls) for cls in (0, 1)]
+            routes = [r for r in routes if r is not None]
+            if not routes:
+                continue
+            for i, first in enumerate(requesters):
+                for second in requesters[i + 1 :]:
+                    sends = []
+                    # the first in class 0, the second in class 1 where the output has both:
+                    # two output VCs, two flits each, within the credits of either
+                    aims = zip((first, second), (routes[0], routes[-1]), strict=True)
+                    for (port, vc), (dst, src) in aims:
+                        for _ in range(2):
+                            flits = fmt.packet(
+                                dst, src, 1, int(self.rng.integers(1 << fmt.seq_bits))
+                            )
+                            self.good[port].append(flits)
+                            sends.append((port, vc, [fmt.with_vc(f, vc) for f in flits]))
+                    rounds.append(sends)
+        return rounds
+
+    def _next_round(self):
+        """Once the current contention pair has left, queue the next (or, after the last,
+        every other packet)."""
+        if self._in_flight:
+            return
+        if self._rounds:
+            for port, vc, flits in self._rounds.popleft():
+                (self.local if port == 0 else self.link_q[port][vc]).extend(flits)
+                self._in_flight += len(flits)
+        elif self._later is not None:
+            local, link_q = self._later
+            self._later = None
+            self.local.extend(local)
+            for port in range(1, self.P):
+                for vc in range(self.V):
+                    self.link_q[port][vc].extend(link_q[port][vc])
 
     def _aim(self, o, cls):
         """``(dst, src)`` of a packet that leaves this router by port ``o`` in dateline class
@@ -187,12 +247,13 @@ class RouterEnv:
         """Nothing left to send and no credit owed to the router: while a credit is owed the
         router may still hold a flit waiting for it (a bench that stopped counting idle
         cycles before would end with that flit inside, seed 2034447530)."""
-        busy = self.local or self.offer is not None
+        busy = self.local or self.offer is not None or self._rounds or self._later is not None
         busy = busy or any(q for port in self.link_q for q in port)
         busy = busy or any(any(vcs) for vcs in self.owed)
         return not busy
 
     def drive(self) -> RouterInputs:
+        self._next_round()
         if self.offer is None and self.local and next(self._send[0]):
             self.offer = self.local.popleft()
         link_in = [None] * self.P
@@ -224,6 +285,7 @@ class RouterEnv:
         if ins.inject is not None and outs.inject_ready:
             self.offer = None
         if outs.eject is not None and ins.eject_ready:
+            self._in_flight -= bool(self._in_flight)
             self.ejected.append(outs.eject)
             self.out_flits.setdefault((0, 0), []).append(outs.eject)
         for port in range(1, self.P):
@@ -233,6 +295,7 @@ class RouterEnv:
                     self.upstream_credits[port][v] += 1
             flit = outs.link[port]
             if flit is not None:
+                self._in_flight -= bool(self._in_flight)
                 self.owed[port][self.cfg.fmt.vc(flit)] += 1
                 self.out_flits.setdefault((port, self.cfg.fmt.vc(flit)), []).append(flit)
 

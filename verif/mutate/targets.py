@@ -57,14 +57,9 @@ class Target:
 def tensor_target(name: str, cfg: EngineConfig, *, ops: int, max_n: int, patterns: str):
     """A tensor engine target whose bench runs ``ops`` random ops a pattern triple, N up to
     ``max_n``, under ``patterns`` (``ld:mv:ready`` triples), seeds 1 then 2."""
-    env = (
-        ("TE_ROWS", cfg.rows),
-        ("TE_COLS", cfg.cols),
-        ("TE_FORMAT", ",".join(f.name for f in cfg.formats)),
-        ("TE_OPS", ops),
-        ("TE_MAX_N", max_n),
-        ("TE_PATTERNS", patterns),
-    )
+    from verif.tensor.run import bench_env
+
+    env = tuple(bench_env(cfg, ops=ops, max_n=max_n, patterns=patterns).items())
     bench = Bench("tensor.random_ops", "verif.tensor.bench", env, (1, 2))
     return Target(name, "tensor_engine", cfg, "tensor_engine", (bench,))
 

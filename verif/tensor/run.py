@@ -77,6 +77,28 @@ def rerun(sim: str, cfg: EngineConfig, seed: int, *, ops: int, max_n: int, patte
     return Rerun("sim", params, seed)
 
 
+def bench_env(cfg: EngineConfig, *, ops: int, max_n: int, patterns: str) -> dict:
+    """The ``TE_*`` environment of a run of :mod:`verif.tensor.bench` on ``cfg``'s engine:
+    ``ops`` random ops a pattern triple, N up to ``max_n``, ``patterns`` (``ld:mv:ready``
+    triples, comma-separated). The caller adds ``SEED`` (and ``PYTHONPATH``).
+
+    Examples
+    --------
+    >>> env = bench_env(EngineConfig(2, 2, "all"), ops=4, max_n=8, patterns="random:random:random")
+    >>> env["TE_FORMAT"], env["TE_STATUS_BITS"]
+    ('int8,fp8_e4m3,fp8_e4m3fn,fp8_e5m2,bf16,fp16,tf32,fp32', 16)
+    """
+    return {
+        "TE_ROWS": cfg.rows,
+        "TE_COLS": cfg.cols,
+        "TE_FORMAT": ",".join(f.name for f in cfg.formats),  # as make sim sends it
+        "TE_OPS": ops,
+        "TE_MAX_N": max_n,
+        "TE_PATTERNS": patterns,
+        "TE_STATUS_BITS": cfg.status_bits,
+    }
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m verif.tensor.run", description=__doc__.split("\n")[0]
@@ -118,17 +140,8 @@ def main(argv=None) -> int:
     print(f"engine {cfg.rows}x{cfg.cols} {cfg.format_tag} on {args.sim}, seed {seed}")
     start = time.perf_counter()
     simbuild = build_engine(args.sim, cfg, waves=args.waves)
-    env = {
-        "TE_ROWS": cfg.rows,
-        "TE_COLS": cfg.cols,
-        "TE_FORMAT": ",".join(f.name for f in cfg.formats),
-        "SEED": seed,
-        "TE_OPS": args.ops,
-        "TE_MAX_N": args.max_n,
-        "TE_PATTERNS": args.patterns,
-        "TE_STATUS_BITS": cfg.status_bits,
-        "PYTHONPATH": ROOT,
-    }
+    env = bench_env(cfg, ops=args.ops, max_n=args.max_n, patterns=args.patterns)
+    env |= {"SEED": seed, "PYTHONPATH": ROOT}
     return run_and_report(
         simbuild,
         "verif.tensor.bench",

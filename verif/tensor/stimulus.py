@@ -12,7 +12,15 @@ from tlm.tensor.timing import LoadBeat, MovingBeat, Op
 from verif.common.patterns import PATTERNS, pattern
 from verif.tensor.fp_operands import F32_MAX, edge_operands, stored_fraction_bits
 
-__all__ = ["Stimulus", "random_stimulus", "run_stimulus", "overflow_op", "pattern", "PATTERNS"]
+__all__ = [
+    "Stimulus",
+    "random_stimulus",
+    "run_stimulus",
+    "overflow_op",
+    "rounding_ops",
+    "pattern",
+    "PATTERNS",
+]
 
 
 @dataclass
@@ -112,7 +120,7 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
     from ``seed + run``; the first run always begins with the moving op before any load (the
     first draw of a sub-seed is the same on every engine, so by chance a seed's runs could all
     miss it; a second one of a single beat goes before it) and ends with :func:`overflow_op`
-    where the engine's formats can overflow."""
+    where the engine's formats can overflow, then the :func:`rounding_ops` its formats allow."""
     rng = np.random.default_rng(seed + run)
     stim = random_stimulus(
         cfg, rng, ops=ops, max_n=max_n, misuse=misuse, no_stationary=misuse and run == 0
@@ -123,8 +131,10 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
         zeros = np.zeros(cfg.rows, stim.mv_beats[0].data.dtype)
         stim.mv_beats.insert(0, MovingBeat(zeros, False, True, stim.mv_beats[0].fmt))
         stim.misuse.insert(0, "no_stationary")
-    op = overflow_op(cfg) if run == 0 else None
-    if op is not None:
+    directed = [overflow_op(cfg), *rounding_ops(cfg)] if run == 0 else []
+    for op in directed:
+        if op is None:
+            continue
         stim.ops.append(op)
         stim.ld_beats.extend(op.load_beats(cfg))
         stim.mv_beats.extend(op.moving_beats(cfg))
@@ -163,6 +173,77 @@ def overflow_op(cfg: EngineConfig) -> Op | None:
         moving = np.full((k, n), _one(m_fmt), f"u{m_fmt.storage_bits // 8}")
         return Op(moving.view(m_fmt.dtype), stationary.view(s_fmt.dtype), (s_fmt, m_fmt))
     return None
+
+
+def _raw(fmt, value: float) -> int | None:
+    """The raw bits of ``value`` in ``fmt``, or ``None`` when ``fmt`` does not hold it exactly
+    (TF32: in the fraction bits it keeps)."""
+    held = np.array([value]).astype(fmt.dtype)
+    raw = int(held.view(f"u{fmt.storage_bits // 8}")[0])
+    if float(held.astype(np.float64)[0]) != value or raw & ((1 << fmt.ignored_low_bits) - 1):
+        return None
+    return raw
+
+
+def _directed(s_fmt, m_fmt, stationary, moving) -> Op | None:
+    """An op of these values (rows of K), or ``None`` when a format does not hold one."""
+    raws = []
+    for fmt, values in ((s_fmt, stationary), (m_fmt, moving)):
+        bits = [[_raw(fmt, v) for v in row] for row in values]
+        if any(b is None for row in bits for b in row):
+            return None
+        raws.append(np.array(bits, f"u{fmt.storage_bits // 8}").view(fmt.dtype))
+    return Op(raws[1], raws[0], (s_fmt, m_fmt))
+
+
+#: The second moving row of :func:`rounding_ops`' sum op, one value a column (the first row
+#: is 1.0): against the stationary column (-2, 1), sums whose lowest one sits at the
+#: significand's last place, the next, or 7 places up, at exponent gaps of 1, 31 (the
+#: adder's widest alignment) and beyond it (the smaller addend a sticky bit).
+SUM_MOVING = (1.0, 1.5, 1 + 2.0**-7, 2.0**-30, 2.0**-40)
+
+
+def rounding_ops(cfg: EngineConfig) -> list[Op]:
+    """Directed ops at rounding corners of binary32 that random operands of short sums
+    almost never reach (none on an integer engine):
+
+    * K = 2, the stationary columns (2, -2**-24) and (-2, 1) side by side, the moving
+      columns (1, v) for v in :data:`SUM_MOVING` that the format holds: ``2 - 2**-24`` is a
+      tie that rounds up to 2, a carry out of 24 ones into the exponent field; ``-2 + v``
+      are negative sums whose two's complement is 0 up to one low bit, so the adder's
+      negation must invert every bit above it (each output bit of its prefix OR has its
+      own tree). On the first format pair that holds 2, -2, 1 and -2**-24.
+    * K = 1, a product that rounds up through the longest run of ones a format's
+      significands can make: ``(1 + 2**-f) * (2 - 2**(1 - f))`` (``f`` fraction bits) is
+      ``2 - 2**(1 - 2f)``, 2f ones; scaled to round ``u = max(0, 25 - 2f)`` places below
+      binary32's normal range (TF32: 2**-131), its guard bit is the first one not kept, and
+      the carry crosses all ``24 - u`` kept bits. On the format with the most fraction bits
+      that can (FP32 in the normal range; TF32, BF16 below it).
+    """
+    floats = [(s, m) for s, m in cfg.pairs() if s.kind == m.kind == "float"]
+    ops = []
+    if cfg.rows >= 2:
+        cols = [(2.0, -(2.0**-24)), (-2.0, 1.0)]
+        stationary = [[cols[j % 2][k] for j in range(cfg.cols)] for k in range(2)]
+        for s_fmt, m_fmt in floats:
+            column = [v for v in SUM_MOVING if _raw(m_fmt, v) is not None]
+            op = _directed(s_fmt, m_fmt, stationary, [[1.0] * len(column), column])
+            if op is not None:
+                ops.append(op)
+                break
+    best = None
+    for s_fmt, m_fmt in floats:
+        f = stored_fraction_bits(s_fmt) - s_fmt.ignored_low_bits
+        u = max(0, 25 - 2 * f)
+        if s_fmt == m_fmt and (u == 0 or s_fmt.exp_bits >= 8) and (best is None or f > best[1]):
+            best = (s_fmt, f, u)
+    if best is not None:
+        fmt, f, u = best
+        lead = -126 - u if u else 0  # the exponent of the product's leading one
+        a = (1 + 2.0**-f) * 2.0 ** (lead // 2)
+        b = (2 - 2.0 ** (1 - f)) * 2.0 ** (lead - lead // 2)
+        ops.append(_directed(fmt, fmt, [[a] * cfg.cols], [[b]]))
+    return [op for op in ops if op is not None]
 
 
 def _bad_moving(cfg, rng, stim, s_fmt, unknown):

@@ -17,6 +17,7 @@ from tlm.link.config import LinkConfig
 from tlm.tensor.config import EngineConfig
 from verif.common.runner import BUILD, sources_hash
 from verif.mutate.targets import Bench, Target
+from verif.tensor.run import bench_env
 
 __all__ = ["TARGETS", "COVERAGE_ARGS", "verilog_with_src", "Bench", "Target"]
 
@@ -37,14 +38,7 @@ _TORUS_ENV = (("LINK_SHAPE", "4x4"), ("LINK_VCS", 2), ("LINK_DEPTH", 4))
 
 
 def _tensor(name: str, cfg: EngineConfig, *, ops: int, max_n: int) -> Target:
-    env = (
-        ("TE_ROWS", cfg.rows),
-        ("TE_COLS", cfg.cols),
-        ("TE_FORMAT", ",".join(f.name for f in cfg.formats)),
-        ("TE_OPS", ops),
-        ("TE_MAX_N", max_n),
-        ("TE_PATTERNS", TENSOR_PATTERNS),
-    )
+    env = tuple(bench_env(cfg, ops=ops, max_n=max_n, patterns=TENSOR_PATTERNS).items())
     bench = Bench("tensor.random_ops", "verif.tensor.bench", env, (1,))
     return Target(name, "tensor_engine", cfg, "tensor_engine", (bench,))
 
@@ -142,6 +136,13 @@ TARGETS = {
     for t in (
         _tensor("tensor_int8_4x4", EngineConfig(4, 4, "int8"), ops=10, max_n=16),
         _tensor("tensor_all_8x8", EngineConfig(8, 8, "all"), ops=12, max_n=8),
+        # test_counters_saturate: 1-bit misuse counters, every kind again once full
+        _tensor(
+            "tensor_saturate_3x2",
+            EngineConfig(3, 2, "bf16,fp16,tf32", status_bits=1),
+            ops=40,
+            max_n=6,
+        ),
         _router(),
         _torus(),
     )
@@ -176,7 +177,9 @@ def verilog_with_src(target: Target) -> Path:
     if target.block == "tensor_engine":
         from verif.tensor.build import GENERATOR_INPUTS
 
-        params = {"rows": target.cfg.rows, "cols": target.cfg.cols, "fmt": target.cfg.formats}
+        cfg = target.cfg
+        params = {"rows": cfg.rows, "cols": cfg.cols, "fmt": cfg.formats}
+        params["status_bits"] = cfg.status_bits
     else:
         from verif.link.build import GENERATOR_INPUTS
 
