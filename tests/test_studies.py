@@ -1441,6 +1441,51 @@ def _one_line(argv, message, capsys):
     assert capsys.readouterr().err == f"trnsim {argv[0]}: error: {message}\n"
 
 
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["compare", "--output", "1"],
+            "--output: 1 is not allowed; allowed: an integer in 2..1000000",
+        ),
+        (
+            ["train-search", "--model", "llama3-8b", "--chips", "64", "--scheduler", "inline",
+             "--power-budget-w", "1e-6"],
+            "--power-budget-w: 1e-06 leaves no feasible layout of llama3-8b: none stays within "
+            "the power budget of 1e-06 W; allowed: a budget some valid layout meets",
+        ),
+    ],
+)  # fmt: skip
+def test_pairs_of_allowed_values_end_in_results_or_their_flag(argv, message, capsys):
+    """The fuzz from outside's pairs of allowed values: compare --output 1 divided by a TPOT of
+    0; a power budget no layout meets was blamed on --chips."""
+    _one_line(argv, message, capsys)
+
+
+def test_defaults_follow_what_was_given(capsys):
+    """Found by the pairs: a default that another input makes wrong follows it, not refuses
+    it. The collective sweep starts at the op's smallest buffer (reduce-scatter of bf16 on a
+    trn2 server's 64 ranks: 128 B, where the default starts at 8 B); the tensor op's K and M
+    are the engine's rows and columns (an engine of one row took K 128)."""
+    rs = _run(["collective", "--op", "reduce_scatter", "--json"], capsys)
+    assert rs["inputs"]["sizes"] == "128B..4GiB" and rs["series"][0]["size_bytes"] == 128
+    assert main(["collective", "--op", "reduce_scatter", "--sizes", "8B"]) == 2
+    assert "--sizes: 8 is not allowed" in capsys.readouterr().err  # given, it is the user's
+    one = _run(["tensor", "--rows", "1", "--json"], capsys)
+    assert (one["inputs"]["k"], one["inputs"]["m"]) == (1, 128)
+    full = _run(["tensor", "--json"], capsys)
+    assert (full["inputs"]["k"], full["inputs"]["m"]) == (128, 128)
+
+
+def test_a_blank_list_in_a_config_is_empty(capsys, tmp_path):
+    """Found by the fuzz from outside's config cases: ``fail_links = ""`` in a config ran with
+    no failed link where ``--fail-links ''`` is refused; both refuse now (the deprecated
+    ``fail_link = ""`` of the last release still means none)."""
+    (tmp_path / "c.toml").write_text('fail_links = ""\n')
+    assert main(["collective", "--config", str(tmp_path / "c.toml")]) == 2
+    assert "--fail-links: '' is empty" in capsys.readouterr().err
+
+
 def test_output_paths_are_checked_before_the_run(capsys, tmp_path, monkeypatch):
     """--out '' and --out-dir '' were ignored or wrote into the current folder; a relative
     --out-dir is made absolute (Dask workers run in folders of their own)."""

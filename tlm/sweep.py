@@ -183,12 +183,21 @@ def run_chunks(
         for i in todo:
             finished(i, _task(task, shared, *pieces[i]))
     elif todo:
+        import logging
+
         from dask.distributed import Client, LocalCluster, as_completed
 
         cluster = None
         if scheduler == "local":
+            # the workers' own logs stay quiet (CRITICAL only): a heartbeat of a worker the
+            # closing cluster has not stopped yet reports its closed connection as a
+            # traceback on the user's terminal; a task's error still reaches the client
             cluster = LocalCluster(
-                n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=None
+                n_workers=workers,
+                processes=True,
+                threads_per_worker=1,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,
             )
             client = Client(cluster)
         else:

@@ -83,7 +83,12 @@ DEFAULT_CHUNK = 200_000
 
 class NoValidLayout(ValueError):
     """No layout of the model on the chips passes every constraint (the message says which
-    constraint cut the last ones)."""
+    constraint cut the last ones; ``budget``, when a budget did: ``memory_bytes`` or
+    ``power_w``)."""
+
+    def __init__(self, message: str, budget: str | None = None):
+        super().__init__(message)
+        self.budget = budget
 
 
 def _powers(limit: int) -> np.ndarray:
@@ -472,6 +477,7 @@ class SearchResult:
         if not ok.any():
             valid = np.isfinite(self.arrays["step_s"])
             fits = self.arrays["fits"].astype(bool)
+            cut = None
             if not fits.any():
                 why = f"none of the {int(valid.sum())} valid layouts fits in the chip's memory"
             elif (
@@ -479,9 +485,11 @@ class SearchResult:
                 and not self.feasible(memory_bytes=budget["memory_bytes"]).any()
             ):
                 why = f"none fits the memory budget of {budget['memory_bytes']:.4g} bytes"
+                cut = "memory_bytes"
             else:
                 why = f"none stays within the power budget of {budget.get('power_w'):.4g} W"
-            raise NoValidLayout(f"no feasible layout of {self.model}: {why}")
+                cut = "power_w"
+            raise NoValidLayout(f"no feasible layout of {self.model}: {why}", cut)
         score = np.where(ok, self.arrays[keys[objective]], np.inf)
         return self.row(int(np.argmin(score)))
 

@@ -273,6 +273,10 @@ class CollectiveInputs(PresetInputs):
         if self.data_parallel_dimension != group.chips:
             return self.model_copy(update={"data_parallel_dimension": group.chips}).resolve()
         step = itemsize * group.chips if shared else itemsize
+        if "sizes" not in self.model_fields_set and any(size % step for size in sizes):
+            # the default sweep starts at the op's smallest buffer (a size it can split)
+            start = step * -(-sizes[0] // step)
+            return self.model_copy(update={"sizes": f"{start}B..4GiB"}).resolve()
         for size in sizes:
             if size % step:
                 why = (

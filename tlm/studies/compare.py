@@ -73,7 +73,11 @@ class CompareInputs(Inputs):
     kv_format: str | None = format_field(None, _FORMATS, "format of the KV cache", unset="--format")
     prompt: int = Field(2048, ge=1, le=MAX_REQUEST_TOKENS, description="prompt tokens per request")
     output: int = Field(
-        256, ge=1, le=MAX_REQUEST_TOKENS, description="generated tokens per request"
+        256,
+        ge=2,
+        le=MAX_REQUEST_TOKENS,
+        description="generated tokens per request (2 or more: the generations are compared on "
+        "their decode)",
     )
     batch: int = Field(1, ge=1, le=100_000, description="requests served together")
     price: str = price_field()
@@ -212,7 +216,7 @@ def compare_study(inputs: CompareInputs) -> CompareResults:
                 gemm_footing=_gemm_footing(r.costs_source),
                 fixed_costs_footing=_fixed_footing(r.fixed_costs_source),
                 decode_hbm_use_fraction=r.decode_hbm_utilisation_fraction,
-                decode_fixed_fraction=min(r.step_fixed_s / r.tpot_s, 1.0),
+                decode_fixed_fraction=min(r.step_fixed_s / r.tpot_s, 1.0) if r.tpot_s else 0.0,
                 prefill_mfu_fraction=r.prefill_mfu_fraction,
                 **price,
             )

@@ -24,7 +24,7 @@ Examples
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -69,6 +69,8 @@ _FORMATS = tuple(FORMATS.values())
 OLD_FORMATS = {key: name for key, name in FORMATS.items() if key != name}
 #: The estimate's argument names -> this study's inputs.
 _RENAMED = {"fmt": "format", "kv_fmt": "kv_format"}
+#: A phase's buckets: a stack's (nxd, none), or lengths.
+_Buckets = Literal["nxd", "none"] | Annotated[list[int], Field(min_length=1)] | None
 _PART_INPUT = {"weights": "tp", "activations": "prompt", "KV cache": "batch"}
 
 
@@ -135,7 +137,7 @@ class ReplicaInputs(Inputs):
         description="the serving stack's time per request outside the iterations (in TTFT)",
         json_schema_extra={"unset": "tlm/inference/data/fixed_costs.toml"},
     )
-    context_buckets: Literal["nxd", "none"] | list[int] | None = Field(
+    context_buckets: _Buckets = Field(
         None,
         description="the prompt lengths the stack compiles, a prompt padded to the next: "
         "nxd (NxD Inference's generated buckets), none, or lengths",
@@ -145,7 +147,7 @@ class ReplicaInputs(Inputs):
             "allowed": "nxd, none, or a comma-separated list of increasing lengths",
         },
     )
-    token_buckets: Literal["nxd", "none"] | list[int] | None = Field(
+    token_buckets: _Buckets = Field(
         None,
         description="the sequence lengths the stack compiles, a decode step reading the next "
         "one's KV: nxd, none, or lengths",

@@ -607,7 +607,7 @@ def validate_inputs(study: Study, values: dict) -> Inputs:
                 name, values[name], "inputs " + ", ".join(fields), "is not an input of this study"
             )
     values = {
-        name: (from_text(name, v, fields[name]) if v.strip() else [])
+        name: from_text(name, v, fields[name])
         if isinstance(v, str) and is_list(fields[name])
         else v
         for name, v in values.items()
@@ -692,6 +692,10 @@ def rename_deprecated(
             )
     new_name = dict(renamed)
     values = {new_name.get(k, k): v for k, v in values.items()}
+    for _, new in renamed:  # an old single input left blank meant none of the list it became
+        value = values[new]
+        if isinstance(value, str) and not value.strip() and is_list(inputs.model_fields[new]):
+            values[new] = []
     for name, spelled in inputs.deprecated_values.items():
         if name not in values:
             continue

@@ -38,12 +38,18 @@ class TensorInputs(PresetInputs):
     format: str = format_field(
         "bf16", description="operand format of the op (fp32: 1/4 rate; MX: trn3's rows per PE)"
     )
-    k: int = Field(
-        128,
+    k: int | None = Field(
+        None,
         ge=1,
         description="contraction size K (stationary and moving rows; MX: elements)",
+        json_schema_extra={"unset": "the engine's rows (MX: x its elements per PE row)"},
     )
-    m: int = Field(128, ge=1, description="stationary free size M (columns used)")
+    m: int | None = Field(
+        None,
+        ge=1,
+        description="stationary free size M (columns used)",
+        json_schema_extra={"unset": "the engine's columns"},
+    )
     n: list[int] = Field(
         default_factory=lambda: [512],
         min_length=1,
@@ -71,6 +77,12 @@ class TensorInputs(PresetInputs):
             }
         )
         r = done.rows_per_pe
+        done = done.model_copy(
+            update={
+                "k": done.rows * r if self.k is None else self.k,
+                "m": done.cols if self.m is None else self.m,
+            }
+        )
         for name, size, limit in (("k", done.k, done.rows * r), ("m", done.m, done.cols)):
             if size > limit:
                 raise InputError(name, size, f"an integer in 1..{limit} (the engine's size)")

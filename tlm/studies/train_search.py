@@ -237,6 +237,12 @@ def search_study(inputs: SearchInputs) -> SearchResults:
         )
         best = found.best(inputs.objective, **budget)
     except NoValidLayout as error:
+        if error.budget is not None:  # a budget cut the last layouts: name it
+            field = f"{error.budget.removesuffix('_w').removesuffix('_bytes')}_budget_"
+            field += "w" if error.budget == "power_w" else "bytes"
+            raise InputError(
+                field, getattr(inputs, field), "a budget some valid layout meets", f"leaves {error}"
+            ) from None
         raise InputError(
             "chips", inputs.chips, "chip counts with a valid, fitting layout", str(error)
         ) from None
