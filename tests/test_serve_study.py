@@ -110,6 +110,15 @@ def test_admission_reserve_never_preempts_where_greedy_does(capsys):
     assert reserve["mean_batch"] < greedy["mean_batch"]
 
 
+def test_a_load_of_one_token_requests_has_no_tpot(capsys):
+    """Found by the fuzz from outside's pairs: with one generated token a request has no TPOT,
+    and the JSON said NaN (not JSON); it says null, the table a dash."""
+    args = ["serve", "--model", "llama3-8b", "--tp", "4", "--output", "1", "--requests", "20"]
+    assert main([*args, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(c))["results"]
+    assert r["tpot_mean_s"] is None and r["tpot_p99_s"] is None and r["ttft_p50_s"] > 0
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -196,7 +196,7 @@ def run_chunks(
                 n_workers=workers,
                 processes=True,
                 threads_per_worker=1,
-                dashboard_address=None,
+                dashboard_address=":0",  # any free port: two searches at once do not clash
                 silence_logs=logging.CRITICAL,
             )
             client = Client(cluster)

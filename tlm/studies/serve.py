@@ -30,6 +30,7 @@ Examples
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -280,13 +281,14 @@ class ServeInputs(ReplicaInputs):
 
 
 class LatencyRow(BaseModel):
-    """One latency's mean and percentiles over the completed requests."""
+    """One latency's mean and percentiles over the completed requests (none when no request
+    has it: a TPOT where every request generated one token)."""
 
     metric: str
-    mean_s: float
-    p50_s: float
-    p90_s: float
-    p99_s: float
+    mean_s: float | None
+    p50_s: float | None
+    p90_s: float | None
+    p99_s: float | None
 
 
 class ServeResults(Results):
@@ -302,10 +304,10 @@ class ServeResults(Results):
     ttft_p50_s: float
     ttft_p90_s: float
     ttft_p99_s: float
-    tpot_mean_s: float
-    tpot_p50_s: float
-    tpot_p90_s: float
-    tpot_p99_s: float
+    tpot_mean_s: float | None = Field(description="none when no request has a second token")
+    tpot_p50_s: float | None
+    tpot_p90_s: float | None
+    tpot_p99_s: float | None
     e2e_mean_s: float
     e2e_p50_s: float
     e2e_p90_s: float
@@ -426,10 +428,10 @@ def serve_study(inputs: ServeInputs) -> ServeResults:
     rows = [
         LatencyRow(
             metric=name,
-            mean_s=s.mean,
-            p50_s=s.p50,
-            p90_s=s.p90,
-            p99_s=s.p99,
+            **{
+                f"{k}_s": (v if math.isfinite(v := getattr(s, k)) else None)
+                for k in ("mean", "p50", "p90", "p99")
+            },
         )
         for name, s in (("ttft", run.ttft_s), ("tpot", run.tpot_s), ("e2e", run.e2e_s))
     ]
