@@ -32,14 +32,18 @@ def format_tuple(fmts) -> tuple[FloatFormat, ...]:
     return fmts
 
 
-def decode_any(m: Module, fmts: tuple[FloatFormat, ...], raw, code, prefix: str, width=0):
+def decode_any(
+    m: Module, fmts: tuple[FloatFormat, ...], raw, code, prefix: str, width=0, stages=None
+):
     """:func:`decode` for an operand whose format is ``fmts[code]``, chosen at run time, with
     its significand normalised (:func:`normalise`) to the widest format's width, or to
     ``width`` bits if that is more.
 
     Each format is decoded from the low bits of ``raw``; the fields are widened to the widest
     format's and selected by ``code`` (a code naming no format decodes as ``fmts[0]``). The
-    zero flag of the result is the significand's top bit, clear.
+    zero flag of the result is the significand's top bit, clear. With ``stages``
+    (:class:`hdl.stages.Stages`), the cut ``dec.norm`` may put a register in the
+    normalisation, between the leading zeros' count and the shift.
     """
     parts = [decode(m, f, raw[: f.storage_bits], f"{prefix}{i}") for i, f in enumerate(fmts)]
     width = max([width] + [len(p[1]) for p in parts])
@@ -58,16 +62,26 @@ def decode_any(m: Module, fmts: tuple[FloatFormat, ...], raw, code, prefix: str,
         wide = Signal(width, name=f"{prefix}_wide_sig")
         m.d.comb += wide.eq(sig)
         sig = wide
-    sig, exp = normalise(m, sig, exp, prefix)
+    flags = {f"{prefix}_sign": sign, f"{prefix}_nan": nan, f"{prefix}_inf": inf}
+    if stages is not None:  # the flags ride through the cut beside the significand
+        stages.carry |= flags
+    sig, exp = normalise(m, sig, exp, prefix, stages)
+    if stages is not None:
+        sign, nan, inf = (stages.carry.pop(k) for k in flags)
     return sign, sig, exp, nan, inf, ~sig[-1]
 
 
-def normalise(m: Module, sig, exp, prefix: str):
+def normalise(m: Module, sig, exp, prefix: str, stages=None):
     """``(sig << n, exp - n)`` with ``n`` such that the top bit of the shifted significand
     is set (unchanged when ``sig`` is 0): the same value, with its leading one at a known
     place, so that a product of two normalised significands has its leading one at one of
-    two places and needs no search for it."""
-    out_sig, shift = normalise_left(m, sig, f"{prefix}_norm")
+    two places and needs no search for it. With ``stages``, the cut ``dec.norm`` may put a
+    register between the leading zeros' count and the shift (:func:`normalise_left`)."""
+    if stages is not None:
+        stages.carry[f"{prefix}_exp"] = exp
+    out_sig, shift = normalise_left(m, sig, f"{prefix}_norm", stages, "dec.norm")
+    if stages is not None:
+        exp = stages.carry.pop(f"{prefix}_exp")
     out_exp = Signal(signed(len(exp)), name=f"{prefix}_nexp")  # every format's range fits
     m.d.comb += out_exp.eq(exp - shift)
     return out_sig, out_exp

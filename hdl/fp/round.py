@@ -8,7 +8,7 @@ from tlm.formats import CANONICAL_NAN_BITS
 
 from .prefix import increment
 
-__all__ = ["round_to_f32", "round_up", "normalise_left", "pack_f32", "F32_INF"]
+__all__ = ["round_to_f32", "round_up", "normalise_left", "leading_zeros", "pack_f32", "F32_INF"]
 
 #: Bits of +infinity in binary32; a rounded magnitude at or above it has overflowed.
 F32_INF = 0x7F800000
@@ -21,39 +21,56 @@ def round_up(kept, guard, sticky):
 
 
 def normalise_left(m, value, name: str, stages=None, cut=None):
-    """``(value << n, n)`` with ``n`` the leading zeros of ``value`` in its width (for 0:
-    ``(0, 2**k - 1)``), as a tree of halving steps: each level shifts by a power of two when
-    the top of what is left is zero, so the count and the shifted value come out together in
-    log2(width) levels of multiplexers. With ``stages`` (:class:`hdl.stages.Stages`), the
-    cut named ``cut`` may put a register half way down the tree."""
-    width = len(value)
-    bits = max(1, (width - 1).bit_length())
-    full = 1 << bits
-    cur = Signal(full, name=f"{name}_in")
-    m.d.comb += cur.eq(value << (full - width))  # padded below: same leading zeros
-    count = Signal(bits, name=f"{name}_n")
-    for level in reversed(range(bits)):
-        if stages is not None and level == bits // 2 - 1:
-            v = stages.cut(cut, cur=cur, count=count[level + 1 :])
-            cur = v["cur"]
-            done = Signal(bits, name=f"{name}_n_hi")
-            m.d.comb += done[level + 1 :].eq(v["count"])
-            count = done
-        half = 1 << level
-        zero = cur[full - half :] == 0
-        # the last level keeps only the value's own width (the padding below is zeros)
-        keep = width if level == 0 else full
-        nxt = Signal(keep, name=f"{name}_{level}")
-        m.d.comb += [count[level].eq(zero), nxt.eq(Mux(zero, cur << half, cur)[full - keep :])]
-        cur = nxt
-    return cur, count
+    """``(value << n, n)`` with ``n`` the leading zeros of ``value`` in its width
+    (:func:`leading_zeros`; for 0, ``(0, width)``): the count first, then one shift by it.
+    With ``stages`` (:class:`hdl.stages.Stages`), the cut named ``cut`` may put a register
+    between the count and the shift."""
+    zeros = leading_zeros(m, value, f"{name}_lz")
+    if stages is not None:
+        v = stages.cut(cut, value=value, zeros=zeros)
+        value, zeros = v["value"], v["zeros"]
+    out = Signal(len(value), name=f"{name}_out")
+    m.d.comb += out.eq(value << zeros)
+    return out, zeros
+
+
+def leading_zeros(m, value, name: str):
+    """The leading zeros of ``value`` in its width (for 0: the width), as a tree over the
+    bits: each node joins its halves' counts (the upper half a power of two wide) by a
+    multiplexer on whether the upper half is all zeros, the bits above the lower count's set
+    directly, with no adder: log2(width) levels of multiplexers, and no shift on the way."""
+    nodes = []
+
+    def tree(bits):  # (all zero, leading zeros) of ``bits``, most significant bit last
+        if len(bits) == 1:
+            return ~bits[0], ~bits[0]  # one bit: the count is the flag
+        half = 1 << ((len(bits) - 1).bit_length() - 1)  # the upper part, a power of two
+        even = len(bits) == 2 * half  # both parts as wide: the lower may be all zeros too
+        lo_zero, lo = tree(bits[: len(bits) - half])
+        hi_zero, hi = tree(bits[len(bits) - half :])
+        b = half.bit_length() - 1  # bits of a count below `half`
+        count = Signal(b + 1 + even, name=f"{name}_{len(nodes)}")
+        nodes.append(count)
+        parts = []
+        if b:  # below `half`: the upper count, or the lower one when the upper is all zeros
+            low = Signal(b, name=f"{name}_{len(nodes) - 1}_lo")
+            m.d.comb += low.eq(lo)
+            parts.append(Mux(hi_zero, low, hi[:b]))
+        parts.append(hi_zero & ~lo_zero if even else hi_zero)  # + half
+        if even:
+            parts.append(hi_zero & lo_zero)  # 2 * half: the whole node is zeros
+        m.d.comb += count.eq(Cat(*parts))
+        return hi_zero & lo_zero, count
+
+    return tree(value)[1]
 
 
 def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
     """Return the 33-bit magnitude (exponent and fraction fields, no sign) of ``value *
     2**exp`` rounded to nearest even, for ``exp >= -149`` (both addends of a sum of binary32
     values, so every such sum is a multiple of 2**-149), and whether it overflowed (is at or
-    above :data:`F32_INF`); ``value == 0`` gives 0. Combinational, added to ``m``.
+    above :data:`F32_INF`). ``value == 0`` is the caller's to flag (the adder's empty sum).
+    Combinational, added to ``m``.
 
     The value is normalised (:func:`normalise_left`), so a normal result rounds at a fixed
     place: 24 bits kept, a guard bit and a sticky rest. A result below 2**-126 is exact (a
@@ -62,7 +79,7 @@ def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
     infinity pattern when that overflows the range.
 
     ``stages`` (:class:`hdl.stages.Stages`) may put registers at the cuts ``add.norm_half``
-    (half way through the normalisation), ``add.norm`` (after it) and ``add.round`` (before
+    (between the leading zeros' count and the shift), ``add.norm`` (after it) and ``add.round`` (before
     the rounding increment).
     """
     from ..stages import Stages
