@@ -110,9 +110,11 @@ def is_int_code(cfg: EngineConfig, code):
     return Const(1) if len(cfg.formats) == 1 else code == ints[0]
 
 
-def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str):
+def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str, stages=None):
     """Decode a raw operand of format ``cfg.formats[code]`` into :func:`decoded_layout`
-    (``raw`` itself on an integer-only engine). Added to ``m``."""
+    (``raw`` itself on an integer-only engine). Added to ``m``. With ``stages``
+    (:class:`hdl.stages.Stages`), the cut ``dec.norm`` may put a register ahead of the
+    significand's normalisation (:func:`hdl.fp.mul.decode_any`)."""
     layout = decoded_layout(cfg)
     if layout is None:
         return raw
@@ -121,7 +123,14 @@ def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str):
     floats = tuple(f for f in cfg.formats if f.kind == "float")
     index = _float_index(m, cfg, code, f"{name}_fi") if len(floats) > 1 else None
     sig_bits = Shape.cast(layout["sig"].shape).width
-    sign, sig, exp, nan, inf, _ = decode_any(m, floats, raw, index, name, sig_bits)
+    ints = [f for f in cfg.formats if f.kind == "int"]
+    if ints and stages is not None:  # what the integer path needs rides through the cut
+        stages.carry["int_raw"], stages.carry["int_code"] = raw, is_int_code(cfg, code)
+    sign, sig, exp, nan, inf, _ = decode_any(m, floats, raw, index, name, sig_bits, stages)
+    if ints and stages is not None:
+        raw, int_code = stages.carry.pop("int_raw"), stages.carry.pop("int_code")
+    elif ints:
+        int_code = is_int_code(cfg, code)
     out = Signal(layout, name=f"{name}_dec")
     m.d.comb += [
         out.sign.eq(sign),
@@ -130,10 +139,9 @@ def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str):
         out.nan.eq(nan),
         out.inf.eq(inf),
     ]
-    ints = [f for f in cfg.formats if f.kind == "int"]
     if ints:
         value = raw[: ints[0].bits].as_signed()
-        with m.If(is_int_code(cfg, code)):
+        with m.If(int_code):
             m.d.comb += [
                 out.sign.eq(value < 0),
                 out.sig.eq(Mux(value < 0, -value, value)),
@@ -150,7 +158,10 @@ class OperandDecoder(wiring.Component):
 
     Ports: ``raw`` (an operand as the engine's ports carry it), ``code`` (its format code, on
     an engine with more than one format), ``out`` (:func:`decoded_layout`, as plain bits: a
-    layout-typed port would add a debug wire per field to the parent for each of 256 uses).
+    layout-typed port would add a debug wire per field to the parent for each of 256 uses),
+    and with ``cfg.decode_stages`` 2 ``adv``, the enable of its reset-less register (the cut
+    ``dec.norm``): ``out`` is then the decode of ``raw`` and ``code`` one advancing cycle
+    before.
     """
 
     def __init__(self, cfg: EngineConfig):
@@ -161,12 +172,24 @@ class OperandDecoder(wiring.Component):
         ports = {"raw": In(operand_shape(cfg)), "out": Out(decoded_layout(cfg).size)}
         if cfg.fmt_bits:
             ports["code"] = In(cfg.fmt_bits)
+        if self.clocked:
+            ports["adv"] = In(1)
         super().__init__(ports)
 
+    @property
+    def clocked(self) -> bool:
+        """Whether the decoder has a register (``cfg.decode_stages`` 2)."""
+        return self.cfg.decode_stages > 1
+
     def elaborate(self, platform):
+        from .stages import Stages
+
         m = Module()
         code = self.code if self.cfg.fmt_bits else Const(0)
-        m.d.comb += self.out.eq(decode_operand(m, self.cfg, self.raw, code, "op"))
+        st = Stages(m, self.adv, {"dec.norm"}) if self.clocked else None
+        m.d.comb += self.out.eq(decode_operand(m, self.cfg, self.raw, code, "op", st))
+        if st is not None:
+            st.check()
         return m
 
 

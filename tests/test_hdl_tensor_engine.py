@@ -85,26 +85,29 @@ def test_engine_random(rows, cols, patterns, seed):
 
 
 @pytest.mark.parametrize(
-    "rows,cols,fmt,stages",
+    "rows,cols,fmt,stages,decode",
     [
-        (4, 4, "int8", 1),
-        (5, 1, "int8", 2),
-        (4, 4, "bf16", 1),
-        (4, 3, "bf16", 3),
-        (3, 4, "all", 4),
-        (4, 2, "int8,fp32", 7),
-        (4, 4, "fp8_e4m3,fp8_e5m2,bf16", 10),
-        (3, 3, "fp32", 11),
-        (3, 2, "bf16", 12),
-        (3, 3, "all", 13),
+        (4, 4, "int8", 1, 1),
+        (5, 1, "int8", 2, 1),
+        (4, 4, "bf16", 1, 1),
+        (4, 4, "bf16", 1, 2),
+        (4, 3, "bf16", 3, 2),
+        (3, 4, "all", 4, 1),
+        (4, 2, "int8,fp32", 7, 2),
+        (4, 4, "fp8_e4m3,fp8_e5m2,bf16", 10, 2),
+        (3, 3, "fp32", 11, 2),
+        (3, 3, "all", 11, 1),
+        (3, 2, "bf16", 12, 2),
+        (3, 3, "all", 13, 2),
     ],
     ids=lambda v: str(v),
 )
-def test_engine_at_each_stage_count(rows, cols, fmt, stages, seed):
+def test_engine_at_each_stage_count(rows, cols, fmt, stages, decode, seed):
     """PEs of one stage and of several (the sum taking several cycles per row, the product
-    ahead of it): cycle for cycle the model's latency, bit for bit its values, with loads
-    overlapping the previous op's moving stream under random patterns."""
-    cfg = EngineConfig(rows, cols, fmt, pe_stages=stages)
+    ahead of it), operand decoders with and without their register: cycle for cycle the
+    model's latency, bit for bit its values, with loads overlapping the previous op's moving
+    stream under random patterns."""
+    cfg = EngineConfig(rows, cols, fmt, pe_stages=stages, decode_stages=decode)
     stim = random_stimulus(cfg, np.random.default_rng(seed), ops=6, max_n=6)
     run_engine(cfg, stim, seed, "random", "random", "random")
 

@@ -40,7 +40,7 @@ class TensorEngine(wiring.Component):
     ``res_stream``
         One beat per moving beat, in order: ``(stationary.T @ moving)[:, n]`` in ``cols``
         lanes, ``last`` on the op's final beat. Latency ``cfg.latency`` cycles (``rows *
-        add_stages + mul_stages + cols + 1``). Results wait in a two-entry queue; while it is
+        add_stages + mul_stages + cols + decode_stages``). Results wait in a two-entry queue; while it is
         full the whole engine holds still.
     ``status``
         Sticky ``flags`` and saturating ``counts`` per :class:`~tlm.tensor.config.ErrorKind`.
@@ -102,8 +102,10 @@ class TensorEngine(wiring.Component):
         if not self.cfg.has_float:
             return raw
         dec = OperandDecoder(self.cfg)
-        place(m, name, dec, self._decode_module, clocked=False)
+        place(m, name, dec, self._decode_module, clocked=dec.clocked, reset=False)
         m.d.comb += dec.raw.eq(raw)
+        if dec.clocked:
+            m.d.comb += dec.adv.eq(self._adv)
         if self.cfg.fmt_bits:
             m.d.comb += dec.code.eq(code)
         return dec.out
@@ -141,12 +143,15 @@ class TensorEngine(wiring.Component):
         # several times per cycle under cocotb, and the rest once per clock edge.
         # Row k is delayed k * add_stages cycles: the partial sum takes add_stages per row.
         step = cfg.add_stages
+        # The operand decoders' register (decode_stages 2) delays the operands a cycle; the
+        # control each lane takes beside them is tapped that much later.
+        dec = cfg.decode_stages - 1
         m.submodules.mv_skew = mv_skew = Skew(
             op, cfg.rows, lane_module=lanes_of(op, cfg.rows, step), step=step, through=False
         )
         m.submodules.mv_ctl = mv_ctl = Pipe(
             data.StructLayout({"live": 1, "bank": 1, "k": range(cfg.rows + 1), **codes}),
-            (cfg.rows - 1) * step + 1,
+            (cfg.rows - 1) * step + 1 + dec,
             through=False,
         )
         m.submodules.ld_skew = ld_skew = Skew(
@@ -156,7 +161,7 @@ class TensorEngine(wiring.Component):
             data.StructLayout(
                 {"row": range(cfg.rows), "we": 1, "bank": 1, **({"fmt": fb} if fb else {})}
             ),
-            cfg.cols,
+            cfg.cols + dec,
             through=False,
         )
 
@@ -170,7 +175,7 @@ class TensorEngine(wiring.Component):
         # next state is then computed once per clock edge in Verilator, not again whenever an
         # input changes.
         count = Signal(range(3))
-        adv = Signal()
+        adv = self._adv = Signal()
         m.d.comb += adv.eq(count != 2)
         for part in (array, mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
             m.d.comb += part.adv.eq(adv)
@@ -259,8 +264,8 @@ class TensorEngine(wiring.Component):
         # and per column here, none in the PEs.
         lanes = Signal.like(array.a_in)
         for k in range(cfg.rows):
-            ctl = mv_ctl.tap(k * step)
-            code = ctl.x_fmt if fb else None
+            ctl = mv_ctl.tap(k * step + dec)  # beside the decoded operand
+            code = mv_ctl.tap(k * step).x_fmt if fb else None  # beside the raw operand
             m.d.comb += [
                 lanes[k].data.eq(self._decode(m, f"mv_dec{k}", mv_skew.out(k), code)),
                 lanes[k].en.eq(ctl.live & (k < ctl.k)),
@@ -320,11 +325,10 @@ class TensorEngine(wiring.Component):
         if fb:
             m.d.comb += ld_ctl.i.fmt.eq(code_now)
         for c in range(cfg.cols):
-            ctl = ld_ctl.tap(c)
+            ctl = ld_ctl.tap(c + dec)
+            code = ld_ctl.tap(c).fmt if fb else None
             m.d.comb += [
-                array.w_in(c).data.eq(
-                    self._decode(m, f"ld_dec{c}", ld_skew.out(c), ctl.fmt if fb else None)
-                ),
+                array.w_in(c).data.eq(self._decode(m, f"ld_dec{c}", ld_skew.out(c), code)),
                 array.w_in(c).row.eq(ctl.row),
                 array.w_in(c).we.eq(ctl.we),
                 array.w_in(c).bank.eq(ctl.bank),

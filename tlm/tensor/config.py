@@ -15,6 +15,8 @@ __all__ = [
     "FP32_BEAT_INTERVAL",
     "PE_CUTS",
     "DEFAULT_PE_STAGES",
+    "DEFAULT_DECODE_STAGES",
+    "PIPELINED_FLOAT",
 ]
 
 #: Moving columns per nc_matmul: one PSUM bank of 2 KiB holds 512 fp32 (TRN2_FACTS, ISA).
@@ -57,35 +59,47 @@ FP32_BEAT_INTERVAL = 4
 #: are added as the stage count grows: a PE of ``s`` stages has the first ``s - 1`` cuts and its
 #: output register. ``mul.*`` cuts sit before the partial sum arrives (a constant latency);
 #: ``add.*`` cuts are on the row-to-row path of the sum (a cycle per row each). "int" is an
-#: integer-only engine; "float" any engine with a floating-point format. The last three float
-#: cuts are inside operations (the multiplier's carry-save tree, the product's normalisation
-#: and its rounding): with every cut (13 stages) each stage of every format set is within the
-#: 22 generic gate levels of trn2's clock at 5 nm (docs/tensor_engine.md, "Pipelined PE").
+#: integer-only engine; "float" any engine with a floating-point format. With the first ten
+#: float cuts (11 stages, :data:`PIPELINED_FLOAT`) each stage of every format set is within the
+#: 22 generic gate levels of trn2's clock at 5 nm (docs/tensor_engine.md, "Pipelined PE"); the
+#: last two (after the normalisation's shift, before the rounding's increment) only add
+#: latency there.
 PE_CUTS = {
     "int": ("mul.product",),
     "float": (
         "mul.product",
         "add.align",
-        "add.norm",
         "mul.multiply",
         "add.order",
         "add.sum",
-        "add.round",
         "add.abs",
         "add.norm_half",
         "mul.csa",
         "mul.norm",
         "mul.round",
+        "add.norm",
+        "add.round",
     ),
 }
 
 #: The default stage count per kind. Integers: 2 (the product ahead of the sum; 21 generic gate
-#: levels a stage against 32 in one, within the 22 a stage holds at trn2's clock at 5 nm; one
-#: cycle more latency). Floating point: 1 for now, though 13 meets the same budget (22 levels
-#: against 191 in one): its longer fill moves the chip model's calibrated GEMM costs and what is
-#: fitted on them (docs/tensor_engine.md, "Pipelined PE"), a change to make with that
-#: recalibration.
+#: levels a stage against 32 in one, within the 22 a stage holds at trn2's clock at 5 nm).
+#: Floating point: 1 for now, though 11 meets the same budget (22 levels against 153 in one;
+#: :data:`PIPELINED_FLOAT`): the chip model's accumulation chains wait for each matmul's whole
+#: pipeline, so its longer fill would move the calibrated GEMM costs by more than the hardware
+#: would (docs/tensor_engine.md, "Pipelined PE").
 DEFAULT_PE_STAGES = {"int": 2, "float": 1}
+
+#: The default stages of the operand decoders at the array's edge: 1 (combinational). 2 puts a
+#: register between the leading zeros' count and the shift of a subnormal's significand (cut
+#: ``dec.norm``), a cycle of latency, as the pipelined PE needs: in one stage the skew lane's
+#: read and the decoder take 33 levels at 128 rows.
+DEFAULT_DECODE_STAGES = 1
+
+#: ``pe_stages`` and ``decode_stages`` of a floating-point engine whose every stage is within
+#: 22 generic gate levels (trn2's clock at 5 nm), every format set: ``EngineConfig(...,
+#: **PIPELINED_FLOAT)``. 6 of the PE's stages are on the sum's path (6 cycles a row).
+PIPELINED_FLOAT = {"pe_stages": 11, "decode_stages": 2}
 
 
 @dataclass(frozen=True)
@@ -110,6 +124,10 @@ class EngineConfig:
         Pipeline stages of a PE, ``1 .. len(PE_CUTS[kind]) + 1`` (kind "int" or "float",
         see :data:`PE_CUTS`); ``None`` takes :data:`DEFAULT_PE_STAGES`. After construction,
         the number.
+    decode_stages : int or None
+        Stages of the operand decoders at the array's edge: 1 or 2 on an engine with a
+        floating-point format (``None``: :data:`DEFAULT_DECODE_STAGES`), 1 on an integer-only
+        engine, which decodes nothing. Each stage past the first is a cycle of latency.
 
     Examples
     --------
@@ -121,6 +139,11 @@ class EngineConfig:
     >>> cfg = EngineConfig(128, 128, "bf16,fp8_e4m3,fp8_e5m2")
     >>> [f.name for f in cfg.formats], cfg.fmt_bits, cfg.code("bf16")
     (['fp8_e4m3', 'fp8_e5m2', 'bf16'], 2, 2)
+    >>> cfg.pe_stages, cfg.decode_stages, cfg.latency
+    (1, 1, 257)
+    >>> cfg = EngineConfig(128, 128, "bf16", **PIPELINED_FLOAT)
+    >>> cfg.mul_stages, cfg.add_stages, cfg.latency
+    (5, 6, 903)
     """
 
     rows: int = 128
@@ -128,6 +151,7 @@ class EngineConfig:
     fmt: IntFormat = field(default="int8")
     status_bits: int = STATUS_COUNTER_BITS
     pe_stages: int | None = None
+    decode_stages: int | None = None
     formats: tuple = field(init=False, repr=False)
 
     def __post_init__(self):
@@ -148,6 +172,14 @@ class EngineConfig:
             raise ValueError(
                 f"pe_stages must be an integer in 1..{most} for a PE of kind {self.pe_kind!r}, "
                 f"not {stages!r}"
+            )
+        stages, most = self.decode_stages, 2 if self.has_float else 1
+        if stages is None:
+            object.__setattr__(self, "decode_stages", stages := DEFAULT_DECODE_STAGES)
+        if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= most:
+            raise ValueError(
+                f"decode_stages must be an integer in 1..{most} for an engine of kind "
+                f"{self.pe_kind!r}, not {stages!r}"
             )
 
     @property
@@ -175,9 +207,11 @@ class EngineConfig:
     def latency(self) -> int:
         """Cycles (without stalls) from accepting a moving beat to its result being valid:
         ``rows * add_stages`` down the columns, ``mul_stages`` ahead of the first sum,
-        ``cols`` across the rows and de-skew, and one register between the skew lines and the
-        array."""
-        return self.rows * self.add_stages + self.mul_stages + self.cols + 1
+        ``cols`` across the rows and de-skew, one register between the skew lines and the
+        array, and ``decode_stages - 1`` in the operand decoders."""
+        return (
+            self.rows * self.add_stages + self.mul_stages + self.cols + self.decode_stages
+        )
 
     @property
     def k_bits(self) -> int:

@@ -24,7 +24,7 @@ def matmul_cycles(
     """Cycles one ``nc_matmul(stationary[k, m], moving[k, n])`` costs on the engine.
 
     ``alone``: from the first stationary row accepted to the last result delivered on an idle
-    engine, ``k + n + cfg.latency`` (``rows * add_stages + mul_stages + cols + 1``).
+    engine, ``k + n + cfg.latency`` (``rows * add_stages + mul_stages + cols + decode_stages``).
     ``back_to_back``: the steady-state spacing of ops that each load a new stationary,
     ``max(n, k)`` (the next load overlaps this op's moving stream; it cannot start before this
     op has switched banks). ``reuse``: ``n``. M costs nothing:

@@ -11,8 +11,8 @@ Timing rules (the "tick" is a cycle in which the engine advances: its two-entry 
 queue is not full at the start of the cycle):
 
 * a moving beat accepted at tick ``t`` has its result at the queue's tail at tick
-  ``t + cfg.latency`` (``rows * add_stages + mul_stages + cols + 1``: the PE's pipeline, see
-  :class:`~tlm.tensor.config.EngineConfig`); results leave in order, one per cycle the
+  ``t + cfg.latency`` (``rows * add_stages + mul_stages + cols + decode_stages``: the
+  pipeline, see :class:`~tlm.tensor.config.EngineConfig`); results leave in order, one per cycle the
   consumer is ready;
 * a LoadStationary may run while the array computes with the other bank; a MultiplyMoving
   whose first beat asks for the new stationary (``load``) is accepted from the cycle after
