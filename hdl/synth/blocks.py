@@ -45,10 +45,10 @@ class Block:
     in_all: bool = True
 
 
-def _engine_config(rows: int, cols: int, fmt: str, pe_stages: int | None = None):
+def _engine_config(rows: int, cols: int, fmt: str, pe_stages=None, decode_stages=None):
     from tlm.tensor.config import EngineConfig
 
-    return EngineConfig(rows, cols, fmt, pe_stages=pe_stages)
+    return EngineConfig(rows, cols, fmt, pe_stages=pe_stages, decode_stages=decode_stages)
 
 
 def _pe(fmt: str, pe_stages: int | None = None) -> str:
@@ -78,10 +78,52 @@ def _slice(fmt: str, rows: int) -> str:
     )
 
 
-def _engine(rows: int, cols: int, fmt: str) -> str:
+def _engine(rows: int, cols: int, fmt: str, pe_stages=None, decode_stages=None) -> str:
     from ..gen import tensor_engine_verilog
 
-    return tensor_engine_verilog(_engine_config(rows, cols, fmt), "tensor_engine")
+    cfg = _engine_config(rows, cols, fmt, pe_stages, decode_stages)
+    return tensor_engine_verilog(cfg, "tensor_engine")
+
+
+def _edge(rows: int, fmt: str, decode_stages: int) -> str:
+    """The longest operand lane of a ``rows``-row engine at ``PIPELINED_FLOAT``'s PE stages
+    (a skew line delaying ``(rows - 1) * add_stages`` cycles) and its decoder, into the
+    register the PE takes it in: what a whole engine of that size would add to a PE."""
+    from amaranth.back import verilog
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    from tlm.tensor.config import PIPELINED_FLOAT
+
+    from ..formats import OperandDecoder, decoded_layout, operand_shape
+    from ..tensor.skew import DelayLane, lane_depth
+
+    cfg = _engine_config(rows, 128, fmt, PIPELINED_FLOAT["pe_stages"], decode_stages)
+    depth = lane_depth((rows - 1) * cfg.add_stages + 1)
+
+    class Edge(wiring.Component):
+        def __init__(self):
+            ports = {"raw": In(operand_shape(cfg)), "adv": In(1), "delay": In(range(depth))}
+            ports |= {"code": In(cfg.fmt_bits)} if cfg.fmt_bits else {}
+            super().__init__({**ports, "out": Out(decoded_layout(cfg).size)})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.lane = lane = DelayLane(len(self.raw), depth)
+            m.submodules.dec = dec = OperandDecoder(cfg)
+            m.d.comb += [lane.adv.eq(self.adv), lane.delay.eq(self.delay), lane.i.eq(self.raw)]
+            m.d.comb += dec.raw.eq(lane.o)
+            if cfg.fmt_bits:
+                m.d.comb += dec.code.eq(self.code)
+            if dec.clocked:
+                m.d.comb += dec.adv.eq(self.adv)
+            reg = Signal(len(self.out))  # the PE's operand register
+            m.d.sync += reg.eq(dec.out)
+            m.d.comb += self.out.eq(reg)
+            return m
+
+    return verilog.convert(Edge(), name="edge", emit_src=False)
 
 
 def _link(kind: str, shape: str) -> str:
@@ -94,13 +136,14 @@ def _link(kind: str, shape: str) -> str:
 
 
 def _blocks() -> dict[str, Block]:
-    from tlm.tensor.config import PE_CUTS
+    from tlm.tensor.config import PIPELINED_FLOAT
 
     formats = {"int8": "int8", "all": "every format"}
     blocks = []
     for name, (fmt, text) in FORMAT_SETS.items():
         blocks.append(Block(f"pe_{name}", f"processing element, {text}", "pe", partial(_pe, fmt)))
-    # The other stage counts worth comparing: int8 in one stage, floats in the split of 5.
+    # The stage counts worth comparing with the defaults: int8 in one stage, floats in the
+    # split of 5 and pipelined to fit trn2's clock (PIPELINED_FLOAT), each float format set.
     blocks.append(
         Block(
             "pe_int8_1stage",
@@ -118,23 +161,17 @@ def _blocks() -> dict[str, Block]:
                 partial(_pe, fmt, 5),
             )
         )
-    # Every cut placed, the count at which every float format set fits trn2's clock: each
-    # format set the docs report.
-    most = len(PE_CUTS["float"]) + 1
-    for name, fmt, text in (
-        ("all", "all", "every format"),
-        ("fp32", "fp32", "FP32"),
-        ("bf16", "bf16", "BF16"),
-        ("fp8", "fp8_e4m3,fp8_e5m2", "FP8"),
-    ):
-        blocks.append(
-            Block(
-                f"pe_{name}_{most}stage",
-                f"processing element, {text}, {most} stages (every cut)",
-                "pe",
-                partial(_pe, fmt, most),
+    piped = PIPELINED_FLOAT["pe_stages"]
+    for name, (fmt, text) in FORMAT_SETS.items():
+        if name != "int8":
+            blocks.append(
+                Block(
+                    f"pe_{name}_{piped}stage",
+                    f"processing element, {text}, {piped} stages (pipelined to trn2's clock)",
+                    "pe",
+                    partial(_pe, fmt, piped),
+                )
             )
-        )
     for name, (fmt, text) in FORMAT_SETS.items():
         blocks.append(
             Block(
@@ -156,6 +193,24 @@ def _blocks() -> dict[str, Block]:
                     in_all=(size, fmt) != (128, "all"),
                 )
             )
+    for stages, text in ((1, "combinational"), (2, "with its register")):
+        blocks.append(
+            Block(
+                f"edge_128_all_dec{stages}",
+                "the longest operand lane of a 128-row every-format engine pipelined to trn2's "
+                f"clock and its decoder, {text}",
+                "edge",
+                partial(_edge, 128, "all", stages),
+            )
+        )
+    blocks.append(
+        Block(
+            f"engine_8x8_all_{piped}stage",
+            "tensor engine 8x8, every format, pipelined to trn2's clock (PE and decoders)",
+            "tensor_engine",
+            partial(_engine, 8, 8, "all", **PIPELINED_FLOAT),
+        )
+    )
     blocks.append(
         Block(
             "router_4x4",
