@@ -25,6 +25,7 @@ new one with one line ``trnsim STUDY: warning: --old is deprecated; use --new`` 
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import gc
 import json
@@ -298,6 +299,22 @@ def _collector():
             gc.unfreeze()
 
 
+def _exit_uncollected():
+    """Set every object aside from the interpreter's collections at exit (``gc.freeze`` once
+    the command has returned): its last collections would walk every object still alive, the
+    modules' and the study's, to free what the system frees anyway when the process ends
+    (some 80 M instructions of ``trnsim infer``'s 1,850 M). Objects are still released as
+    their modules are cleared; handlers registered later run first."""
+    global _exit_frozen
+    if not _exit_frozen:
+        _exit_frozen = True
+        atexit.register(gc.freeze)
+
+
+#: Whether :func:`_exit_uncollected` has registered its handler in this process.
+_exit_frozen = False
+
+
 def run(argv=None) -> int:
     """``trnsim`` without its error handling (see :func:`main`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -326,6 +343,8 @@ def run(argv=None) -> int:
 
 def main(argv=None) -> int:
     """``trnsim``: run a study; user errors print one line and return 2."""
+    if argv is None:  # the process's own command: it ends when this returns
+        _exit_uncollected()
     argv = sys.argv[1:] if argv is None else list(argv)
     name = _study_named(argv)
     prog = f"trnsim {name}" if name in CATALOGUE else "trnsim"
