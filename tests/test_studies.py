@@ -235,6 +235,13 @@ def test_tables_for_people(name, capsys):
     assert "results" in out or name == "system"
 
 
+def test_tables_show_cells_as_they_are(capsys):
+    """A cell is data, not rich markup nor emoji codes: the collective's runtime reads "the
+    trn2 preset's [collectives]" in its table as in its contract."""
+    assert main(["collective", *QUICK["collective"]]) == 0
+    assert "the trn2 preset's [collectives]" in capsys.readouterr().out
+
+
 def test_flags_override_the_config(capsys, tmp_path):
     (tmp_path / "c.toml").write_text('n = [128]\nformat = "fp16"\n')
     base = _run(["tensor", "--config", str(tmp_path / "c.toml"), "--json"], capsys)

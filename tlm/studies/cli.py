@@ -236,9 +236,11 @@ def render(study: Study, report: Report):
     # a pipe or a file has no width: rich would take 80 columns and fold the wide tables
     # (validate's rows) into unreadable slivers; a terminal or $COLUMNS keeps its own
     wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    console = Console(width=None if wide else _PIPE_COLUMNS)
+    # the cells are data, shown as they are: no markup (a path's "[x]" was taken for a
+    # style) nor emoji codes (":x:" for a cross); neither is parsed then, cell by cell
+    console = Console(width=None if wide else _PIPE_COLUMNS, markup=False, emoji=False)
     inputs = report.inputs.model_dump()
-    console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}")
+    console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}", markup=True)
     console.print(_figures("inputs", inputs))
     fields = type(report.results).model_fields
     shown = {  # a figure its study renders as a table of its own is left out here
