@@ -126,20 +126,26 @@ print(" ".join(sorted(m for m in sys.modules if m.startswith(("tlm.", *HEAVY))))
 def _imported_by(*argv: str) -> set[str]:
     """The tlm modules and those of :data:`HEAVY` a fresh interpreter has imported after
     ``trnsim ARGV``."""
+    import os
     import subprocess
     import sys
 
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # pytest sets its own
     done = subprocess.run(
-        [sys.executable, "-c", _IMPORTED, *argv], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _IMPORTED, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     return set(done.stdout.split("\n")[-2].split())
 
 
 def test_a_command_imports_only_its_own_study():
     """``trnsim --help`` imports no study; ``trnsim infer --json`` imports infer's module
-    alone of the studies, none of :data:`HEAVY` (rich renders tables, not JSON) and not the
-    tensor engine's cycle-exact model nor the router's flits (start-up is what a user
-    waits for)."""
+    alone of the studies, none of :data:`HEAVY` (rich renders tables on a terminal, not JSON
+    nor tables to a pipe) and not the tensor engine's cycle-exact model nor the router's
+    flits (start-up is what a user waits for)."""
     from tlm.studies.catalogue import CATALOGUE
 
     studies = {entry.module for entry in CATALOGUE.values()}
@@ -148,6 +154,8 @@ def test_a_command_imports_only_its_own_study():
     assert imported & studies == {"tlm.studies.infer"}
     assert not {m for m in imported if m.startswith(HEAVY)}
     assert not {"tlm.tensor.timing", "tlm.link.flit", "tlm.link.config"} & imported
+    # its tables, to a pipe, are laid out without rich (tlm/studies/tables.py)
+    assert not {m for m in _imported_by("infer", *QUICK["infer"]) if m.startswith(HEAVY)}
 
 
 def test_a_command_leaves_the_garbage_collector_as_it_was(capsys):

@@ -202,46 +202,46 @@ def inputs_from(study: Study, args: argparse.Namespace) -> dict:
     return values
 
 
-def _table(title, columns, rows):
-    """A rich table whose columns each show one unit, in the header."""
-    from rich.table import Table
-
-    table = Table(title=title)
+def _table(title, columns, rows) -> tuple:
+    """A table whose columns each show one unit, in the header: its title, header and rows
+    of text."""
     cells = []
+    headers = []
     for i, key in enumerate(columns):
         header, texts = column(key, [row[i] for row in rows])
-        table.add_column(header, justify="right")
+        headers.append(header)
         cells.append(texts)
-    for row in zip(*cells, strict=True):
-        table.add_row(*row)
-    return table
+    return title, headers, list(zip(*cells, strict=True))
 
 
-def _figures(title, figures: dict):
+def _figures(title, figures: dict) -> tuple:
     """A two-column table of named figures, each in its own unit."""
-    from rich.table import Table
+    names = labels(list(figures))
+    return (
+        title,
+        ["figure", "value"],
+        [(n, human(k, figures[k])) for k, n in zip(figures, names, strict=True)],
+    )
 
-    table = Table(title=title)
-    table.add_column("figure", justify="right")
-    table.add_column("value", justify="right")
-    for key, name in zip(figures, labels(list(figures)), strict=True):
-        table.add_row(name, human(key, figures[key]))
-    return table
+
+def _plain(header: str, tables: list, width: int) -> str | None:
+    """The header line and the tables as rich prints them to a pipe or a file ``width``
+    wide, laid out without it (:mod:`.tables`); None where rich must print them."""
+    from . import tables as plain
+
+    out = plain.line(header, width) if "[" not in header else None
+    for table in tables:
+        if out is None:
+            return None
+        drawn = plain.lines(*table, width=width)
+        out = None if drawn is None else out + drawn
+    return None if out is None else "".join(f"{text}\n" for text in out)
 
 
 def render(study: Study, report: Report):
     """The tables a person reads: inputs, results, the series, and the study's own."""
-    from rich.console import Console
-
-    # a pipe or a file has no width: rich would take 80 columns and fold the wide tables
-    # (validate's rows) into unreadable slivers; a terminal or $COLUMNS keeps its own
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    # the cells are data, shown as they are: no markup (a path's "[x]" was taken for a
-    # style) nor emoji codes (":x:" for a cross); neither is parsed then, cell by cell
-    console = Console(width=None if wide else _PIPE_COLUMNS, markup=False, emoji=False)
     inputs = report.inputs.model_dump()
-    console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}", markup=True)
-    console.print(_figures("inputs", inputs))
+    tables = [_figures("inputs", inputs)]
     fields = type(report.results).model_fields
     shown = {  # a figure its study renders as a table of its own is left out here
         k: v
@@ -249,13 +249,47 @@ def render(study: Study, report: Report):
         if (fields[k].json_schema_extra or {}).get("table", True)
     }
     if shown:  # a study whose figures are all in its own tables (system) has none here
-        console.print(_figures("results", shown))
+        tables.append(_figures("results", shown))
     series = [row.model_dump() for row in report.results.series]
     if series:
         columns = [k for k, v in series[0].items() if not isinstance(v, list)]
-        console.print(_table("series", columns, [[r[c] for c in columns] for r in series]))
+        tables.append(_table("series", columns, [[r[c] for c in columns] for r in series]))
     for title, columns, rows in study.tables(report.inputs, report.results) if study.tables else ():
-        console.print(_table(title, columns, rows))
+        tables.append(_table(title, columns, rows))
+    header = f"trnsim {study.name}: {study.title}"
+    # a pipe or a file has no width: rich would take 80 columns and fold the wide tables
+    # (validate's rows) into unreadable slivers; a terminal or $COLUMNS keeps its own
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    if not wide and _colourless():
+        text = _plain(header, tables, _PIPE_COLUMNS)
+        if text is not None:
+            sys.stdout.write(text)
+            return
+    from rich.console import Console
+    from rich.table import Table
+
+    # the cells are data, shown as they are: no markup (a path's "[x]" was taken for a
+    # style) nor emoji codes (":x:" for a cross); neither is parsed then, cell by cell
+    console = Console(width=None if wide else _PIPE_COLUMNS, markup=False, emoji=False)
+    console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}", markup=True)
+    for title, headers, rows in tables:
+        table = Table(title=title)
+        for text in headers:
+            table.add_column(text, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def _colourless() -> bool:
+    """Whether rich would print plain text to this standard output, no colours nor styles:
+    not forced to act as a terminal, not in a notebook, its encoding one of UTF's (else
+    rich draws the boxes in ASCII)."""
+    import builtins
+
+    forced = any(os.environ.get(v) for v in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"))
+    encoding = (getattr(sys.stdout, "encoding", None) or "utf-8").lower()
+    return not forced and not hasattr(builtins, "get_ipython") and encoding.startswith("utf")
 
 
 @contextlib.contextmanager
@@ -305,8 +339,8 @@ def _exit_uncollected():
     """Set every object aside from the interpreter's collections at exit (``gc.freeze`` once
     the command has returned): its last collections would walk every object still alive, the
     modules' and the study's, to free what the system frees anyway when the process ends
-    (some 80 M instructions of ``trnsim infer``'s 1,850 M). Objects are still released as
-    their modules are cleared; handlers registered later run first."""
+    (docs/performance.md). Objects are still released as their modules are cleared;
+    handlers registered later run first."""
     global _exit_frozen
     if not _exit_frozen:
         _exit_frozen = True
