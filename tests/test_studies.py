@@ -861,6 +861,24 @@ def test_help(name, capsys):
         assert option in out
 
 
+def test_the_top_level_help_lists_every_study(capsys):
+    """``trnsim -h infer`` (a top-level option before the study) and ``trnsim --help`` list
+    every study; ``trnsim infer ...`` builds infer's subcommand alone, and an unknown study's
+    error still names them all."""
+    for argv in (["--help"], ["-h", "infer"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = capsys.readouterr().out
+        assert all(name in out for name in STUDIES)
+    assert main(["nope"]) == 2
+    err = capsys.readouterr().err
+    assert all(repr(name) in err for name in STUDIES)
+    from tlm.studies.cli import parser
+
+    sub = parser("infer", others=False)._subparsers._group_actions[0]
+    assert list(sub.choices) == ["infer"]
+
+
 #: The studies on a chip preset (--preset) and those on a hardware file (--hardware).
 CHIP_STUDIES = {"tensor", "gemm", "collective", "tp-step", "model"}
 HARDWARE_STUDIES = {"infer", "infer-search", "serve", "train", "train-search", "cost", "system"}

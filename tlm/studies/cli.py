@@ -138,16 +138,17 @@ def _add_input(group, name: str, dest: str, field, help_text: str):
         )
 
 
-def parser(study: str | None = None) -> argparse.ArgumentParser:
+def parser(study: str | None = None, others: bool = True) -> argparse.ArgumentParser:
     """The ``trnsim`` parser: one subcommand per study of the catalogue, with the inputs of
-    ``study`` (the only study module it imports; the others' subcommands are their titles)."""
+    ``study`` (the only study module it imports; the others' subcommands are their titles,
+    for the help and the error that list them: ``others=False`` leaves them out)."""
     p = _Parser(prog="trnsim", description="Models of a Trainium2-class machine: studies.")
     p.add_argument("--version", action="version", version=f"trnsim {__version__}")
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY", parser_class=_Parser)
     for name, entry in CATALOGUE.items():
         if name == study:
             _add_study(sub, STUDIES[name])
-        else:
+        elif others:
             sub.add_parser(name, help=entry.title.replace("%", "%%"))
     return p
 
@@ -354,8 +355,13 @@ _exit_frozen = False
 def run(argv=None) -> int:
     """``trnsim`` without its error handling (see :func:`main`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    name = _study_named(argv)
+    # a command line that starts with a study is parsed by that study's subcommand alone:
+    # the others' (each an argparse parser asking gettext for its words) are listed only by
+    # the top-level help and the error for an unknown study
+    alone = bool(argv) and argv[0] == name and name in CATALOGUE
     with _collector() as started:
-        args = parser(_study_named(argv)).parse_args(argv)
+        args = parser(name, others=not alone).parse_args(argv)
         study = STUDIES[args.study]
         inputs = validate_inputs(study, inputs_from(study, args))
         if args.out is not None:
