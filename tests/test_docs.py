@@ -75,6 +75,7 @@ MODULES = [
     "tlm.inference.queueing",
     "tlm.studies.serve",
     "tlm.studies.infer_search",
+    "tlm.studies.tables",
     "hdl.synth.clock",
     "hdl.synth.area",
 ]

@@ -126,20 +126,26 @@ print(" ".join(sorted(m for m in sys.modules if m.startswith(("tlm.", *HEAVY))))
 def _imported_by(*argv: str) -> set[str]:
     """The tlm modules and those of :data:`HEAVY` a fresh interpreter has imported after
     ``trnsim ARGV``."""
+    import os
     import subprocess
     import sys
 
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # pytest sets its own
     done = subprocess.run(
-        [sys.executable, "-c", _IMPORTED, *argv], capture_output=True, text=True, check=True
+        [sys.executable, "-c", _IMPORTED, *argv],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     return set(done.stdout.split("\n")[-2].split())
 
 
 def test_a_command_imports_only_its_own_study():
     """``trnsim --help`` imports no study; ``trnsim infer --json`` imports infer's module
-    alone of the studies, none of :data:`HEAVY` (rich renders tables, not JSON) and not the
-    tensor engine's cycle-exact model nor the router's flits (start-up is what a user
-    waits for)."""
+    alone of the studies, none of :data:`HEAVY` (rich renders tables on a terminal, not JSON
+    nor tables to a pipe) and not the tensor engine's cycle-exact model nor the router's
+    flits (start-up is what a user waits for)."""
     from tlm.studies.catalogue import CATALOGUE
 
     studies = {entry.module for entry in CATALOGUE.values()}
@@ -148,6 +154,8 @@ def test_a_command_imports_only_its_own_study():
     assert imported & studies == {"tlm.studies.infer"}
     assert not {m for m in imported if m.startswith(HEAVY)}
     assert not {"tlm.tensor.timing", "tlm.link.flit", "tlm.link.config"} & imported
+    # its tables, to a pipe, are laid out without rich (tlm/studies/tables.py)
+    assert not {m for m in _imported_by("infer", *QUICK["infer"]) if m.startswith(HEAVY)}
 
 
 def test_a_command_leaves_the_garbage_collector_as_it_was(capsys):
@@ -233,6 +241,13 @@ def test_tables_for_people(name, capsys):
     assert f"trnsim {name}" in out and "inputs" in out
     # the results table, unless every figure is in a table of the study's own (system's)
     assert "results" in out or name == "system"
+
+
+def test_tables_show_cells_as_they_are(capsys):
+    """A cell is data, not rich markup nor emoji codes: the collective's runtime reads "the
+    trn2 preset's [collectives]" in its table as in its contract."""
+    assert main(["collective", *QUICK["collective"]]) == 0
+    assert "the trn2 preset's [collectives]" in capsys.readouterr().out
 
 
 def test_flags_override_the_config(capsys, tmp_path):
@@ -844,6 +859,24 @@ def test_help(name, capsys):
         assert flag(field) in out
     for option in ("--config", "--json", "--out"):
         assert option in out
+
+
+def test_the_top_level_help_lists_every_study(capsys):
+    """``trnsim -h infer`` (a top-level option before the study) and ``trnsim --help`` list
+    every study; ``trnsim infer ...`` builds infer's subcommand alone, and an unknown study's
+    error still names them all."""
+    for argv in (["--help"], ["-h", "infer"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = capsys.readouterr().out
+        assert all(name in out for name in STUDIES)
+    assert main(["nope"]) == 2
+    err = capsys.readouterr().err
+    assert all(repr(name) in err for name in STUDIES)
+    from tlm.studies.cli import parser
+
+    sub = parser("infer", others=False)._subparsers._group_actions[0]
+    assert list(sub.choices) == ["infer"]
 
 
 #: The studies on a chip preset (--preset) and those on a hardware file (--hardware).

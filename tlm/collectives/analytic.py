@@ -40,12 +40,8 @@ def is_chain(schedule: Schedule) -> bool:
 def _transfers(schedule: Schedule) -> tuple:
     """Every transfer of ``schedule`` as arrays, step by step in order: its step, source
     and destination ranks and chunks."""
-    moves = [
-        (i, t.src, t.dst, t.stop - t.first)
-        for i, step in enumerate(schedule.steps)
-        for t in step.transfers
-    ]
-    return tuple(np.array(moves, dtype=np.int64).reshape(-1, 4).T)
+    step, src, dst, first, stop, _ = schedule.moves.T
+    return step, src, dst, stop - first
 
 
 def _steps(count: int, step, src, dst, units, system) -> tuple:
@@ -59,12 +55,19 @@ def _steps(count: int, step, src, dst, units, system) -> tuple:
     base = int(max(src.max(initial=0), dst.max(initial=0))) + 1
     _, first, which = np.unique(src * base + dst, return_index=True, return_inverse=True)
     which = which.ravel()
-    lat = system.latency_s.tolist()
+    # kept per system: the closed forms of every algorithm on a system cross the same pairs
+    known = system.cached("analytic routes", dict)
+    lat = None
     routes, latency = [], []
-    for a, b in zip(src[first].tolist(), dst[first].tolist(), strict=True):
-        path = system.path(a, b)
-        routes.append(path)
-        latency.append(sum(lat[i] for i in path))
+    for pair in zip(src[first].tolist(), dst[first].tolist(), strict=True):
+        hit = known.get(pair)
+        if hit is None:
+            if lat is None:
+                lat = system.latency_s.tolist()
+            path = system.path(*pair)
+            hit = known[pair] = (path, sum(lat[i] for i in path))
+        routes.append(hit[0])
+        latency.append(hit[1])
     # every transfer's links in order: the routes as rows of a table padded with -1, a row
     # per transfer (a schedule is thousands of transfers over a few hundred routes)
     width = max((len(r) for r in routes), default=0)

@@ -41,14 +41,18 @@ def ring_steps(seq, subs, sub, reduce_scatter, all_gather, group=1):
     r = len(seq)
     out = []
     phases = ([True] if reduce_scatter else []) + ([False] if all_gather else [])
+    pairs = list(zip(seq, [*seq[1:], seq[0]], strict=True))  # position p sends to p + 1
+    firsts = [b * subs + sub for b in seq]  # of the block of each position
     for reduce in phases:
         for t in range(r - 1):
-            moves = []
-            for p in range(r):
-                b = seq[(p - t - (1 if reduce else 0)) % r]
-                first = b * subs + sub
-                moves.append(Transfer(seq[p], seq[(p + 1) % r], first, first + group, reduce))
-            out.append(moves)
+            k = r - (t + (1 if reduce else 0)) % r  # position p sends block seq[p - t (- 1)]
+            sent = firsts[k:] + firsts[:k]
+            out.append(
+                [
+                    Transfer(src, dst, first, first + group, reduce)
+                    for (src, dst), first in zip(pairs, sent, strict=True)
+                ]
+            )
     return out
 
 

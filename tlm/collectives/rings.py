@@ -100,19 +100,33 @@ def build(op, system) -> Schedule:
         node = real[torus.dims] if len(dims) > torus.dims else 0
         return node * per + torus.node(tuple(real[: torus.dims]))
 
+    # per dimension, per rank: its first block's offset from the coordinates above the
+    # dimension, and its neighbour each way along it
+    above = [[sum(c[j] * span[j] for j in range(d + 1, n)) for c in coords] for d in range(n)]
+    ahead = [
+        [
+            [
+                number(tuple((c[j] + way) % shape[d] if j == d else c[j] for j in range(n)))
+                for c in coords
+            ]
+            for way in WAYS
+        ]
+        for d in range(n)
+    ]
+
     def sends(d, t, reduce):
         """One ring step along dimension ``d``, both ways at once: every rank sends the first
         half of each block it passes on to its + neighbour there, the second half to its -."""
         moves = []
-        k = shape[d]
+        k, blocks = shape[d], span[d]
+        shift = t + (1 if reduce else 0)
         for p, c in enumerate(coords):
             for half, way in enumerate(WAYS):
-                x = (c[d] - way * (t + (1 if reduce else 0))) % k
-                start = x * span[d] + sum(c[j] * span[j] for j in range(d + 1, n))
-                dst = number(tuple((c[j] + way) % k if j == d else c[j] for j in range(n)))
+                start = (c[d] - way * shift) % k * blocks + above[d][p]
+                dst = ahead[d][half][p]
                 moves += [
                     Transfer(p, dst, 2 * b + half, 2 * b + half + 1, reduce)
-                    for b in range(start, start + span[d])
+                    for b in range(start, start + blocks)
                 ]
         return moves
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -177,16 +178,32 @@ class Schedule:
                 sent[t.src] += t.units
         return float(sent.max() / self.chunks)
 
+    @cached_property
+    def moves(self) -> np.ndarray:
+        """Every transfer as a row ``(step, src, dst, first, stop, at)`` of integers, step by
+        step in order (``at`` where the chunks land: ``first`` unless given) - what
+        :meth:`check` and the analytic engine read, made once (thousands of transfers)."""
+        rows = [
+            (i, t.src, t.dst, t.first, t.stop, t.first if t.at is None else t.at)
+            for i, step in enumerate(self.steps)
+            for t in step.transfers
+        ]
+        return np.array(rows, dtype=np.int64).reshape(-1, 6)
+
     def check(self):
         """Raise ``ValueError`` if the schedule is not well formed (ranks, chunks, order)."""
         r, c = self.ranks, self.chunks
-        for i, step in enumerate(self.steps):
-            if any(not 0 <= a < i for a in step.after):
-                raise ValueError(f"step {i} must wait only for earlier steps, not {step.after}")
-            for t in step.transfers:  # (units and dst_first written out: thousands of them)
-                src, dst, first, stop = t.src, t.dst, t.first, t.stop
-                at = first if t.at is None else t.at
-                ok = 0 <= src < r and 0 <= dst < r and src != dst
-                ok = ok and 0 <= first < stop <= c and 0 <= at <= c - (stop - first)
-                if not ok:
-                    raise ValueError(f"step {i} has a transfer out of range: {t}")
+        waits = [i for i, step in enumerate(self.steps) if any(not 0 <= a < i for a in step.after)]
+        step, src, dst, first, stop, at = self.moves.T
+        ok = (0 <= src) & (src < r) & (0 <= dst) & (dst < r) & (src != dst)
+        ok &= (0 <= first) & (first < stop) & (stop <= c) & (0 <= at) & (at <= c - (stop - first))
+        bad = np.flatnonzero(~ok)
+        if waits and (not len(bad) or waits[0] <= step[bad[0]]):
+            i = waits[0]
+            raise ValueError(
+                f"step {i} must wait only for earlier steps, not {self.steps[i].after}"
+            )
+        if len(bad):
+            k, i = int(bad[0]), int(step[bad[0]])
+            t = self.steps[i].transfers[k - int(np.searchsorted(step, i))]
+            raise ValueError(f"step {i} has a transfer out of range: {t}")

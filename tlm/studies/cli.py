@@ -25,6 +25,7 @@ new one with one line ``trnsim STUDY: warning: --old is deprecated; use --new`` 
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import gc
 import json
@@ -137,16 +138,17 @@ def _add_input(group, name: str, dest: str, field, help_text: str):
         )
 
 
-def parser(study: str | None = None) -> argparse.ArgumentParser:
+def parser(study: str | None = None, others: bool = True) -> argparse.ArgumentParser:
     """The ``trnsim`` parser: one subcommand per study of the catalogue, with the inputs of
-    ``study`` (the only study module it imports; the others' subcommands are their titles)."""
+    ``study`` (the only study module it imports; the others' subcommands are their titles,
+    for the help and the error that list them: ``others=False`` leaves them out)."""
     p = _Parser(prog="trnsim", description="Models of a Trainium2-class machine: studies.")
     p.add_argument("--version", action="version", version=f"trnsim {__version__}")
     sub = p.add_subparsers(dest="study", required=True, metavar="STUDY", parser_class=_Parser)
     for name, entry in CATALOGUE.items():
         if name == study:
             _add_study(sub, STUDIES[name])
-        else:
+        elif others:
             sub.add_parser(name, help=entry.title.replace("%", "%%"))
     return p
 
@@ -201,44 +203,46 @@ def inputs_from(study: Study, args: argparse.Namespace) -> dict:
     return values
 
 
-def _table(title, columns, rows):
-    """A rich table whose columns each show one unit, in the header."""
-    from rich.table import Table
-
-    table = Table(title=title)
+def _table(title, columns, rows) -> tuple:
+    """A table whose columns each show one unit, in the header: its title, header and rows
+    of text."""
     cells = []
+    headers = []
     for i, key in enumerate(columns):
         header, texts = column(key, [row[i] for row in rows])
-        table.add_column(header, justify="right")
+        headers.append(header)
         cells.append(texts)
-    for row in zip(*cells, strict=True):
-        table.add_row(*row)
-    return table
+    return title, headers, list(zip(*cells, strict=True))
 
 
-def _figures(title, figures: dict):
+def _figures(title, figures: dict) -> tuple:
     """A two-column table of named figures, each in its own unit."""
-    from rich.table import Table
+    names = labels(list(figures))
+    return (
+        title,
+        ["figure", "value"],
+        [(n, human(k, figures[k])) for k, n in zip(figures, names, strict=True)],
+    )
 
-    table = Table(title=title)
-    table.add_column("figure", justify="right")
-    table.add_column("value", justify="right")
-    for key, name in zip(figures, labels(list(figures)), strict=True):
-        table.add_row(name, human(key, figures[key]))
-    return table
+
+def _plain(header: str, tables: list, width: int) -> str | None:
+    """The header line and the tables as rich prints them to a pipe or a file ``width``
+    wide, laid out without it (:mod:`.tables`); None where rich must print them."""
+    from . import tables as plain
+
+    out = plain.line(header, width) if "[" not in header else None
+    for table in tables:
+        if out is None:
+            return None
+        drawn = plain.lines(*table, width=width)
+        out = None if drawn is None else out + drawn
+    return None if out is None else "".join(f"{text}\n" for text in out)
 
 
 def render(study: Study, report: Report):
     """The tables a person reads: inputs, results, the series, and the study's own."""
-    from rich.console import Console
-
-    # a pipe or a file has no width: rich would take 80 columns and fold the wide tables
-    # (validate's rows) into unreadable slivers; a terminal or $COLUMNS keeps its own
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
-    console = Console(width=None if wide else _PIPE_COLUMNS)
     inputs = report.inputs.model_dump()
-    console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}")
-    console.print(_figures("inputs", inputs))
+    tables = [_figures("inputs", inputs)]
     fields = type(report.results).model_fields
     shown = {  # a figure its study renders as a table of its own is left out here
         k: v
@@ -246,13 +250,47 @@ def render(study: Study, report: Report):
         if (fields[k].json_schema_extra or {}).get("table", True)
     }
     if shown:  # a study whose figures are all in its own tables (system) has none here
-        console.print(_figures("results", shown))
+        tables.append(_figures("results", shown))
     series = [row.model_dump() for row in report.results.series]
     if series:
         columns = [k for k, v in series[0].items() if not isinstance(v, list)]
-        console.print(_table("series", columns, [[r[c] for c in columns] for r in series]))
+        tables.append(_table("series", columns, [[r[c] for c in columns] for r in series]))
     for title, columns, rows in study.tables(report.inputs, report.results) if study.tables else ():
-        console.print(_table(title, columns, rows))
+        tables.append(_table(title, columns, rows))
+    header = f"trnsim {study.name}: {study.title}"
+    # a pipe or a file has no width: rich would take 80 columns and fold the wide tables
+    # (validate's rows) into unreadable slivers; a terminal or $COLUMNS keeps its own
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    if not wide and _colourless():
+        text = _plain(header, tables, _PIPE_COLUMNS)
+        if text is not None:
+            sys.stdout.write(text)
+            return
+    from rich.console import Console
+    from rich.table import Table
+
+    # the cells are data, shown as they are: no markup (a path's "[x]" was taken for a
+    # style) nor emoji codes (":x:" for a cross); neither is parsed then, cell by cell
+    console = Console(width=None if wide else _PIPE_COLUMNS, markup=False, emoji=False)
+    console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}", markup=True)
+    for title, headers, rows in tables:
+        table = Table(title=title)
+        for text in headers:
+            table.add_column(text, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def _colourless() -> bool:
+    """Whether rich would print plain text to this standard output, no colours nor styles:
+    not forced to act as a terminal, not in a notebook, its encoding one of UTF's (else
+    rich draws the boxes in ASCII)."""
+    import builtins
+
+    forced = any(os.environ.get(v) for v in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"))
+    encoding = (getattr(sys.stdout, "encoding", None) or "utf-8").lower()
+    return not forced and not hasattr(builtins, "get_ipython") and encoding.startswith("utf")
 
 
 @contextlib.contextmanager
@@ -298,11 +336,32 @@ def _collector():
             gc.unfreeze()
 
 
+def _exit_uncollected():
+    """Set every object aside from the interpreter's collections at exit (``gc.freeze`` once
+    the command has returned): its last collections would walk every object still alive, the
+    modules' and the study's, to free what the system frees anyway when the process ends
+    (docs/performance.md). Objects are still released as their modules are cleared;
+    handlers registered later run first."""
+    global _exit_frozen
+    if not _exit_frozen:
+        _exit_frozen = True
+        atexit.register(gc.freeze)
+
+
+#: Whether :func:`_exit_uncollected` has registered its handler in this process.
+_exit_frozen = False
+
+
 def run(argv=None) -> int:
     """``trnsim`` without its error handling (see :func:`main`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    name = _study_named(argv)
+    # a command line that starts with a study is parsed by that study's subcommand alone:
+    # the others' (each an argparse parser asking gettext for its words) are listed only by
+    # the top-level help and the error for an unknown study
+    alone = bool(argv) and argv[0] == name and name in CATALOGUE
     with _collector() as started:
-        args = parser(_study_named(argv)).parse_args(argv)
+        args = parser(name, others=not alone).parse_args(argv)
         study = STUDIES[args.study]
         inputs = validate_inputs(study, inputs_from(study, args))
         if args.out is not None:
@@ -326,6 +385,8 @@ def run(argv=None) -> int:
 
 def main(argv=None) -> int:
     """``trnsim``: run a study; user errors print one line and return 2."""
+    if argv is None:  # the process's own command: it ends when this returns
+        _exit_uncollected()
     argv = sys.argv[1:] if argv is None else list(argv)
     name = _study_named(argv)
     prog = f"trnsim {name}" if name in CATALOGUE else "trnsim"
