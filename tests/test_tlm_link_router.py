@@ -265,3 +265,20 @@ def test_bad_arguments():
     with pytest.raises(TypeError) as error:
         Router((4, 4), (0, 0))
     assert str(error.value) == "cfg must be a LinkConfig, not (4, 4)"
+
+
+def test_no_credit_drop_closes_a_flit_granted_that_cycle():
+    """With one-flit buffers the flit a no-credit drop closes may be the one granted in that
+    cycle (it leaves its buffer in the next): the grant took the output VC for a head, so the
+    packet ends there, as at a tail, and the flit leaves closed (head -> single)."""
+    cfg = LinkConfig((4, 4), depth=1)
+    r = Router(cfg, (0, 0))
+    head = FMT.head((1, 0), (3, 0), 3, 4)
+    r.step(link_in=link(X_MINUS, head))
+    info = r.step(link_in=link(X_MINUS, FMT.body(1)))  # granted; the body finds it full
+    [(rq, port, vc)] = info.grants
+    assert (rq, port) == (cfg.requester(X_MINUS, 0), X_PLUS)
+    assert r.alloc[rq] is None and not r.busy[X_PLUS][vc]  # released at once
+    single = FMT.with_vc(FMT.with_kind(head, FlitKind.SINGLE), vc)
+    assert r.step().sent == {X_PLUS: single}
+    assert r.outputs().counters[DropKind.NO_CREDIT] == 1
