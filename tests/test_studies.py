@@ -317,7 +317,8 @@ def test_noc_sweep(capsys):
     assert [p["rate_flits_per_node_cycle"] for p in c["series"]] == [0.05, 0.2]
     assert c["series"][1]["accepted_flits_per_node_cycle"] == pytest.approx(0.2, abs=0.03)
     assert len(c["series"][0]["links"]) == 16 * 4
-    assert c["results"]["zero_load_latency_cycles"] == pytest.approx(2 * 32 / 15 + 2 * 4)
+    # 3 H + 2 L + 1 (three cycles a router), H = 32 / 15 on the 4x4 torus
+    assert c["results"]["zero_load_latency_cycles"] == pytest.approx(3 * 32 / 15 + 2 * 4 + 1)
 
 
 def test_cost_outputs(capsys):

@@ -8,7 +8,7 @@ The relations, each derived in the docs:
 * for every schedule, every step of the flit engine takes at least the flow engine's step
   (the busiest link carries at least its bytes in flits, at most one flit per interval);
 * without contention, at most the flow step plus the head flits (``1/(L-1)`` of the
-  serialisation), the pipeline (``2 H + L + 1 + k`` cycles) and half a cycle of rounding;
+  serialisation), the pipeline (``3 H + L + 2 + k`` cycles) and half a cycle of rounding;
 * with an injection and an ejection port per link direction (the engine's default), a node's
   transfers on different links do not contend: KangaRing is contention-free;
 * the mesh all-to-all, whose transfers share links and buffers: at least the flow engine and
@@ -88,10 +88,10 @@ def test_a_single_transfer_is_the_closed_form(system, src, dst, nbytes):
 
 def test_the_closed_form_by_hand():
     """One z hop on the UltraServer, 961 bytes: 2 packets (a head and 15 flits of 64 B, then a
-    head and 1 B), 18 flits at 2 cycles each after the first: 2 + 16 + 1 + 2 x 17 = 53 cycles
+    head and 1 B), 18 flits at 2 cycles each after the first: 3 + 16 + 2 + 2 x 17 = 55 cycles
     after 1.5 us (6,000)."""
-    assert stream_cycles(1, [16, 2], interval=2) == 53
-    assert transfer_cycles(ULTRA, 0, 16, 961) == 6053
+    assert stream_cycles(1, [16, 2], interval=2) == 55
+    assert transfer_cycles(ULTRA, 0, 16, 961) == 6055
     assert transfer_cycles(SERVER, 0, 1, 0) == 6000  # nothing to send: the fixed cost
 
 
@@ -143,7 +143,7 @@ def check_flit_against_flow(system, schedule, size, itemsize=2, contention=False
     """Run both engines on a chain schedule; assert the derived relations and return the
     flit and flow times. ``flow <= flit`` always; without ``contention`` (no two transfers of
     a step on one link or port) also ``flit <= flow + sum over steps of (serialisation /
-    (L - 1) + (2 H + L + 1 + k + 1/2) / clock)``. ``options``: the flit engine's (default: its
+    (L - 1) + (3 H + L + 2 + k + 1/2) / clock)``. ``options``: the flit engine's (default: its
     defaults)."""
     flit = FlitEngine(schedule, system, **options)
     flow = Flow(schedule, system, flit.analytic)
@@ -164,7 +164,7 @@ def check_flit_against_flow(system, schedule, size, itemsize=2, contention=False
                 a, b = (system.torus.coord(schedule.chips[x]) for x in (t.src, t.dst))
                 hops = max(hops, system.hops(schedule.chips[t.src], schedule.chips[t.dst]))
                 k = max([k] + [system.flit.interval[d] for d in range(len(a)) if a[d] != b[d]])
-            slack += serial / (L - 1) + (2 * hops + L + 1 + k + 0.5) / clock
+            slack += serial / (L - 1) + (3 * hops + L + 2 + k + 0.5) / clock
         assert t_flit <= t_flow + slack, (t_flit, t_flow, slack)
     return t_flit, t_flow
 
@@ -328,12 +328,12 @@ def _busiest_link_cycles(system, engine, chunk) -> int:
 def all_to_all_bound(system, engine, chunk) -> float:
     """The tolerance of docs/collectives.md ("Contention"): the step's fixed cost, the busiest
     link's cycles times the router's saturation factor, and the zero-load pipeline of the
-    longest path (``2 H + L + 1 + k``), in cycles."""
+    longest path (``3 H + L + 2 + k``), in cycles."""
     hops = max(
         system.hops(engine.schedule.chips[t.src], engine.schedule.chips[t.dst])
         for t in engine.schedule.steps[0].transfers
     )
-    pipeline = 2 * hops + system.flit.max_packet_flits + 1 + max(system.flit.interval)
+    pipeline = 3 * hops + system.flit.max_packet_flits + 2 + max(system.flit.interval)
     gamma = saturation_factor(system, engine.cfg.vcs)
     return engine.fixed_cycles[0] + gamma * _busiest_link_cycles(system, engine, chunk) + pipeline
 

@@ -6,6 +6,7 @@ from itertools import product
 import numpy as np
 import pytest
 
+from tlm.link.bounds import stream_cycles
 from tlm.link.config import LinkConfig
 from tlm.link.network import RouterNetwork
 from verif.link.drivers import NodeTraffic
@@ -86,7 +87,9 @@ def test_zero_load_latency_every_pair():
         for c in range(40):
             step = net.step({a: flits[c]} if c < length else {})
             out += [c for n in step.ejected if n == b]
-        assert out[-1] == 2 * t.hops(t.coord(a), t.coord(b)) + 2 * length, (a, b)
+        # three cycles a router (grant, traversal, link), the packet whole at injection
+        hops = t.hops(t.coord(a), t.coord(b))
+        assert out[-1] == stream_cycles(hops, [length]) == 3 * hops + 2 * length + 1, (a, b)
 
 
 def test_watchdog_names_where():
@@ -118,7 +121,7 @@ def test_watchdog_fires_when_sinks_stop(seed):
 @pytest.mark.parametrize("interval", [(1, 1, 1), (1, 1, 2), (1, 1, 3)])
 def test_flit_interval_paces_a_dimension(interval):
     """Packets streamed back to back from (0,0,0) to (0,0,1) over a z link of interval ``k``:
-    the last flit leaves ``2 H + L + 1 + k (F - 1)`` cycles after the first was accepted
+    the last flit leaves ``3 H + L + 2 + k (F - 1)`` cycles after the first was accepted
     (the x link to (1,0,0) keeps one flit per cycle)."""
     cfg = LinkConfig((4, 4, 4), len_bits=2)
     torus = cfg.torus
@@ -135,7 +138,7 @@ def test_flit_interval_paces_a_dimension(interval):
             sent += len(step.accepted)
             if step.ejected:
                 last = cycle
-        assert last == 2 * 1 + 4 + 1 + k * (len(flits) - 1), (dst, k)
+        assert last == 3 * 1 + 4 + 2 + k * (len(flits) - 1), (dst, k)
 
 
 def test_flit_interval_bad():

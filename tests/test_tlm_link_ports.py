@@ -51,32 +51,33 @@ def test_the_layout():
 def test_four_packets_start_in_one_cycle(model):
     """Node 0 sends one single-flit packet to each neighbour in the same cycle: under
     ``per_direction`` all four are accepted at once, leave on the four links together and
-    arrive together (``2 H + 2`` cycles); under ``single`` they go one cycle apart."""
+    arrive together (``3 H + 3`` cycles); under ``single`` they go one cycle apart."""
     t = CFG.torus
     dests = [t.node(c) for c in [(1, 0), (3, 0), (0, 1), (0, 3)]]
     flits = {d: FMT.head(t.coord(d), (0, 0), 1, seq=d) for d in dests}
     net = model(CFG, ports="per_direction")
     ids = {d: net.injection_port(0, d) for d in dests}
     assert ids == {dests[0]: X_PLUS, dests[1]: X_MINUS, dests[2]: Y_PLUS, dests[3]: Y_MINUS}
-    steps = _run(net, [{ids[d]: flits[d] for d in dests}], 6)
+    steps = _run(net, [{ids[d]: flits[d] for d in dests}], 8)
     assert steps[0][0] == sorted(ids.values())  # all four accepted in cycle 0
-    if model is RouterNetwork:  # in the link registers together, two cycles later (after cycle 1)
+    if model is RouterNetwork:  # in the link registers together after cycle 2 (grant, traverse)
         net2 = RouterNetwork(CFG, ports="per_direction")
         net2.step({ids[d]: flits[d] for d in dests})
         net2.step()
+        net2.step()
         links = net2.routers[0].link_reg
         assert [links[p] is not None for p in range(1, 5)] == [True] * 4
-    # each arrives at its neighbour over the link facing node 0, in cycle 2 H + 2 = 4
+    # each arrives at its neighbour over the link facing node 0, in cycle 3 H + 3 = 6
     arrive = {X_PLUS: X_MINUS, X_MINUS: X_PLUS, Y_PLUS: Y_MINUS, Y_MINUS: Y_PLUS}
     want = {d * 5 + arrive[ids[d]]: FMT.with_vc(flits[d], 0) for d in dests}
-    assert steps[4][1] == want
-    assert all(not s[1] for i, s in enumerate(steps) if i != 4)
-    # one port: one flit a cycle in, one a cycle out at each node (different nodes: 4..7)
+    assert steps[6][1] == want
+    assert all(not s[1] for i, s in enumerate(steps) if i != 6)
+    # one port: one flit a cycle in, one a cycle out at each node (different nodes: 6..9)
     net = model(CFG)
     offers = [{0: flits[d]} for d in dests]
-    steps = _run(net, offers, 9)
+    steps = _run(net, offers, 11)
     assert [s[0] for s in steps[:4]] == [[0]] * 4
-    assert [c for c, s in enumerate(steps) if s[1]] == [4, 5, 6, 7]
+    assert [c for c, s in enumerate(steps) if s[1]] == [6, 7, 8, 9]
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -91,27 +92,27 @@ def test_two_simultaneous_arrivals_eject_together(model):
     net = model(CFG, ports="per_direction")
     ia, ib = net.injection_port(a, dst), net.injection_port(b, dst)
     assert (ia, ib) == (a * 5 + X_PLUS, b * 5 + X_MINUS)
-    steps = _run(net, [{ia: fa, ib: fb}], 7)
-    assert steps[4][1] == {dst * 5 + X_MINUS: fa, dst * 5 + X_PLUS: fb}
-    assert all(not s[1] for i, s in enumerate(steps) if i != 4)
+    steps = _run(net, [{ia: fa, ib: fb}], 9)
+    assert steps[6][1] == {dst * 5 + X_MINUS: fa, dst * 5 + X_PLUS: fb}
+    assert all(not s[1] for i, s in enumerate(steps) if i != 6)
     net = model(CFG)
-    steps = _run(net, [{a: fa, b: fb}], 7)
+    steps = _run(net, [{a: fa, b: fb}], 9)
     got = [(c, s[1]) for c, s in enumerate(steps) if s[1]]
-    assert [c for c, _ in got] == [4, 5]
+    assert [c for c, _ in got] == [6, 7]
     assert sorted(f for _, e in got for f in e.values()) == sorted([fa, fb])
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_single_is_the_rtl_zero_load_timing(model):
     """Under ``single`` (the default) a packet of ``L`` flits over ``H`` hops leaves its tail
-    ``2 H + 2 L`` cycles after its head was offered, as before the option existed."""
+    ``3 H + 2 L + 1`` cycles after its head was offered, as before the option existed."""
     t = CFG.torus
     for dst, length in [((2, 3), 1), ((1, 0), 3), ((3, 2), 4)]:
         net = model(CFG)
         flits = FMT.packet(dst, (0, 0), length, 0, range(1, length))
         steps = _run(net, [{0: f} for f in flits], 30)
         out = [c for c, s in enumerate(steps) if t.node(dst) in s[1]]
-        assert out[-1] == 2 * t.hops((0, 0), dst) + 2 * length, (dst, length)
+        assert out[-1] == 3 * t.hops((0, 0), dst) + 2 * length + 1, (dst, length)
 
 
 def test_bad_ports():

@@ -21,6 +21,9 @@ def test_flit_timing_and_vc_rewrite():
     flit = FMT.head(dst=(0, 0), src=(3, 0), length=1, seq=1)
     assert r.step(inject=flit).accepted == [0]
     assert r.outputs().link[X_PLUS] is None
+    info = r.step()  # granted: the flit leaves its buffer in the next cycle
+    assert info.grants == [(0, X_PLUS, 1)] and info.sent == {}
+    assert r.outputs().link[X_PLUS] is None
     info = r.step()
     assert info.sent == {X_PLUS: FMT.with_vc(flit, 1)}
     assert r.outputs().link[X_PLUS] == FMT.with_vc(flit, 1)
@@ -34,10 +37,13 @@ def test_link_input_to_eject_with_credit_return():
     link = [None] * CFG.ports
     link[X_MINUS] = flit
     r.step(link_in=link)  # written into x- VC 1
-    r.step()  # granted to ejection; slot freed
+    r.step()  # granted to ejection: the slot is credited back at once
+    out = r.outputs()
+    assert out.eject is None and out.credit[X_MINUS] == 0b10
+    r.step()  # the flit traverses into the ejection register
     out = r.outputs()
     assert out.eject == FMT.with_vc(flit, 0)  # the lane (VC mod V/2) leaves with it
-    assert out.credit[X_MINUS] == 0b10
+    assert out.credit[X_MINUS] == 0
     assert r.step(eject_ready=False).ejected == {}
     assert r.step(eject_ready=True).ejected == {0: FMT.with_vc(flit, 0)}
     assert r.outputs().eject is None and r.outputs().credit[X_MINUS] == 0
@@ -205,6 +211,7 @@ def test_flit_without_credit_is_dropped_and_counted(last, closed):
     # another input keeps going: x+ VC 0 to the ejection port
     r.step(link_in=link(X_PLUS, FMT.head((0, 0), (1, 0), 1, 5)))
     assert r.outputs().counters == tuple(counts)
+    assert r.step().grants == [(CFG.requester(X_PLUS, 0), 0, 0)]
     assert r.step().sent == {0: FMT.head((0, 0), (1, 0), 1, 5)}
     assert r.outputs().counters == tuple(counts)
 
@@ -258,3 +265,20 @@ def test_bad_arguments():
     with pytest.raises(TypeError) as error:
         Router((4, 4), (0, 0))
     assert str(error.value) == "cfg must be a LinkConfig, not (4, 4)"
+
+
+def test_no_credit_drop_closes_a_flit_granted_that_cycle():
+    """With one-flit buffers the flit a no-credit drop closes may be the one granted in that
+    cycle (it leaves its buffer in the next): the grant took the output VC for a head, so the
+    packet ends there, as at a tail, and the flit leaves closed (head -> single)."""
+    cfg = LinkConfig((4, 4), depth=1)
+    r = Router(cfg, (0, 0))
+    head = FMT.head((1, 0), (3, 0), 3, 4)
+    r.step(link_in=link(X_MINUS, head))
+    info = r.step(link_in=link(X_MINUS, FMT.body(1)))  # granted; the body finds it full
+    [(rq, port, vc)] = info.grants
+    assert (rq, port) == (cfg.requester(X_MINUS, 0), X_PLUS)
+    assert r.alloc[rq] is None and not r.busy[X_PLUS][vc]  # released at once
+    single = FMT.with_vc(FMT.with_kind(head, FlitKind.SINGLE), vc)
+    assert r.step().sent == {X_PLUS: single}
+    assert r.outputs().counters[DropKind.NO_CREDIT] == 1

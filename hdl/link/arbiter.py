@@ -21,11 +21,15 @@ class RoundRobinArbiter(wiring.Component):
         One-hot: the requester granted this cycle (0 when none asks).
     ``granted`` (out)
         Any grant this cycle.
+    ``last`` (out, registered)
+        The grant of the previous cycle (the router's grant register: what traverses now).
 
     The priority is kept as a mask, ``after``: the requesters after the last granted (all of
-    them at reset). The grant is the lowest asking requester in the mask, else the lowest
-    asking; both are found by parallel prefix ORs, in about ``log2(count)`` levels each, side
-    by side (a pointer shifting a mask, then a carry chain, took twice the levels).
+    them at reset); it is formed from ``last`` at the start of a cycle, so that nothing after
+    the grant is computed in the grant's cycle but the register. The grant is the lowest
+    asking requester in the mask, else the lowest asking; both are found by parallel prefix
+    ORs, in about ``log2(count)`` levels each, side by side (a pointer shifting a mask, then a
+    carry chain, took twice the levels).
 
     Parameters
     ----------
@@ -38,21 +42,25 @@ class RoundRobinArbiter(wiring.Component):
             self._MustUse__silence = True
             raise TypeError(f"count must be a positive integer, not {count!r}")
         self.count = count
-        super().__init__({"requests": In(count), "grant": Out(count), "granted": Out(1)})
+        super().__init__(
+            {"requests": In(count), "grant": Out(count), "granted": Out(1), "last": Out(count)}
+        )
 
     def elaborate(self, platform):
         n = self.count
         m = Module()
-        after = Signal(n, init=(1 << n) - 1)  # the requesters after the last granted
+        kept = Signal(n, init=(1 << n) - 1)  # the mask before the last grant, if none since
+        # the requesters after the last granted; after the last requester none is after it:
+        # the lowest asking wins, as from the first
+        after = Signal(n)
+        m.d.comb += after.eq(Mux(self.last.any(), _below(self.last), kept))
         high = Signal(n)
         m.d.comb += high.eq(self.requests & after)
         m.d.comb += [
             self.grant.eq(Mux(high.any(), _lowest(high), _lowest(self.requests))),
             self.granted.eq(self.requests.any()),
         ]
-        # after the last requester none is after it: the lowest asking wins, as from the first
-        with m.If(self.granted):
-            m.d.sync += after.eq(_below(self.grant))
+        m.d.sync += [self.last.eq(self.grant), kept.eq(after)]
         return m
 
 

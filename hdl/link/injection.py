@@ -42,6 +42,9 @@ class InjectionChecker:
         The front flit of the committed packets, and whether there is one.
     head_aux : Value
         The bits kept beside the front flit.
+    behind, behind_aux, two : Value
+        The committed flit behind the front, its bits, and whether there is one (a second
+        read port, as :class:`~hdl.link.vc_fifo.VcFifo`'s).
     drops : dict of DropKind to Signal
         1 in a cycle a packet is dropped for that reason (``MALFORMED`` kinds).
     rollback : Signal
@@ -64,7 +67,11 @@ class InjectionChecker:
             Signal(aux_width, name=f"inj_a{i}", reset_less=True) for i in range(cfg.inject_depth)
         )
         self.head_aux = read_slot(self.aux_store, self.rd, bits)
+        after = (self.rd + 1)[: bits + 1]
+        self.behind = read_slot(self.store, after, bits)
+        self.behind_aux = read_slot(self.aux_store, after, bits)
         self.nonempty = self.rd != self.commit
+        self.two = self.nonempty & (after != self.commit)
         self.drops = {kind: Signal(name=f"inj_{kind.name.lower()}") for kind in MALFORMED}
         self.rollback = Signal()
         self._bad_dest = bad_dest

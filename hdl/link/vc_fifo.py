@@ -38,7 +38,14 @@ class VcFifo:
         The flit at the front (meaningful while ``nonempty``).
     head_aux : Value
         The bits kept beside it.
+    behind, behind_aux : Value
+        The flit behind the front and its bits (a second read port: the router's request
+        reads it while the front, granted, leaves).
     nonempty : Value
+    two : Value
+        At least two flits held.
+    no_credit : Signal
+        1 when a flit arrives to find the buffer full (driven by :meth:`connect`).
     """
 
     def __init__(self, m, layout, depth: int, name: str, aux_width: int = 0):
@@ -55,7 +62,12 @@ class VcFifo:
         self.wr = Signal(bits + 1, name=f"{name}_wr")
         self.head = read_slot(self.store, self.rd, bits)
         self.head_aux = read_slot(self.aux, self.rd, bits)
+        after = (self.rd + 1)[: bits + 1]
+        self.behind = read_slot(self.store, after, bits)
+        self.behind_aux = read_slot(self.aux, after, bits)
         self.nonempty = self.rd != self.wr
+        self.two = self.nonempty & (after != self.wr)
+        self.no_credit = Signal(name=f"{name}_no_credit")
 
     def _slot(self, pointer, store=None):
         store = self.store if store is None else store
@@ -67,14 +79,14 @@ class VcFifo:
         that is 1 when an arriving flit finds the buffer full after this cycle's read: its
         sender had no credit. It is dropped, and the packet it continues ends at the last flit
         the buffer kept (:attr:`tlm.link.flit.FlitKind.closed`)."""
-        m, name = self.m, self.name
+        m = self.m
         m.d.sync += self.rd.eq(self.rd + pop)
         full = ((self.wr - self.rd)[: self.bits + 1] == self.depth) & ~pop
         with m.If(arrive & ~full):
             m.d.sync += [self._slot(self.wr).eq(flit), self.wr.eq(self.wr + 1)]
             if aux is not None:
                 m.d.sync += self._slot(self.wr, self.aux).eq(aux)
-        lost = Signal(name=f"{name}_no_credit")
+        lost = self.no_credit
         m.d.comb += lost.eq(arrive & full)
         last = data.View(self.layout, self._slot(self.wr - 1))
         with m.If(lost):

@@ -89,14 +89,16 @@ def _hop_counts(torus, shifts: np.ndarray) -> np.ndarray:
 
 
 def zero_load_latency(cfg: LinkConfig, pattern: str = "uniform", length: int = 1) -> float:
-    """Mean packet latency without contention: ``2 H + 2 L`` cycles for ``H`` hops and
-    ``L`` flits (two cycles per router; the packet is injected whole before it leaves its
-    first router), averaged over the pattern's pairs.
+    """Mean packet latency without contention: ``3 H + 2 L + 1`` cycles for ``H`` hops and
+    ``L`` flits (three cycles per router, grant then traversal: a head alone leaves
+    ``3 H + 3`` cycles after it was accepted; the packet is injected whole before it leaves
+    its first router, ``L - 1`` cycles, and its tail leaves ``L - 1`` cycles after its head),
+    averaged over the pattern's pairs.
 
     Examples
     --------
     >>> float(round(zero_load_latency(LinkConfig((4, 4)), "uniform", length=4), 2))  # H = 32/15
-    12.27
+    15.4
     """
     torus = cfg.torus
     share, (src, dst, weight) = traffic(cfg, pattern)
@@ -104,7 +106,7 @@ def zero_load_latency(cfg: LinkConfig, pattern: str = "uniform", length: int = 1
     total = torus.nodes * float((share * _hop_counts(torus, coords)).sum())
     total += float((weight * _hop_counts(torus, coords[dst] - coords[src])).sum())
     senders = torus.nodes if share.any() else len(np.unique(src))
-    return 2 * total / senders + 2 * length
+    return 3 * total / senders + 2 * length + 1
 
 
 def _moves(torus, shifts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -176,24 +178,25 @@ def channel_load_bound(cfg: LinkConfig, pattern: str = "uniform") -> dict:
 def stream_cycles(hops: int, packet_flits, interval: int = 1) -> int:
     """Cycle in which the last flit of packets sent back to back leaves the ejection register,
     counted from the cycle their first flit was accepted, on an otherwise empty network:
-    ``2 H + L1 + 1 + k (F - 1)`` for ``H`` hops, a first packet of ``L1`` flits, ``F`` flits
+    ``3 H + L1 + 2 + k (F - 1)`` for ``H`` hops, a first packet of ``L1`` flits, ``F`` flits
     in all and ``k`` the largest flit interval on the path (:func:`~tlm.link.config.
     port_intervals`).
 
-    The first flit leaves at ``2 H + L1 + 1`` (the head waits ``L1 - 1`` cycles at injection
-    for its tail, then ``2 H + 2`` through the routers); the other ``F - 1`` follow one every
-    ``k`` cycles through the slowest link, with no bubble between packets when the injection
-    buffer holds two packets (``inject_depth >= 2 L``; with one, each head waits for its
-    tail). With ``F = L1 = L``, ``k = 1``: the ``2 H + 2 L`` of ``docs/noc.md``.
+    The first flit leaves at ``3 H + L1 + 2`` (the head waits ``L1 - 1`` cycles at injection
+    for its tail, then ``3 H + 3`` through the routers: grant, then traversal, then the
+    link); the other ``F - 1`` follow one every ``k`` cycles through the slowest link, with
+    no bubble between packets when the injection buffer holds two packets
+    (``inject_depth >= 2 L``; with one, each head waits for its tail). With ``F = L1 = L``,
+    ``k = 1``: the ``3 H + 2 L + 1`` of ``docs/noc.md``.
 
     Examples
     --------
-    >>> stream_cycles(3, [1])                        # one flit, three hops: 2 H + 2
-    8
+    >>> stream_cycles(3, [1])                        # one flit, three hops: 3 H + 3
+    12
     >>> stream_cycles(1, [16, 16, 3], interval=2)    # 35 flits over a half-rate link
-    87
+    89
     """
     flits = [int(f) for f in packet_flits]
     if not flits or min(flits) < 1:
         raise ValueError(f"packet_flits must be one or more packet lengths >= 1, not {flits!r}")
-    return 2 * hops + flits[0] + 1 + interval * (sum(flits) - 1)
+    return 3 * hops + flits[0] + 2 + interval * (sum(flits) - 1)

@@ -48,6 +48,7 @@ from .config import DropKind, LinkConfig, port_intervals
 from .flit import FlitKind, closed_kind, ends_packet, starts_packet
 from .network import NetStep, injection_port_id
 from .ports import Ports
+from .router import EJECT_SLOTS
 from .routing import dateline_class, route
 from .topology import LOCAL
 
@@ -138,8 +139,14 @@ class State(NamedTuple):
     lreg: np.ndarray  # [N, P] int64: link output registers
     lval: np.ndarray  # [N, P] bool
     creg: np.ndarray  # [N, P]: credit masks going back upstream
-    ejreg: np.ndarray  # [N, IP] int64: ejection registers
+    ejreg: np.ndarray  # [N, IP] int64: ejection registers (the fronts of the ejection queues)
     ejval: np.ndarray  # [N, IP] bool
+    ejreg2: np.ndarray  # [N, IP] int64: the second slot of each ejection queue
+    ejval2: np.ndarray  # [N, IP] bool
+    ejcred: np.ndarray  # [N, IP]: slots of each ejection queue not yet granted
+    gnt_port: np.ndarray  # [N, R]: output granted this cycle, -1 none (it traverses next)
+    gnt_vc: np.ndarray  # [N, R]: its output VC
+    leave: np.ndarray  # [N, R] bool: the front flit was granted or dropped: it leaves next
     rr: np.ndarray  # [N, OUT]: round-robin pointer of each output
     counters: np.ndarray  # [N, len(DropKind)]
     drop_reg: np.ndarray  # [N, len(DropKind)]: last cycle's drops, added to counters next
@@ -152,7 +159,6 @@ class State(NamedTuple):
     cin: np.ndarray
     req: np.ndarray  # [3, R]: requester, output, output VC
     best: np.ndarray  # [2, OUT]: round-robin distance and request index of each output
-    ej_free: np.ndarray  # [IP] bool: this router's ejection registers may take a flit
     inj_ready: np.ndarray  # [IP] bool: this router's injection buffers have room
 
 
@@ -288,6 +294,12 @@ def make_state(cfg: LinkConfig, ports: str = "single") -> State:
         creg=np.zeros((N, P), np.int64),
         ejreg=np.zeros((N, IP), np.int64),
         ejval=np.zeros((N, IP), np.bool_),
+        ejreg2=np.zeros((N, IP), np.int64),
+        ejval2=np.zeros((N, IP), np.bool_),
+        ejcred=np.full((N, IP), EJECT_SLOTS, np.int64),
+        gnt_port=np.full((N, R), -1, np.int64),
+        gnt_vc=np.zeros((N, R), np.int64),
+        leave=np.zeros((N, R), np.bool_),
         rr=np.zeros((N, OUT), np.int64),
         counters=np.zeros((N, len(DropKind)), np.int64),
         drop_reg=np.zeros((N, len(DropKind)), np.int64),
@@ -299,7 +311,6 @@ def make_state(cfg: LinkConfig, ports: str = "single") -> State:
         cin=np.zeros((N, P), np.int64),
         req=np.zeros((3, R), np.int64),
         best=np.zeros((2, OUT), np.int64),
-        ej_free=np.zeros(IP, np.bool_),
         inj_ready=np.zeros(IP, np.bool_),
     )
 
@@ -362,7 +373,7 @@ def idle(S):
     """:attr:`CompiledNetwork.idle`: nothing buffered, no register holding anything, no link
     waiting out its interval (for kernels that drive a network)."""
     busy = S.qcnt.any() or S.lval.any() or S.creg.any() or S.ejval.any() or S.wait.any()
-    return not (busy or S.drop_reg.any())
+    return not (busy or S.drop_reg.any() or S.leave.any())
 
 
 @njit(cache=True)
@@ -398,7 +409,9 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
     lreg, lval, creg, ejreg, ejval, rr = S.lreg, S.lval, S.creg, S.ejreg, S.ejval, S.rr
     counters, drop_reg, ck, link_flits = S.counters, S.drop_reg, S.check, S.link_flits
     lin_f, lin_v, cin, req, best = S.lin_f, S.lin_v, S.cin, S.req, S.best
-    ej_free, inj_ready = S.ej_free, S.inj_ready
+    inj_ready = S.inj_ready
+    ejreg2, ejval2, ejcred = S.ejreg2, S.ejval2, S.ejcred
+    gnt_port, gnt_vc, leave = S.gnt_port, S.gnt_vc, S.leave
     bad_dest, bad_length, orphan = C.bad_dest, C.bad_length, C.orphan
     len_off, len_mask = C.len_off, C.len_mask
     no_credit, credit_overflow = C.no_credit, C.credit_overflow
@@ -415,16 +428,57 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 counters[m, k] = min(counters[m, k] + drop_reg[m, k], top)
                 drop_reg[m, k] = 0
         for e in range(IP):
-            ej_was = ejval[m, e]
-            ejv[m, e] = ej_was and ready[m, e]
+            taken = ejval[m, e] and ready[m, e]
+            ejv[m, e] = taken
             ejf[m, e] = ejreg[m, e]
-            ej_free[e] = (not ej_was) or ready[m, e]
-            ejval[m, e] = ej_was and not ready[m, e]  # held unless the switch writes it
+            if taken:  # the front leaves; its slot is free for this cycle's grants
+                ejcred[m, e] += 1
+                ejreg[m, e], ejval[m, e] = ejreg2[m, e], ejval2[m, e]
+                ejval2[m, e] = False
             inj_ready[e] = qcnt[m, inj_rq[e]] < DI
         for p in range(P):
             lval[m, p] = False
             creg[m, p] = 0
-        # requests, from the state at the start of the cycle (drops leave at once)
+        # traverse: last cycle's grants (and drops) leave their buffers
+        for r in range(R):
+            if not leave[m, r]:
+                continue
+            leave[m, r] = False
+            j = rq_inj[r]
+            if j >= 0:
+                flit = _pop(buf, qhead, qcnt, m, r, DI)
+                committed[m, j] -= 1
+            else:
+                flit = _pop(buf, qhead, qcnt, m, r, D)
+            o = gnt_port[m, r]
+            if o < 0:  # a dropped flit
+                continue
+            gnt_port[m, r] = -1
+            out = _with_field(flit, vc_off, vc_mask, gnt_vc[m, r])
+            if o == 0 or o >= P:  # an ejection port: into its queue
+                e = out_ej[o]
+                if ejval[m, e]:
+                    ejreg2[m, e], ejval2[m, e] = out, True
+                else:
+                    ejreg[m, e], ejval[m, e] = out, True
+                link_flits[m, 0] += 1  # every ejection port counts as port 0
+            else:
+                lreg[m, o] = out
+                lval[m, o] = True
+                link_flits[m, o] += 1
+        # returned credits, usable by this cycle's requests
+        for o in range(1, P):
+            mask = cin[m, o]
+            v = 0
+            while mask:
+                if mask & 1:
+                    if cred[m, o, v] >= D:  # not owed: ignored, counted
+                        _bump(drop_reg, m, credit_overflow)
+                    else:
+                        cred[m, o, v] += 1
+                mask >>= 1
+                v += 1
+        # requests, from the state the last grants left (a drop leaves next cycle)
         nreq = 0
         for r in range(R):
             if qcnt[m, r] == 0:  # an injection buffer's committed flits are among these
@@ -441,7 +495,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 if drop < 0 and node < 0:
                     drop = bad_dest
                 if drop >= 0:  # only a link FIFO can hold these
-                    _pop(buf, qhead, qcnt, m, r, D)
+                    leave[m, r] = True
                     creg[m, rq_port[r]] |= 1 << rq_vc[r]
                     _bump(drop_reg, m, drop)
                     continue
@@ -454,13 +508,13 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 ov = _out_vc(_lane((flit >> vc_off) & vc_mask, V), cls, V)
                 if o == 0:  # the ejection port of the link it came in on
                     o = local_out[r]
-                    ok = ej_free[out_ej[o]] and not busy[m, o, 0]
+                    ok = ejcred[m, out_ej[o]] > 0 and not busy[m, o, 0]
                 else:
                     ok = (not busy[m, o, ov]) and cred[m, o, ov] > 0 and wait[m, o] == 0
             else:
                 ov = alloc_vc[m, r]
                 if o == 0 or o >= P:  # an ejection port
-                    ok = ej_free[out_ej[o]]
+                    ok = ejcred[m, out_ej[o]] > 0
                 else:
                     ok = cred[m, o, ov] > 0 and wait[m, o] == 0
             if ok:
@@ -483,28 +537,22 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                 i = best[1, o]
                 r, ov = req[0, i], req[2, i]
                 rr[m, o] = r + 1 if r + 1 < R else 0
-                j = rq_inj[r]
-                if j >= 0:
-                    flit = _pop(buf, qhead, qcnt, m, r, DI)
-                    committed[m, j] -= 1
-                else:
-                    flit = _pop(buf, qhead, qcnt, m, r, D)
+                # the grant: the flit leaves its buffer next cycle, its slot is credited
+                # back now, the credit (an ejection queue's slot) is spent now
+                leave[m, r] = True
+                gnt_port[m, r], gnt_vc[m, r] = o, ov
+                if rq_inj[r] < 0:
                     creg[m, rq_port[r]] |= 1 << rq_vc[r]
+                size = DI if rq_inj[r] >= 0 else D
+                flit = buf[m, r, qhead[m, r] & (size - 1)]
                 kind = (flit >> kind_off) & kind_mask
-                out = _with_field(flit, vc_off, vc_mask, ov)
                 if o == 0 or o >= P:  # an ejection port
-                    e = out_ej[o]
-                    ejreg[m, e] = out
-                    ejval[m, e] = True
+                    ejcred[m, out_ej[o]] -= 1
                     hold = 0
-                    link_flits[m, 0] += 1  # every ejection port counts as port 0
                 else:
-                    lreg[m, o] = out
-                    lval[m, o] = True
                     cred[m, o, ov] -= 1
                     wait[m, o] = interval[o]
                     hold = ov
-                    link_flits[m, o] += 1
                 if kind == HEAD:
                     alloc_port[m, r], alloc_vc[m, r] = o, ov
                     busy[m, o, hold] = True
@@ -514,18 +562,7 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
         for o in range(1, P):  # a cycle has passed for every link output's interval
             if wait[m, o]:
                 wait[m, o] -= 1
-        # writes: returned credits, link inputs, injection
-        for o in range(1, P):
-            mask = cin[m, o]
-            v = 0
-            while mask:
-                if mask & 1:
-                    if cred[m, o, v] >= D:  # not owed: ignored, counted
-                        _bump(drop_reg, m, credit_overflow)
-                    else:
-                        cred[m, o, v] += 1
-                mask >>= 1
-                v += 1
+        # writes: link inputs, injection
         for i in range(1, P):
             if lin_v[m, i]:
                 flit = lin_f[m, i]
@@ -536,8 +573,13 @@ def network_cycle(S, C, inj_v, inj_f, ready, acc, ejv, ejf):
                     # the packet it continues ends at the last flit the FIFO kept
                     last = (qhead[m, r] + n - 1) & (D - 1)
                     kept = buf[m, r, last]
-                    closed = _closed_kind((kept >> kind_off) & kind_mask)
-                    buf[m, r, last] = _with_field(kept, kind_off, kind_mask, closed)
+                    kind = (kept >> kind_off) & kind_mask
+                    buf[m, r, last] = _with_field(kept, kind_off, kind_mask, _closed_kind(kind))
+                    o = gnt_port[m, r]
+                    if n == 1 and o >= 0 and not ends_packet_jit(kind):
+                        # granted this cycle as a head or body: the packet ends there
+                        alloc_port[m, r] = -1
+                        busy[m, o, 0 if o == 0 or o >= P else gnt_vc[m, r]] = False
                     continue
                 buf[m, r, (qhead[m, r] + n) & (D - 1)] = flit
                 qcnt[m, r] += 1
@@ -684,9 +726,9 @@ class CompiledNetwork:
     >>> cfg = LinkConfig((4, 4))
     >>> fast, ref = CompiledNetwork(cfg), RouterNetwork(cfg)
     >>> flit = cfg.fmt.head(dst=(2, 3), src=(0, 0), length=1, seq=5)
-    >>> offers = [{0: flit}] + [{}] * 9
+    >>> offers = [{0: flit}] + [{}] * 13
     >>> steps = [(fast.step(x).ejected, ref.step(x).ejected) for x in offers]
-    >>> steps[8][0] == {14: flit}, all(a == b for a, b in steps)   # 3 hops: 2*3+2 cycles
+    >>> steps[12][0] == {14: flit}, all(a == b for a, b in steps)   # 3 hops: 3*3+3 cycles
     (True, True)
     """
 

@@ -38,9 +38,9 @@ class RouterNetwork:
     >>> cfg = LinkConfig((4, 4))
     >>> net = RouterNetwork(cfg)
     >>> flit = cfg.fmt.head(dst=(2, 3), src=(0, 0), length=1, seq=5)
-    >>> cycles = [net.step({0: flit} if c == 0 else {}).ejected for c in range(12)]
-    >>> [(c, node) for c, out in enumerate(cycles) for node in out]   # 3 hops: 2*3+2
-    [(8, 14)]
+    >>> cycles = [net.step({0: flit} if c == 0 else {}).ejected for c in range(16)]
+    >>> [(c, node) for c, out in enumerate(cycles) for node in out]   # 3 hops: 3*3+3
+    [(12, 14)]
     """
 
     def __init__(self, cfg: LinkConfig, interval=None, ports: str = "single"):

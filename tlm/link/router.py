@@ -8,10 +8,13 @@ is a register (or, for ``inject_ready``, a function of registers only), so a ben
 The rules are those of docs/noc.md, "Router": a flit is buffered per VC (link inputs) or
 through the checker (injection, store-and-forward, malformed packets rolled back and counted),
 asks for its output port and VC with a credit, is granted round robin over all requesters, and
-is written into the output register with its credit sent back - two cycles per router, so one
-flit alone leaves the ejection register ``2 H + 2`` cycles after it was accepted over ``H``
-hops. Bad input and link misuse are dropped and counted by :class:`~tlm.link.config.DropKind`
-("Bad input"), never raised; a drop is registered first and reaches its counter a cycle later
+is written into the output register in the cycle after its grant (a registered grant: the
+grant spends the credit and sends the slot's credit back; the flit leaves its buffer a cycle
+later, and the next request reads the flit behind it) - three cycles per router, so one flit
+alone leaves the ejection register ``3 H + 3`` cycles after it was accepted over ``H`` hops.
+An ejection port is a queue of two flits whose front is the register. Bad input and link
+misuse are dropped and counted by :class:`~tlm.link.config.DropKind` ("Bad input"), never
+raised; a drop is registered first and reaches its counter a cycle later
 (docs/noc.md, "Synthesis figures"), so ``outputs().counters`` shows it two cycles after the
 cycle it happened in.
 
@@ -33,7 +36,11 @@ from .ports import Ports
 from .routing import lane, out_vc, route
 from .topology import LOCAL
 
-__all__ = ["Router", "RouterOutputs"]
+__all__ = ["Router", "RouterOutputs", "EJECT_SLOTS"]
+
+#: slots of an ejection port's queue: with a grant spending one and the consumer's read freeing
+#: one in the cycle it happens, two keep one flit a cycle leaving (docs/noc.md, "Pipeline")
+EJECT_SLOTS = 2
 
 #: requester 0: the injection buffer (of injection port 0); requesters 1.. are the link input
 #: VCs, then the injection buffers of ports 1.. under ``ports="per_direction"``
@@ -67,7 +74,11 @@ class Router:
     * ``busy[output][vc]``: that output VC is held by a packet (an ejection port has one, 0);
     * ``credits[port][vc]``: free slots of the next router's buffer for that output VC;
     * ``rr[output]``: the requester after the one that output last granted;
-    * ``link_reg``, ``credit_reg``, ``eject_regs`` (by ejection port): the output registers;
+    * ``granted``, ``leaving``: this cycle's grants and the requesters whose front flit goes
+      (granted or dropped): their flits leave the buffers in the next step;
+    * ``link_reg``, ``credit_reg``: the output registers; ``eject_q`` (by ejection port): the
+      ejection queues, whose fronts are the ejection registers (``eject_regs``), and
+      ``eject_credits``, their slots not yet granted;
     * ``counters``: the drop counters, indexed by :class:`~tlm.link.config.DropKind`;
       ``drop_reg``: the drops of the last cycle, by kind, which the next step adds to them.
 
@@ -81,7 +92,7 @@ class Router:
     >>> flit = cfg.fmt.head(dst=(1, 0), src=(0, 0), length=1, seq=0)
     >>> r.step(inject=flit).accepted   # injection port 0 took it
     [0]
-    >>> _ = r.step(); r.outputs().link[1] == flit   # on the x+ link two cycles after
+    >>> _ = r.step(); _ = r.step(); r.outputs().link[1] == flit   # on x+ three cycles after
     True
     """
 
@@ -118,8 +129,14 @@ class Router:
         self._no_credits = (0,) * P
         self.link_reg = self._no_links
         self.credit_reg = self._no_credits
-        self.eject_regs: list[int | None] = [None] * layout.count
-        self._no_ejects = [None] * layout.count
+        #: each ejection port's queue: its front is the ejection register, a second slot
+        #: takes the flit granted while the front waits; credits: its slots not yet granted
+        self.eject_q = [deque() for _ in range(layout.count)]
+        self.eject_credits = [EJECT_SLOTS] * layout.count
+        #: this cycle's grants ``(requester, output, output VC)``, and every requester whose
+        #: front flit was granted or dropped: they leave their buffers in the next cycle
+        self.granted: list[tuple[int, int, int]] = []
+        self.leaving: list[int] = []
         self._inj_fifos = [self.fifo[r] for r in layout.inject_requester]
         self.rr = [0] * layout.outputs
         self.counters = [0] * len(DropKind)
@@ -140,7 +157,8 @@ class Router:
         return (
             not self.active
             and not any(self._inj_fifos)
-            and self.eject_regs == self._no_ejects
+            and not self.leaving
+            and not any(self.eject_q)
             and self.link_reg is self._no_links
             and self.credit_reg is self._no_credits
             and not (self._paced and any(self.wait))
@@ -157,14 +175,20 @@ class Router:
         return len(self.fifo[self.ports.inject_requester[port]]) < self.cfg.inject_depth
 
     @property
+    def eject_regs(self) -> list[int | None]:
+        """Each ejection port's register: the front of its queue."""
+        return [q[0] if q else None for q in self.eject_q]
+
+    @property
     def eject_reg(self) -> int | None:
         """Ejection port 0's register (the RTL's one ejection port)."""
-        return self.eject_regs[0]
+        q = self.eject_q[0]
+        return q[0] if q else None
 
     def outputs(self) -> RouterOutputs:
         return RouterOutputs(
             self.inject_ready,
-            self.eject_regs[0],
+            self.eject_reg,
             list(self.link_reg),
             list(self.credit_reg),
             tuple(self.counters),
@@ -192,46 +216,47 @@ class Router:
             for kind, n in enumerate(self.drop_reg):
                 self.counters[kind] = min(self.counters[kind] + n, top)
             self.drop_reg = self._no_drops
-        regs = self.eject_regs
+        queues = self.eject_q
         if isinstance(eject_ready, dict):
-            ready = [eject_ready.get(e, True) for e in range(len(regs))]
+            ready = [eject_ready.get(e, True) for e in range(len(queues))]
         else:
-            ready = [eject_ready] + [True] * (len(regs) - 1)
-        eject_free = []
-        for e, reg in enumerate(regs):
-            if reg is not None and ready[e]:
-                info.ejected[e] = reg
-            eject_free.append(reg is None or ready[e])
+            ready = [eject_ready] + [True] * (len(queues) - 1)
+        for e, q in enumerate(queues):
+            if q and ready[e]:  # the front leaves; its slot is free for this cycle's grants
+                info.ejected[e] = q.popleft()
+                self.eject_credits[e] += 1
         offers = inject if isinstance(inject, dict) else {} if inject is None else {0: inject}
         inject_ready = {i: self.inject_ready_at(i) for i in offers}
         # the next registers: what is sent this cycle (nothing unless something is)
-        held = [None if ready[e] else reg for e, reg in enumerate(regs)]
-        nxt = _Next(self._no_links, self._no_credits, held)
+        nxt = _Next(self._no_links, self._no_credits)
+        if self.leaving:  # traverse: last cycle's grants leave their buffers
+            self._traverse(nxt, info)
+        if credit_in is not None:  # usable by this cycle's requests
+            self._return_credits(credit_in)
         if self.active or any(self.committed):
-            requests, drops = self._requests(eject_free)
+            requests, drops = self._requests()
             for r, kind in drops:
-                self._pop(r, nxt)
+                self._leave(r, nxt)
                 self._count_drop(kind)
             for port, asking in requests.items():
                 winner, vc = self._arbitrate(port, asking)
-                self._traverse(winner, port, vc, nxt, info)
+                self._grant(winner, port, vc, nxt, info)
         if self._paced:  # a cycle has passed for every link output's interval
             self.wait = [w - 1 if w else 0 for w in self.wait]
-        if credit_in is not None:
-            self._return_credits(credit_in)
         if link_in is not None:
             self._receive(link_in)
         for i, flit in offers.items():
             if flit is not None and inject_ready[i]:
                 self._check_injected(i, flit)
                 info.accepted.append(i)
-        self.link_reg, self.credit_reg, self.eject_regs = nxt.link, nxt.credit, nxt.eject
+        self.link_reg, self.credit_reg = nxt.link, nxt.credit
         self.cycle += 1
         return info
 
     # -- request ----------------------------------------------------------------------------
-    def _requests(self, eject_free: list[bool]):
-        """Every non-empty buffer's front flit, from the state at the start of the cycle: the
+    def _requests(self):
+        """Every non-empty buffer's front flit (the flit behind one granted last cycle, which
+        has just left), from the state its grants left: the
         requesters asking each output with the output VC they ask for (``{output:
         [(requester, vc), ...]}``) and the front flits dropped as ``(requester, DropKind)``."""
         requests: dict[int, list[tuple[int, int]]] = {}
@@ -247,23 +272,24 @@ class Router:
                 if self._route(flit) is None:
                     drops.append((r, DropKind.BAD_DEST))
                     continue
-            want = self._request(r, flit, eject_free)
+            want = self._request(r, flit)
             if want is not None:
                 port, vc = want
                 requests.setdefault(port, []).append((r, vc))
         return requests, drops
 
-    def _request(self, r: int, flit: int, eject_free: list[bool]) -> tuple[int, int] | None:
+    def _request(self, r: int, flit: int) -> tuple[int, int] | None:
         """The ``(output, output VC)`` requester ``r`` asks for, or ``None`` if it must
         wait: a head needs its output VC free and a credit, a body or tail the VC its head
-        took and a credit; an ejection port needs its register free; a link output waits out
-        its flit interval."""
+        took and a credit; an ejection port needs a free slot of its two-flit queue; a link
+        output waits out its flit interval."""
+        eject_free = self.eject_credits
         held = self.alloc[r]
         if held is not None:
             port, vc = held
             e = self._eject_of.get(port)
             if e is not None:
-                ok = eject_free[e]
+                ok = eject_free[e] > 0
             else:
                 ok = self.credits[port][vc] > 0 and not self.wait[port]
             return held if ok else None
@@ -271,7 +297,7 @@ class Router:
         vc = out_vc(lane(self.fmt.vc(flit), self.cfg.vcs), cls, self.cfg.vcs)
         if port == LOCAL:  # the ejection port of the link it came in on
             port = self._local[r]
-            ok = eject_free[self._eject_of[port]] and not self.busy[port][0]
+            ok = eject_free[self._eject_of[port]] > 0 and not self.busy[port][0]
         else:
             ok = not self.busy[port][vc] and self.credits[port][vc] > 0 and not self.wait[port]
         return (port, vc) if ok else None
@@ -301,16 +327,16 @@ class Router:
         self.rr[port] = (winner[0] + 1) % R
         return winner
 
-    def _traverse(self, r: int, port: int, vc: int, nxt: _Next, info: StepInfo):
-        """Requester ``r``'s front flit goes, in ``vc``, into ``port``'s output register;
-        a head takes the output VC for its packet, a tail frees it."""
-        flit = self._pop(r, nxt)
-        out = self.fmt.with_vc(flit, vc)
+    def _grant(self, r: int, port: int, vc: int, nxt: _Next, info: StepInfo):
+        """Requester ``r``'s front flit is granted ``port`` in ``vc``: the grant spends the
+        credit (an ejection port: a slot of its queue), a head takes the output VC for its
+        packet, a tail frees it, and a link VC's slot is credited back upstream now; the flit
+        itself leaves its buffer in the next cycle (:meth:`_traverse`)."""
+        flit = self.fifo[r][0]
         e = self._eject_of.get(port)
         if e is not None:
-            nxt.eject[e] = out
+            self.eject_credits[e] -= 1
         else:
-            nxt.send(port, out)
             self.credits[port][vc] -= 1
             if self._paced:
                 self.wait[port] = self._interval[port]
@@ -322,20 +348,37 @@ class Router:
         elif kind == FlitKind.TAIL:
             self.alloc[r] = None
             self.busy[port][held] = False
-        info.sent[port] = out
+        self._leave(r, nxt)
+        self.granted.append((r, port, vc))
         info.grants.append((r, port, vc))
 
-    def _pop(self, r: int, nxt: _Next) -> int:
-        """Remove requester ``r``'s front flit; a link VC's slot is credited back upstream."""
-        flit = self.fifo[r].popleft()
-        i = self._inj_of.get(r)
-        if i is not None:
-            self.committed[i] -= 1
-            return flit
-        if not self.fifo[r]:
-            self.active.discard(r)
-        nxt.credit_back(*self._link_of[r])
-        return flit
+    def _leave(self, r: int, nxt: _Next):
+        """Requester ``r``'s front flit is granted or dropped: it leaves its buffer next
+        cycle; a link VC's slot is credited back upstream now."""
+        self.leaving.append(r)
+        if self._inj_of.get(r) is None:
+            nxt.credit_back(*self._link_of[r])
+
+    def _traverse(self, nxt: _Next, info: StepInfo):
+        """The flits granted or dropped last cycle leave their buffers; a granted one goes,
+        in its output VC, into its output's register (an ejection port: its queue)."""
+        popped = {}
+        for r in self.leaving:
+            popped[r] = self.fifo[r].popleft()
+            i = self._inj_of.get(r)
+            if i is not None:
+                self.committed[i] -= 1
+            elif not self.fifo[r]:
+                self.active.discard(r)
+        for r, port, vc in self.granted:
+            out = self.fmt.with_vc(popped[r], vc)
+            e = self._eject_of.get(port)
+            if e is not None:
+                self.eject_q[e].append(out)
+            else:
+                nxt.send(port, out)
+            info.sent[port] = out
+        self.leaving, self.granted = [], []
 
     # -- writes: credits, link inputs, injection --------------------------------------------
     def _return_credits(self, credit_in):
@@ -365,10 +408,22 @@ class Router:
             q = self.fifo[r]
             if len(q) >= self.cfg.depth:
                 self._count_drop(DropKind.NO_CREDIT)
+                kind = self.fmt.kind(q[-1])
                 q[-1] = self.fmt.close(q[-1])
+                if len(q) == 1 and not kind.ends_packet:
+                    self._close_granted(r)
                 continue
             q.append(flit)
             self.active.add(r)
+
+    def _close_granted(self, r: int):
+        """The flit closed is requester ``r``'s only one and was granted this cycle (a buffer
+        of one flit): its grant took or kept its output VC as for a head or body; it now ends
+        the packet there, so the packet releases the VC as a tail would."""
+        for g, port, vc in self.granted:
+            if g == r:
+                self.alloc[r] = None
+                self.busy[port][0 if port in self._eject_of else vc] = False
 
     def _check_injected(self, port: int, flit: int):
         """Injection port ``port``'s checker: write an accepted flit, commit its packet at a
@@ -442,12 +497,12 @@ class _Checker:
 
 class _Next:
     """The output registers a cycle writes: ``link`` and ``credit`` stay the router's shared
-    "nothing" tuples until something is sent; ``eject`` by ejection port."""
+    "nothing" tuples until something is sent."""
 
-    __slots__ = ("link", "credit", "eject")
+    __slots__ = ("link", "credit")
 
-    def __init__(self, link, credit, eject):
-        self.link, self.credit, self.eject = link, credit, eject
+    def __init__(self, link, credit):
+        self.link, self.credit = link, credit
 
     def send(self, port: int, flit: int):
         if isinstance(self.link, tuple):

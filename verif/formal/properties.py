@@ -127,10 +127,11 @@ PROPERTIES = {
         Property(
             "router_credits",
             f"every output credit counter of a {FORMAL_CONFIG.torus.name} router (any position)"
-            f" stays in 0..{FORMAL_CONFIG.depth}, its has_credit flag says whether it is 0; on a"
-            " link whose both ends are the RTL, credits"
-            " + flit on the wire + flits buffered + credit returning = depth, and no misuse is"
-            " counted",
+            f" stays in 0..{FORMAL_CONFIG.depth}, its has_credit flag says whether it is 0 and"
+            " it still holds the credit its registered grant spent; on a link whose both ends"
+            " are the RTL, credits + flit on the wire + flits buffered = depth (a returning"
+            " credit's flit is still buffered), and no misuse is counted; the ejection queue's"
+            " credits + flits = its 2 slots",
             harness=RouterCredits,
             depth=2,
             cover_depth=8,
@@ -142,7 +143,7 @@ PROPERTIES = {
             "come in",
             harness=RouterVcOrder,
             depth=3,
-            cover_depth=6,
+            cover_depth=8,  # two flits through the router and back: grant, traverse, link
         ),
         Property(
             "tensor_handshake_int8",

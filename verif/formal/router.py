@@ -16,6 +16,7 @@ from amaranth.lib import data
 from hdl.link.flit import closed_kind, flit_layout
 from hdl.link.router import Router
 from tlm.link.config import LinkConfig
+from tlm.link.router import EJECT_SLOTS
 
 from .harness import AnyConst, AnySeq, internal, no_reset
 
@@ -91,20 +92,37 @@ class _RouterHarness(Elaboratable):
 
 class RouterCredits(_RouterHarness):
     """Every output credit counter stays within ``0..depth``, and its flag ``has_credit`` (a
-    register the requests read) says whether it is 0; on a looped link it is conserved:
-    credits + the flit on the wire + the flits in the receiving VC's buffer + the credit on
-    its way back = ``depth``, and neither end ever counts a misuse (a flit without a credit,
-    a credit not owed). Covers: each looped VC runs out of credits, and fills its buffer."""
+    register the requests read) says whether it is 0; the counter still holds the credit
+    that last cycle's grant (in the grant register) spent. On a looped link credits are
+    conserved: credits + the flit on the wire + the flits in the receiving VC's buffer =
+    ``depth`` (a credit on its way back is that of a flit leaving the buffer this cycle,
+    still counted there), and neither end ever counts a misuse (a flit without a credit, a
+    credit not owed). The ejection queue: its credits + the flits it holds = its two slots,
+    the second slot is used only behind the first, and a grant to it had a credit. Covers:
+    each looped VC runs out of credits, and fills its buffer; the ejection queue fills."""
 
     def properties(self, m, dut, body):
         cfg = self.cfg
         layout = flit_layout(cfg.fmt)
         bits = (cfg.depth - 1).bit_length()
+        eject_credits = internal(body, "eject_credits")
+        second = internal(body, "eject_second_valid")
+        m.d.comb += [
+            Assert(eject_credits + dut.eject.valid + second == EJECT_SLOTS),
+            Assert(~second | dut.eject.valid),
+            Assert(~internal(body, "eject_spent") | (eject_credits != 0)),
+            Cover(second),
+        ]
         for o in range(1, cfg.ports):
             for vc in range(cfg.vcs):
                 credits = internal(body, f"credit{o}_vc{vc}")
                 has_credit = internal(body, f"has_credit{o}_vc{vc}")
-                m.d.comb += [Assert(credits <= cfg.depth), Assert(has_credit == (credits != 0))]
+                spent = internal(body, f"spent{o}_vc{vc}")
+                m.d.comb += [
+                    Assert(credits <= cfg.depth),
+                    Assert(has_credit == (credits != 0)),
+                    Assert(~spent | (credits != 0)),
+                ]
                 if o not in LOOPED:
                     continue
                 p = LOOPED[o]
@@ -114,9 +132,10 @@ class RouterCredits(_RouterHarness):
                 wr = internal(body, f"in{p}_vc{vc}_wr")
                 held = Signal(bits + 2, name=f"held{p}_vc{vc}")
                 m.d.comb += held.eq((wr - rd)[: bits + 1])
-                total = credits + on_wire + held + i_link.credit[vc]
+                total = credits + on_wire + held
                 m.d.comb += [
                     Assert(total == cfg.depth),
+                    Assert(~i_link.credit[vc] | (held != 0)),
                     Assert(~internal(body, f"in{p}_vc{vc}_no_credit")),
                     Assert(~internal(body, f"credit_over{o}_vc{vc}")),
                     Cover(credits == 0),

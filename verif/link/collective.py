@@ -33,7 +33,7 @@ Examples
 ...     traffic.observe(net.step(*traffic.offers()), net)
 >>> traffic.check()
 >>> traffic.steps_done, traffic.board.delivered, traffic.cycle
-(15, 480, 195)
+(15, 480, 225)
 """
 
 from __future__ import annotations
