@@ -113,8 +113,8 @@ def is_int_code(cfg: EngineConfig, code):
 def decode_operand(m: Module, cfg: EngineConfig, raw, code, name: str, stages=None):
     """Decode a raw operand of format ``cfg.formats[code]`` into :func:`decoded_layout`
     (``raw`` itself on an integer-only engine). Added to ``m``. With ``stages``
-    (:class:`hdl.stages.Stages`), the cut ``dec.norm`` may put a register ahead of the
-    significand's normalisation (:func:`hdl.fp.mul.decode_any`)."""
+    (:class:`hdl.stages.Stages`), the cut ``dec.norm`` may put a register in the
+    significand's normalisation, between the count and the shift (:func:`hdl.fp.mul.decode_any`)."""
     layout = decoded_layout(cfg)
     if layout is None:
         return raw

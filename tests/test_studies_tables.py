@@ -5,8 +5,8 @@ import random
 
 import pytest
 from rich.console import Console
-from rich.table import Table
 
+from tlm.studies.cli import rich_table
 from tlm.studies.tables import line, lines
 
 #: Words of every kind a cell holds: numbers with units, names, paths, long sources.
@@ -33,12 +33,7 @@ WORDS = [
 def _rich(title, header, rows, width) -> list[str]:
     out = io.StringIO()
     console = Console(file=out, width=width, markup=False, emoji=False, color_system=None)
-    table = Table(title=title)
-    for text in header:
-        table.add_column(text, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    console.print(rich_table(title, header, rows))
     return out.getvalue().split("\n")[:-1]
 
 

@@ -35,8 +35,16 @@ def test_bad_stage_count_is_one_clear_error(fmt, stages, message):
     "fmt,stages,message",
     [
         ("int8", 2, "decode_stages must be an integer in 1..1 for an engine of kind 'int', not 2"),
-        ("bf16", 0, "decode_stages must be an integer in 1..2 for an engine of kind 'float', not 0"),
-        ("all", 1.0, "decode_stages must be an integer in 1..2 for an engine of kind 'float', not 1.0"),
+        (
+            "bf16",
+            0,
+            "decode_stages must be an integer in 1..2 for an engine of kind 'float', not 0",
+        ),
+        (
+            "all",
+            1.0,
+            "decode_stages must be an integer in 1..2 for an engine of kind 'float', not 1.0",
+        ),
     ],
 )
 def test_bad_decode_stages_is_one_clear_error(fmt, stages, message):

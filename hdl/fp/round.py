@@ -79,8 +79,8 @@ def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
     infinity pattern when that overflows the range.
 
     ``stages`` (:class:`hdl.stages.Stages`) may put registers at the cuts ``add.norm_half``
-    (between the leading zeros' count and the shift), ``add.norm`` (after it) and ``add.round`` (before
-    the rounding increment).
+    (between the leading zeros' count and the shift), ``add.norm`` (after it) and
+    ``add.round`` (before the rounding increment).
     """
     from ..stages import Stages
 

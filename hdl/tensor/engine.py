@@ -40,8 +40,8 @@ class TensorEngine(wiring.Component):
     ``res_stream``
         One beat per moving beat, in order: ``(stationary.T @ moving)[:, n]`` in ``cols``
         lanes, ``last`` on the op's final beat. Latency ``cfg.latency`` cycles (``rows *
-        add_stages + mul_stages + cols + decode_stages``). Results wait in a two-entry queue; while it is
-        full the whole engine holds still.
+        add_stages + mul_stages + cols + decode_stages``). Results wait in a two-entry queue;
+        while it is full the whole engine holds still.
     ``status``
         Sticky ``flags`` and saturating ``counts`` per :class:`~tlm.tensor.config.ErrorKind`.
 
@@ -97,7 +97,7 @@ class TensorEngine(wiring.Component):
             }
         )
 
-    def _decode(self, m, name, raw, code):
+    def _decode(self, m, name, raw, code, adv):
         """The operand ``raw`` decoded for the array (itself on an integer-only engine)."""
         if not self.cfg.has_float:
             return raw
@@ -105,7 +105,7 @@ class TensorEngine(wiring.Component):
         place(m, name, dec, self._decode_module, clocked=dec.clocked, reset=False)
         m.d.comb += dec.raw.eq(raw)
         if dec.clocked:
-            m.d.comb += dec.adv.eq(self._adv)
+            m.d.comb += dec.adv.eq(adv)
         if self.cfg.fmt_bits:
             m.d.comb += dec.code.eq(code)
         return dec.out
@@ -175,7 +175,7 @@ class TensorEngine(wiring.Component):
         # next state is then computed once per clock edge in Verilator, not again whenever an
         # input changes.
         count = Signal(range(3))
-        adv = self._adv = Signal()
+        adv = Signal()
         m.d.comb += adv.eq(count != 2)
         for part in (array, mv_skew, mv_ctl, ld_skew, ld_ctl, deskew):
             m.d.comb += part.adv.eq(adv)
@@ -267,7 +267,7 @@ class TensorEngine(wiring.Component):
             ctl = mv_ctl.tap(k * step + dec)  # beside the decoded operand
             code = mv_ctl.tap(k * step).x_fmt if fb else None  # beside the raw operand
             m.d.comb += [
-                lanes[k].data.eq(self._decode(m, f"mv_dec{k}", mv_skew.out(k), code)),
+                lanes[k].data.eq(self._decode(m, f"mv_dec{k}", mv_skew.out(k), code, adv)),
                 lanes[k].en.eq(ctl.live & (k < ctl.k)),
                 lanes[k].bank.eq(ctl.bank),
             ]
@@ -328,7 +328,7 @@ class TensorEngine(wiring.Component):
             ctl = ld_ctl.tap(c + dec)
             code = ld_ctl.tap(c).fmt if fb else None
             m.d.comb += [
-                array.w_in(c).data.eq(self._decode(m, f"ld_dec{c}", ld_skew.out(c), code)),
+                array.w_in(c).data.eq(self._decode(m, f"ld_dec{c}", ld_skew.out(c), code, adv)),
                 array.w_in(c).row.eq(ctl.row),
                 array.w_in(c).we.eq(ctl.we),
                 array.w_in(c).bank.eq(ctl.bank),

@@ -267,19 +267,25 @@ def render(study: Study, report: Report):
             sys.stdout.write(text)
             return
     from rich.console import Console
-    from rich.table import Table
 
     # the cells are data, shown as they are: no markup (a path's "[x]" was taken for a
     # style) nor emoji codes (":x:" for a cross); neither is parsed then, cell by cell
     console = Console(width=None if wide else _PIPE_COLUMNS, markup=False, emoji=False)
     console.print(f"[bold]trnsim {study.name}[/bold]: {study.title}", markup=True)
-    for title, headers, rows in tables:
-        table = Table(title=title)
-        for text in headers:
-            table.add_column(text, justify="right")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+    for table in tables:
+        console.print(rich_table(*table))
+
+
+def rich_table(title, headers, rows):
+    """One of :func:`render`'s tables as rich draws it: every column right-justified."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for text in headers:
+        table.add_column(text, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
 
 
 def _colourless() -> bool:

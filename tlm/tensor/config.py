@@ -209,9 +209,7 @@ class EngineConfig:
         ``rows * add_stages`` down the columns, ``mul_stages`` ahead of the first sum,
         ``cols`` across the rows and de-skew, one register between the skew lines and the
         array, and ``decode_stages - 1`` in the operand decoders."""
-        return (
-            self.rows * self.add_stages + self.mul_stages + self.cols + self.decode_stages
-        )
+        return self.rows * self.add_stages + self.mul_stages + self.cols + self.decode_stages
 
     @property
     def k_bits(self) -> int:
