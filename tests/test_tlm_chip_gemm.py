@@ -99,7 +99,7 @@ def test_gemm_time_never_beats_the_roofline(dtype, m, n, k):
     assert run.flops == 2 * m * n * k
 
 
-@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.952), ("fp8_e4m3", 0.913)])
+@pytest.mark.parametrize("dtype,fraction", [("bf16", 0.951), ("fp8_e4m3", 0.911)])
 def test_large_gemm_reaches_the_stated_fraction_of_peak(dtype, fraction):
     """The fractions README ("Chip model") and docs/chip.md state, to their 3 digits: the
     timing model is deterministic, so a change that moves them (either way) fails here and

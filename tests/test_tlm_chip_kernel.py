@@ -206,3 +206,22 @@ def test_reused_bytes_wait_for_the_freed_tiles_last_access():
     assert new.alloc.offset == 0  # the freed bytes
     writer = core.dma_copy(new, kernel.hbm_tensor("h", (128, 512), "bf16"))
     assert reader in writer.deps
+
+
+def test_accumulation_chain_pipelines_in_order():
+    """A chain of matmuls accumulating into one PSUM tile issues back to back (each waits for
+    the queue, not for the last one's result), each result visible no earlier than the last
+    one's, and a read of the bank waits for the last."""
+    kernel = Kernel("trn2", values=False)
+    core = kernel.core(0)
+    s = [core.sbuf.tile((128, 128), "bf16") for _ in range(4)]
+    m = core.sbuf.tile((128, 512), "bf16")
+    p = core.psum.tile((128, 512), "fp32")
+    chain = [core.nc_matmul(p, t, m, accumulate=i > 0) for i, t in enumerate(s)]
+    read = core.tensor_copy(core.sbuf.tile((128, 512), "fp32"), p)
+    kernel.run()
+    for before, inst in zip(chain, chain[1:]):
+        assert inst.start_s == before.end_s < before.done_s  # issued under the last's latency
+        assert inst.done_s >= before.done_s
+        assert inst.done_s - inst.start_s == pytest.approx(inst.latency_s)
+    assert read.deps == [chain[-1]] and read.start_s == chain[-1].done_s

@@ -101,7 +101,10 @@ def test_stationary_reuse_follows_versions():
     reloaded = core.nc_matmul(p, s, m, accumulate=True)
     assert again.occupancy_s < first.occupancy_s
     assert reloaded.occupancy_s == first.occupancy_s
-    assert again.deps == [first]  # accumulating reads the bank
+    # accumulating reads the bank the previous matmul writes: in order behind it in the
+    # tensor queue, not waiting for its result
+    assert (again.deps, again.after) == ([], first)
+    assert (reloaded.deps, reloaded.after) == ([core.program.instructions[2]], again)
 
 
 def test_two_cores_share_one_program():

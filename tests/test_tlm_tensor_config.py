@@ -55,10 +55,10 @@ def test_bad_decode_stages_is_one_clear_error(fmt, stages, message):
 
 def test_defaults_and_split():
     assert EngineConfig(4, 4).pe_stages == DEFAULT_PE_STAGES["int"]
-    assert EngineConfig(4, 4).decode_stages == 1
+    assert EngineConfig(4, 4).decode_stages == DEFAULT_DECODE_STAGES["int"] == 1
     cfg = EngineConfig(4, 4, "fp8_e4m3,bf16")
-    assert cfg.pe_stages == DEFAULT_PE_STAGES["float"]
-    assert cfg.decode_stages == DEFAULT_DECODE_STAGES
+    assert (cfg.pe_stages, cfg.decode_stages) == (DEFAULT_PE_STAGES["float"], 2)
+    assert {"pe_stages": cfg.pe_stages, "decode_stages": cfg.decode_stages} == PIPELINED_FLOAT
     for kind, cuts in PE_CUTS.items():
         assert all(c.split(".")[0] in ("mul", "add") for c in cuts), kind
         assert len(set(cuts)) == len(cuts), kind
@@ -72,6 +72,6 @@ def test_defaults_and_split():
 @pytest.mark.parametrize("stages,latency", [(1, 4 + 3 + 1), (2, 4 + 1 + 3 + 1)])
 def test_latency_counts_add_stages_per_row_and_mul_stages_once(stages, latency):
     assert EngineConfig(4, 3, pe_stages=stages).latency == latency
-    cfg = EngineConfig(4, 3, "bf16", pe_stages=5)  # mul.product/multiply, add.align/order
-    assert cfg.latency == 4 * 3 + 2 + 3 + 1
+    cfg = EngineConfig(4, 3, "bf16", pe_stages=5, decode_stages=1)  # mul.product/multiply,
+    assert cfg.latency == 4 * 3 + 2 + 3 + 1  # add.align/order
     assert EngineConfig(4, 3, "bf16", pe_stages=5, decode_stages=2).latency == 4 * 3 + 2 + 3 + 2

@@ -118,6 +118,8 @@ def _queue_process(env, insts, net, counter, busy, key, prefix):
                 yield env.timeout(inst.occupancy_s)
             inst.end_s = env.now
             inst.done_s = inst.start_s + inst.latency_s
+            if inst.after is not None and inst.after.done_s > inst.done_s:
+                inst.done_s = inst.after.done_s
             tail = inst.done_s - env.now
             if tail > 0:
                 counter[0] += 1

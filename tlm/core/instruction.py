@@ -19,6 +19,10 @@ class Instruction:
     write after read, write after write on overlapping memory): the kernel finds them, and the
     engine waits on their completion semaphores. ``occupancy_s`` is how long the queue is busy,
     ``latency_s`` when the result is visible (>= occupancy; the tensor engine pipelines).
+    ``after`` is the last earlier instruction of the same Tensor engine queue that writes PSUM
+    elements this one reads or writes: the array delivers results in issue order, so an
+    accumulating matmul follows it into the pipeline without waiting for its result, and its
+    own result is visible no earlier than that one's.
     """
 
     index: int
@@ -27,6 +31,7 @@ class Instruction:
     op: str
     label: str
     deps: list = field(default_factory=list)
+    after: Instruction | None = None
     occupancy_s: float = 0.0
     latency_s: float = 0.0
     flops: float = 0.0

@@ -162,13 +162,29 @@ class Program:
         Accesses are boxes (a range per dimension) of an allocation or an HBM tensor. A write
         waits for the overlapping earlier writes and reads; those then shrink by the written
         box, since a later access to the same elements waits for this write, and so for them.
+        A Tensor engine instruction does not wait for the same queue's earlier PSUM results; it
+        is ordered after the last of them (``inst.after``).
         """
-        deps = {}
+        deps, ordered = {}, {}
+
+        def hazard(view, other):
+            # the Tensor engine's own earlier PSUM results come out of its pipeline first: in
+            # order behind them, not waiting for them (Instruction.after)
+            if (
+                other.queue == "tensor" == inst.queue
+                and other.core == inst.core
+                and isinstance(view, Tile)
+                and view.memory.name.endswith(".psum")
+            ):
+                ordered[other.index] = other
+            else:
+                deps[other.index] = other
+
         for view in reads:
             box, key = view.ranges, self._key(view)
             for wbox, w in self._writers.get(key, ()):
                 if _overlap(box, wbox):
-                    deps[w.index] = w
+                    hazard(view, w)
         for view in writes:
             box, key = view.ranges, self._key(view)
             for table in (self._writers, self._readers):
@@ -178,7 +194,7 @@ class Program:
                 kept = []
                 for obox, other in entries:
                     if _overlap(box, obox):
-                        deps[other.index] = other
+                        hazard(view, other)
                         obox = _subtract(obox, box)
                         if obox is None:
                             continue
@@ -190,4 +206,6 @@ class Program:
             self._writers.setdefault(self._key(view), []).append((view.ranges, inst))
             if isinstance(view, Tile):
                 self._versions[view.alloc.id] = self._versions.get(view.alloc.id, 0) + 1
+        if ordered:
+            inst.after = ordered[max(ordered)]
         return [deps[i] for i in sorted(deps)]

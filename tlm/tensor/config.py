@@ -84,21 +84,21 @@ PE_CUTS = {
 
 #: The default stage count per kind. Integers: 2 (the product ahead of the sum; 21 generic gate
 #: levels a stage against 32 in one, within the 22 a stage holds at trn2's clock at 5 nm).
-#: Floating point: 1 for now, though 11 meets the same budget (22 levels against 153 in one;
-#: :data:`PIPELINED_FLOAT`): the chip model's accumulation chains wait for each matmul's whole
-#: pipeline, so its longer fill would move the calibrated GEMM costs by more than the hardware
-#: would (docs/tensor_engine.md, "Pipelined PE").
-DEFAULT_PE_STAGES = {"int": 2, "float": 1}
+#: Floating point: 11 (22 levels a stage against 147 in one, every format set;
+#: docs/tensor_engine.md, "Pipelined PE"): 5 of them before the partial sum arrives, 6 on the
+#: sum's path, so a result leaves 6 cycles a row later than the product entered.
+DEFAULT_PE_STAGES = {"int": 2, "float": 11}
 
-#: The default stages of the operand decoders at the array's edge: 1 (combinational). 2 puts a
-#: register between the leading zeros' count and the shift of a subnormal's significand (cut
-#: ``dec.norm``), a cycle of latency, as the pipelined PE needs: in one stage the skew lane's
-#: read and the decoder take 33 levels at 128 rows.
-DEFAULT_DECODE_STAGES = 1
+#: The default stages of the operand decoders at the array's edge, per kind: 2 on a float
+#: engine (a register between the leading zeros' count and the shift of a subnormal's
+#: significand, cut ``dec.norm``; in one stage the skew lane's read and the decoder take 33
+#: levels at 128 rows, 22 in two), 1 on an integer one, which decodes nothing.
+DEFAULT_DECODE_STAGES = {"int": 1, "float": 2}
 
 #: ``pe_stages`` and ``decode_stages`` of a floating-point engine whose every stage is within
-#: 22 generic gate levels (trn2's clock at 5 nm), every format set: ``EngineConfig(...,
-#: **PIPELINED_FLOAT)``. 6 of the PE's stages are on the sum's path (6 cycles a row).
+#: 22 generic gate levels (trn2's clock at 5 nm), every format set: the defaults, spelled out
+#: for ``EngineConfig(..., **PIPELINED_FLOAT)``. ``pe_stages=1, decode_stages=1`` is the
+#: one-cycle multiply-accumulate of earlier releases (a 147-level path).
 PIPELINED_FLOAT = {"pe_stages": 11, "decode_stages": 2}
 
 
@@ -122,11 +122,11 @@ class EngineConfig:
         Width of each saturating error counter on the status port (default 16).
     pe_stages : int or None
         Pipeline stages of a PE, ``1 .. len(PE_CUTS[kind]) + 1`` (kind "int" or "float",
-        see :data:`PE_CUTS`); ``None`` takes :data:`DEFAULT_PE_STAGES`. After construction,
-        the number.
+        see :data:`PE_CUTS`); ``None`` takes :data:`DEFAULT_PE_STAGES` (2 int, 11 float).
+        After construction, the number.
     decode_stages : int or None
         Stages of the operand decoders at the array's edge: 1 or 2 on an engine with a
-        floating-point format (``None``: :data:`DEFAULT_DECODE_STAGES`), 1 on an integer-only
+        floating-point format (``None``: :data:`DEFAULT_DECODE_STAGES`, 2), 1 on an integer-only
         engine, which decodes nothing. Each stage past the first is a cycle of latency.
 
     Examples
@@ -139,11 +139,10 @@ class EngineConfig:
     >>> cfg = EngineConfig(128, 128, "bf16,fp8_e4m3,fp8_e5m2")
     >>> [f.name for f in cfg.formats], cfg.fmt_bits, cfg.code("bf16")
     (['fp8_e4m3', 'fp8_e5m2', 'bf16'], 2, 2)
-    >>> cfg.pe_stages, cfg.decode_stages, cfg.latency
-    (1, 1, 257)
-    >>> cfg = EngineConfig(128, 128, "bf16", **PIPELINED_FLOAT)
-    >>> cfg.mul_stages, cfg.add_stages, cfg.latency
-    (5, 6, 903)
+    >>> cfg.pe_stages, cfg.decode_stages, cfg.mul_stages, cfg.add_stages, cfg.latency
+    (11, 2, 5, 6, 903)
+    >>> EngineConfig(128, 128, "bf16", pe_stages=1, decode_stages=1).latency
+    257
     """
 
     rows: int = 128
@@ -175,7 +174,7 @@ class EngineConfig:
             )
         stages, most = self.decode_stages, 2 if self.has_float else 1
         if stages is None:
-            object.__setattr__(self, "decode_stages", stages := DEFAULT_DECODE_STAGES)
+            object.__setattr__(self, "decode_stages", stages := DEFAULT_DECODE_STAGES[self.pe_kind])
         if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= most:
             raise ValueError(
                 f"decode_stages must be an integer in 1..{most} for an engine of kind "
