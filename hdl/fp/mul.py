@@ -205,7 +205,7 @@ def product(m: Module, a, b, stages=None):
     }
     v = st.cut("mul.csa", t=Cat(*terms), esum=esum, esum1=esum1, **flags)
     terms = [v["t"][i * width : (i + 1) * width] for i in range(len(terms))]
-    prod = Signal(width, name="prod")
+    prod = Signal(width, name="prod_sum")
     if len(terms) > 1:
         s, c = compress(m, terms, width, "prod_cs")
         m.d.comb += prod.eq(s + c)
@@ -251,10 +251,9 @@ def product(m: Module, a, b, stages=None):
     m.d.comb += [big.eq(lead_exp > 127), edge.eq(lead_exp == 127)]
     v = st.cut("mul.round", kept=kept, up=up, exp=exp, field=field, big=big, edge=edge, **flags)
     sig = increment(m, v["kept"], v["up"], "prod_sig")
-    nan = Signal(name="prod_nan")
     inf = Signal(name="prod_inf")
-    m.d.comb += [nan.eq(v["nan"]), inf.eq(v["inf"] | v["big"] | (v["edge"] & sig[24]))]
-    return v["sign"], sig, v["exp"], nan, inf, v["field"]
+    m.d.comb += inf.eq(v["inf"] | v["big"] | (v["edge"] & sig[24]))
+    return v["sign"], sig, v["exp"], v["nan"], inf, v["field"]
 
 
 def multiply(m: Module, a, b):
