@@ -184,8 +184,13 @@ def test_balanced_shape():
     assert (bm == m).all() and (bn == n).all()
     # 2048 x 1280: 4 x 2 blocks, one per core; the busiest holds a full 512 x 1024 block
     assert balanced_shape(2048.0, 1280.0, 8) == (2048, 2048)
-    # 64 x 6144: 12 blocks of 64 x 512 (halved); two rounds on 8 cores = 16 blocks
+    # 64 x 6144: 6 blocks of 64 x 1024 (12 halves would need two rounds); one on every
+    # core is 64 x 8192
     assert balanced_shape(64.0, 6144.0, 8) == (64, 8192)
+    # 64 x 600: 2 blocks of 64 x 512, the smallest: two cores busy, as 64 x 1024
+    assert balanced_shape(64.0, 600.0, 8) == (64, 1024)
+    # 1500 x 1000: 3 x 2 blocks of 512 x 512 (12 of 256 x 512 would need two rounds)
+    assert balanced_shape(1500.0, 1000.0, 8) == (1536, 8 * 512 * 512 / 1536)
 
 
 def test_a_fraction_of_a_row_costs_that_fraction(tmp_path, trn2):

@@ -115,14 +115,16 @@ def test_one_chip_through_start_and_finish_is_simulate_to_the_last_bit():
 @pytest.mark.parametrize(
     "shape,hex_time",
     [
-        ((512, 512, 512), "0x1.0983c3bc8e54ap-17"),
-        ((300, 5000, 700), "0x1.201eb63060844p-16"),
-        ((8192, 512, 1024), "0x1.85987a7d55a63p-16"),
+        ((512, 512, 512), "0x1.02cd5fe7f4c07p-17"),
+        ((300, 5000, 700), "0x1.12e41d539ed99p-16"),
+        ((8192, 512, 1024), "0x1.94939768a93e8p-16"),
     ],
 )
-def test_single_chip_gemm_times_pinned_from_before_the_refactor(shape, hex_time):
-    """The times the chip model gave before timing.py could run in a shared environment
-    (float.hex), within golden.REL: the refactor changed none."""
+def test_single_chip_gemm_times_pinned(shape, hex_time):
+    """The chip model's times (float.hex), within golden.REL: first pinned before timing.py
+    could run in a shared environment (the refactor changed none), re-pinned where the
+    model changes on purpose (2026-11-27: the pipelined float PE with in-order accumulation
+    and the kernel's blocking; before: 7.91, 17.17 and 23.22 us)."""
     kernel, _, _ = build_gemm(*shape, "bf16")
     assert kernel.run().time_s == pytest.approx(float.fromhex(hex_time), rel=REL)
 

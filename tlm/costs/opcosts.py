@@ -245,7 +245,8 @@ def _interpolate(table: _Table, cores: str, m, n, k):
 
 
 #: The shipped kernel's output blocks (:func:`tlm.kernels.gemm_blocks`): up to 512 x 1024,
-#: halved (N first, down to 512, then M down to 128) while there are fewer blocks than cores.
+#: halved (N first, down to 512, then M down to 128) while there are fewer blocks than cores
+#: and the halves fit on them.
 #: Mirrored here, vectorised; a test holds :func:`kernel_blocks` to ``gemm_blocks``.
 BLOCK_M, BLOCK_N, MIN_BLOCK_M, MIN_BLOCK_N = 512, 1024, 128, 512
 
@@ -258,8 +259,8 @@ def kernel_blocks(m, n, cores):
     (bm, bn, blocks) : arrays
         Block rows and columns (before clipping to the shape) and the number of blocks.
     """
-    # gemm_blocks' halving loop in closed form: N from 1024 to 512 first, then M from 512
-    # to 256 and 128, each only while there are fewer blocks than cores
+    # gemm_blocks' halving loop unrolled: N from 1024 to 512 first, then M from 512 to 256
+    # and 128, each while there are fewer blocks than cores and the halved ones fit on them
     rows = {b: ceil(m / b) for b in (BLOCK_M, BLOCK_M // 2, MIN_BLOCK_M)}
     cols = {b: ceil(n / b) for b in (BLOCK_N, MIN_BLOCK_N)}
     steps = [
@@ -268,25 +269,31 @@ def kernel_blocks(m, n, cores):
         (BLOCK_M // 2, MIN_BLOCK_N),
         (MIN_BLOCK_M, MIN_BLOCK_N),
     ]
-    bm, bn = float(MIN_BLOCK_M), float(MIN_BLOCK_N)
-    blocks = rows[MIN_BLOCK_M] * cols[MIN_BLOCK_N]
-    for r, c in reversed(steps[:-1]):  # the first step with enough blocks wins
-        enough = rows[r] * cols[c] >= cores
-        bm = where(enough, float(r), bm)
-        bn = where(enough, float(c), bn)
-        blocks = where(enough, rows[r] * cols[c], blocks)
+    bm, bn = float(BLOCK_M), float(BLOCK_N)
+    blocks = rows[BLOCK_M] * cols[BLOCK_N]
+    going = blocks < cores
+    for r, c in steps[1:]:
+        count = rows[r] * cols[c]
+        going = going & (count <= cores)
+        bm = where(going, float(r), bm)
+        bn = where(going, float(c), bn)
+        blocks = where(going, count, blocks)
+        going = going & (count < cores)
     return bm, bn, blocks
 
 
 def balanced_shape(m, n, cores):
     """The ``(m', n')`` whose blocks load every used core as much as ``m x n`` loads its
     busiest core: the kernel hands blocks round robin, so ``ceil(blocks / cores)`` full
-    blocks on the busiest core take as long as a shape with that many on every core. Equal
-    to ``(m, n)`` when the blocks divide evenly (every grid shape)."""
+    blocks on the busiest core take as long as a shape with that many on every core. Fewer
+    blocks than cores that the kernel could still halve (the halves would not fit in one
+    round) likewise: one such block on every core. Equal to ``(m, n)`` when the blocks
+    divide evenly (every grid shape)."""
     bm, bn, blocks = kernel_blocks(m, n, cores)
     rows = minimum(bm, m)
     cols = minimum(bn, n)
-    used = where(blocks <= cores, blocks, ceil(blocks / cores) * cores)
+    halvable = (bm > MIN_BLOCK_M) | (bn > MIN_BLOCK_N)
+    used = where(blocks < cores, where(halvable, cores, blocks), ceil(blocks / cores) * cores)
     padded_m = ceil(m / bm) * rows
     return padded_m, used * rows * cols / padded_m
 

@@ -34,13 +34,16 @@ __all__ = ["gemm", "build_gemm", "gemm_blocks", "assemble"]
 
 def gemm_blocks(m, n, cores, block_m=512, block_n=1024):
     """The output blocks ``(m0, m1, n0, n1)`` and their cores: smaller blocks (down to 128 x
-    512) when there are fewer blocks than cores."""
+    512, N halved first) while there are fewer blocks than cores and the halved ones still
+    fit on the cores in one round. (Halving past that point gives the busiest core two
+    half blocks where it had one: the same products, twice the loads and block boundaries.)
+    """
     bm, bn = block_m, block_n
     while math.ceil(m / bm) * math.ceil(n / bn) < cores and (bn > 512 or bm > 128):
-        if bn > 512:
-            bn //= 2
-        else:
-            bm //= 2
+        half = (bm, bn // 2) if bn > 512 else (bm // 2, bn)
+        if math.ceil(m / half[0]) * math.ceil(n / half[1]) > cores:
+            break
+        bm, bn = half
     blocks = [
         (m0, min(m0 + bm, m), n0, min(n0 + bn, n))
         for m0 in range(0, m, bm)
