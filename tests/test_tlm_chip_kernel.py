@@ -2,6 +2,7 @@
 
 import doctest
 import importlib
+import itertools
 import json
 import math
 
@@ -220,7 +221,7 @@ def test_accumulation_chain_pipelines_in_order():
     chain = [core.nc_matmul(p, t, m, accumulate=i > 0) for i, t in enumerate(s)]
     read = core.tensor_copy(core.sbuf.tile((128, 512), "fp32"), p)
     kernel.run()
-    for before, inst in zip(chain, chain[1:]):
+    for before, inst in itertools.pairwise(chain):
         assert inst.start_s == before.end_s < before.done_s  # issued under the last's latency
         assert inst.done_s >= before.done_s
         assert inst.done_s - inst.start_s == pytest.approx(inst.latency_s)
