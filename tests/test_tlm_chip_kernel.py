@@ -191,10 +191,10 @@ def test_hazards_follow_overlapping_elements():
     read = core.tensor_reduce(core.sbuf.tile((128, 1), "fp32"), t[:, :, 0:64], "max")
     assert read.deps == [w0, w1]  # reads both rows
     w2 = core.dma_copy(t[:, 0], h)  # rewrites row 0: waits for the read (write after read)
-    assert read in w2.deps and w0 in w2.deps
+    assert read in w2.after_reads and w0 in w2.deps
     w3 = core.dma_copy(t[:, 1], h)  # row 1: the read still counts there
-    assert read in w3.deps and w1 in w3.deps and w2 not in w3.deps
-    assert r not in w3.deps  # other tiles do not matter
+    assert read in w3.after_reads and w1 in w3.deps and w2 not in w3.deps + w3.after_reads
+    assert r not in w3.deps + w3.after_reads  # other tiles do not matter
 
 
 def test_reused_bytes_wait_for_the_freed_tiles_last_access():
@@ -206,7 +206,7 @@ def test_reused_bytes_wait_for_the_freed_tiles_last_access():
     new = core.sbuf.tile((128, 512), "bf16", name="new")
     assert new.alloc.offset == 0  # the freed bytes
     writer = core.dma_copy(new, kernel.hbm_tensor("h", (128, 512), "bf16"))
-    assert reader in writer.deps
+    assert reader in writer.after_reads
 
 
 def test_accumulation_chain_pipelines_in_order():
@@ -226,3 +226,19 @@ def test_accumulation_chain_pipelines_in_order():
         assert inst.done_s >= before.done_s
         assert inst.done_s - inst.start_s == pytest.approx(inst.latency_s)
     assert read.deps == [chain[-1]] and read.start_s == chain[-1].done_s
+
+
+def test_a_write_after_a_matmul_read_waits_for_the_read_not_the_result():
+    """The Tensor engine has read its operands when its queue is free again (``end_s``); the
+    result comes out of the pipeline later (``done_s``). A load into the moving operand's
+    buffer waits for the first, a read of the result for the second."""
+    kernel = Kernel("trn2", values=False)
+    core = kernel.core(0)
+    s, m = core.sbuf.tile((128, 128), "bf16"), core.sbuf.tile((128, 512), "bf16")
+    p = core.psum.tile((128, 512), "fp32")
+    mm = core.nc_matmul(p, s, m)
+    load = core.dma_copy(m, kernel.hbm_tensor("h", (128, 512), "bf16"))
+    read = core.tensor_copy(core.sbuf.tile((128, 512), "fp32"), p)
+    assert (load.deps, load.after_reads, read.deps) == ([], [mm], [mm])
+    kernel.run()
+    assert load.start_s == mm.end_s < mm.done_s == read.start_s

@@ -71,9 +71,10 @@ def test_dependencies_through_overlapping_elements_only():
     bottom = core.tensor_scalar(t[64:128, 0:128], t[64:128, 0:128], "add", 1.0)
     assert right.deps == [left]
     # each half: RAW and WAW on left's write, WAR on right's read; not on the other half
-    assert top.deps == [left, right] and bottom.deps == [left, right]
+    assert (top.deps, top.after_reads) == ([left], [right])
+    assert (bottom.deps, bottom.after_reads) == ([left], [right])
     after = core.tensor_copy(t[0:32, 0:8], t[0:32, 200:208])  # top's write hides left's
-    assert after.deps == [right, top]
+    assert (after.deps, after.after_reads) == ([right, top], [])
     assert core.program.version(t) == 5
 
 
@@ -86,7 +87,7 @@ def test_a_tile_on_freed_bytes_waits_for_their_last_accesses():
     new = core.sbuf.tile((128, 64), "fp32")  # first fit: the same bytes
     assert new.alloc.offset == old.alloc.offset
     writer = core.tensor_copy(new, new)
-    assert writer.deps == [reader]
+    assert (writer.deps, writer.after_reads) == ([], [reader])  # until reader has read
     assert program.version(new) == 1 and program.version(old) == 0
 
 

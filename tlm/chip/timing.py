@@ -2,10 +2,12 @@
 
 Every queue (each core's four engines and 16 DMA queues) is a SimPy process that takes its
 instructions in order: it waits for the completion of the instructions each depends on (the
-semaphores the hardware would use), and for any explicit ``sem_wait``; then it is busy for
-the instruction's occupancy. Compute instructions complete after their latency; DMA transfers
-pay a fixed cost and then move their bytes through the :class:`FluidNetwork` of DMA engines
-and HBM stacks, sharing bandwidth with every other transfer in flight.
+semaphores the hardware would use; for a write after a read, until the reader has read), and
+for any explicit ``sem_wait``; then it is busy for the instruction's occupancy. Compute
+instructions complete after their latency (a Tensor engine result no earlier than the same
+queue's earlier PSUM results it follows); DMA transfers pay a fixed cost and then move their
+bytes through the :class:`FluidNetwork` of DMA engines and HBM stacks, sharing bandwidth with
+every other transfer in flight.
 
 :func:`simulate` runs one kernel in an environment of its own. :func:`start` puts a kernel's
 queues into an environment and :class:`FluidNetwork` someone else owns - the server model runs
@@ -93,6 +95,10 @@ def _queue_process(env, insts, net, counter, busy, key, prefix):
             if not dep._done.triggered:
                 counter[0] += 1
                 yield dep._done
+        for dep in inst.after_reads:
+            if not dep._read.triggered:
+                counter[0] += 1
+                yield dep._read
         if inst.sem_wait is not None:
             sem, value = inst.sem_wait
             if sem.value < value:
@@ -117,6 +123,8 @@ def _queue_process(env, insts, net, counter, busy, key, prefix):
                 counter[0] += 1
                 yield env.timeout(inst.occupancy_s)
             inst.end_s = env.now
+            if inst._read is not inst._done:
+                inst._read.succeed()
             inst.done_s = inst.start_s + inst.latency_s
             if inst.after is not None and inst.after.done_s > inst.done_s:
                 inst.done_s = inst.after.done_s
@@ -182,6 +190,8 @@ def start(kernel, env: simpy.Environment, net: FluidNetwork, prefix: str = "") -
             if sem:
                 sem.value, sem.waiters = 0, []
         inst._done = env.event()
+        # operands read (the queue free again): before the result only where they differ
+        inst._read = env.event() if inst.latency_s > inst.occupancy_s else inst._done
         inst._blocked_on = None
         inst.start_s = inst.end_s = inst.done_s = None
         queues.setdefault((inst.core, inst.queue), []).append(inst)
@@ -247,7 +257,9 @@ def _deadlock(queues) -> DeadlockError:
             sem, value = head._blocked_on
             why = f"waits for semaphore {sem.name!r} to reach {value}; it stays at {sem.value}"
         else:
-            dep = next(d for d in head.deps if d.done_s is None)
+            dep = next((d for d in head.deps if d.done_s is None), None)
+            if dep is None:
+                dep = next(d for d in head.after_reads if d.end_s is None)
             why = f"waits for {dep.label}, which never completes"
         blocked.append((head, why))
     blocked.sort(key=lambda b: (b[0]._blocked_on is None, b[0].index))

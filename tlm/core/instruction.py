@@ -22,7 +22,9 @@ class Instruction:
     ``after`` is the last earlier instruction of the same Tensor engine queue that writes PSUM
     elements this one reads or writes: the array delivers results in issue order, so an
     accumulating matmul follows it into the pipeline without waiting for its result, and its
-    own result is visible no earlier than that one's.
+    own result is visible no earlier than that one's. ``after_reads`` are earlier instructions
+    that read what this one writes: it waits until they have read it, when their queue is
+    free again (``end_s``), not for their results (write after read).
     """
 
     index: int
@@ -32,6 +34,7 @@ class Instruction:
     label: str
     deps: list = field(default_factory=list)
     after: Instruction | None = None
+    after_reads: list = field(default_factory=list)
     occupancy_s: float = 0.0
     latency_s: float = 0.0
     flops: float = 0.0

@@ -163,20 +163,20 @@ class Program:
         waits for the overlapping earlier writes and reads; those then shrink by the written
         box, since a later access to the same elements waits for this write, and so for them.
         A Tensor engine instruction does not wait for the same queue's earlier PSUM results; it
-        is ordered after the last of them (``inst.after``).
+        is ordered after the last of them (``inst.after``). A write over what an earlier
+        instruction reads waits only until that one has read it (``inst.after_reads``), but
+        for the Tensor engine's read of PSUM, which is its accumulation at the pipeline's end.
         """
-        deps, ordered = {}, {}
+        deps, ordered, read = {}, {}, {}
 
-        def hazard(view, other):
+        def hazard(view, other, war=False):
+            psum = isinstance(view, Tile) and view.memory.name.endswith(".psum")
             # the Tensor engine's own earlier PSUM results come out of its pipeline first: in
             # order behind them, not waiting for them (Instruction.after)
-            if (
-                other.queue == "tensor" == inst.queue
-                and other.core == inst.core
-                and isinstance(view, Tile)
-                and view.memory.name.endswith(".psum")
-            ):
+            if psum and other.queue == "tensor" == inst.queue and other.core == inst.core:
                 ordered[other.index] = other
+            elif war and not (psum and other.queue == "tensor"):
+                read[other.index] = other
             else:
                 deps[other.index] = other
 
@@ -194,7 +194,7 @@ class Program:
                 kept = []
                 for obox, other in entries:
                     if _overlap(box, obox):
-                        hazard(view, other)
+                        hazard(view, other, war=table is self._readers)
                         obox = _subtract(obox, box)
                         if obox is None:
                             continue
@@ -208,4 +208,5 @@ class Program:
                 self._versions[view.alloc.id] = self._versions.get(view.alloc.id, 0) + 1
         if ordered:
             inst.after = ordered[max(ordered)]
+        inst.after_reads = [read[i] for i in sorted(read) if i not in deps]
         return [deps[i] for i in sorted(deps)]
