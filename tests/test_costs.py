@@ -87,12 +87,17 @@ def test_calibrated_times_respect_the_roofline(trn2, data, fmt):
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_calibrated_time_grows_with_the_work(data, fmt):
     """On the grid the chip TLM's all-core time grows with M and with N everywhere, and with
-    K except at one point per format where the TLM itself dips by 0.6 % (4096 x 8192, K 8 to
-    16 in BF16 and 16 to 32 in FP8: its DMA queues' order)."""
+    K everywhere but at M x N = 4096 x 8192, the store-bound corner (64 blocks of 512 x 1024,
+    8 rounds: each block's stores share HBM with the next blocks' loads, and smaller loads run
+    further ahead): there it dips by at most 2.4 % (2026-11-27: BF16 K 64 to 128 -1.9 %, FP8
+    K 128 to 256 -2.4 % and under 0.2 % from K 1 to 8; 0.6 % once per format before the
+    pipelined PE's write-after-read release)."""
     t = grid_times(data, fmt, "all")
     assert (np.diff(t, axis=0) >= 0).all() and (np.diff(t, axis=1) >= 0).all()
     dk = np.diff(t, axis=2)
-    assert (dk < 0).sum() <= 1 and (dk / t[:, :, :-1]).min() > -0.01
+    corner = (AXES["m"].index(4096), AXES["n"].index(8192))
+    assert {(i, j) for i, j, _ in zip(*np.nonzero(dk < 0), strict=True)} <= {corner}
+    assert (dk / t[:, :, :-1]).min() > -0.025
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
