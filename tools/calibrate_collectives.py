@@ -25,9 +25,11 @@ sys.path.insert(0, str(ROOT))
 
 from tlm.collectives.runtime import RUNTIME_FIGURES  # noqa: E402
 from tlm.validation.collectives import (  # noqa: E402
+    CONTRADICTION_COLUMNS,
     PARAMETER_COLUMNS,
     RELEASE_COLUMNS,
     calibrate,
+    contradiction_rows,
     load_file,
     parameter_rows,
     release_rows,
@@ -63,13 +65,16 @@ def _table(columns, rows) -> list[str]:
 def docs_block(sections) -> str:
     """The generated part of docs/validation.md's collectives section, from ``sections``
     (:func:`tlm.validation.collectives.validate`): the shipped figures with the fit and judged
-    errors per platform, the judged errors by runtime release, every row of every sweep, and
-    the errors under the other readings."""
+    errors per platform, the judged errors by runtime release, the published rows no model can
+    put in order, every row of every sweep, and the errors under the other readings."""
     out = [BEGIN, ""]
     out += [*_table(PARAMETER_COLUMNS, parameter_rows(sections)), ""]
     out += ["**Judged errors by the Neuron release that printed the rows** (signed mean: + the"]
     out += ["model slower):", ""]
     out += [*_table(RELEASE_COLUMNS, release_rows(sections)), ""]
+    out += ["**Published rows no model can put in order** (the lighter run published slower; the"]
+    out += ["least max |err| of the two that any model keeping them in order leaves):", ""]
+    out += [*_table(CONTRADICTION_COLUMNS, contradiction_rows(sections)), ""]
     data = {s.name: s for s in load_file().section}
     for result in sections:
         section = data[result.name]
