@@ -302,6 +302,9 @@ def test_other_readings_of_a_placement_are_run_and_shown():
     tables = {title: rows for title, _, rows in parameters(report.inputs, report.results)}
     shown = tables["collectives: the judged errors under other readings (same presets)"]
     assert len(shown) == len(sections) + sum(len(s.readings) for s in sections)
+    pairs = tables["collectives: published rows no model can put in order (least max |err| left)"]
+    assert len(pairs) == len(load_file().contradiction)
+    assert all(row[-1].endswith("%") and float(row[-1][:-1]) > 0 for row in pairs)
     section = load_file().section[3]
     bad = collectives.Reading(reading="three chips", chips=[0, 1, 2])
     with pytest.raises(ValueError, match=r"chips must be 4 chips of one node for 16 ranks"):
