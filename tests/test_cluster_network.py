@@ -63,7 +63,7 @@ def test_against_the_flow_engine(trn2, op, group, stride):
 def test_the_sub_topologies(trn2):
     """The group's own links: an x row's ring at 256 GB/s, a z ring at 128 GB/s (half), on the
     links alone; with the runtime's DMA queues (one rank's rate a chip: the node the model
-    runs) both at the queues' 107 GB/s."""
+    runs) both at the queues' 112 GB/s."""
     S = 64 * MiB
     x = trn2.schedule("all_gather", 4, 1, "ring")[0]
     z = trn2.schedule("all_gather", 4, 16, "ring")[0]
@@ -261,7 +261,7 @@ def test_sites_share_their_links():
 def test_pipeline_sends(trn2):
     S = 16 * MiB
     # a pipeline's stages are an outer dimension: each chip's send splits over its 4 ranks'
-    # DMA queues (4 x 107 GB/s), so the links decide
+    # DMA queues (4 x 112 GB/s), so the links decide
     dma = trn2._node_at(16).costs.dma_Bps
     assert dma == pytest.approx(4 * trn2.node.costs.dma_Bps) and dma > 256e9
     # stride 16: one z hop each, no link shared: 1.5 us + S / 128 GB/s

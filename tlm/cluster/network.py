@@ -26,10 +26,10 @@ Examples
 >>> t = net.collective_s("all_reduce", group=[4, 16, 64, 4], stride=[1, 1, 1, 16],
 ...                      nbytes=64 << 20)
 >>> np.round(t * 1e3, 3).tolist()    # ms: x ring, 4x4 plane, 4x4x4 torus, z ring of chips
-[0.947, 1.184, 1.245, 0.402]
+[0.899, 1.124, 1.182, 0.402]
 >>> net.algorithm("all_reduce", [4, 16, 64, 4], [1, 1, 1, 16], 64 << 20).tolist()
 ['mesh', 'mesh', 'mesh', 'rings']
->>> # inner groups: one rank's DMA queues (107 GB/s a chip) bind before the links, every
+>>> # inner groups: one rank's DMA queues (112 GB/s a chip) bind before the links, every
 >>> # algorithm moves the same bytes through them and the fewest steps win; the z ring is an
 >>> # outer dimension (its buffer split over the chip's 4 ranks' queues): its links decide
 >>> net.tier([8, 128, 2], [1, 1, 64]).tolist()

@@ -35,9 +35,11 @@ import numpy as np
 from pydantic import Field
 
 from ..validation.collectives import (
+    CONTRADICTION_COLUMNS,
     ENGINES,
     PARAMETER_COLUMNS,
     RELEASE_COLUMNS,
+    contradiction_rows,
     load_file,
     parameter_rows,
     release_rows,
@@ -152,6 +154,13 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
                 release_rows(sections),
             )
         )
+        tables.append(
+            (
+                "collectives: published rows no model can put in order (least max |err| left)",
+                CONTRADICTION_COLUMNS,
+                contradiction_rows(sections),
+            )
+        )
         rows = [
             (s.name, "as read (the rows above)", f"{e.mean():.1%}", f"{e.max():.1%}")
             for s in sections
@@ -164,7 +173,7 @@ def parameters(inputs: ValidateInputs, results: ValidateResults):
             for reading, mean, most in s.readings
         ]
         rows.sort(key=lambda r: r[0])
-        columns = ("published sweep", "reading of where it ran", "judged mean |err|", "max")
+        columns = ("published sweep", "reading of where or how it ran", "judged mean |err|", "max")
         tables.append(
             ("collectives: the judged errors under other readings (same presets)", columns, rows)
         )

@@ -48,8 +48,13 @@ __all__ = [
     "PARAMETER_COLUMNS",
     "RELEASE_COLUMNS",
     "SectionResult",
+    "CONTRADICTION_COLUMNS",
+    "Contradiction",
+    "ContradictionResult",
     "by_release",
     "calibrate",
+    "contradiction_rows",
+    "contradictions",
     "load_file",
     "parameter_rows",
     "release_rows",
@@ -77,12 +82,24 @@ class PublishedRow(_Strict):
 
 
 class Reading(_Strict):
-    """Another reading of where a sweep ran, for its error under it to be shown beside: a
-    logical core size, and/or the chips of the node its ranks take (default: the first)."""
+    """Another reading of where or how a sweep ran, for its error under it to be shown
+    beside: a logical core size, the chips of the node its ranks take (default: the first),
+    the algorithm every row ran (``auto``: the model's pick), and/or another system file of
+    the same chips (a file of this package: another reading of an unpublished link figure)."""
 
     reading: str
     lnc: int | None = Field(None, ge=1)
     chips: list[int] | None = None
+    algorithm: str | None = None
+    system: str | None = Field(None, pattern=r"^[\w.-]+\.toml$")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.algorithm not in (None, "auto", *ALGORITHMS):
+            raise ValueError(
+                f"algorithm must be auto or {', '.join(ALGORITHMS)}, not {self.algorithm!r}"
+            )
+        return self
 
 
 class Section(_Strict):
@@ -132,10 +149,29 @@ class Unexpressed(_Strict):
     why: str
 
 
+class RowRef(_Strict):
+    """One published row: its section's name and its size."""
+
+    section: str
+    size_bytes: int = Field(ge=1)
+
+
+class Contradiction(_Strict):
+    """Two published rows whose order no model of the mechanisms can give: the ``lighter`` run
+    does no more than the ``heavier`` one (no more ranks, chips, bytes, groups or concurrent
+    work, and an algorithm the runtime says is at least as fast there: ``why``), so any model
+    in which time grows with those takes no longer on it - yet it was published slower."""
+
+    lighter: RowRef
+    heavier: RowRef
+    why: str
+
+
 class ValidationFile(_Strict):
     sources: dict[str, str]
     section: list[Section]
     unexpressed: list[Unexpressed] = []
+    contradiction: list[Contradiction] = []
 
     @model_validator(mode="after")
     def _check(self):
@@ -144,6 +180,22 @@ class ValidationFile(_Strict):
         for source in cited:
             if source not in self.sources:
                 raise ValueError(f"source must be a key of [sources], not {source!r}")
+        by_name = {s.name: s for s in self.section}
+        for pair in self.contradiction:
+            found = []
+            for ref in (pair.lighter, pair.heavier):
+                section = by_name.get(ref.section)
+                if section is None or ref.size_bytes not in {r.size_bytes for r in section.rows}:
+                    raise ValueError(
+                        f"contradiction rows must be published rows, not {ref.section!r} at "
+                        f"{ref.size_bytes} B"
+                    )
+                found.append(section)
+            if found[0].platform != found[1].platform or found[0].op != found[1].op:
+                raise ValueError(
+                    "contradiction rows must be one platform's and one operation's, not "
+                    f"{found[0].name!r} and {found[1].name!r}"
+                )
         for platform in {s.platform for s in self.section}:
             rows = [r for s in self.section if s.platform == platform for r in s.rows]
             fit = sum(r.fit for r in rows)
@@ -184,7 +236,10 @@ class SectionResult:
 def _placement(section: Section, reading: Reading | None = None):
     lnc = section.lnc if reading is None or reading.lnc is None else reading.lnc
     chips = None if reading is None or reading.chips is None else tuple(reading.chips)
-    return _placed(section.system, section.ranks, section.nodes, lnc, chips)
+    system = section.system
+    if reading is not None and reading.system is not None:
+        system = str(resources.files(__package__).joinpath(reading.system))
+    return _placed(system, section.ranks, section.nodes, lnc, chips)
 
 
 @cache
@@ -209,8 +264,8 @@ def row_times(
 ) -> list[tuple[float, str]]:
     """The model's time (seconds) and algorithm for each row of ``section`` with the runtime
     ``costs`` (the calibration varies them; the suite passes the preset's), under the
-    section's own placement or another ``reading`` of it (where the algorithm printed does
-    not fit that reading, ``auto``'s)."""
+    section's own placement and algorithms or another ``reading`` of them (where the
+    algorithm does not fit that reading, ``auto``'s)."""
     where, chips = _placement(section, reading)
     ranks = RankSystem(chips, where.ranks_per_chip, costs)
     groups = _groups(section)
@@ -219,6 +274,8 @@ def row_times(
     out = []
     for row in section.rows:
         name = section.algorithms[row.algorithm]
+        if reading is not None and reading.algorithm is not None:
+            name = reading.algorithm
         if name == "auto" or unfit(name, section.op, group) is not None:
             name = choose(section.op, group, row.size_bytes)
         schedule = _schedule(section.op, name, chips, where.ranks_per_chip, groups)
@@ -373,6 +430,74 @@ def by_release(sections: list[SectionResult]) -> dict:
         for key, values in sorted(out.items())
         for e in [np.array(values)]
     }
+
+
+@dataclass(frozen=True)
+class ContradictionResult:
+    """A :class:`Contradiction` run as shipped (seconds): the published and model times of
+    both rows, and ``floor``, the least max |error| of the two any model that keeps them in
+    order can reach (0 when the published order is the model's)."""
+
+    platform: str
+    lighter: ValidationRow
+    heavier: ValidationRow
+    why: str
+    lighter_sweep: str = ""
+    heavier_sweep: str = ""
+
+    @property
+    def floor(self) -> float:
+        light, heavy = self.lighter.published, self.heavier.published
+        return max(0.0, (light - heavy) / (light + heavy))
+
+
+def contradictions(sections: list[SectionResult]) -> list[ContradictionResult]:
+    """Every declared contradiction of the data file with its rows as ``sections`` ran them:
+    ``floor`` = (slower - faster) / (slower + faster) of the two published times, the error
+    one time for both would leave on each - no model that takes no longer on the lighter run
+    can miss both by less."""
+    found = {(s.name, r.detail.size_bytes): (s.platform, r) for s in sections for r in s.rows}
+    out = []
+    for pair in load_file().contradiction:
+        platform, light = found[pair.lighter.section, pair.lighter.size_bytes]
+        _, heavy = found[pair.heavier.section, pair.heavier.size_bytes]
+        out.append(
+            ContradictionResult(
+                platform, light, heavy, pair.why, pair.lighter.section, pair.heavier.section
+            )
+        )
+    return out
+
+
+#: The columns of :func:`contradiction_rows`.
+CONTRADICTION_COLUMNS = (
+    "platform",
+    "lighter run (published us, model us)",
+    "heavier run (published us, model us)",
+    "why the lighter cannot be slower",
+    "least max |err|",
+)
+
+
+def contradiction_rows(sections: list[SectionResult]) -> list[tuple]:
+    """:func:`contradictions` as text (:data:`CONTRADICTION_COLUMNS`)."""
+
+    def cell(sweep, row):
+        return (
+            f"{sweep.split(': ', 1)[-1]}, {row.detail.size_bytes:,} B "
+            f"({row.published * 1e6:,.1f}, {row.shipped * 1e6:,.1f})"
+        )
+
+    return [
+        (
+            c.platform,
+            cell(c.lighter_sweep, c.lighter),
+            cell(c.heavier_sweep, c.heavier),
+            c.why,
+            f"{c.floor:.1%}",
+        )
+        for c in contradictions(sections)
+    ]
 
 
 def calibrate(platform: str) -> RuntimeCosts:
