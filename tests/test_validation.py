@@ -191,8 +191,12 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: The documented bounds (docs/validation.md): the issue's target on the A100 tables; the
 #: H100 and Trainium1 rows as measured, so that a change making them worse fails (trn1: the
 #: chip TLM's calibration, nothing fitted; the issue's target, 8 % mean and 15 % each, is not
-#: met).
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.15, 0.20)}
+#: met). trn1's max moved from 20 to 22 % on 2026-11-27 (mean 12.6 %, within 13 %): the chip
+#: model stopped charging a matmul's whole pipeline to the next matmul of its accumulation
+#: chain and to the loads refilling its buffers, which the hardware does not pay, and the
+#: Llama 2 rows - already the model's fastest against their publication (+20 %) - became
+#: faster still (13B +19.9 -> +21.4 %); what the model misses there is elsewhere.
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.13, 0.22)}
 
 
 @pytest.fixture(scope="module")
