@@ -38,7 +38,7 @@ Examples
 >>> step.algorithms, len(step.groups)            # one wave of 4 blocks: one all-reduce
 (['mesh'], 1)
 >>> [round(t * 1e6, 2) for t in (step.gemm_alone_s, step.all_reduce_alone_s, step.step_s)]
-[7.91, 9.07, 16.98]
+[7.71, 9.07, 16.78]
 """
 
 from __future__ import annotations
