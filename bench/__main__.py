@@ -289,12 +289,27 @@ def _value_text(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def render(latest: dict) -> str:
+def sections(block: str) -> dict[str, str]:
+    """The rendered section of each part in ``block`` (a :func:`render` output), by part."""
+    found = {}
+    for chunk in block.split("\n### ")[1:]:
+        chunk = chunk.split(END, 1)[0].strip()
+        for part, title in TITLES.items():
+            if chunk.startswith(f"{title} (`--only {part}`)"):
+                found[part] = f"### {chunk}\n"
+    return found
+
+
+def render(latest: dict, kept: dict[str, str] | None = None) -> str:
     """The figures of record (``figures.json``'s latest record of each part) as Markdown:
-    a table per part, with when and on what load it was measured."""
+    a table per part, with when and on what load it was measured. A part ``latest`` lacks
+    keeps its section from ``kept`` (:func:`sections` of the page as it was), so that a
+    run of some parts on a machine without the others' record leaves theirs on the page."""
     out = [BEGIN, ""]
     for part in PARTS:
         if part not in latest:
+            if part in (kept or {}):
+                out.append(kept[part])
             continue
         rec = latest[part]
         load = rec.get("load", "")
@@ -322,13 +337,13 @@ def write_doc(latest: dict, doc=DOC) -> None:
     """Put :func:`render` between :data:`BEGIN` and :data:`END` in ``doc`` (after its title
     the first time)."""
     text = doc.read_text()
-    block = render(latest)
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
+        block = render(latest, sections(rest.split(END, 1)[0]))
         text = head + block + rest.split(END, 1)[1]
     else:
         title, rest = text.split("\n", 1)
-        text = f"{title}\n\n## Figures of record\n\n{block}\n{rest}"
+        text = f"{title}\n\n## Figures of record\n\n{render(latest)}\n{rest}"
     doc.write_text(text)
 
 
