@@ -61,7 +61,7 @@ help:
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
 	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
-	@echo "                 --list names them)"
+	@echo "                 --list names them); JOBS blocks at once (2)"
 	@echo "make power       relative dynamic-power proxy per format: toggles of a GEMM's VCD on"
 	@echo "                 ROWSxCOLS engines (8x8), FORMAT=all or some, N columns (16), SEED;"
 	@echo "                 GATES=1 also the PEs at gate level (fanout-weighed); build/synth/power.json"
@@ -191,7 +191,7 @@ bench:
 # BLOCK defaults to tensor_engine for `make gen`: only a BLOCK given on the command line or in
 # the environment chooses synthesis blocks.
 synth:
-	$(PY) -m hdl.synth $(if $(filter command line environment,$(origin BLOCK)),--block $(BLOCK))
+	$(PY) -m hdl.synth --jobs $(JOBS) $(if $(filter command line environment,$(origin BLOCK)),--block $(BLOCK))
 
 # FORMAT defaults to int8 for `make sim`: only a FORMAT given on the command line or in the
 # environment chooses the formats here (else every format).
