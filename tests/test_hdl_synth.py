@@ -2,6 +2,7 @@
 about 2 s), the depth analysis on a netlist written by hand, the clock conversion and the
 command line's errors."""
 
+import json
 import subprocess
 import sys
 
@@ -197,6 +198,19 @@ def test_two_jobs_measure_what_one_does(tmp_path):
     for name in names:
         for key in ("cells", "flops", "depth_levels", "cells_by_kind"):
             assert two[name][key] == one[name][key], (name, key)
+
+
+def test_json_carries_the_area_and_the_run(tmp_path, capsys):
+    """``--json`` (what ``make bench --only synth`` reads) holds the blocks of the run, the area
+    proxy of the whole file, and the run's jobs, seconds and largest process."""
+    from hdl.synth.__main__ import main
+
+    out = tmp_path / "synth.json"
+    assert main(["--block", "pe_int8", "--jobs", "1", "--json", "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(printed["blocks"]) == ["pe_int8"] and printed["jobs"] == 1
+    assert printed["area"] == json.loads(out.read_text())["area"]
+    assert printed["seconds"] > 0 and printed["peak_rss_mib"] >= 0  # 0: no child (all cached)
 
 
 def test_make_synth_passes_block():

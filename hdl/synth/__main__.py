@@ -226,7 +226,7 @@ def main(argv=None) -> int:
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     if args.json:
         run = {"seconds": total, "jobs": jobs, "peak_rss_mib": peak_mib}
-        print(json.dumps({**header(freq_hz), "blocks": figures, **run}))
+        print(json.dumps({**header(freq_hz), "blocks": figures, "area": record["area"], **run}))
         return 0
     print(table(figures, clocking().nodes))
     if record["area"]["format_sets"]:
