@@ -61,10 +61,11 @@ help:
 	@echo "make bench       benchmarks: prints a table, writes build/bench/*.json"
 	@echo "make synth       Yosys to generic gates: cells, flops and logic depth of each block into"
 	@echo "                 build/synth/synth.json; BLOCK=pe_int8,... for some (python -m hdl.synth"
-	@echo "                 --list names them)"
+	@echo "                 --list names them); JOBS blocks at once (2)"
 	@echo "make power       relative dynamic-power proxy per format: toggles of a GEMM's VCD on"
 	@echo "                 ROWSxCOLS engines (8x8), FORMAT=all or some, N columns (16), SEED;"
-	@echo "                 GATES=1 also the PEs at gate level (fanout-weighed); build/synth/power.json"
+	@echo "                 GATES=1 also the PEs at gate level (fanout-weighed), PIPELINED=1 also the"
+	@echo "                 float engines at PIPELINED_FLOAT's stages; build/synth/power.json"
 	@echo "make calibrate   rerun the chip TLM's GEMM over the cost grid: tlm/costs/data/PRESET.json"
 	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
 	@echo "make calibrate-collectives  fit each chip generation's runtime collective costs on"
@@ -191,13 +192,13 @@ bench:
 # BLOCK defaults to tensor_engine for `make gen`: only a BLOCK given on the command line or in
 # the environment chooses synthesis blocks.
 synth:
-	$(PY) -m hdl.synth $(if $(filter command line environment,$(origin BLOCK)),--block $(BLOCK))
+	$(PY) -m hdl.synth --jobs $(JOBS) $(if $(filter command line environment,$(origin BLOCK)),--block $(BLOCK))
 
 # FORMAT defaults to int8 for `make sim`: only a FORMAT given on the command line or in the
 # environment chooses the formats here (else every format).
 power:
 	$(PY) -m hdl.synth.power --size $(ROWS)x$(COLS) $(if $(SEED),--seed $(SEED)) $(if $(N),--n $(N)) \
-		$(if $(filter 1,$(GATES)),--gates) \
+		$(if $(filter 1,$(GATES)),--gates) $(if $(filter 1,$(PIPELINED)),--pipelined) \
 		$(if $(filter command line environment,$(origin FORMAT)),--format $(FORMAT))
 
 calibrate:

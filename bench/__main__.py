@@ -46,8 +46,23 @@ def _children_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def _label(size: int, fmt: str) -> str:
-    return f"{size}x{size}" + ("" if fmt == "int8" else f" {fmt}")
+def _label(size: int, fmt: str, stages: dict | None = None) -> str:
+    text = f"{size}x{size}" + ("" if fmt == "int8" else f" {fmt}")
+    if stages:
+        text += f" (PE {stages['pe_stages']} stages, decoders {stages['decode_stages']})"
+    return text
+
+
+def other_float_stages() -> dict:
+    """The stage counts the benches compare with a floating-point engine's defaults:
+    :data:`~tlm.tensor.config.PIPELINED_FLOAT` while the default is one stage, one stage
+    once the default is pipelined."""
+    from tlm.tensor.config import PIPELINED_FLOAT, EngineConfig
+
+    default = EngineConfig(4, 4, "all")
+    if (default.pe_stages, default.decode_stages) == tuple(PIPELINED_FLOAT.values()):
+        return {"pe_stages": 1, "decode_stages": 1}
+    return dict(PIPELINED_FLOAT)
 
 
 def bench_gen(size: int, fmt: str = "int8") -> list[dict]:
@@ -76,19 +91,25 @@ def bench_gen(size: int, fmt: str = "int8") -> list[dict]:
     ]
 
 
-def _cached_build(sim: str, size: int, fmt: str = "int8"):
+def _config(size: int, fmt: str, stages: dict | None = None):
     from tlm.tensor.config import EngineConfig
+
+    return EngineConfig(size, size, fmt, **(stages or {}))
+
+
+def _cached_build(sim: str, size: int, fmt: str = "int8", stages: dict | None = None):
     from verif.tensor.build import build_engine
 
-    return build_engine(sim, EngineConfig(size, size, fmt))
+    return build_engine(sim, _config(size, fmt, stages))
 
 
-def bench_build(size: int, fmt: str = "int8") -> list[dict]:
+def bench_build(size: int, fmt: str = "int8", stages: dict | None = None) -> list[dict]:
     figures = build_in_child(
         "from tlm.tensor.config import EngineConfig\nfrom verif.tensor.build import build_engine",
-        f"build_engine('verilator', EngineConfig({size}, {size}, {fmt!r}), fresh=True)",
+        f"build_engine('verilator', EngineConfig({size}, {size}, {fmt!r}, **{stages or {}!r}), "
+        "fresh=True)",
     )
-    label = _label(size, fmt)
+    label = _label(size, fmt, stages)
     int8_128 = size == 128 and fmt == "int8"
     return [
         {
@@ -108,13 +129,22 @@ def bench_build(size: int, fmt: str = "int8") -> list[dict]:
     ]
 
 
-def bench_sim(sim: str, size: int, cycles: int, fmt: str = "int8") -> list[dict]:
+def bench_sim(
+    sim: str, size: int, cycles: int, fmt: str = "int8", stages: dict | None = None
+) -> list[dict]:
+    """Speed of ``sim`` under cocotb on a ``size`` x ``size`` engine of ``fmt`` (with
+    ``stages``, :data:`~tlm.tensor.config.PIPELINED_FLOAT` say; default: the engine's
+    defaults): driven at full rate and clock only for ``cycles``, and with the lockstep
+    scoreboard."""
     from verif.common.runner import run
 
-    simbuild = _cached_build(sim, size, fmt)
-    label = _label(size, fmt)
-    perf = OUT / f"speed_{sim}_{size}_{fmt}.json"
+    simbuild = _cached_build(sim, size, fmt, stages)
+    label = _label(size, fmt, stages)
+    cfg = _config(size, fmt, stages)
+    tag = f"{sim}_{size}_{fmt}" + (f"_p{cfg.pe_stages}d{cfg.decode_stages}" if stages else "")
+    perf = OUT / f"speed_{tag}.json"
     env = {"TE_ROWS": size, "TE_COLS": size, "TE_FORMAT": fmt, "PYTHONPATH": ROOT}
+    env |= {"TE_PE_STAGES": cfg.pe_stages, "TE_DECODE_STAGES": cfg.decode_stages}
     run(
         simbuild,
         "verif.tensor.speed",
@@ -122,7 +152,7 @@ def bench_sim(sim: str, size: int, cycles: int, fmt: str = "int8") -> list[dict]
         env={**env, "TE_CYCLES": cycles, "TE_PERF_JSON": perf},
     )
     figures = json.loads(perf.read_text())
-    checked = OUT / f"checked_{sim}_{size}_{fmt}.json"
+    checked = OUT / f"checked_{tag}.json"
     run(
         simbuild,
         "verif.tensor.bench",
@@ -289,12 +319,27 @@ def _value_text(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def render(latest: dict) -> str:
+def sections(block: str) -> dict[str, str]:
+    """The rendered section of each part in ``block`` (a :func:`render` output), by part."""
+    found = {}
+    for chunk in block.split("\n### ")[1:]:
+        chunk = chunk.split(END, 1)[0].strip()
+        for part, title in TITLES.items():
+            if chunk.startswith(f"{title} (`--only {part}`)"):
+                found[part] = f"### {chunk}\n"
+    return found
+
+
+def render(latest: dict, kept: dict[str, str] | None = None) -> str:
     """The figures of record (``figures.json``'s latest record of each part) as Markdown:
-    a table per part, with when and on what load it was measured."""
+    a table per part, with when and on what load it was measured. A part ``latest`` lacks
+    keeps its section from ``kept`` (:func:`sections` of the page as it was), so that a
+    run of some parts on a machine without the others' record leaves theirs on the page."""
     out = [BEGIN, ""]
     for part in PARTS:
         if part not in latest:
+            if part in (kept or {}):
+                out.append(kept[part])
             continue
         rec = latest[part]
         load = rec.get("load", "")
@@ -322,13 +367,13 @@ def write_doc(latest: dict, doc=DOC) -> None:
     """Put :func:`render` between :data:`BEGIN` and :data:`END` in ``doc`` (after its title
     the first time)."""
     text = doc.read_text()
-    block = render(latest)
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
+        block = render(latest, sections(rest.split(END, 1)[0]))
         text = head + block + rest.split(END, 1)[1]
     else:
         title, rest = text.split("\n", 1)
-        text = f"{title}\n\n## Figures of record\n\n{block}\n{rest}"
+        text = f"{title}\n\n## Figures of record\n\n{render(latest)}\n{rest}"
     doc.write_text(text)
 
 
@@ -372,10 +417,12 @@ def main(argv=None) -> int:
     if "gen" in parts:
         by_part["gen"] = bench_gen(32) + bench_gen(128) + bench_gen(128, "all")
     if "build" in parts:
-        by_part["build"] = bench_build(128) + bench_build(128, "all")
+        builds = bench_build(128) + bench_build(128, "all")
+        by_part["build"] = builds + bench_build(128, "all", other_float_stages())
     if "sim" in parts:
         sims = bench_sim("verilator", 128, args.cycles)
         sims += bench_sim("verilator", 128, args.cycles // 2, "all")
+        sims += bench_sim("verilator", 128, args.cycles // 2, "all", other_float_stages())
         sims += bench_sim("verilator", 32, args.cycles)
         if shutil.which("iverilog"):
             sims += bench_sim("icarus", 16, args.cycles // 4)

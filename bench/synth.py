@@ -2,8 +2,9 @@
 
 Runs ``python -m hdl.synth --fresh`` in a fresh interpreter (every netlist synthesised again,
 so the times are real) and records, per block, its cells, flops, longest register-to-register
-stage in generic gate levels and wall time, the whole run's wall time (target: 10 minutes),
-and the area proxy of each format set's PE array over int8's (:mod:`hdl.synth.area`).
+stage in generic gate levels and wall time, the whole run's wall time (target: 10 minutes) and
+largest process, and the area proxy of each format set's PE array over int8's, at the default
+PE stages and pipelined (:mod:`hdl.synth.area`).
 The depth target is what one stage holds at the preset's tensor engine clock in a 5 nm-class
 process (:mod:`hdl.synth.clock`). Measured and printed, never asserted.
 """
@@ -56,25 +57,60 @@ def bench_synth() -> list[dict]:
                     "naive": NAIVE.get((name, key), ""),
                 }
             )
+    jobs = record.get("jobs", 1)
     rows.append(
         {
-            "figure": "make synth, every block from scratch (fresh interpreter)",
+            "figure": f"make synth, every block from scratch (fresh interpreter, {jobs} at once)",
             "value": wall,
             "unit": "s",
             "target": "<= 600 s",
             "naive": "",
         }
     )
-    # the area proxy (hdl.synth.area): each format set's 128x128 PE array over int8's
-    for entry in record.get("area", {}).get("format_sets", {}).values():
+    if "peak_rss_mib" in record:
         rows.append(
             {
-                "figure": f"area proxy: {entry['label']} PE array (128 x slice), NAND2 "
-                "equivalents over int8's",
-                "value": entry.get("over_int8", {}).get("array", {}).get("nand2_eq", 1.0),
-                "unit": "x",
+                "figure": "make synth, largest process (a worker or its Yosys)",
+                "value": record["peak_rss_mib"] / 1024,
+                "unit": "GiB",
                 "target": "",
                 "naive": "",
             }
         )
+    rows += area_rows(record.get("area", {}))
+    return rows
+
+
+def area_rows(area: dict) -> list[dict]:
+    """The area proxy's rows (:mod:`hdl.synth.area`): each format set's 128x128 PE array over
+    int8's in NAND2 equivalents, at its default stages and pipelined (and the pipelined array
+    over the same set's at its default stages)."""
+    rows = []
+
+    def row(figure, value):
+        rows.append({"figure": figure, "value": value, "unit": "x", "target": "", "naive": ""})
+
+    for entry in area.get("format_sets", {}).values():
+        row(
+            f"area proxy: {entry['label']} PE array (128 x slice), NAND2 equivalents over int8's",
+            entry.get("over_int8", {}).get("array", {}).get("nand2_eq", 1.0),
+        )
+    piped = area.get("pipelined", {})
+    for entry in piped.get("format_sets", {}).values():
+        stages = f"{piped['pe_stages']}-stage"
+        over = {
+            k: entry.get(k, {}).get("array", {}).get("nand2_eq")
+            for k in ("over_int8", "over_default")
+        }
+        if over["over_int8"] is not None:
+            row(
+                f"area proxy: {entry['label']} {stages} PE array, NAND2 equivalents over int8's",
+                over["over_int8"],
+            )
+        if over["over_default"] is not None:
+            row(
+                f"area proxy: {entry['label']} {stages} PE array over its default stages' "
+                "(NAND2 equivalents)",
+                over["over_default"],
+            )
     return rows

@@ -40,3 +40,32 @@ def test_write_doc_replaces_its_section_only(tmp_path):
     twice = doc.read_text()
     assert twice.count(BEGIN) == 1 and "2026-11-27 09:00:00" in twice
     assert "2026-11-26 14:30:00" not in twice
+
+
+def test_write_doc_keeps_the_parts_it_has_no_record_of(tmp_path):
+    """A run of one part where ``figures.json`` holds no other (a fresh checkout) leaves the
+    other parts' sections on the page as they were, in their order."""
+    doc = tmp_path / "performance.md"
+    doc.write_text("# Performance\n")
+    synth = {
+        "synth": {
+            **LATEST["infer"],
+            "figures": [
+                {
+                    "figure": "pe_int8: cells",
+                    "value": 675,
+                    "unit": "cells",
+                    "target": "",
+                    "naive": "",
+                }
+            ],
+        }
+    }
+    write_doc({**LATEST, **synth}, doc)
+    rerun = {"synth": {**synth["synth"], "when": "2026-11-28 10:00:00"}}
+    write_doc(rerun, doc)
+    text = doc.read_text()
+    assert text.count("### inference model and start-up (`--only infer`)") == 1
+    assert "| trnsim --help | 0.317 | s | <= 2x |  |" in text
+    assert "2026-11-28 10:00:00" in text and "| pe_int8: cells | 675 | cells |" in text
+    assert text.index("--only infer") < text.index("--only synth") < text.index(END)

@@ -2,13 +2,14 @@
 about 2 s), the depth analysis on a netlist written by hand, the clock conversion and the
 command line's errors."""
 
+import json
 import subprocess
 import sys
 
 import pytest
 
 from hdl.synth import BLOCKS, Clocking, Netlist, clocking, measure
-from hdl.synth.__main__ import parse_blocks, target_hz
+from hdl.synth.__main__ import longest_first, measure_all, parse_blocks, target_hz
 from verif.common.runner import ROOT
 
 
@@ -154,6 +155,62 @@ def test_bad_block_is_one_line_and_exit_2(value):
     assert len(lines) == 1, result.stderr
     assert "--block" in lines[0] and repr(value) in lines[0]
     assert ", ".join(BLOCKS) in lines[0]
+
+
+@pytest.mark.parametrize("value", ["0", "17", "two", ""])
+def test_bad_jobs_is_one_line_and_exit_2(value):
+    result = subprocess.run(
+        [sys.executable, "-m", "hdl.synth", "--jobs", value, "--block", "pe_int8"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "--jobs (make synth JOBS=)" in lines[0] and repr(value) in lines[0]
+    assert "1..16" in lines[0]
+
+
+def test_longest_first():
+    """An earlier run's seconds order the blocks, longest first; a block it read from the
+    cache, or does not hold, goes by its own estimate (the 128x128 int8 engine's 100 s)."""
+    previous = {
+        "pe_int8": {"cached": False, "seconds": {"total": 2.0}},
+        "pe_all": {"cached": False, "seconds": {"total": 30.0}},
+        "pe_fp8": {"cached": True, "seconds": {"total": 0.5}},
+    }
+    names = ["pe_int8", "pe_fp8", "pe_all", "engine_128x128_int8"]
+    assert longest_first(names, previous) == ["engine_128x128_int8", "pe_all", "pe_fp8", "pe_int8"]
+    assert longest_first(names, {})[0] == "engine_128x128_int8"
+
+
+def test_two_jobs_measure_what_one_does(tmp_path):
+    """Blocks measured by a pool of two workers have the figures one process gives, in the
+    order asked, and each is logged once."""
+    names = ["pe_int8", "pe_int8_1stage"]
+    logged = []
+    two = measure_all(
+        names, 2.5e9, fresh=False, jobs=2, previous={}, log=lambda n, b: logged.append(n)
+    )
+    one = measure_all(names, 2.5e9, fresh=False, jobs=1, previous={}, log=lambda n, b: None)
+    assert list(two) == names and sorted(logged) == sorted(names)
+    for name in names:
+        for key in ("cells", "flops", "depth_levels", "cells_by_kind"):
+            assert two[name][key] == one[name][key], (name, key)
+
+
+def test_json_carries_the_area_and_the_run(tmp_path, capsys):
+    """``--json`` (what ``make bench --only synth`` reads) holds the blocks of the run, the area
+    proxy of the whole file, and the run's jobs, seconds and largest process."""
+    from hdl.synth.__main__ import main
+
+    out = tmp_path / "synth.json"
+    assert main(["--block", "pe_int8", "--jobs", "1", "--json", "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert list(printed["blocks"]) == ["pe_int8"] and printed["jobs"] == 1
+    assert printed["area"] == json.loads(out.read_text())["area"]
+    assert printed["seconds"] > 0 and printed["peak_rss_mib"] >= 0  # 0: no child (all cached)
 
 
 def test_make_synth_passes_block():

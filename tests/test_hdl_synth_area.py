@@ -56,6 +56,29 @@ def test_proxy_per_format_set():
     )
 
 
+def test_proxy_of_the_pipelined_sets():
+    """The float sets at PIPELINED_FLOAT's stages (``pe_<set>_11stage``, ``slice_<set>_11stage``)
+    are compared with int8 at its default stages and with the same set at its default."""
+    blocks = {
+        "pe_int8": _block(100, 10),
+        "slice_int8": _block(128 * 100, 128 * 10),
+        "pe_bf16": _block(400, 15),
+        "slice_bf16": _block(128 * 400, 128 * 15),
+        "pe_bf16_11stage": _block(500, 150),
+        "slice_bf16_11stage": _block(128 * 500, 128 * 160),
+        "pe_fp32_11stage": _block(900, 200),  # no slice: left out
+    }
+    piped = area_proxy(blocks)["pipelined"]
+    assert piped["pe_stages"] == 11 and list(piped["format_sets"]) == ["bf16"]
+    bf16 = piped["format_sets"]["bf16"]
+    assert bf16["pe"]["flops"] == 150 and bf16["array"]["flops"] == 128 * 128 * 160
+    assert bf16["over_int8"]["array"]["flops"] == 16.0
+    assert bf16["over_default"]["pe"]["flops"] == 10.0
+    assert bf16["over_default"]["array"]["cells"] == pytest.approx(
+        (500 + 160) / (400 + 15), abs=1e-3
+    )
+
+
 @pytest.fixture(scope="module")
 def figures():
     build = ROOT / "build" / "synth"  # make synth's folder: its cache serves these netlists

@@ -8,6 +8,7 @@ from verif.common.runner import ROOT, run
 from verif.common.toolchain import have_simulator
 from verif.tensor.build import build_engine
 from verif.tensor.run import bench_env, rerun
+from verif.tensor.signals import config_from_env
 
 #: ld:mv:ready pattern triples every run goes through: full rate, idle producers,
 #: backpressure, and random of all three.
@@ -156,3 +157,15 @@ def test_rounding_ops_reach_their_corners(fmt, bits):
         out = matmul(op.stationary, op.moving, fmt=tuple(f.name for f in op.fmt))
         got += np.asarray(out, np.float32).view(np.uint32).ravel().tolist()
     assert got == bits
+
+
+def test_config_from_env():
+    """The benches' engine from ``TE_*``: defaults when unset or empty, the stage counts of a
+    pipelined engine when given (what ``make bench`` sends for ``PIPELINED_FLOAT``)."""
+    assert config_from_env({}) == EngineConfig(4, 4)
+    assert config_from_env({"TE_PE_STAGES": "", "TE_STATUS_BITS": ""}) == EngineConfig(4, 4)
+    env = {"TE_ROWS": "8", "TE_COLS": "2", "TE_FORMAT": "all", "TE_STATUS_BITS": "4"}
+    env |= {"TE_PE_STAGES": "11", "TE_DECODE_STAGES": "2"}
+    cfg = config_from_env(env)
+    assert cfg == EngineConfig(8, 2, "all", status_bits=4, pe_stages=11, decode_stages=2)
+    assert cfg.latency == 8 * 6 + 5 + 2 + 2

@@ -5,6 +5,7 @@ and prints a table. Examples::
 
     python -m hdl.synth                          # every block (a few minutes the first time)
     python -m hdl.synth --block pe_int8,pe_all   # some of them
+    python -m hdl.synth --jobs 1                 # one block at a time (default: 2 at once)
     python -m hdl.synth --list
 """
 
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from .area import area_proxy
@@ -44,6 +47,51 @@ def parse_blocks(text: str) -> list[str]:
             f"{', '.join(BLOCKS)}; not {text!r}"
         )
     return names
+
+
+def parse_jobs(text: str) -> int:
+    """``--jobs``: blocks synthesised at once, 1..16."""
+    if not text.isdigit() or not 1 <= int(text) <= 16:
+        raise UsageError(f"--jobs (make synth JOBS=) takes an integer 1..16; not {text!r}")
+    return int(text)
+
+
+def longest_first(names: list[str], previous: dict) -> list[str]:
+    """``names`` in the order to start them: the longest first, by ``previous`` (the
+    ``blocks`` of an earlier ``synth.json``: its seconds when it was synthesised, not read
+    from the cache) or else the block's own estimate (:attr:`~hdl.synth.blocks.Block.seconds`).
+    Started longest first, a pool of workers ends within about one short block of each
+    other."""
+
+    def seconds(name):
+        b = previous.get(name)
+        if b is None or b.get("cached", True):
+            return BLOCKS[name].seconds
+        return b["seconds"]["total"]
+
+    return sorted(names, key=lambda n: -seconds(n))
+
+
+def measure_all(names, freq_hz: float, *, fresh: bool, jobs: int, previous: dict, log):
+    """Measure ``names`` (blocks of :data:`BLOCKS`) on ``jobs`` worker processes, the longest
+    first (:func:`longest_first`); ``log`` is called with each block's line as it ends.
+    Returns the figures by name, in the order of ``names``."""
+    figures = {}
+    if jobs == 1 or len(names) == 1:
+        for name in names:
+            figures[name] = measure(BLOCKS[name], BUILD, freq_hz, fresh=fresh)
+            log(name, figures[name])
+        return figures
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {
+            pool.submit(measure, BLOCKS[name], BUILD, freq_hz, fresh=fresh): name
+            for name in longest_first(names, previous)
+        }
+        for future in as_completed(futures):
+            name = futures[future]
+            figures[name] = future.result()
+            log(name, figures[name])
+    return {name: figures[name] for name in names}
 
 
 def target_hz() -> float:
@@ -100,8 +148,15 @@ def area_table(area: dict) -> str:
     """The area proxy (:func:`~hdl.synth.area.area_proxy`) as text: per format set the PE's
     cells, flops and NAND2 equivalents, the 128x128 array's, and the array's over int8's."""
     rows = [["format set", "PE cells", "PE flops", "PE GE", "array GE", "array / int8"]]
-    for name, e in area["format_sets"].items():
+    rows[0].append("array / default stages")
+    piped = area.get("pipelined", {"format_sets": {}})
+    entries = [(name, e) for name, e in area["format_sets"].items()]
+    entries += [
+        (f"{name} ({piped['pe_stages']} stages)", e) for name, e in piped["format_sets"].items()
+    ]
+    for name, e in entries:
         ratio = e.get("over_int8", {}).get("array", {}).get("nand2_eq")
+        default = e.get("over_default", {}).get("array", {}).get("nand2_eq")
         rows.append(
             [
                 name,
@@ -110,6 +165,7 @@ def area_table(area: dict) -> str:
                 f"{e['pe']['nand2_eq']:,.0f}",
                 f"{e['array']['nand2_eq'] / 1e6:,.1f} M",
                 "-" if ratio is None else f"{ratio:.2f}x",
+                "-" if default is None else f"{default:.2f}x",
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -128,6 +184,9 @@ def main(argv=None) -> int:
     p.add_argument("--block", default="all", help=f"all, or some of: {', '.join(BLOCKS)}")
     p.add_argument("--out", type=Path, default=BUILD / "synth.json", help="the JSON to write")
     p.add_argument("--fresh", action="store_true", help="synthesise again what the cache holds")
+    p.add_argument(
+        "--jobs", default="2", help="blocks synthesised at once, each a process (2: two cores)"
+    )
     p.add_argument("--list", action="store_true", help="list the blocks and exit")
     p.add_argument("--json", action="store_true", help="print this run's figures as JSON")
     args = p.parse_args(argv)
@@ -138,15 +197,14 @@ def main(argv=None) -> int:
         return 0
     try:
         names = parse_blocks(args.block)
+        jobs = parse_jobs(args.jobs)
     except UsageError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     freq_hz = target_hz()
-    start = time.perf_counter()
-    figures = {}
-    for name in names:
-        figures[name] = measure(BLOCKS[name], BUILD, freq_hz, fresh=args.fresh)
-        b = figures[name]
+    old = json.loads(args.out.read_text()).get("blocks", {}) if args.out.exists() else {}
+
+    def log(name, b):
         print(
             f"[synth] {name}: {b['cells']:,} cells, {b['flops']:,} flops, "
             f"{b['depth_levels']} levels ({b['seconds']['total']:.1f} s"
@@ -154,16 +212,21 @@ def main(argv=None) -> int:
             file=sys.stderr,
             flush=True,
         )
+
+    start = time.perf_counter()
+    figures = measure_all(names, freq_hz, fresh=args.fresh, jobs=jobs, previous=old, log=log)
     total = time.perf_counter() - start
+    # the largest process of the run (a worker, or a Yosys it ran): what two at once must fit
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     record = header(freq_hz)
-    old = json.loads(args.out.read_text()).get("blocks", {}) if args.out.exists() else {}
     merged = {**old, **figures}
     record["blocks"] = {n: merged[n] for n in BLOCKS if n in merged}
     record["area"] = area_proxy(record["blocks"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     if args.json:
-        print(json.dumps({**header(freq_hz), "blocks": figures, "seconds": total}))
+        run = {"seconds": total, "jobs": jobs, "peak_rss_mib": peak_mib}
+        print(json.dumps({**header(freq_hz), "blocks": figures, "area": record["area"], **run}))
         return 0
     print(table(figures, clocking().nodes))
     if record["area"]["format_sets"]:
@@ -172,7 +235,8 @@ def main(argv=None) -> int:
     print(
         f"at the preset's {freq_hz / 1e9:.2f} GHz a stage holds "
         + ", ".join(f"{n} levels at {node}" for node, n in levels.items())
-        + f"; {total:.1f} s; wrote {args.out}"
+        + f"; {total:.1f} s on {jobs} job(s), largest process {peak_mib:,.0f} MiB; "
+        f"wrote {args.out}"
     )
     return 0
 

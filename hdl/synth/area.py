@@ -89,21 +89,12 @@ def _ratio(a: dict, b: dict) -> dict:
     return {k: round(a[k] / b[k], 3) for k in ("cells", "flops", "nand2_eq")}
 
 
-def area_proxy(blocks: dict) -> dict:
-    """The area figures of each format set of :data:`~hdl.synth.blocks.FORMAT_SETS` whose
-    ``pe_<set>`` and ``slice_<set>`` are in ``blocks`` (the ``blocks`` of ``synth.json``):
-    ``pe``, ``slice`` and ``array`` (``cells``, ``flops``, ``nand2_eq``), ``slice_per_pe``
-    (the slice over 128 PEs: the column's own logic), ``over_int8`` (each figure over int8's),
-    and the weights used.
-
-    Examples
-    --------
-    >>> weight("NAND"), weight("XOR"), round(weight("DFFE_PP"), 2)
-    (1.0, 2.0, 8.0)
-    """
+def _format_sets(blocks: dict, suffix: str = "") -> dict:
+    """Per format set whose ``pe_<set><suffix>`` and ``slice_<set><suffix>`` are both in
+    ``blocks``: ``pe``, ``slice``, ``array`` and ``slice_per_pe``."""
     sets = {}
     for name, (spec, label) in FORMAT_SETS.items():
-        pe, col = blocks.get(f"pe_{name}"), blocks.get(f"slice_{name}")
+        pe, col = blocks.get(f"pe_{name}{suffix}"), blocks.get(f"slice_{name}{suffix}")
         if pe is None or col is None:
             continue
         entry = {
@@ -115,11 +106,42 @@ def area_proxy(blocks: dict) -> dict:
         }
         entry["slice_per_pe"] = _ratio(entry["slice"], _figures(pe, PE_PER_SLICE))
         sets[name] = entry
-    if "int8" in sets:
-        for entry in sets.values():
-            entry["over_int8"] = {
-                part: _ratio(entry[part], sets["int8"][part]) for part in ("pe", "slice", "array")
-            }
+    return sets
+
+
+def _compare(sets: dict, base: dict | None, key: str) -> None:
+    """Put ``key`` into each entry of ``sets``: its ``pe``, ``slice`` and ``array`` over
+    ``base``'s (nothing when ``base`` is ``None``)."""
+    if base is None:
+        return
+    for entry in sets.values():
+        entry[key] = {part: _ratio(entry[part], base[part]) for part in ("pe", "slice", "array")}
+
+
+def area_proxy(blocks: dict) -> dict:
+    """The area figures of each format set of :data:`~hdl.synth.blocks.FORMAT_SETS` whose
+    ``pe_<set>`` and ``slice_<set>`` are in ``blocks`` (the ``blocks`` of ``synth.json``):
+    ``pe``, ``slice`` and ``array`` (``cells``, ``flops``, ``nand2_eq``), ``slice_per_pe``
+    (the slice over 128 PEs: the column's own logic), ``over_int8`` (each figure over int8's),
+    and the weights used. ``pipelined`` holds the same for the floating-point sets at
+    :data:`~tlm.tensor.config.PIPELINED_FLOAT`'s PE stages (blocks ``pe_<set>_<n>stage`` and
+    ``slice_<set>_<n>stage``), each also over the same set at its default stages
+    (``over_default``); their ``over_int8`` is over int8 at its default stages.
+
+    Examples
+    --------
+    >>> weight("NAND"), weight("XOR"), round(weight("DFFE_PP"), 2)
+    (1.0, 2.0, 8.0)
+    """
+    from tlm.tensor.config import PIPELINED_FLOAT
+
+    sets = _format_sets(blocks)
+    _compare(sets, sets.get("int8"), "over_int8")
+    stages = PIPELINED_FLOAT["pe_stages"]
+    piped = _format_sets(blocks, f"_{stages}stage")
+    _compare(piped, sets.get("int8"), "over_int8")
+    for name, entry in piped.items():
+        _compare({name: entry}, sets.get(name), "over_default")
     kinds = sorted({k for b in blocks.values() for k in b.get("cells_by_kind", {})})
     return {
         "unit": "NAND2 equivalents (nand2_eq): each generic cell weighed by the area of the "
@@ -133,4 +155,9 @@ def area_proxy(blocks: dict) -> dict:
         "128x128 engine is too big for Yosys on this machine",
         "omits": "wires, buffering, gate sizing, clock tree, SRAM; a proxy, not a layout",
         "format_sets": sets,
+        "pipelined": {
+            "pe_stages": stages,
+            "blocks": f"pe_<set>_{stages}stage and slice_<set>_{stages}stage",
+            "format_sets": piped,
+        },
     }

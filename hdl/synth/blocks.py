@@ -36,6 +36,9 @@ class Block:
     in_all : bool
         Whether ``make synth`` (``--block all``) runs it; a block that alone takes longer than
         the whole run may is run only by name.
+    seconds : float
+        About how long it takes (generation and Yosys, an idle machine of two cores): which
+        blocks a pool of workers starts first when no earlier run's figure says.
     """
 
     name: str
@@ -43,6 +46,7 @@ class Block:
     top: str
     verilog: Callable[[], str]
     in_all: bool = True
+    seconds: float = 10.0
 
 
 def _engine_config(rows: int, cols: int, fmt: str, pe_stages=None, decode_stages=None):
@@ -61,7 +65,7 @@ def _pe(fmt: str, pe_stages: int | None = None) -> str:
     )
 
 
-def _slice(fmt: str, rows: int) -> str:
+def _slice(fmt: str, rows: int, pe_stages: int | None = None) -> str:
     """A column of ``rows`` PEs, the unit a ``rows x cols`` array is made of ``cols`` times
     (:class:`~hdl.tensor.array.Column`), with its PE generated once."""
     from amaranth.back import verilog
@@ -69,7 +73,7 @@ def _slice(fmt: str, rows: int) -> str:
     from ..tensor.array import Column
     from ..tensor.pe import ProcessingElement
 
-    cfg = _engine_config(rows, 128, fmt)
+    cfg = _engine_config(rows, 128, fmt, pe_stages)
     return "\n".join(
         [
             verilog.convert(ProcessingElement(cfg), name="slice_pe", emit_src=False),
@@ -181,6 +185,17 @@ def _blocks() -> dict[str, Block]:
                 partial(_slice, fmt, 128),
             )
         )
+    for name, (fmt, text) in FORMAT_SETS.items():
+        if name != "int8":
+            blocks.append(
+                Block(
+                    f"slice_{name}_{piped}stage",
+                    f"array slice: a column of 128 PEs, {text}, {piped} stages (pipelined to "
+                    "trn2's clock)",
+                    "slice",
+                    partial(_slice, fmt, 128, piped),
+                )
+            )
     for size in (8, 128):
         for fmt, text in formats.items():
             blocks.append(
@@ -191,6 +206,9 @@ def _blocks() -> dict[str, Block]:
                     partial(_engine, size, size, fmt),
                     # over 10 minutes alone on 2 cores: 128 x slice_all stands for its array
                     in_all=(size, fmt) != (128, "all"),
+                    seconds={(8, "int8"): 10.0, (8, "all"): 30.0, (128, "int8"): 100.0}.get(
+                        (size, fmt), 600.0
+                    ),
                 )
             )
     for stages, text in ((1, "combinational"), (2, "with its register")):
@@ -201,6 +219,7 @@ def _blocks() -> dict[str, Block]:
                 f"clock and its decoder, {text}",
                 "edge",
                 partial(_edge, 128, "all", stages),
+                seconds=80.0,
             )
         )
     blocks.append(

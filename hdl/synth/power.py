@@ -26,6 +26,7 @@ Examples::
     python -m hdl.synth.power                       # 8x8, every format, N = 16
     python -m hdl.synth.power --format int8,bf16 --size 4x4 --seed 7
     python -m hdl.synth.power --gates               # and the PEs at gate level
+    python -m hdl.synth.power --pipelined           # and the float engines pipelined
 """
 
 from __future__ import annotations
@@ -46,7 +47,15 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "synth"
 PROG = "python -m hdl.synth.power"
 
-__all__ = ["gemm_operands", "measure_power", "run_gemm", "main"]
+__all__ = ["ENGINES", "gemm_operands", "measure_power", "run_gemm", "main"]
+
+#: The engines each format runs on (``--pipelined`` adds the last two).
+ENGINES = {
+    "alone": "elaborated with the format alone, at its default stages",
+    "all": "the every-format engine at its default stages",
+    "alone_pipelined": "a float format alone at PIPELINED_FLOAT's stages (11 PE, 2 decoder)",
+    "all_pipelined": "the every-format engine at PIPELINED_FLOAT's stages, every format",
+}
 
 
 class UsageError(ValueError):
@@ -154,26 +163,36 @@ def measure_power(
     keep: Path | None = None,
     log=None,
     gates: bool = False,
+    pipelined: bool = False,
 ):
     """Toggle figures per format and engine (``alone``: elaborated with that format only;
     ``all``: the every-format engine); see the module's docstring. ``keep``: a folder to
     keep the VCDs in (else a temporary one); ``log``: called with a line after each run;
     ``gates``: also the PEs' gate-level toggles (:func:`~hdl.synth.gates.pe_toggles`, the PE
-    synthesised once per format set and cached)."""
+    synthesised once per format set and cached); ``pipelined``: also the floating-point
+    engines at :data:`~tlm.tensor.config.PIPELINED_FLOAT`'s stages (``alone_pipelined``:
+    a float format's own engine; ``all_pipelined``: the every-format engine, every format)."""
     from tlm.formats import get_format
-    from tlm.tensor.config import EngineConfig
+    from tlm.tensor.config import PIPELINED_FLOAT, EngineConfig
 
     from .gates import pe_toggles
 
-    engines = {"alone": None, "all": EngineConfig(rows, cols, "all")}
+    engines = {"alone": {}, "all": {"fmt": "all"}}
+    if pipelined:
+        engines |= {
+            "alone_pipelined": PIPELINED_FLOAT,
+            "all_pipelined": {"fmt": "all", **PIPELINED_FLOAT},
+        }
     rows_out = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(keep) if keep else Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         for name in formats:
             fmt = get_format(name)
-            for engine, cfg in engines.items():
-                cfg = cfg or EngineConfig(rows, cols, name)
+            for engine, params in engines.items():
+                if engine == "alone_pipelined" and fmt.kind == "int":
+                    continue  # an integer engine has no floating-point pipeline
+                cfg = EngineConfig(rows, cols, **{"fmt": name, **params})
                 vcd = folder / f"gemm_{rows}x{cols}_{name}_{engine}.vcd"
                 start = time.perf_counter()
                 run = run_gemm(cfg, fmt, seed, n, vcd)
@@ -210,6 +229,7 @@ def measure_power(
     base = rows_out.get("int8", {})
     for per_engine in rows_out.values():
         for engine, r in per_engine.items():
+            # int8's own engine is the unit of every engine (an integer engine has one kind)
             alone, same = base.get("alone"), base.get(engine)
             r["relative_to_int8"] = (
                 r["toggles_per_mac"] / alone["toggles_per_mac"] if alone else None
@@ -305,6 +325,11 @@ def main(argv=None) -> int:
         action="store_true",
         help="also the PEs' gate-level toggles weighed by fanout (synthesises each PE once)",
     )
+    p.add_argument(
+        "--pipelined",
+        action="store_true",
+        help="also the floating-point engines at PIPELINED_FLOAT's stages (11 PE, 2 decoder)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
     try:
@@ -329,6 +354,7 @@ def main(argv=None) -> int:
         seed,
         keep=args.keep_vcd,
         gates=args.gates,
+        pipelined=args.pipelined,
         log=lambda line: print(f"[power] {line}", file=sys.stderr, flush=True),
     )
     result = {
@@ -337,6 +363,7 @@ def main(argv=None) -> int:
         "omits": "clock tree, SRAM and buffers outside the RTL, gate-level nodes inside "
         "operators, glitches, wire and gate capacitance, voltage and frequency, leakage",
         "engine": {"rows": rows, "cols": cols},
+        "engines": {k: v for k, v in ENGINES.items() if args.pipelined or "pipelined" not in k},
         "gemm": {"k": rows, "m": cols, "n": n, "macs": rows * cols * n},
         "operands": "int8 uniform over -128..127; floats standard normal rounded to the format",
         "seed": seed,

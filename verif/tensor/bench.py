@@ -1,12 +1,12 @@
 """cocotb bench of the tensor engine: random ops, idle and backpressure, lockstep TLM.
 
 Configured by environment (the pytest entry point ``tests/test_verif_tensor.py`` sets it):
-``TE_ROWS``, ``TE_COLS``, ``TE_FORMAT``, ``SEED``, ``TE_OPS``, ``TE_MAX_N``,
-``TE_PATTERNS`` (comma-separated ``ld:mv:ready`` triples from
-:data:`verif.tensor.stimulus.PATTERNS`; triple ``i`` draws from sub-seed ``SEED + i``),
-``TE_MISUSE`` (0/1), ``TE_STATUS_BITS`` (the status counters' width), ``TE_PERF_JSON``
-(write the cycles per second to this file), ``TE_PLANT_MISMATCH`` (1: a wrong expectation,
-for the triage tests).
+``TE_ROWS``, ``TE_COLS``, ``TE_FORMAT``, ``TE_PE_STAGES``, ``TE_DECODE_STAGES`` (unset: the
+defaults), ``SEED``, ``TE_OPS``, ``TE_MAX_N``, ``TE_PATTERNS`` (comma-separated ``ld:mv:ready``
+triples from :data:`verif.tensor.stimulus.PATTERNS`; triple ``i`` draws from sub-seed ``SEED +
+i``), ``TE_MISUSE`` (0/1), ``TE_STATUS_BITS`` (the status counters' width), ``TE_PERF_JSON``
+(write the cycles per second to this file), ``TE_PLANT_MISMATCH`` (1: a wrong expectation, for
+the triage tests).
 
 The single clocked loop drives both producers and the consumer, samples every port after the
 design settles, and steps :class:`verif.tensor.scoreboard.Scoreboard` - one trigger pair per
@@ -25,23 +25,17 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig
 from verif.common.known import known
 from verif.coverage.db import write_run
 from verif.coverage.tensor import EngineCoverage
 from verif.tensor.drivers import Traffic
 from verif.tensor.scoreboard import Observed, Scoreboard
-from verif.tensor.signals import Codec
+from verif.tensor.signals import Codec, config_from_env
 from verif.tensor.stimulus import pattern, run_stimulus
 
 
 def _config():
-    cfg = EngineConfig(
-        int(os.environ.get("TE_ROWS", "4")),
-        int(os.environ.get("TE_COLS", "4")),
-        os.environ.get("TE_FORMAT", "int8"),
-        status_bits=int(os.environ.get("TE_STATUS_BITS") or STATUS_COUNTER_BITS),
-    )
+    cfg = config_from_env(os.environ)
     seed = int(os.environ.get("SEED") or random.randrange(1 << 31))
     return cfg, seed
 

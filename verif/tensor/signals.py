@@ -10,7 +10,30 @@ from hdl.tensor.layouts import load_beat, moving_beat, result_beat, status_layou
 from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import LoadBeat, MovingBeat
 
-__all__ = ["Codec", "raw_lanes"]
+__all__ = ["Codec", "config_from_env", "raw_lanes"]
+
+
+def config_from_env(environ, *, rows: int = 4, cols: int = 4) -> EngineConfig:
+    """The engine a cocotb bench runs on, from its ``TE_*`` environment: ``TE_ROWS``,
+    ``TE_COLS`` (``rows``, ``cols`` when unset), ``TE_FORMAT`` (int8), ``TE_STATUS_BITS``,
+    ``TE_PE_STAGES`` and ``TE_DECODE_STAGES`` (unset or empty: the defaults of
+    :class:`~tlm.tensor.config.EngineConfig`)."""
+
+    def number(name):
+        text = environ.get(name) or ""
+        return int(text) if text else None
+
+    optional = {
+        "status_bits": number("TE_STATUS_BITS"),
+        "pe_stages": number("TE_PE_STAGES"),
+        "decode_stages": number("TE_DECODE_STAGES"),
+    }
+    return EngineConfig(
+        number("TE_ROWS") or rows,
+        number("TE_COLS") or cols,
+        environ.get("TE_FORMAT") or "int8",
+        **{k: v for k, v in optional.items() if v is not None},
+    )
 
 
 def raw_lanes(cfg: EngineConfig, code: int, values) -> np.ndarray:

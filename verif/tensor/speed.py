@@ -1,8 +1,9 @@
 """cocotb speed probe: the engine kept busy at full rate, results read every cycle, no checks.
 
 Measures what the simulator and cocotb cost per cycle, apart from the scoreboard. Configured by
-``TE_ROWS``, ``TE_COLS``, ``TE_FORMAT``, ``TE_CYCLES`` and ``TE_PERF_JSON`` (where the figures
-go). An engine with several formats is driven with BF16 ops when it has BF16.
+``TE_ROWS``, ``TE_COLS``, ``TE_FORMAT``, ``TE_PE_STAGES``, ``TE_DECODE_STAGES`` (unset: the
+defaults), ``TE_CYCLES`` and ``TE_PERF_JSON`` (where the figures go). An engine with several
+formats is driven with BF16 ops when it has BF16.
 """
 
 from __future__ import annotations
@@ -16,16 +17,13 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
-from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import LoadBeat, MovingBeat
-from verif.tensor.signals import Codec
+from verif.tensor.signals import Codec, config_from_env
 
 
 @cocotb.test()
 async def speed(dut):
-    cfg = EngineConfig(
-        int(os.environ["TE_ROWS"]), int(os.environ["TE_COLS"]), os.environ.get("TE_FORMAT", "int8")
-    )
+    cfg = config_from_env(os.environ)
     names = [f.name for f in cfg.formats]
     fmt = cfg.formats[names.index("bf16")] if "bf16" in names else cfg.fmt
     code = cfg.code(fmt)
