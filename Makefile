@@ -64,8 +64,8 @@ help:
 	@echo "                 --list names them); JOBS blocks at once (2)"
 	@echo "make power       relative dynamic-power proxy per format: toggles of a GEMM's VCD on"
 	@echo "                 ROWSxCOLS engines (8x8), FORMAT=all or some, N columns (16), SEED;"
-	@echo "                 GATES=1 also the PEs at gate level (fanout-weighed), PIPELINED=1 also the"
-	@echo "                 float engines at PIPELINED_FLOAT's stages; build/synth/power.json"
+	@echo "                 GATES=1 also the PEs at gate level (fanout-weighed), ONE_STAGE=1 also the"
+	@echo "                 float engines in one stage (ONE_STAGE_FLOAT); build/synth/power.json"
 	@echo "make calibrate   rerun the chip TLM's GEMM over the cost grid: tlm/costs/data/PRESET.json"
 	@echo "                 (PRESET=trn2, a few minutes); commit the file it writes"
 	@echo "make calibrate-collectives  fit each chip generation's runtime collective costs on"
@@ -198,7 +198,7 @@ synth:
 # environment chooses the formats here (else every format).
 power:
 	$(PY) -m hdl.synth.power --size $(ROWS)x$(COLS) $(if $(SEED),--seed $(SEED)) $(if $(N),--n $(N)) \
-		$(if $(filter 1,$(GATES)),--gates) $(if $(filter 1,$(PIPELINED)),--pipelined) \
+		$(if $(filter 1,$(GATES)),--gates) $(if $(filter 1,$(ONE_STAGE)),--one-stage) \
 		$(if $(filter command line environment,$(origin FORMAT)),--format $(FORMAT))
 
 calibrate:

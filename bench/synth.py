@@ -4,7 +4,7 @@ Runs ``python -m hdl.synth --fresh`` in a fresh interpreter (every netlist synth
 so the times are real) and records, per block, its cells, flops, longest register-to-register
 stage in generic gate levels and wall time, the whole run's wall time (target: 10 minutes) and
 largest process, and the area proxy of each format set's PE array over int8's, at the default
-PE stages and pipelined (:mod:`hdl.synth.area`).
+PE stages and in one stage (:mod:`hdl.synth.area`).
 The depth target is what one stage holds at the preset's tensor engine clock in a 5 nm-class
 process (:mod:`hdl.synth.clock`). Measured and printed, never asserted.
 """
@@ -83,8 +83,8 @@ def bench_synth() -> list[dict]:
 
 def area_rows(area: dict) -> list[dict]:
     """The area proxy's rows (:mod:`hdl.synth.area`): each format set's 128x128 PE array over
-    int8's in NAND2 equivalents, at its default stages and pipelined (and the pipelined array
-    over the same set's at its default stages)."""
+    int8's in NAND2 equivalents at its default stages, the float sets' over their own array in
+    one stage (what the pipeline costs), and the float sets in one stage over int8's."""
     rows = []
 
     def row(figure, value):
@@ -95,22 +95,18 @@ def area_rows(area: dict) -> list[dict]:
             f"area proxy: {entry['label']} PE array (128 x slice), NAND2 equivalents over int8's",
             entry.get("over_int8", {}).get("array", {}).get("nand2_eq", 1.0),
         )
-    piped = area.get("pipelined", {})
-    for entry in piped.get("format_sets", {}).values():
-        stages = f"{piped['pe_stages']}-stage"
-        over = {
-            k: entry.get(k, {}).get("array", {}).get("nand2_eq")
-            for k in ("over_int8", "over_default")
-        }
-        if over["over_int8"] is not None:
+        over_one = entry.get("over_one_stage", {}).get("array", {}).get("nand2_eq")
+        if over_one is not None:
             row(
-                f"area proxy: {entry['label']} {stages} PE array, NAND2 equivalents over int8's",
-                over["over_int8"],
-            )
-        if over["over_default"] is not None:
-            row(
-                f"area proxy: {entry['label']} {stages} PE array over its default stages' "
+                f"area proxy: {entry['label']} PE array over its one-stage array's "
                 "(NAND2 equivalents)",
-                over["over_default"],
+                over_one,
+            )
+    for entry in area.get("one_stage", {}).get("format_sets", {}).values():
+        over = entry.get("over_int8", {}).get("array", {}).get("nand2_eq")
+        if over is not None:
+            row(
+                f"area proxy: {entry['label']} one-stage PE array, NAND2 equivalents over int8's",
+                over,
             )
     return rows

@@ -247,10 +247,10 @@ endmodule
 
 
 @pytest.mark.parametrize(
-    "name,one,shrink", [("pe_int8", "pe_int8_1stage", 1.5), ("pe_fp8_11stage", "pe_fp8", 4)]
+    "name,one,shrink", [("pe_int8", "pe_int8_1stage", 1.5), ("pe_fp8", "pe_fp8_1stage", 4)]
 )
 def test_pipelined_pe_splits_the_step(tmp_path, name, one, shrink):
-    """Pipelined (int8 at its default 2 stages, FP8 at ``PIPELINED_FLOAT``'s 11), the PE's
+    """At their default stages (int8 2, FP8 ``PIPELINED_FLOAT``'s 11), the PE's
     deepest stage is on the partial sum's row-to-row path (from ``p_in`` or an ``add.*``
     register), its product has stages of its own, and the whole is ``shrink`` times shallower
     than the same PE in one stage (int8: 21 levels against 32; FP8: 22 against 95), each
@@ -266,14 +266,14 @@ def test_pipelined_pe_splits_the_step(tmp_path, name, one, shrink):
     assert piped["depth_levels"] <= budget, (budget, piped["stages"][:3])
 
 
-@pytest.mark.parametrize("name", ["pe_all_11stage", "pe_fp8_11stage"])
+@pytest.mark.parametrize("name", ["pe_all", "pe_fp8"])
 def test_pipelined_float_pe_fits_the_clock(tmp_path, name):
-    """At ``PIPELINED_FLOAT``'s stages (the first ten cuts of ``PE_CUTS["float"]``), every
-    register-to-register path of the floating-point PE is within the stage trn2's tensor
-    clock allows at 5 nm (22 generic gate levels; 153 in one stage)."""
-    from tlm.tensor.config import PIPELINED_FLOAT
+    """At the float default, ``PIPELINED_FLOAT``'s stages (the first ten cuts of
+    ``PE_CUTS["float"]``), every register-to-register path of the floating-point PE is within
+    the stage trn2's tensor clock allows at 5 nm (22 generic gate levels; 147 in one stage)."""
+    from tlm.tensor.config import PIPELINED_FLOAT, EngineConfig
 
-    assert name.endswith(f"_{PIPELINED_FLOAT['pe_stages']}stage")
+    assert EngineConfig(4, 4, "bf16").pe_stages == PIPELINED_FLOAT["pe_stages"]
     fig = measure(BLOCKS[name], tmp_path, 2.5e9)
     budget = clocking().levels_per_stage(target_hz(), "5nm")
     assert budget == 22

@@ -56,27 +56,33 @@ def test_proxy_per_format_set():
     )
 
 
-def test_proxy_of_the_pipelined_sets():
-    """The float sets at PIPELINED_FLOAT's stages (``pe_<set>_11stage``, ``slice_<set>_11stage``)
-    are compared with int8 at its default stages and with the same set at its default."""
+def test_proxy_of_the_one_stage_sets():
+    """The float sets in one stage (``pe_<set>_1stage``, ``slice_<set>_1stage``) are compared
+    with int8 at its default stages, and each default (pipelined) set with its one-stage self:
+    what the pipeline costs."""
     blocks = {
         "pe_int8": _block(100, 10),
         "slice_int8": _block(128 * 100, 128 * 10),
-        "pe_bf16": _block(400, 15),
-        "slice_bf16": _block(128 * 400, 128 * 15),
-        "pe_bf16_11stage": _block(500, 150),
-        "slice_bf16_11stage": _block(128 * 500, 128 * 160),
-        "pe_fp32_11stage": _block(900, 200),  # no slice: left out
+        "pe_int8_1stage": _block(90, 5),  # int8's own comparison: not a float set's
+        "slice_int8_1stage": _block(128 * 90, 128 * 5),
+        "pe_bf16": _block(500, 150),
+        "slice_bf16": _block(128 * 500, 128 * 160),
+        "pe_bf16_1stage": _block(400, 15),
+        "slice_bf16_1stage": _block(128 * 400, 128 * 15),
+        "pe_fp32_1stage": _block(900, 20),  # no slice: left out
     }
-    piped = area_proxy(blocks)["pipelined"]
-    assert piped["pe_stages"] == 11 and list(piped["format_sets"]) == ["bf16"]
-    bf16 = piped["format_sets"]["bf16"]
-    assert bf16["pe"]["flops"] == 150 and bf16["array"]["flops"] == 128 * 128 * 160
-    assert bf16["over_int8"]["array"]["flops"] == 16.0
-    assert bf16["over_default"]["pe"]["flops"] == 10.0
-    assert bf16["over_default"]["array"]["cells"] == pytest.approx(
+    area = area_proxy(blocks)
+    one = area["one_stage"]
+    assert one["pe_stages"] == 1 and list(one["format_sets"]) == ["bf16"]
+    bf16 = one["format_sets"]["bf16"]
+    assert bf16["pe"]["flops"] == 15 and bf16["array"]["flops"] == 128 * 128 * 15
+    assert bf16["over_int8"]["array"]["flops"] == 1.5
+    piped = area["format_sets"]["bf16"]
+    assert piped["over_one_stage"]["pe"]["flops"] == 10.0
+    assert piped["over_one_stage"]["array"]["cells"] == pytest.approx(
         (500 + 160) / (400 + 15), abs=1e-3
     )
+    assert "over_one_stage" not in area["format_sets"]["int8"]
 
 
 @pytest.fixture(scope="module")

@@ -35,21 +35,22 @@ def test_power_json_has_the_documented_fields(tmp_path):
     assert result["formats"]["fp8_e4m3"]["alone"]["relative_to_int8"] > 1
 
 
-def test_pipelined_engines(tmp_path):
-    """``--pipelined`` adds the float engines at PIPELINED_FLOAT's stages: FP8 alone and
-    every format (int8 too, which has no pipelined engine of its own); each GEMM is checked
-    against the TLM every cycle as on the default engines, and takes longer (the latency)."""
+def test_one_stage_engines(tmp_path):
+    """``--one-stage`` adds the float engines in one stage (ONE_STAGE_FLOAT): FP8 alone and
+    every format (int8 too, which has no float pipeline of its own); each GEMM is checked
+    against the TLM every cycle as on the default engines, and takes less time (the latency
+    of the default's pipeline)."""
     out = tmp_path / "power.json"
     argv = ["--format", "int8,fp8_e4m3", "--size", "2x2", "--n", "4", "--seed", "5"]
-    assert main([*argv, "--pipelined", "--out", str(out)]) == 0
+    assert main([*argv, "--one-stage", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
-    assert set(result["engines"]) == {"alone", "all", "alone_pipelined", "all_pipelined"}
-    assert set(result["formats"]["int8"]) == {"alone", "all", "all_pipelined"}
+    assert set(result["engines"]) == {"alone", "all", "alone_one_stage", "all_one_stage"}
+    assert set(result["formats"]["int8"]) == {"alone", "all", "all_one_stage"}
     fp8 = result["formats"]["fp8_e4m3"]
-    assert set(fp8) == {"alone", "all", "alone_pipelined", "all_pipelined"}
-    assert fp8["alone_pipelined"]["cycles"] > fp8["alone"]["cycles"]
-    assert fp8["alone_pipelined"]["macs"] == 16 and fp8["alone_pipelined"]["toggles"] > 0
-    assert result["formats"]["int8"]["all_pipelined"]["relative_to_int8_same_engine"] == 1
+    assert set(fp8) == {"alone", "all", "alone_one_stage", "all_one_stage"}
+    assert fp8["alone_one_stage"]["cycles"] < fp8["alone"]["cycles"]
+    assert fp8["alone_one_stage"]["macs"] == 16 and fp8["alone_one_stage"]["toggles"] > 0
+    assert result["formats"]["int8"]["all_one_stage"]["relative_to_int8_same_engine"] == 1
 
 
 @pytest.mark.parametrize(

@@ -148,15 +148,13 @@ def area_table(area: dict) -> str:
     """The area proxy (:func:`~hdl.synth.area.area_proxy`) as text: per format set the PE's
     cells, flops and NAND2 equivalents, the 128x128 array's, and the array's over int8's."""
     rows = [["format set", "PE cells", "PE flops", "PE GE", "array GE", "array / int8"]]
-    rows[0].append("array / default stages")
-    piped = area.get("pipelined", {"format_sets": {}})
+    rows[0].append("array / one stage")
+    one = area.get("one_stage", {"format_sets": {}})
     entries = [(name, e) for name, e in area["format_sets"].items()]
-    entries += [
-        (f"{name} ({piped['pe_stages']} stages)", e) for name, e in piped["format_sets"].items()
-    ]
+    entries += [(f"{name} (1 stage)", e) for name, e in one["format_sets"].items()]
     for name, e in entries:
         ratio = e.get("over_int8", {}).get("array", {}).get("nand2_eq")
-        default = e.get("over_default", {}).get("array", {}).get("nand2_eq")
+        default = e.get("over_one_stage", {}).get("array", {}).get("nand2_eq")
         rows.append(
             [
                 name,

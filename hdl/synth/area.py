@@ -123,25 +123,27 @@ def area_proxy(blocks: dict) -> dict:
     ``pe_<set>`` and ``slice_<set>`` are in ``blocks`` (the ``blocks`` of ``synth.json``):
     ``pe``, ``slice`` and ``array`` (``cells``, ``flops``, ``nand2_eq``), ``slice_per_pe``
     (the slice over 128 PEs: the column's own logic), ``over_int8`` (each figure over int8's),
-    and the weights used. ``pipelined`` holds the same for the floating-point sets at
-    :data:`~tlm.tensor.config.PIPELINED_FLOAT`'s PE stages (blocks ``pe_<set>_<n>stage`` and
-    ``slice_<set>_<n>stage``), each also over the same set at its default stages
-    (``over_default``); their ``over_int8`` is over int8 at its default stages.
+    and the weights used; a float set whose one-stage blocks are there (``pe_<set>_1stage``,
+    ``slice_<set>_1stage``) also ``over_one_stage``: what its default pipeline costs.
+    ``one_stage`` holds the same figures for the floating-point sets at
+    :data:`~tlm.tensor.config.ONE_STAGE_FLOAT`'s PE stages; their ``over_int8`` is over int8
+    at its default stages.
 
     Examples
     --------
     >>> weight("NAND"), weight("XOR"), round(weight("DFFE_PP"), 2)
     (1.0, 2.0, 8.0)
     """
-    from tlm.tensor.config import PIPELINED_FLOAT
+    from tlm.tensor.config import ONE_STAGE_FLOAT
 
     sets = _format_sets(blocks)
     _compare(sets, sets.get("int8"), "over_int8")
-    stages = PIPELINED_FLOAT["pe_stages"]
-    piped = _format_sets(blocks, f"_{stages}stage")
-    _compare(piped, sets.get("int8"), "over_int8")
-    for name, entry in piped.items():
-        _compare({name: entry}, sets.get(name), "over_default")
+    stages = ONE_STAGE_FLOAT["pe_stages"]
+    one = {k: v for k, v in _format_sets(blocks, f"_{stages}stage").items() if k != "int8"}
+    _compare(one, sets.get("int8"), "over_int8")
+    for name, entry in one.items():
+        if name in sets:
+            _compare({name: sets[name]}, entry, "over_one_stage")
     kinds = sorted({k for b in blocks.values() for k in b.get("cells_by_kind", {})})
     return {
         "unit": "NAND2 equivalents (nand2_eq): each generic cell weighed by the area of the "
@@ -155,9 +157,9 @@ def area_proxy(blocks: dict) -> dict:
         "128x128 engine is too big for Yosys on this machine",
         "omits": "wires, buffering, gate sizing, clock tree, SRAM; a proxy, not a layout",
         "format_sets": sets,
-        "pipelined": {
+        "one_stage": {
             "pe_stages": stages,
             "blocks": f"pe_<set>_{stages}stage and slice_<set>_{stages}stage",
-            "format_sets": piped,
+            "format_sets": one,
         },
     }

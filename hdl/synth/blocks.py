@@ -140,14 +140,14 @@ def _link(kind: str, shape: str) -> str:
 
 
 def _blocks() -> dict[str, Block]:
-    from tlm.tensor.config import PIPELINED_FLOAT
+    from tlm.tensor.config import ONE_STAGE_FLOAT
 
     formats = {"int8": "int8", "all": "every format"}
     blocks = []
     for name, (fmt, text) in FORMAT_SETS.items():
         blocks.append(Block(f"pe_{name}", f"processing element, {text}", "pe", partial(_pe, fmt)))
-    # The stage counts worth comparing with the defaults: int8 in one stage, floats in the
-    # split of 5 and pipelined to fit trn2's clock (PIPELINED_FLOAT), each float format set.
+    # The stage counts worth comparing with the defaults (int8 in 2, floats in 11, trn2's
+    # clock): each format set in one stage (ONE_STAGE_FLOAT for floats), floats in 5.
     blocks.append(
         Block(
             "pe_int8_1stage",
@@ -165,15 +165,15 @@ def _blocks() -> dict[str, Block]:
                 partial(_pe, fmt, 5),
             )
         )
-    piped = PIPELINED_FLOAT["pe_stages"]
+    one = ONE_STAGE_FLOAT["pe_stages"]
     for name, (fmt, text) in FORMAT_SETS.items():
         if name != "int8":
             blocks.append(
                 Block(
-                    f"pe_{name}_{piped}stage",
-                    f"processing element, {text}, {piped} stages (pipelined to trn2's clock)",
+                    f"pe_{name}_{one}stage",
+                    f"processing element, {text}, in one stage (multiply and add in a cycle)",
                     "pe",
-                    partial(_pe, fmt, piped),
+                    partial(_pe, fmt, one),
                 )
             )
     for name, (fmt, text) in FORMAT_SETS.items():
@@ -189,11 +189,10 @@ def _blocks() -> dict[str, Block]:
         if name != "int8":
             blocks.append(
                 Block(
-                    f"slice_{name}_{piped}stage",
-                    f"array slice: a column of 128 PEs, {text}, {piped} stages (pipelined to "
-                    "trn2's clock)",
+                    f"slice_{name}_{one}stage",
+                    f"array slice: a column of 128 PEs, {text}, in one stage",
                     "slice",
-                    partial(_slice, fmt, 128, piped),
+                    partial(_slice, fmt, 128, one),
                 )
             )
     for size in (8, 128):
@@ -224,10 +223,10 @@ def _blocks() -> dict[str, Block]:
         )
     blocks.append(
         Block(
-            f"engine_8x8_all_{piped}stage",
-            "tensor engine 8x8, every format, pipelined to trn2's clock (PE and decoders)",
+            f"engine_8x8_all_{one}stage",
+            "tensor engine 8x8, every format, in one stage (PE and decoders)",
             "tensor_engine",
-            partial(_engine, 8, 8, "all", **PIPELINED_FLOAT),
+            partial(_engine, 8, 8, "all", **ONE_STAGE_FLOAT),
         )
     )
     blocks.append(

@@ -26,7 +26,7 @@ Examples::
     python -m hdl.synth.power                       # 8x8, every format, N = 16
     python -m hdl.synth.power --format int8,bf16 --size 4x4 --seed 7
     python -m hdl.synth.power --gates               # and the PEs at gate level
-    python -m hdl.synth.power --pipelined           # and the float engines pipelined
+    python -m hdl.synth.power --one-stage           # and the float engines in one stage
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ PROG = "python -m hdl.synth.power"
 
 __all__ = ["ENGINES", "gemm_operands", "measure_power", "run_gemm", "main"]
 
-#: The engines each format runs on (``--pipelined`` adds the last two).
+#: The engines each format runs on (``--one-stage`` adds the last two).
 ENGINES = {
     "alone": "elaborated with the format alone, at its default stages",
     "all": "the every-format engine at its default stages",
-    "alone_pipelined": "a float format alone at PIPELINED_FLOAT's stages (11 PE, 2 decoder)",
-    "all_pipelined": "the every-format engine at PIPELINED_FLOAT's stages, every format",
+    "alone_one_stage": "a float format alone in one stage (ONE_STAGE_FLOAT: 1 PE, 1 decoder)",
+    "all_one_stage": "the every-format engine in one stage (ONE_STAGE_FLOAT), every format",
 }
 
 
@@ -163,25 +163,25 @@ def measure_power(
     keep: Path | None = None,
     log=None,
     gates: bool = False,
-    pipelined: bool = False,
+    one_stage: bool = False,
 ):
     """Toggle figures per format and engine (``alone``: elaborated with that format only;
     ``all``: the every-format engine); see the module's docstring. ``keep``: a folder to
     keep the VCDs in (else a temporary one); ``log``: called with a line after each run;
     ``gates``: also the PEs' gate-level toggles (:func:`~hdl.synth.gates.pe_toggles`, the PE
-    synthesised once per format set and cached); ``pipelined``: also the floating-point
-    engines at :data:`~tlm.tensor.config.PIPELINED_FLOAT`'s stages (``alone_pipelined``:
-    a float format's own engine; ``all_pipelined``: the every-format engine, every format)."""
+    synthesised once per format set and cached); ``one_stage``: also the floating-point
+    engines at :data:`~tlm.tensor.config.ONE_STAGE_FLOAT`'s stages (``alone_one_stage``:
+    a float format's own engine; ``all_one_stage``: the every-format engine, every format)."""
     from tlm.formats import get_format
-    from tlm.tensor.config import PIPELINED_FLOAT, EngineConfig
+    from tlm.tensor.config import ONE_STAGE_FLOAT, EngineConfig
 
     from .gates import pe_toggles
 
     engines = {"alone": {}, "all": {"fmt": "all"}}
-    if pipelined:
+    if one_stage:
         engines |= {
-            "alone_pipelined": PIPELINED_FLOAT,
-            "all_pipelined": {"fmt": "all", **PIPELINED_FLOAT},
+            "alone_one_stage": ONE_STAGE_FLOAT,
+            "all_one_stage": {"fmt": "all", **ONE_STAGE_FLOAT},
         }
     rows_out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -190,7 +190,7 @@ def measure_power(
         for name in formats:
             fmt = get_format(name)
             for engine, params in engines.items():
-                if engine == "alone_pipelined" and fmt.kind == "int":
+                if engine == "alone_one_stage" and fmt.kind == "int":
                     continue  # an integer engine has no floating-point pipeline
                 cfg = EngineConfig(rows, cols, **{"fmt": name, **params})
                 vcd = folder / f"gemm_{rows}x{cols}_{name}_{engine}.vcd"
@@ -326,9 +326,9 @@ def main(argv=None) -> int:
         help="also the PEs' gate-level toggles weighed by fanout (synthesises each PE once)",
     )
     p.add_argument(
-        "--pipelined",
+        "--one-stage",
         action="store_true",
-        help="also the floating-point engines at PIPELINED_FLOAT's stages (11 PE, 2 decoder)",
+        help="also the floating-point engines in one stage (ONE_STAGE_FLOAT: 1 PE, 1 decoder)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
@@ -354,7 +354,7 @@ def main(argv=None) -> int:
         seed,
         keep=args.keep_vcd,
         gates=args.gates,
-        pipelined=args.pipelined,
+        one_stage=args.one_stage,
         log=lambda line: print(f"[power] {line}", file=sys.stderr, flush=True),
     )
     result = {
@@ -363,7 +363,7 @@ def main(argv=None) -> int:
         "omits": "clock tree, SRAM and buffers outside the RTL, gate-level nodes inside "
         "operators, glitches, wire and gate capacitance, voltage and frequency, leakage",
         "engine": {"rows": rows, "cols": cols},
-        "engines": {k: v for k, v in ENGINES.items() if args.pipelined or "pipelined" not in k},
+        "engines": {k: v for k, v in ENGINES.items() if args.one_stage or "one_stage" not in k},
         "gemm": {"k": rows, "m": cols, "n": n, "macs": rows * cols * n},
         "operands": "int8 uniform over -128..127; floats standard normal rounded to the format",
         "seed": seed,

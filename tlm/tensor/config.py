@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_PE_STAGES",
     "DEFAULT_DECODE_STAGES",
     "PIPELINED_FLOAT",
+    "ONE_STAGE_FLOAT",
 ]
 
 #: Moving columns per nc_matmul: one PSUM bank of 2 KiB holds 512 fp32 (TRN2_FACTS, ISA).
@@ -100,6 +101,11 @@ DEFAULT_DECODE_STAGES = {"int": 1, "float": 2}
 #: for ``EngineConfig(..., **PIPELINED_FLOAT)``. ``pe_stages=1, decode_stages=1`` is the
 #: one-cycle multiply-accumulate of earlier releases (a 147-level path).
 PIPELINED_FLOAT = {"pe_stages": 11, "decode_stages": 2}
+
+#: ``pe_stages`` and ``decode_stages`` of a floating-point engine that multiplies and adds in
+#: one cycle with combinational decoders (the default before 2026-11-27; 147 levels a stage):
+#: what synthesis, power and the benches compare the default with.
+ONE_STAGE_FLOAT = {"pe_stages": 1, "decode_stages": 1}
 
 
 @dataclass(frozen=True)
