@@ -7,7 +7,8 @@ They differ in how the rate within the SLO is found. The search treats a replica
 as an M/M/c queue of Poisson arrivals (Erlang C: :mod:`tlm.inference.queueing`), serve simulates
 them (continuous batching, chunked prefill, a near-fixed time per request) and bisects the rate
 at which 90 % of requests meet the SLO. On the four configurations below the search's rate is
-5 % under to 9 % over serve's, so the ratio of two of them may be about 15 % off, and serve's
+4-8 % under serve's (2026-11-27, since the search caps the rate where prefills sharing the decode
+steps stretch the TPOT past its SLO), so the ratio of two of them may be about 15 % off, and serve's
 bisection at 600 requests moves by a few per cent: the tolerance is 20 %. (Little's law alone,
 ``batch / busy``, is 1.2-2.3x serve's rate here and turned the ranking over.)
 """

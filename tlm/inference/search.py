@@ -218,10 +218,16 @@ def evaluate(
         # (serve --find-max-rate's rule), where the SLO can be met at all; Little's law (the
         # bound a long wait approaches) sizes the rest, which cannot be chosen
         could = fits & (ttft <= slo_ttft_s) & (tpot <= slo_tpot_s) & (wait >= 0)
+        # chunked prefill shares the steps with the decodes in flight: at a rate lam a replica
+        # spends lam x p of its time on prefills (p, one request's), which stretches the TPOT
+        # to tpot / (1 - lam p); within the SLO, lam <= (1 - tpot / slo) / p
+        own_prefill = r["prefill"]["time_s"] / batch
+        tpot_rate = (1.0 - tpot / slo_tpot_s) / own_prefill
         per_replica = np.zeros(len(rows))
         if could.any():
-            per_replica[could] = max_rate_within(
-                batch[could].astype(np.int64), busy[could], wait[could]
+            per_replica[could] = np.minimum(
+                max_rate_within(batch[could].astype(np.int64), busy[could], wait[could]),
+                tpot_rate[could],
             )
         sized = per_replica > 0
         replicas = np.ceil(rate_per_s / np.where(sized, per_replica, 1.0))
