@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from cli import usage_error
 
 from hdl.synth import BLOCKS, Clocking, Netlist, clocking, measure
 from hdl.synth.__main__ import longest_first, measure_all, parse_blocks, target_hz
@@ -144,32 +145,16 @@ def test_block_names():
 
 @pytest.mark.parametrize("value", ["foo", "pe_int8,foo", ""])
 def test_bad_block_is_one_line_and_exit_2(value):
-    result = subprocess.run(
-        [sys.executable, "-m", "hdl.synth", "--block", value],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "--block" in lines[0] and repr(value) in lines[0]
-    assert ", ".join(BLOCKS) in lines[0]
+    line = usage_error("-m", "hdl.synth", "--block", value)
+    assert "--block" in line and repr(value) in line
+    assert ", ".join(BLOCKS) in line
 
 
 @pytest.mark.parametrize("value", ["0", "17", "two", ""])
 def test_bad_jobs_is_one_line_and_exit_2(value):
-    result = subprocess.run(
-        [sys.executable, "-m", "hdl.synth", "--jobs", value, "--block", "pe_int8"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "--jobs (make synth JOBS=)" in lines[0] and repr(value) in lines[0]
-    assert "1..16" in lines[0]
+    line = usage_error("-m", "hdl.synth", "--jobs", value, "--block", "pe_int8")
+    assert "--jobs (make synth JOBS=)" in line and repr(value) in line
+    assert "1..16" in line
 
 
 def test_longest_first():
