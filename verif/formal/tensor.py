@@ -36,11 +36,11 @@ FORMAL_INT8 = EngineConfig(2, 2, "int8", status_bits=2)
 
 #: A three-format engine (codes 0 int8, 1 fp8_e4m3fn, 2 fp8_e5m2; code 3 names no format): the
 #: one that has the format misuses. int8 does not mix with FP8; the two FP8 formats mix. Float
-#: kind, default 1 PE stage and combinational decoders (latency 5).
+#: kind, at the default 11 PE stages and 2 decoder stages (latency 2 x 6 + 5 + 2 + 2 = 21).
 FORMAL_FORMATS = EngineConfig(2, 2, "int8,fp8_e4m3fn,fp8_e5m2", status_bits=2)
 
 #: An engine with FP32, whose moving beats come at a quarter of the rate (BF16 and FP32 do not
-#: mix; float kind, 1 PE stage, latency 5).
+#: mix; float kind, 11 PE stages and 2 decoder stages, latency 21).
 FORMAL_FP32 = EngineConfig(2, 2, "bf16,fp32", status_bits=2)
 
 #: What a harness asserts (every harness keeps the same contract state and assumptions).
