@@ -183,10 +183,11 @@ PROPERTIES = {
         ),
         Property(
             "tensor_liveness_formats",
-            "the same liveness on that three-format engine (1 PE stage)",
+            f"the same liveness on that three-format engine ({FORMAL_FORMATS.pe_stages} PE "
+            f"stages, {FORMAL_FORMATS.decode_stages} decoder stages)",
             harness=_tensor(FORMAL_FORMATS, "liveness"),
             depth=6,
-            cover_depth=12,
+            cover_depth=_LATF + 8,  # the queue fills: results a latency after their beats
         ),
         Property(
             "tensor_liveness_fp32",
@@ -194,7 +195,7 @@ PROPERTIES = {
             "beat waits 3 ticks after an FP32 beat (quarter rate); a cover shows 3 is not enough",
             harness=_tensor(FORMAL_FP32, "liveness"),
             depth=8,  # k-induction, with the RTL's FP32 wait counter (`hold`) tied
-            cover_depth=12,
+            cover_depth=FORMAL_FP32.latency + 8,
         ),
         Property(
             "tensor_handshake_formats",
