@@ -55,14 +55,14 @@ def _label(size: int, fmt: str, stages: dict | None = None) -> str:
 
 def other_float_stages() -> dict:
     """The stage counts the benches compare with a floating-point engine's defaults:
-    :data:`~tlm.tensor.config.PIPELINED_FLOAT` while the default is one stage, one stage
-    once the default is pipelined."""
-    from tlm.tensor.config import PIPELINED_FLOAT, EngineConfig
+    :data:`~tlm.tensor.config.ONE_STAGE_FLOAT` while the default is pipelined,
+    :data:`~tlm.tensor.config.PIPELINED_FLOAT` otherwise."""
+    from tlm.tensor.config import ONE_STAGE_FLOAT, PIPELINED_FLOAT, EngineConfig
 
     default = EngineConfig(4, 4, "all")
-    if (default.pe_stages, default.decode_stages) == tuple(PIPELINED_FLOAT.values()):
-        return {"pe_stages": 1, "decode_stages": 1}
-    return dict(PIPELINED_FLOAT)
+    if {"pe_stages": default.pe_stages, "decode_stages": default.decode_stages} == ONE_STAGE_FLOAT:
+        return dict(PIPELINED_FLOAT)
+    return dict(ONE_STAGE_FLOAT)
 
 
 def bench_gen(size: int, fmt: str = "int8") -> list[dict]:
@@ -141,7 +141,7 @@ def bench_sim(
     simbuild = _cached_build(sim, size, fmt, stages)
     label = _label(size, fmt, stages)
     cfg = _config(size, fmt, stages)
-    tag = f"{sim}_{size}_{fmt}" + (f"_p{cfg.pe_stages}d{cfg.decode_stages}" if stages else "")
+    tag = f"{sim}_{cfg.tag}"
     perf = OUT / f"speed_{tag}.json"
     env = {"TE_ROWS": size, "TE_COLS": size, "TE_FORMAT": fmt, "PYTHONPATH": ROOT}
     env |= {"TE_PE_STAGES": cfg.pe_stages, "TE_DECODE_STAGES": cfg.decode_stages}

@@ -5,6 +5,7 @@ import pytest
 from tlm.tensor.config import (
     DEFAULT_DECODE_STAGES,
     DEFAULT_PE_STAGES,
+    ONE_STAGE_FLOAT,
     PE_CUTS,
     PIPELINED_FLOAT,
     EngineConfig,
@@ -75,3 +76,13 @@ def test_latency_counts_add_stages_per_row_and_mul_stages_once(stages, latency):
     cfg = EngineConfig(4, 3, "bf16", pe_stages=5, decode_stages=1)  # mul.product/multiply,
     assert cfg.latency == 4 * 3 + 2 + 3 + 1  # add.align/order
     assert EngineConfig(4, 3, "bf16", pe_stages=5, decode_stages=2).latency == 4 * 3 + 2 + 3 + 2
+
+
+def test_tag_names_stage_counts_other_than_the_defaults():
+    """Generated Verilog and builds are keyed by the tag: configurations that differ only in
+    their stages must not share one; the defaults keep the short name."""
+    assert EngineConfig(8, 8, "bf16").tag == "r8c8_bf16"
+    one = EngineConfig(8, 8, "bf16", **ONE_STAGE_FLOAT)
+    assert one.tag == "r8c8_bf16_p1d1"
+    assert EngineConfig(8, 8, "bf16", pe_stages=1).tag == "r8c8_bf16_p1d2"
+    assert EngineConfig(8, 8, "int8", pe_stages=1, status_bits=4).tag == "r8c8_int8_s4_p1d1"

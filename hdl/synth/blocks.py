@@ -165,17 +165,6 @@ def _blocks() -> dict[str, Block]:
                 partial(_pe, fmt, 5),
             )
         )
-    one = ONE_STAGE_FLOAT["pe_stages"]
-    for name, (fmt, text) in FORMAT_SETS.items():
-        if name != "int8":
-            blocks.append(
-                Block(
-                    f"pe_{name}_{one}stage",
-                    f"processing element, {text}, in one stage (multiply and add in a cycle)",
-                    "pe",
-                    partial(_pe, fmt, one),
-                )
-            )
     for name, (fmt, text) in FORMAT_SETS.items():
         blocks.append(
             Block(
@@ -185,15 +174,16 @@ def _blocks() -> dict[str, Block]:
                 partial(_slice, fmt, 128),
             )
         )
+    one = ONE_STAGE_FLOAT["pe_stages"]
     for name, (fmt, text) in FORMAT_SETS.items():
-        if name != "int8":
+        if name == "int8":
+            continue  # pe_int8_1stage above; int8's area needs no one-stage slice
+        for kind, what, make in (
+            ("pe", "processing element", partial(_pe, fmt, one)),
+            ("slice", "array slice: a column of 128 PEs", partial(_slice, fmt, 128, one)),
+        ):
             blocks.append(
-                Block(
-                    f"slice_{name}_{one}stage",
-                    f"array slice: a column of 128 PEs, {text}, in one stage",
-                    "slice",
-                    partial(_slice, fmt, 128, one),
-                )
+                Block(f"{kind}_{name}_{one}stage", f"{what}, {text}, in one stage", kind, make)
             )
     for size in (8, 128):
         for fmt, text in formats.items():

@@ -6,30 +6,14 @@ n``) by rows over the ``tp`` chips of the system (every chip: ``tp = system.chip
 runs ``X_i W_i`` with the chip model's GEMM (:func:`tlm.kernels.build_gemm`, ``m x n x k/tp``),
 then the partial sums are all-reduced by a collective schedule (:mod:`tlm.collectives`).
 
-**Values** (``values=True``): each chip's share computes on the chip model with its numerics
-(checked bit for bit against :func:`tlm.kernels.softmax.engine_scores`, the engine's FP32 sums,
-for the formats whose K steps are 128 rows: not FP8), then the values engine all-reduces the
-partials (:func:`tlm.collectives.values.run`); every rank's result must equal
-:func:`tlm.collectives.values.reference` on the same partials bit for bit, and the float64
-``X @ W`` within :func:`error_bound`.
-
-**Time**: one SimPy environment and one :class:`~tlm.chip.bandwidth_sharing.FluidNetwork`
-whose resources are every chip's HBM stacks and DMA engines (``chip3.hbm0``, ``chip3.core0.dma``:
-:func:`tlm.chip.timing.capacities`) and every system link. Every chip's GEMM is simulated
-(:func:`tlm.chip.timing.start`; the chips are identical, but the collective's HBM traffic is
-not the same on each). The output is cut into ``blocks`` groups of the kernel's own output
-blocks, in the kernel's order (its blocks go round robin to the cores, so a group of
-``cores`` blocks is one wave); the all-reduce of group ``g`` starts when its blocks are stored
-on every chip and the all-reduce of group ``g - 1`` has ended (one collective stream, as a
-framework issues them), while the next blocks compute. ``blocks=1`` is the no-overlap step:
-the GEMM, then one all-reduce. The collective's steps run through the flow engine's
-:class:`~tlm.collectives.flow.Launch` (per-step fixed costs from the system preset, as the flow
-engine applies them); each transfer is one flow per HBM stack, a quarter of its bytes each
-(the buffer is taken as spread evenly over the stacks), through the source chip's stack, the
-route's links and the destination chip's stack - twice for a reduce, which reads the data
-there and writes the sum. So the collective's HBM traffic takes HBM bandwidth from the GEMM's
-loads and stores, max-min fairly. The collective does not use the cores' DMA engines (the
-chip's collective engines move its data; their rate is not published and not a limit here).
+**Values** (``values=True``): each chip's partial on the chip model with its numerics, then
+the values engine's all-reduce; every rank's result equals
+:func:`tlm.collectives.values.reference` bit for bit, and ``X @ W`` within :func:`error_bound`.
+**Time**: one SimPy environment and one :class:`~tlm.chip.bandwidth_sharing.FluidNetwork` of
+every chip's HBM stacks and DMA engines and every link: each chip's GEMM
+(:func:`tlm.chip.timing.start`), and the all-reduce of each of ``blocks`` groups of output
+blocks started when they are stored (one collective stream), its HBM traffic sharing the
+stacks with the GEMMs. docs/server.md gives the whole model and its figures.
 
 Examples
 --------

@@ -108,6 +108,12 @@ PIPELINED_FLOAT = {"pe_stages": 11, "decode_stages": 2}
 ONE_STAGE_FLOAT = {"pe_stages": 1, "decode_stages": 1}
 
 
+def _check_count(name: str, value, most: int, where: str = "") -> None:
+    """Raise the one-line error of a count that is not an integer in ``1..most``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise ValueError(f"{name} must be an integer in 1..{most}{where}, not {value!r}")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     """Shape and number formats of a tensor engine.
@@ -161,31 +167,19 @@ class EngineConfig:
 
     def __post_init__(self):
         for name in ("rows", "cols"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1024:
-                raise ValueError(f"{name} must be an integer in 1..1024, not {value!r}")
+            _check_count(name, getattr(self, name), 1024)
         formats = format_set(self.fmt)
         object.__setattr__(self, "formats", formats)
         object.__setattr__(self, "fmt", formats[0])
-        bits = self.status_bits
-        if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 32:
-            raise ValueError(f"status_bits must be an integer in 1..32, not {bits!r}")
-        stages, most = self.pe_stages, len(PE_CUTS[self.pe_kind]) + 1
-        if stages is None:
-            object.__setattr__(self, "pe_stages", stages := DEFAULT_PE_STAGES[self.pe_kind])
-        if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= most:
-            raise ValueError(
-                f"pe_stages must be an integer in 1..{most} for a PE of kind {self.pe_kind!r}, "
-                f"not {stages!r}"
-            )
-        stages, most = self.decode_stages, 2 if self.has_float else 1
-        if stages is None:
-            object.__setattr__(self, "decode_stages", stages := DEFAULT_DECODE_STAGES[self.pe_kind])
-        if isinstance(stages, bool) or not isinstance(stages, int) or not 1 <= stages <= most:
-            raise ValueError(
-                f"decode_stages must be an integer in 1..{most} for an engine of kind "
-                f"{self.pe_kind!r}, not {stages!r}"
-            )
+        _check_count("status_bits", self.status_bits, 32)
+        kind = self.pe_kind
+        for name, default, most, what in (
+            ("pe_stages", DEFAULT_PE_STAGES, len(PE_CUTS[kind]) + 1, "a PE"),
+            ("decode_stages", DEFAULT_DECODE_STAGES, 2 if self.has_float else 1, "an engine"),
+        ):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, default[kind])
+            _check_count(name, getattr(self, name), most, f" for {what} of kind {kind!r}")
 
     @property
     def pe_kind(self) -> str:
@@ -276,6 +270,11 @@ class EngineConfig:
     @property
     def tag(self) -> str:
         """Short name used for generated files and build folders (``_s<bits>`` for status
-        counters narrower or wider than the default)."""
+        counters narrower or wider than the default, ``_p<pe>d<decode>`` for stage counts
+        other than the kind's defaults)."""
         bits = "" if self.status_bits == STATUS_COUNTER_BITS else f"_s{self.status_bits}"
-        return f"r{self.rows}c{self.cols}_{self.format_tag}{bits}"
+        kind = self.pe_kind
+        default = (DEFAULT_PE_STAGES[kind], DEFAULT_DECODE_STAGES[kind])
+        stages = (self.pe_stages, self.decode_stages)
+        staged = "" if stages == default else f"_p{stages[0]}d{stages[1]}"
+        return f"r{self.rows}c{self.cols}_{self.format_tag}{bits}{staged}"

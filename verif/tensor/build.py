@@ -29,8 +29,7 @@ def _sources_hash() -> str:
 
 def engine_verilog(cfg: EngineConfig) -> Path:
     """Path of the Verilog of ``cfg``'s engine, generating it unless an identical one exists."""
-    stages = f"p{cfg.pe_stages}d{cfg.decode_stages}"
-    path = BUILD / "gen" / f"{TOP}_{cfg.tag}_{stages}_{_sources_hash()}.v"
+    path = BUILD / "gen" / f"{TOP}_{cfg.tag}_{_sources_hash()}.v"
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")  # parallel workers may race here
         params = {"rows": cfg.rows, "cols": cfg.cols, "fmt": cfg.formats}

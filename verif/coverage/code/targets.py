@@ -180,6 +180,7 @@ def verilog_with_src(target: Target) -> Path:
         cfg = target.cfg
         params = {"rows": cfg.rows, "cols": cfg.cols, "fmt": cfg.formats}
         params["status_bits"] = cfg.status_bits
+        params |= {"pe_stages": cfg.pe_stages, "decode_stages": cfg.decode_stages}
     else:
         from verif.link.build import GENERATOR_INPUTS
 
