@@ -6,7 +6,7 @@ takes the engine's configuration and works for one format or several.
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -225,12 +225,18 @@ def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stage
         # What is not the float sum (acc itself, or the integer sum) rides through the
         # adder's stages as one value.
         if ints:
-            is_int, neg, ps, pc = c.pop("int"), c.pop("ineg"), c.pop("ips"), c.pop("ipc")
-            # acc + product and acc - product side by side, the sign choosing, each one
-            # three-input add of the product's carry-save halves (a 3:2 level and a carry
-            # chain): no product carry chain, no negation before them.
+            is_int, neg = c.pop("int"), c.pop("ineg")
+            # acc + product and acc - product side by side, the sign choosing: no negation
+            # before them. In one stage each is a three-input add of the product's carry-save
+            # halves (a 3:2 level and a carry chain), with no product carry chain.
             plus, minus = Signal(32, name="int_plus"), Signal(32, name="int_minus")
-            m.d.comb += [plus.eq(acc + ps + pc), minus.eq(acc - ps - pc)]
+            if "iprod" in c:
+                st.settle("iprod")
+                p = c.pop("iprod")
+                m.d.comb += [plus.eq(acc + p), minus.eq(acc - p)]
+            else:
+                ps, pc = c.pop("ips"), c.pop("ipc")
+                m.d.comb += [plus.eq(acc + ps + pc), minus.eq(acc - ps - pc)]
             c["alt"] = Mux(c["en"] & is_int, Mux(neg, minus, plus), acc)
             c["en"] = c["en"] & ~is_int
         else:
@@ -239,10 +245,19 @@ def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stage
     if ints:
         bits = ints[0].bits
         st.carry["int"] = is_int
-        # The magnitudes' product as two numbers whose sum it is, 32 bits wide so that their
-        # sum modulo 2**32 is the product (in 16 bits it would be modulo 2**16).
         w, xs = weight.sig[:bits], x.sig[:bits]
-        st.carry["ips"], st.carry["ipc"] = carry_save_product(m, w, xs, "int_csa", width=32)
+        if st.active:
+            # Pipelined: the magnitudes' product as two 16-bit halves over the first cut, added
+            # in the next stage (beside the float multiplier's final add), so one 16-bit value
+            # rides the other stages, not two 32-bit halves. (A whole 8x8 multiplier in either
+            # stage is 24 levels, over the budget of 22.)
+            ps, pc = carry_save_product(m, w, xs, "int_csa", width=2 * bits)
+            st.carry["iprod"] = Cat(ps, pc)
+            st.after_cut("iprod", lambda v: (v[: 2 * bits] + v[2 * bits :])[: 2 * bits])
+        else:
+            # In one stage: the product as two numbers whose sum it is, 32 bits wide so that
+            # their sum modulo 2**32 is the product (in 16 bits it would be modulo 2**16).
+            st.carry["ips"], st.carry["ipc"] = carry_save_product(m, w, xs, "int_csa", width=32)
         st.carry["ineg"] = weight.sign ^ x.sign
     result = mac_step(m, acc, unpack(weight), unpack(x), st, at_acc)
     return Mux(st.carry.pop("en"), result, st.carry.pop("alt"))

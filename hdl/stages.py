@@ -11,7 +11,8 @@ class Stages:
     """The pipeline registers of one datapath: a function describing the datapath calls
     :meth:`cut` at each place a register may go; only the cuts named in ``active`` become
     registers. ``carry`` holds values that ride along through every active cut (flags
-    computed early and used at the end).
+    computed early and used at the end); :meth:`after_cut` changes one of them in the stage
+    after the next active cut.
 
     Every register is reset-less and its next value is the single expression
     ``Mux(adv, value, reg)`` (it holds while ``adv`` is low; see
@@ -40,6 +41,7 @@ class Stages:
             raise ValueError(f"cuts {sorted(self.active)} need an enable, not adv=None")
         self.carry: dict = {}
         self.used: set = set()
+        self._after: dict = {}
 
     def cut(self, name: str, **values) -> dict:
         """``values`` after the cut ``name``: registered if the cut is active (``carry``
@@ -56,7 +58,21 @@ class Stages:
             return r
 
         self.carry.update({k: reg(k, v) for k, v in self.carry.items()})  # in place
+        after, self._after = self._after, {}
+        self.carry.update({k: f(self.carry[k]) for k, f in after.items()})
         return {k: reg(k, v) for k, v in values.items()}
+
+    def after_cut(self, key: str, change):
+        """Replace ``carry[key]`` by ``change(carry[key])`` just after the next active cut:
+        work that would lengthen the stage it was carried from is done in the next one.
+        A value needed before that cut comes: :meth:`settle`."""
+        self._after[key] = change
+
+    def settle(self, key: str):
+        """``carry[key]`` with its pending :meth:`after_cut` change made here, if any."""
+        if key in self._after:
+            self.carry[key] = self._after.pop(key)(self.carry[key])
+        return self.carry[key]
 
     def check(self):
         """Raise ``ValueError`` if an active cut was never reached (a misspelt name)."""

@@ -1,0 +1,71 @@
+"""Pipeline cuts placed by name (hdl.stages.Stages) in Amaranth's simulator."""
+
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from hdl.stages import Stages
+
+
+def pipeline(active, settle_early=False):
+    """``out = (a + 1) * 2`` through the cuts ``one`` then ``two``; ``a``'s value rides in
+    ``carry`` from before ``one`` and is tripled by :meth:`Stages.after_cut` in the stage
+    after the next active cut (or where it is read, with ``settle_early``)."""
+    m = Module()
+    a, adv = Signal(8), Signal()
+    out, rode = Signal(16), Signal(16)
+    st = Stages(m, adv, active)
+    st.carry["a"] = a
+    st.after_cut("a", lambda v: v * 3)
+    if settle_early:
+        st.settle("a")
+    v = st.cut("one", x=a + 1)
+    v = st.cut("two", y=v["x"] * 2)
+    st.check()
+    m.d.comb += [out.eq(v["y"]), rode.eq(st.carry["a"])]
+    return m, a, adv, out, rode
+
+
+@pytest.mark.parametrize(
+    "active,latency", [((), 0), (("one",), 1), (("two",), 1), (("one", "two"), 2)]
+)
+@pytest.mark.parametrize("settle_early", [False, True])
+def test_after_cut_changes_the_carried_value_once(active, latency, settle_early):
+    """The datapath's value and the carried one arrive together, ``latency`` advancing cycles
+    late; the carried value is changed exactly once whichever cuts are active (and with no
+    cut at all, only by :meth:`Stages.settle`)."""
+    m, a, adv, out, rode = pipeline(active, settle_early)
+    tripled = bool(active) or settle_early
+    sim = Simulator(m)
+    if active:
+        sim.add_clock(1e-6)
+    seen = []
+
+    async def bench(ctx):
+        for value in range(1, 8):
+            ctx.set(a, value)
+            ctx.set(adv, 1)
+            if active:
+                await ctx.tick()
+            else:
+                await ctx.delay(1e-6)
+            seen.append((ctx.get(out), ctx.get(rode)))
+
+    sim.add_testbench(bench)
+    sim.run()
+    inputs = list(range(1, 8))
+    for i, (y, r) in enumerate(seen):
+        src = inputs[i - latency + 1] if active else inputs[i]  # after the tick: the next cycle
+        if active and i - latency + 1 < 0:
+            continue
+        assert y == (src + 1) * 2
+        assert r == (src * 3 if tripled else src)
+
+
+def test_check_names_a_misspelt_cut():
+    m = Module()
+    m._MustUse__silence = True  # never elaborated: only the names are checked
+    st = Stages(m, Signal(), {"one", "tow"})
+    st.cut("one", x=Signal(4))
+    with pytest.raises(ValueError, match="no cut named \\['tow'\\]"):
+        st.check()
