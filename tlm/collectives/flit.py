@@ -7,17 +7,16 @@ definition the RTL bench shares) with the system preset's ``[flit]`` figures
 (a z link of the UltraServer sends a flit every 2 cycles).
 
 Contract: a step's packets are offered the analytic engine's ``fixed_s`` (in cycles) after the
-steps it waits for have ended; a step ends in the cycle its last flit leaves the network, or
-when its HBM traffic has moved if later (the analytic engine's ``hbm_s_per_byte``: zero on the
-systems the flit engine runs, one rank a chip without the runtime), and the operation with its
-last step (``time = cycle / clock_hz``); chunks are charged as the other engines
-charge them, so the three compare figure for figure. Options: ``ports`` (``"per_direction"``,
-the default, an injection and ejection port per link - ASSUMED, the DMA engines feed each link
-on its own; ``"single"``, the RTL router's one port each), ``vcs`` (2, 4 or 8 virtual channels:
-``vcs / 2`` lanes a source's packets take in turn) and ``order`` (how a step's packets join
-their injection queues). Idle cycles before a step are skipped, not stepped. A packet out of
-order on its lane, or dropped, stops the run with an error. The details and what each option
-changes: docs/collectives.md, "The flit engine".
+steps it waits for have ended; a step ends when its last flit leaves the network, or its HBM
+traffic has moved if later (``Analytic.hbm_s_per_byte``: zero without the runtime), the
+operation with its last step (``time = cycle / clock_hz``); chunks are charged as the other
+engines charge them, so the three compare figure for figure. Options: ``ports``
+(``"per_direction"``, the default, an injection and ejection port per link - ASSUMED, the DMA
+engines feed each link on its own; ``"single"``, the RTL router's one port each), ``vcs`` (2, 4
+or 8 virtual channels: ``vcs / 2`` lanes a source's packets take in turn) and ``order`` (how a
+step's packets join their injection queues). Idle cycles before a step are skipped, not
+stepped. A packet out of order on its lane, or dropped, stops the run with an error. The
+details and what each option changes: docs/collectives.md, "The flit engine".
 
 Examples
 --------

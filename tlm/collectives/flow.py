@@ -8,11 +8,10 @@ flow starts or ends. A step starts when the steps it waits for have ended (at on
 its flows start together after the step's fixed cost: ``step_fixed_s`` plus the longest path
 latency among its transfers, the analytic engine's ``fixed_s``. The step ends when its last
 flow ends; the operation's time is the last end. Chunks are charged as the analytic engine
-charges them (``Schedule.unit_elements``). On a system with ``hbm_Bps`` (the runtime's ranks)
-every chip's HBM is a resource too, each transfer's flows crossing it once per access they
-make there (:mod:`tlm.collectives.hbm`). :class:`Launch` starts a schedule's steps in an
-environment and network someone else owns (the server model runs a collective beside the
-chips' kernels, :func:`step_flows` with ``split``); :class:`Flow` is a Launch on links alone.
+charges them. With ``hbm_Bps`` (the runtime's ranks) each chip's HBM is a resource, crossed
+once per access (:mod:`tlm.collectives.hbm`). :class:`Launch` starts a schedule's steps in a
+network someone else owns (the server model's, beside the chips' kernels: :func:`step_flows`
+with ``split``); :class:`Flow` is a Launch on the system's own resources.
 
 Against the analytic engine (tests/test_tlm_collectives_flow.py): equal where nothing contends,
 and always ``flow >= analytic`` (a step starts no earlier, and its busiest link moves its bytes

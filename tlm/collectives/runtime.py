@@ -14,9 +14,8 @@ transfer crossing its source rank's DMA queues out and its destination rank's in
 every algorithm lays ranks out as it lays chips on any torus. :class:`RuntimeCosts` adds what
 the runtime costs per operation (``reduce_fixed_s`` when it reduces, ``move_fixed_s`` when it
 only moves data: launching and synchronising the collective-communication cores, and for a
-reduction the compute engines that add) and per step (``step_sync_s``: the semaphores and
-descriptors of a step, in place of the system file's assumed ``step_fixed_s``); every chip's
-HBM (``hbm_Bps``) carries what its ranks' transfers read and write (:mod:`.hbm`).
+reduction the compute engines that add) and per step (``step_sync_s``: semaphores and
+descriptors, for the system file's ``step_fixed_s``); ``hbm_Bps`` a chip's HBM (:mod:`.hbm`).
 
 Examples
 --------
