@@ -128,3 +128,21 @@ def test_the_flit_engine_ends_no_step_before_its_hbm_traffic():
         t = float(FlitEngine(ring, slow, cost, network=network).time_s([size], 2)[0])
         assert t > 3 * t_plain and t >= t_analytic * (1 - 1e-9)
         assert t == pytest.approx(t_analytic, rel=0.01)
+
+
+@pytest.mark.parametrize("algo", ["ring", "kangaring"])
+def test_the_server_models_stacks_take_the_same_accesses(algo):
+    """The server model shares each chip's stacks between GEMMs and the collective: its flows
+    make the accesses of the one rule, spread over the stacks."""
+    from tlm.server.tensor_parallel import _hbm_split
+
+    schedule = build(algo, "all_reduce", SERVER)
+    split = _hbm_split(schedule, 4)
+    for t in (schedule.steps[0].transfers[0], schedule.steps[-1].transfers[0]):
+        flows = split(t)
+        at_src = sum(f * len(before) for f, before, _ in flows)
+        at_dst = sum(f * len(after) for f, _, after in flows)
+        assert (at_src, at_dst) == pytest.approx(accesses(algo, t.reduce))
+        assert {name for _, before, _ in flows for name in before} <= {
+            f"chip{schedule.chips[t.src]}.hbm{s}" for s in range(4)
+        }
