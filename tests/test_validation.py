@@ -1,6 +1,7 @@
 """trnsim validate's collective suite: the data file holds, the fit is what it says, and the
 model it judges is the same model trnsim collective runs."""
 
+import dataclasses
 import json
 
 import pytest
@@ -82,6 +83,21 @@ def test_judged_errors_within_the_documented_bounds(engine):
         for r in s.rows:
             assert r.shipped == r.calibrated  # the calibration is shipped
             assert r.shipped_error_fraction == pytest.approx(r.shipped / r.published - 1)
+
+
+def test_hbm_binds_on_no_published_row():
+    """Each step's HBM reads and writes (tlm/collectives/hbm.py) at the presets' published
+    HBM bandwidth take under half of what its links and DMA queues take on every published
+    row (docs/validation.md: at most 47 %), so charging HBM moves no row and no fitted figure:
+    the fitted DMA rates were not standing in for HBM traffic."""
+    for section in load_file().section:
+        costs = RuntimeCosts.of(load_preset(section.platform))
+        assert costs.hbm_Bps == load_preset(section.platform).chip.hbm_bandwidth_Bps
+        charged = collectives.row_times(section, costs)
+        free = collectives.row_times(section, dataclasses.replace(costs, hbm_Bps=None))
+        assert [t for t, _ in charged] == [t for t, _ in free], section.name
+        slow = dataclasses.replace(costs, hbm_Bps=costs.hbm_Bps * 0.5)
+        assert collectives.row_times(section, slow) == charged, section.name  # under half
 
 
 def test_contradictions_hold_on_the_model():

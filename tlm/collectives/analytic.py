@@ -3,7 +3,10 @@ forms vectorised over sizes.
 
 A step's time is ``step_fixed_s`` (the system preset's fixed cost per step) plus the largest
 path latency among its transfers (the sum of its links' ``latency_s``: latency x hops) plus the
-largest, over the links, of the bytes the step puts on the link divided by its bandwidth. Every
+largest, over the links, of the bytes the step puts on the link divided by its bandwidth, and on a
+system with ``hbm_Bps`` (the runtime's ranks) over the chips, of the bytes its transfers read
+and write in the chip's HBM (:mod:`tlm.collectives.hbm`) divided by ``hbm_Bps``: links, DMA
+queues and HBM stream a chunk's slices at once, so the slowest sets the step. Every
 chunk is charged as the largest chunk (``Schedule.unit_elements`` elements), exact when the
 size divides evenly. A step starts when the steps it waits for end; the operation's time is the
 last end. For steps in a chain this is ``A + K x chunk_bytes``: two numbers per schedule, and
@@ -26,9 +29,10 @@ from functools import cached_property
 
 import numpy as np
 
+from .hbm import transfer_accesses
 from .schedule import Schedule
 
-__all__ = ["Analytic", "is_chain", "together_totals"]
+__all__ = ["Analytic", "hbm_per_unit", "is_chain", "together_totals"]
 
 
 def is_chain(schedule: Schedule) -> bool:
@@ -39,16 +43,33 @@ def is_chain(schedule: Schedule) -> bool:
 
 def _transfers(schedule: Schedule) -> tuple:
     """Every transfer of ``schedule`` as arrays, step by step in order: its step, source
-    and destination ranks and chunks."""
+    and destination ranks and chunks, and its HBM accesses per chunk at either end."""
     step, src, dst, first, stop, _ = schedule.moves.T
-    return step, src, dst, stop - first
+    return step, src, dst, stop - first, transfer_accesses(schedule)
 
 
-def _steps(count: int, step, src, dst, units, system) -> tuple:
+def hbm_per_unit(count: int, step, src, dst, units, reads, system) -> np.ndarray:
+    """Per step of ``count``: seconds per byte of a chunk in the busiest chip's HBM, for
+    transfers given as arrays (step, source and destination vertices of ``system``, chunks,
+    and ``reads``: HBM accesses per chunk at source and destination); zeros on a system that
+    does not charge HBM (no ``hbm_Bps``)."""
+    rate = getattr(system, "hbm_Bps", None)
+    if not rate or not len(step):
+        return np.zeros(count)
+    at_src, at_dst = reads
+    chips = np.concatenate([system.chip_of(src), system.chip_of(dst)])
+    width = int(chips.max()) + 1
+    bins = np.tile(step, 2) * width + chips
+    load = np.bincount(bins, np.concatenate([units * at_src, units * at_dst]), count * width)
+    return load.reshape(count, width).max(axis=1) / rate
+
+
+def _steps(count: int, step, src, dst, units, reads, system) -> tuple:
     """Per step of ``count``: fixed cost plus the longest path latency, and seconds per
-    byte of a chunk on the busiest link, for transfers given as arrays (their step, source
-    and destination chips of ``system``, chunks); and the routes of the distinct pairs and
-    each transfer's pair."""
+    byte of a chunk on the busiest link or chip HBM (:func:`hbm_per_unit`), for transfers
+    given as arrays (their step, source and destination chips of ``system``, chunks, HBM
+    accesses); the HBM's part of the latter; and the routes of the distinct pairs and each
+    transfer's pair."""
     bw = system.bandwidth_Bps
     links = len(system.links)
     # each pair's route and its latency once (a ring's steps repeat their pairs)
@@ -87,7 +108,8 @@ def _steps(count: int, step, src, dst, units, system) -> tuple:
         per_unit = (load.reshape(count, links) / bw).max(axis=1, initial=0.0)
     else:
         per_unit = np.zeros(count)
-    return fixed, per_unit, routes, which
+    hbm = hbm_per_unit(count, step, src, dst, units, reads, system)
+    return fixed, np.maximum(per_unit, hbm), hbm, routes, which
 
 
 def together_totals(schedule: Schedule, systems, parent) -> tuple[float, float]:
@@ -97,18 +119,19 @@ def together_totals(schedule: Schedule, systems, parent) -> tuple[float, float]:
     making it): each step's transfers are every group's, their chunks loading the parent's
     links together; the same figures as :class:`Analytic` of that schedule.
     """
-    step, src, dst, units = _transfers(schedule)
+    step, src, dst, units, (at_src, at_dst) = _transfers(schedule)
     # chip of the parent of each group's each rank
     members = np.array(
         [[sub.members[c] for c in schedule.chips] for sub in systems], dtype=np.int64
     ).reshape(len(systems), len(schedule.chips))
     groups = len(systems)
-    fixed, per_unit, _, _ = _steps(
+    fixed, per_unit, _, _, _ = _steps(
         len(schedule.steps),
         np.tile(step, groups),
         members[:, src].ravel(),
         members[:, dst].ravel(),
         np.tile(units, groups),
+        (np.tile(at_src, groups), np.tile(at_dst, groups)),
         parent,
     )
     return float(fixed.sum()), float(per_unit.sum())
@@ -128,16 +151,19 @@ class Analytic:
     fixed_s : ndarray
         Per step: fixed cost plus the longest path latency, in seconds.
     per_unit_s_per_byte : ndarray
-        Per step: seconds per byte of one chunk on the busiest link.
+        Per step: seconds per byte of one chunk on the busiest link or chip HBM.
+    hbm_s_per_byte : ndarray
+        Per step: seconds per byte of one chunk in the busiest chip's HBM (zeros on a system
+        that does not charge HBM).
     paths : list of list of tuple of int
         Per step, per transfer: the links it crosses (the flow engine reuses the routes).
     """
 
     def __init__(self, schedule: Schedule, system):
-        step, src, dst, units = _transfers(schedule)
+        step, src, dst, units, reads = _transfers(schedule)
         chips = np.asarray(schedule.chips, dtype=np.int64)
-        self.fixed_s, self.per_unit_s_per_byte, routes, which = _steps(
-            len(schedule.steps), step, chips[src], chips[dst], units, system
+        self.fixed_s, self.per_unit_s_per_byte, self.hbm_s_per_byte, routes, which = _steps(
+            len(schedule.steps), step, chips[src], chips[dst], units, reads, system
         )
         self.schedule = schedule
         self._routes, self._which = routes, which

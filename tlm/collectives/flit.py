@@ -7,15 +7,16 @@ definition the RTL bench shares) with the system preset's ``[flit]`` figures
 (a z link of the UltraServer sends a flit every 2 cycles).
 
 Contract: a step's packets are offered the analytic engine's ``fixed_s`` (in cycles) after the
-steps it waits for have delivered their last flit; the operation ends in the cycle its last
-flit leaves the network (``time = cycle / clock_hz``); chunks are charged as the other engines
-charge them, so the three compare figure for figure. Options: ``ports`` (``"per_direction"``,
-the default, an injection and ejection port per link - ASSUMED, the DMA engines feed each link
-on its own; ``"single"``, the RTL router's one port each), ``vcs`` (2, 4 or 8 virtual channels:
-``vcs / 2`` lanes a source's packets take in turn) and ``order`` (how a step's packets join
-their injection queues). Idle cycles before a step are skipped, not stepped. A packet out of
-order on its lane, or dropped, stops the run with an error. The details and what each option
-changes: docs/collectives.md, "The flit engine".
+steps it waits for have ended; a step ends when its last flit leaves the network, or its HBM
+traffic has moved if later (``Analytic.hbm_s_per_byte``: zero without the runtime), the
+operation with its last step (``time = cycle / clock_hz``); chunks are charged as the other
+engines charge them, so the three compare figure for figure. Options: ``ports``
+(``"per_direction"``, the default, an injection and ejection port per link - ASSUMED, the DMA
+engines feed each link on its own; ``"single"``, the RTL router's one port each), ``vcs`` (2, 4
+or 8 virtual channels: ``vcs / 2`` lanes a source's packets take in turn) and ``order`` (how a
+step's packets join their injection queues). Idle cycles before a step are skipped, not
+stepped. A packet out of order on its lane, or dropped, stops the run with an error. The
+details and what each option changes: docs/collectives.md, "The flit engine".
 
 Examples
 --------
@@ -305,6 +306,9 @@ class FlitEngine:
         ):
             raise ValueError(f"chunk_bytes must be an integer >= 0, not {chunk_bytes!r}")
         plans = [self._plan(i, int(chunk_bytes)) for i in range(len(self.routes))]
+        # per step, the cycles its HBM traffic takes (zeros where HBM is not charged)
+        hbm = np.ceil(self.analytic.hbm_s_per_byte * int(chunk_bytes) * self.clock_hz)
+        self._hbm_cycles = hbm.astype(np.int64)
         if self.network == "compiled":
             ends = self._run_compiled(plans)
         else:
@@ -340,6 +344,7 @@ class FlitEngine:
             net.state,
             net.consts,
             np.array(self.fixed_cycles, np.int64),
+            self._hbm_cycles,
             np.array([len(a) for a in self.after], np.int64),
             w_first,
             w_list,
@@ -372,6 +377,8 @@ class FlitEngine:
         waiting = [len(a) for a in self.after]
         left = [0] * steps  # packets of each offered step not yet delivered
         ends = [0] * steps
+        offered = [0] * steps
+        hbm = self._hbm_cycles.tolist()
         start: list[tuple[int, int]] = []  # heap of (cycle offered, step)
         # per injection port id: (head, flits, lane) of the packets to inject
         queue = [deque() for _ in range(cfg.torus.nodes * count)]
@@ -383,7 +390,7 @@ class FlitEngine:
         in_flight = flits = packets = stepped = still = 0
 
         def finished(i, cycle):
-            ends[i] = cycle
+            ends[i] = cycle = max(cycle, offered[i] + hbm[i])
             for j in self.waiters[i]:
                 waiting[j] -= 1
                 if not waiting[j]:
@@ -391,6 +398,7 @@ class FlitEngine:
 
         def offer(i, cycle):
             nonlocal in_flight
+            offered[i] = cycle
             src, dst, length, heads, lanes = (a.tolist() for a in plans[i])
             if not src:
                 finished(i, cycle)
@@ -468,16 +476,18 @@ class FlitEngine:
 
 
 @njit(cache=True)
-def _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at):
-    """Step ``i`` delivered its last flit in ``cycle``: its waiters may start. Returns the
-    steps that became pending."""
-    ends[i] = cycle
+def _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at, offered, hbm):
+    """Step ``i`` delivered its last flit in ``cycle``: it ends then, or when its HBM traffic
+    (``hbm`` cycles from when it was ``offered``) has moved if later; its waiters may start.
+    Returns the steps that became pending."""
+    end = max(cycle, offered[i] + hbm[i])
+    ends[i] = end
     pending = 0
     for w in range(w_first[i], w_first[i + 1]):
         j = w_list[w]
         waiting[j] -= 1
         if waiting[j] == 0:
-            start_at[j] = cycle + max(fixed[j], 1)
+            start_at[j] = end + max(fixed[j], 1)
             pending += 1
     return pending
 
@@ -487,6 +497,7 @@ def _drive(
     S,
     C,
     fixed,
+    hbm,
     waiting,
     w_first,
     w_list,
@@ -506,7 +517,8 @@ def _drive(
     """The flit engine's loop on a compiled network (:meth:`FlitEngine._run_python` is the same
     loop in Python): offer each step's packets when it is due, feed every injection port's queue
     one flit per cycle, tell each ejected packet's step by its order on its (source,
-    destination, lane), end steps and release their waiters, skip idle cycles. ``port`` is each
+    destination, lane), end steps (no sooner than ``hbm`` cycles after they were offered) and
+    release their waiters, skip idle cycles. ``port`` is each
     packet's injection port id (``node * IP + port``), ``lane`` its lane; ``body`` and ``tail``
     are the data flits by lane. Writes ``ends`` (per step) and ``counts`` (flits, packets,
     cycles stepped)."""
@@ -526,6 +538,7 @@ def _drive(
     receiving = np.zeros(N * IP, np.int64)  # packet each ejection port is ejecting
     left = np.zeros(steps, np.int64)
     start_at = np.full(steps, -1, np.int64)
+    offered = np.zeros(steps, np.int64)
     inj_v = np.zeros((N, IP), np.bool_)
     inj_f = np.zeros((N, IP), np.int64)
     ready = np.ones((N, IP), np.bool_)
@@ -545,8 +558,11 @@ def _drive(
                     continue
                 start_at[i] = -1
                 pending -= 1
+                offered[i] = cycle
                 if first[i] == first[i + 1]:
-                    pending += _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at)
+                    pending += _finish(
+                        i, cycle, ends, w_first, w_list, waiting, fixed, start_at, offered, hbm
+                    )
                     continue
                 for p in range(first[i], first[i + 1]):
                     q = port[p]
@@ -621,6 +637,8 @@ def _drive(
                 in_flight -= 1
                 left[i] -= 1
                 if left[i] == 0:
-                    pending += _finish(i, cycle, ends, w_first, w_list, waiting, fixed, start_at)
+                    pending += _finish(
+                        i, cycle, ends, w_first, w_list, waiting, fixed, start_at, offered, hbm
+                    )
         cycle += 1
     counts[0], counts[1], counts[2] = nflits, npackets, stepped

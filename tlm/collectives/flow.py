@@ -8,9 +8,10 @@ flow starts or ends. A step starts when the steps it waits for have ended (at on
 its flows start together after the step's fixed cost: ``step_fixed_s`` plus the longest path
 latency among its transfers, the analytic engine's ``fixed_s``. The step ends when its last
 flow ends; the operation's time is the last end. Chunks are charged as the analytic engine
-charges them (``Schedule.unit_elements``). :class:`Launch` starts a schedule's steps in an
-environment and network someone else owns (the server model runs a collective beside the
-chips' kernels, :func:`step_flows` with ``split``); :class:`Flow` is a Launch on links alone.
+charges them. With ``hbm_Bps`` (the runtime's ranks) each chip's HBM is a resource, crossed
+once per access (:mod:`tlm.collectives.hbm`). :class:`Launch` starts a schedule's steps in a
+network someone else owns (the server model's, beside the chips' kernels: :func:`step_flows`
+with ``split``); :class:`Flow` is a Launch on the system's own resources.
 
 Against the analytic engine (tests/test_tlm_collectives_flow.py): equal where nothing contends,
 and always ``flow >= analytic`` (a step starts no earlier, and its busiest link moves its bytes
@@ -39,6 +40,7 @@ import simpy
 
 from ..chip.bandwidth_sharing import FlowSet, FluidNetwork
 from .analytic import Analytic
+from .hbm import flow_hbm
 from .schedule import Schedule
 
 __all__ = ["Flow", "Launch", "StepFlows", "step_flows", "waiters_of"]
@@ -247,9 +249,11 @@ class Flow:
         self.schedule = schedule
         self.system = system
         self.capacity = {i: float(b) for i, b in enumerate(system.bandwidth_Bps)}
+        hbm, split = flow_hbm(schedule, system)
+        self.capacity.update(hbm or {})
         self.after = self.analytic.after
         self.fixed_s = self.analytic.fixed_s.tolist()
-        self.flows = step_flows(schedule, self.analytic.paths)
+        self.flows = step_flows(schedule, self.analytic.paths, split)
         self.waiters = waiters_of(self.after)
         self.events = 0
         # rates by the flows in flight, kept across runs: the flows' routes are the same at

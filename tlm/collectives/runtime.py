@@ -14,8 +14,8 @@ transfer crossing its source rank's DMA queues out and its destination rank's in
 every algorithm lays ranks out as it lays chips on any torus. :class:`RuntimeCosts` adds what
 the runtime costs per operation (``reduce_fixed_s`` when it reduces, ``move_fixed_s`` when it
 only moves data: launching and synchronising the collective-communication cores, and for a
-reduction the compute engines that add) and per step (``step_sync_s``: the semaphores and
-descriptors of a step, in place of the system file's assumed ``step_fixed_s``).
+reduction the compute engines that add) and per step (``step_sync_s``: semaphores and
+descriptors, for the system file's ``step_fixed_s``); ``hbm_Bps`` a chip's HBM (:mod:`.hbm`).
 
 Examples
 --------
@@ -77,6 +77,10 @@ class RuntimeCosts:
         Bytes per second one rank's DMA queues move out, and in.
     lnc : int
         The default logical core size (physical cores per rank).
+    hbm_Bps : float or None
+        Bytes per second of one chip's HBM, which every access a step makes there shares
+        (:mod:`tlm.collectives.hbm`; the chip preset's ``hbm_bandwidth_Bps``, published, not
+        fitted). None: HBM traffic is not charged.
     """
 
     reduce_fixed_s: float
@@ -84,6 +88,7 @@ class RuntimeCosts:
     step_sync_s: float
     dma_Bps: float
     lnc: int
+    hbm_Bps: float | None = None
 
     def __post_init__(self):
         for name in RUNTIME_FIGURES:
@@ -92,6 +97,11 @@ class RuntimeCosts:
                 raise CollectiveError(f"{name} must be a number >= 0, not {value!r}")
         if not self.dma_Bps > 0:
             raise CollectiveError(f"dma_Bps must be a number > 0, not {self.dma_Bps!r}")
+        hbm = self.hbm_Bps
+        if hbm is not None and (
+            isinstance(hbm, bool) or not isinstance(hbm, int | float) or not hbm > 0
+        ):
+            raise CollectiveError(f"hbm_Bps must be a number > 0 or None, not {hbm!r}")
 
     @classmethod
     def of(cls, spec) -> RuntimeCosts:
@@ -102,6 +112,7 @@ class RuntimeCosts:
         return cls(
             **{name: float(getattr(section, name)) for name in RUNTIME_FIGURES},
             lnc=int(section.lnc),
+            hbm_Bps=float(spec.chip.hbm_bandwidth_Bps),
         )
 
     def fixed_s(self, op: str) -> float:
@@ -283,6 +294,16 @@ class RankSystem:
     @property
     def step_fixed_s(self) -> float:
         return self.costs.step_sync_s
+
+    @property
+    def hbm_Bps(self) -> float | None:
+        """Bytes per second of each chip's HBM (None: not charged)."""
+        return self.costs.hbm_Bps
+
+    def chip_of(self, ranks) -> np.ndarray:
+        """The chip (of :attr:`chips_system`) each of ``ranks`` runs on, whose HBM its
+        transfers read and write."""
+        return np.asarray(ranks, dtype=np.int64) // self.ranks_per_chip
 
     @property
     def bandwidth_Bps(self) -> np.ndarray:

@@ -190,6 +190,12 @@ class Schedule:
         ]
         return np.array(rows, dtype=np.int64).reshape(-1, 6)
 
+    @cached_property
+    def reduces(self) -> np.ndarray:
+        """Per transfer, in :attr:`moves` order: whether it reduces (else it copies)."""
+        flags = [t.reduce for step in self.steps for t in step.transfers]
+        return np.array(flags, dtype=bool)
+
     def check(self):
         """Raise ``ValueError`` if the schedule is not well formed (ranks, chunks, order)."""
         r, c = self.ranks, self.chunks

@@ -127,9 +127,16 @@ def flow_spans(flow: Flow, chunk_bytes: float) -> list[TransferSpan]:
     record: list = []
     Launch(env, net, flow.flows, flow.after, flow.fixed_s, chunk_bytes, flow.waiters, record)
     env.run()
+    # a transfer's flows (one per part of its HBM accesses) as one span over its links
+    merged: dict = {}
+    for step, t, start_s, end_s, nbytes, resources in record:
+        links = tuple(r for r in resources if isinstance(r, int))
+        span = merged.setdefault((step, t), [start_s, end_s, 0.0, links])
+        span[0], span[1] = min(span[0], start_s), max(span[1], end_s)
+        span[2] += nbytes
     return [
         TransferSpan.of(flow.schedule, 0, step, t, start_s, end_s, nbytes, links)
-        for step, t, start_s, end_s, nbytes, links in record
+        for (step, t), (start_s, end_s, nbytes, links) in merged.items()
     ]
 
 

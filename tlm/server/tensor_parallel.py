@@ -39,6 +39,7 @@ from ..chip.bandwidth_sharing import FluidNetwork
 from ..chip.timing import capacities, finish, simulate, start
 from ..collectives import ALGOS, Analytic, build, choose, unfit
 from ..collectives.flow import Launch, step_flows
+from ..collectives.hbm import flow_split
 from ..collectives.numerics import error_bound as collective_error_bound
 from ..collectives.schedule import tree_depth
 from ..collectives.values import reference as collective_reference
@@ -183,19 +184,12 @@ def _groups(nblocks: int, count: int) -> list[list[int]]:
 
 
 def _hbm_split(schedule, stacks: int):
-    """Per transfer: one flow per HBM stack, through the source chip's stack and the
-    destination's (twice for a reduce: it reads the data there and writes the sum)."""
+    """Per transfer: its HBM accesses (:func:`tlm.collectives.hbm.flow_split`) as flows
+    through the source and destination chips' stacks, spread equally over them."""
     chips = schedule.chips
-
-    def split(t):
-        src, dst = chips[t.src], chips[t.dst]
-        ends = 2 if t.reduce else 1
-        return [
-            (1.0 / stacks, (f"chip{src}.hbm{s}",), (f"chip{dst}.hbm{s}",) * ends)
-            for s in range(stacks)
-        ]
-
-    return split
+    return flow_split(
+        schedule, lambda rank: tuple(f"chip{chips[rank]}.hbm{s}" for s in range(stacks))
+    )
 
 
 def reduction_depth(schedule) -> int:

@@ -541,6 +541,10 @@ class CollectiveResults(Results):
     )
     op_fixed_s: float = Field(description="the runtime's cost per operation (0 without --ranks)")
     runtime: str = Field(description="where the runtime costs come from (none: links only)")
+    hbm_Bps: float = Field(
+        description="each chip's HBM bandwidth, shared by the steps' reads and writes (the chip "
+        "preset's, published; 0 without the runtime: not charged)"
+    )
     groups: int = Field(description="replica groups running the operation at once")
     group_ranks: int = Field(description="ranks of each group (every rank without groups)")
     failed_links: str = Field(description="the failed links (chip pairs), or none")
@@ -601,6 +605,7 @@ def collective_study(inputs: CollectiveInputs) -> CollectiveResults:
         links=len(system.links),
         step_fixed_s=system.step_fixed_s,
         op_fixed_s=op_fixed,
+        hbm_Bps=float(getattr(system, "hbm_Bps", None) or 0.0),
         runtime=(
             f"the {inputs.spec.name} preset's [collectives]" if runtime is not None else "none"
         ),

@@ -373,6 +373,7 @@ PARAMETER_COLUMNS = (
     "move fixed (us)",
     "step sync (us)",
     "rank DMA (GB/s)",
+    "chip HBM (TB/s)",
     "fit rows (mean, max |err|)",
     "judged rows (mean, max |err|)",
 )
@@ -381,8 +382,9 @@ RELEASE_COLUMNS = ("platform", "Neuron release", "judged rows", "mean |err|", "m
 
 
 def parameter_rows(sections: list[SectionResult]) -> list[tuple]:
-    """Per platform: the preset's runtime costs as shipped and its fit and judged rows (count,
-    mean and max absolute error), as text (:data:`PARAMETER_COLUMNS`)."""
+    """Per platform: the preset's runtime costs as shipped (the chip's HBM bandwidth, which
+    they charge, published) and its fit and judged rows (count, mean and max absolute error),
+    as text (:data:`PARAMETER_COLUMNS`)."""
     rows = []
     for platform, entry in summary(sections).items():
         costs = RuntimeCosts.of(load_preset(platform))
@@ -394,6 +396,7 @@ def parameter_rows(sections: list[SectionResult]) -> list[tuple]:
                 f"{costs.move_fixed_s * 1e6:.1f}",
                 f"{costs.step_sync_s * 1e6:.2f}",
                 f"{costs.dma_Bps / 1e9:.1f}",
+                f"{costs.hbm_Bps / 1e12:.2f}",
                 f"{nf} ({fit_mean:.1%}, {fit_max:.1%})",
                 f"{nj} ({judge_mean:.1%}, {judge_max:.1%})",
             )
