@@ -259,6 +259,38 @@ def test_zero3_charges_a_micro_batch_window_once():
     assert 0 < saved <= float(hidden.compute_s)
 
 
+class HbmCosts(PeakCosts):
+    """Exact-peak products, and HBM traffic at 1 TB/s."""
+
+    def memory_s(self, nbytes):
+        return np.asarray(nbytes, float) / 1e12
+
+
+def test_fp32_gradient_accumulation_pays_its_pass_its_reduction_and_its_memory():
+    """neuronx-distributed's fp32 accumulation adds each micro-batch's bf16 gradients into an
+    fp32 buffer (2 + 4 bytes read, 4 written per parameter, a pass of its own) and
+    reduce-scatters that buffer: twice the bytes of a bf16 reduction."""
+    m = load_model("llama3-8b")
+    args = dict(dp=8, tp=2, pp=1, zero=1, sp=True, recompute="selective", global_batch=32)
+    net = RingNetwork()
+    kw = dict(overlap_dp=False, hbm_bytes=2**40)
+    bf16 = training_step(m, HbmCosts(), net, **laid(**args, **kw))
+    fp32 = training_step(m, HbmCosts(), net, **laid(grad_acc="fp32", **args, **kw))
+    params = float(bf16.memory.weights_bytes) / 2  # ZeRO-1: the stage's weights, whole
+    n_micro = float(bf16.micro_batches)
+    assert n_micro == 4
+    added = float(fp32.compute_s) - float(bf16.compute_s)
+    assert added == pytest.approx(n_micro * params * 10 / 1e12, rel=1e-9)
+    rs = lambda nbytes: float(net.collective_s("reduce_scatter", 8, 2, nbytes))  # noqa: E731
+    wider = float(fp32.dp_comm_s) - float(bf16.dp_comm_s)
+    assert wider == pytest.approx(rs(params * 4) - rs(params * 2), rel=1e-9)
+    assert float(fp32.memory.gradients_bytes) == pytest.approx(
+        2 * float(bf16.memory.gradients_bytes), rel=1e-12
+    )
+    with pytest.raises(ValueError, match=r"^grad_acc must be one of bf16, fp32, not 'fp16'$"):
+        training_step(m, HbmCosts(), net, **laid(grad_acc="fp16", **args))
+
+
 def test_backward_overlap_hides_only_the_backward_pass_behind_weight_gradients():
     """``overlap_tp="backward"``: on a fast network the backward pass's collectives vanish and
     the forward's (and the recomputed forward's) stay, so a third (full recomputation) or half

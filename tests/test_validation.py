@@ -211,8 +211,11 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: model stopped charging a matmul's whole pipeline to the next matmul of its accumulation
 #: chain and to the loads refilling its buffers, which the hardware does not pay, and the
 #: Llama 2 rows - already the model's fastest against their publication (+20 %) - became
-#: faster still (13B +19.9 -> +21.4 %); what the model misses there is elsewhere.
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.13, 0.22)}
+#: faster still (13B +19.9 -> +21.4 %); what the model misses there is elsewhere. Tightened
+#: to 11 % / 17 % the same day (10.3 % / 16.1 %): the NxD rows run neuronx-distributed's
+#: recipe as its scripts do - the gradients reduced after the last micro-batch, accumulated
+#: and reduced in fp32 - which slows the Llama 2 rows 3-8 % and the Llama 3.1 rows 1-3 %.
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.11, 0.17)}
 
 
 @pytest.fixture(scope="module")

@@ -289,6 +289,7 @@ def _step(model, hw, configs, opts, settings):
             overlap_dp=opts.get("overlap_dp", True),
             overlap_tp=opts.get("overlap_tp", overlap_tp_for(hw)),
             overlap_ep=opts.get("overlap_ep", False),
+            grad_acc=opts.get("grad_acc", "bf16"),
             global_batch=opts.get("global_batch"),
             seq_len=opts.get("seq_len"),
             fmt=opts.get("fmt", "bf16"),
@@ -316,8 +317,8 @@ def evaluate(model: Model, hw: Hardware, configs: dict, settings: tuple = ()) ->
     """:data:`OUTPUTS` of each layout in ``configs`` (arrays of :data:`AXES`), one chip count
     or several. ``settings``: (name, value) pairs - the network's (:data:`NETWORK_SETTINGS`),
     the run's goodput and cost (:data:`GOODPUT_SETTINGS`, :data:`COST_SETTINGS`),
-    ``overlap_dp``, ``overlap_tp``, ``overlap_ep``, ``fmt`` (the GEMMs' format), ``global_batch``,
-    ``seq_len``."""
+    ``overlap_dp``, ``overlap_tp``, ``overlap_ep``, ``grad_acc``, ``fmt`` (the GEMMs' format),
+    ``global_batch``, ``seq_len``."""
     from .training import STEP_FIELDS
 
     opts = dict(settings)

@@ -61,6 +61,7 @@ __all__ = [
     "ADAM_BYTES_PER_PARAMETER",
     "OVERLAP_TP",
     "overlap_tp_for",
+    "GRAD_ACC",
 ]
 
 #: How the tensor-parallel collectives overlap the GEMMs (``training_step(overlap_tp=...)``):
@@ -75,6 +76,12 @@ def overlap_tp_for(hw) -> str:
     (Megatron-LM's asynchronous backward and ``--tp-comm-overlap`` are options of a run)."""
     return "backward" if hw.chip_preset is not None else "off"
 
+
+#: How each micro-batch's gradients join the step's (``training_step(grad_acc=...)``): ``bf16``,
+#: accumulated in the weight-gradient GEMMs' own output and reduced in bf16 (nothing charged
+#: beyond the GEMMs); ``fp32``, added into an fp32 buffer by a pass of their own and reduced in
+#: fp32 (neuronx-distributed's GPU-compatible precision, its example scripts' default).
+GRAD_ACC = ("bf16", "fp32")
 
 #: The per-layout arrays of :class:`TrainingStep` (its memory aside).
 STEP_FIELDS = ("step_s", "mfu", "tokens_per_s")
@@ -309,6 +316,7 @@ def training_step(
     overlap_dp=True,
     overlap_tp="off",
     overlap_ep=False,
+    grad_acc="bf16",
     global_batch=None,
     seq_len=None,
     fmt="bf16",
@@ -342,6 +350,11 @@ def training_step(
         DualPipe's schedule (DeepSeek-V3): an MoE layer's dispatch and combine all-to-alls
         hide behind another micro-batch's forward and backward of that layer, once; needs two
         micro-batches or more.
+    grad_acc : {"bf16", "fp32"}
+        The gradients' accumulation (:data:`GRAD_ACC`): ``bf16``, in place by the
+        weight-gradient GEMMs; ``fp32``, an fp32 buffer each micro-batch's bf16 gradients are
+        added into by a pass through HBM (read 2 + 4 bytes, write 4 per parameter of the
+        stage, charged in ``compute``), reduce-scattered in fp32 and held in fp32 (memory).
     global_batch, seq_len : int, optional
         Sequences per step and tokens per sequence (the model file's by default).
     fmt : str
@@ -358,6 +371,8 @@ def training_step(
     """
     layout = Layout() if layout is None else layout
     attention = layout.attention  # the kernel the memory model assumes too
+    if grad_acc not in GRAD_ACC:
+        raise ValueError(f"grad_acc must be one of {', '.join(GRAD_ACC)}, not {grad_acc!r}")
     gb = model.global_batch_sequences if global_batch is None else int(global_batch)
     s = model.seq_len if seq_len is None else int(seq_len)
     extra = {} if reserve_bytes is None else {"reserve_bytes": reserve_bytes}
@@ -366,6 +381,7 @@ def training_step(
         layout,
         global_batch=gb,
         seq_len=s,
+        gradients=grad_acc,
         hbm_bytes=hbm_bytes,
         **extra,
     )
@@ -423,6 +439,12 @@ def training_step(
     last_share = where(ppf > 1, floor(L / ppf) / n_layers, 1.0)
     head_total = _take(head_f, head_which) + _take(head_b, head_which)
     stage_compute = maximum(fwd + bwd, (fwd + bwd) * last_share + head_total)
+    weights = mem.weights_bytes
+    params = _stage_params(c, weights if type(tpf) is np.ndarray else weights.item())
+    grad_b = element_bytes(grad_acc)
+    if grad_b > wb:
+        # each micro-batch's bf16 gradients read and added into the wider buffer (read, write)
+        stage_compute = stage_compute + costs.memory_s(params * (wb + 2 * grad_b))
     recompute_t = where(rerun == 2, fwd, where(rerun == 1, attn_fwd, 0.0))
 
     # --- tensor-parallel collectives per micro-batch ----------------------------------------
@@ -527,14 +549,14 @@ def training_step(
     bubble = (ppf - 1) / vf * t_mb
 
     # --- data parallelism: gradients (and weights) over dp x cp ----------------------------
-    weights = mem.weights_bytes
-    params = _stage_params(c, weights if type(tpf) is np.ndarray else weights.item())
-    grad_bytes = params * element_bytes("bf16")
+    grad_bytes = params * grad_b
     group = dpv * cpv
     stride = tpv
     gf = as_float(group)
     if any_(gf > 1):
-        rs = network.collective_s("reduce_scatter", group, stride, grad_bytes, dtype_bytes=2)
+        rs = network.collective_s(
+            "reduce_scatter", group, stride, grad_bytes, dtype_bytes=int(grad_b)
+        )
         ag = network.collective_s("all_gather", group, stride, params * wb, dtype_bytes=2)
         # ZeRO 0-2: the gradients reduced and the weights gathered once a step, after the
         # last backward pass (which hides them with overlap)

@@ -114,6 +114,12 @@ class TrainInputs(RecipeInputs, FabricInputs):
         "off",
         description="hide the MoE all-to-alls behind another micro-batch's compute (DualPipe)",
     )
+    grad_acc: Literal["bf16", "fp32"] = Field(
+        "bf16",
+        description="gradients accumulated in place in bf16 by the weight-gradient GEMMs, or "
+        "added into an fp32 buffer by a pass of their own each micro-batch and reduced in fp32 "
+        "(neuronx-distributed's --use_gpu_compatible_precision, its scripts' default)",
+    )
     format: str = format_field("bf16", GEMM_FORMATS, "format the GEMMs run in")
     global_batch: int | None = Field(
         None,
@@ -188,6 +194,7 @@ class TrainInputs(RecipeInputs, FabricInputs):
             ("overlap_dp", self.overlap_dp == "on"),
             ("overlap_tp", self.overlap_tp),
             ("overlap_ep", self.overlap_ep == "on"),
+            ("grad_acc", self.grad_acc),
             ("fmt", self.format),
             *self.settings(),
         ]
@@ -244,6 +251,7 @@ class TrainInputs(RecipeInputs, FabricInputs):
                 overlap_dp=self.overlap_dp == "on",
                 overlap_tp=self.overlap_tp,
                 overlap_ep=self.overlap_ep == "on",
+                grad_acc=self.grad_acc,
                 global_batch=self.global_batch,
                 seq_len=self.seq_len,
                 fmt=self.format,

@@ -107,6 +107,7 @@ ASSUMED_LAYOUT = {
         "sequence_parallel": False,
         "zero": 1,
         "overlap_dp": False,
+        "grad_acc": "bf16",
     },
     "KORTHIKANTI": {
         "micro_batch": 1,
@@ -114,6 +115,7 @@ ASSUMED_LAYOUT = {
         "sequence_parallel": False,
         "zero": 1,
         "overlap_dp": False,
+        "grad_acc": "bf16",
     },
     "LLAMA3": {
         "micro_batch": 1,
@@ -121,22 +123,31 @@ ASSUMED_LAYOUT = {
         "sequence_parallel": True,
         "zero": 2,
         "overlap_dp": True,
+        "grad_acc": "bf16",
     },
-    # Neuron's NxD and NeMo recipes: the ZeRO-1 optimizer, no interleaving, the gradients'
-    # reduction overlapped with the backward pass (ASSUMED, as the example scripts run)
+    # Neuron's NxD recipes, as neuronx-distributed's example scripts at the SDK 2.21 release
+    # (3aa65c6, 2024-12-19) run: the ZeRO-1 optimizer, no interleaving; the gradients reduced
+    # in `optimizer.step()`, after the last micro-batch's graph (`xm.mark_step()`), so not
+    # behind its backward pass; `--use_gpu_compatible_precision` (default 1 in
+    # run_llama_nxd.py and tp_zero1_llama_hf_pretrain.py, no script sets 0):
+    # `use_fp32_grad_acc`, whose hook adds each micro-batch's gradients into an fp32 buffer,
+    # and `higher_cc_precision`, their reduce-scatter in fp32 (trainer.py)
     "NEURON_NXD": {
         "micro_batch": 1,
         "interleave": 1,
         "sequence_parallel": True,
         "zero": 1,
-        "overlap_dp": True,
+        "overlap_dp": False,
+        "grad_acc": "fp32",
     },
+    # neuronx-nemo-megatron (2023): ZeRO-1, the reduction overlapped (ASSUMED, not checked)
     "NEURON_NEMO": {
         "micro_batch": 1,
         "interleave": 1,
         "sequence_parallel": True,
         "zero": 1,
         "overlap_dp": True,
+        "grad_acc": "bf16",
     },
 }
 
@@ -200,6 +211,7 @@ def _layout(run) -> dict:
     return dict(
         layout=layout,
         overlap_dp=assumed["overlap_dp"],
+        grad_acc=assumed["grad_acc"],
         global_batch=run.global_batch_sequences,
         seq_len=run.seq_len,
     )
@@ -230,6 +242,7 @@ def _memory(m, run, hw_name: str):
         lay["layout"],
         global_batch=lay["global_batch"],
         seq_len=lay["seq_len"],
+        gradients=lay["grad_acc"],
         hbm_bytes=hw.hbm_bytes,
     )
 
