@@ -1,39 +1,32 @@
-"""Parallel-prefix forms of the carry chains of an increment and a negation, in word operations."""
+"""Parallel-prefix forms of the carry chains of an increment and a negation."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Module, Signal
 
 __all__ = ["increment", "negate_if", "prefix"]
 
 
-def prefix(m: Module, bits, op, name: str, identity: int = 0):
-    """``out[i] = op(bits[0], ..., bits[i])`` for an associative bitwise ``op`` of two values
-    whose identity bit is ``identity``: a Kogge-Stone prefix, log2 of the width levels of
-    ``op``. Added to ``m``.
-
-    Each level is one word-wide ``op`` of the previous level and itself shifted up by the
-    span (the vacated bits filled with the identity), so a simulator evaluates a few word
-    operations per level, not one per bit; synthesis sees the same levels of two-input gates
-    as a bit-by-bit tree."""
-    width = len(bits)
-    cur = Value.cast(bits)
-    span, level = 1, 0
-    while span < width:
-        fill = Const((1 << span) - 1 if identity else 0, span)
-        nxt = Signal(width, name=f"{name}_{level}")
-        m.d.comb += nxt.eq(op(cur, Cat(fill, cur[: width - span])))
-        cur, span, level = nxt, span * 2, level + 1
-    out = Signal(width, name=name)
-    m.d.comb += out.eq(cur)
+def prefix(m: Module, bits, op, name: str):
+    """``out[i] = op(bits[0], ..., bits[i])`` for an associative ``op`` of two values: a
+    Sklansky prefix tree, log2 of the width levels of ``op``. Added to ``m``."""
+    cur = [bits[i] for i in range(len(bits))]
+    span = 1
+    while span < len(cur):
+        nxt = list(cur)
+        for i in range(len(cur)):
+            if i & span:  # the upper half of a block of 2 * span takes the lower half's last
+                nxt[i] = op(cur[(i & ~(2 * span - 1)) + span - 1], cur[i])
+        cur, span = nxt, span * 2
+    out = Signal(len(cur), name=name)
+    m.d.comb += out.eq(Cat(*cur))
     return out
 
 
 def increment(m: Module, value, carry_in, name: str):
     """``value + carry_in`` (``carry_in`` one bit), ``len(value) + 1`` bits: bit i flips when
     ``carry_in`` and every bit below it are set. A prefix AND, not an adder's carry chain."""
-    # ones[i]: value[:i + 1] all set
-    ones = prefix(m, value, lambda a, b: a & b, f"{name}_ones", identity=1)
+    ones = prefix(m, value, lambda a, b: a & b, f"{name}_ones")  # ones[i]: value[:i + 1] all set
     below = Cat(Const(1, 1), ones)  # below[i]: value[:i] all set
     out = Signal(len(value) + 1, name=name)
     m.d.comb += out.eq(Cat(value, Const(0, 1)) ^ (below & carry_in.replicate(len(below))))
