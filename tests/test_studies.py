@@ -703,7 +703,7 @@ BAD = [
     (["model", "--sp", "yes"], "--sp: 'yes' is not allowed; allowed: one of on, off"),
     (
         ["model", "--recompute", "half"],
-        "--recompute: 'half' is not allowed; allowed: one of none, selective, full",
+        "--recompute: 'half' is not allowed; allowed: one of none, selective, full, selective+mlp",
     ),
     (
         ["model", "--format", "int8"],
@@ -1387,7 +1387,7 @@ def test_train_search_axes_are_all_or_a_list(capsys, tmp_path):
         (["--zero", "1,4"], "--zero: 4 is not allowed; allowed: all, or a comma-separated list "
          "of 0, 1, 2, 3"),
         (["--recompute", "half"], "--recompute: 'half' is not allowed; allowed: all, or a "
-         "comma-separated list of none, selective, full"),
+         "comma-separated list of none, selective, full, selective+mlp"),
         (["--pp", "x"], "--pp: 'x' is not allowed; allowed: all, or a comma-separated list of "
          "integers in 1..10000000"),
     ):  # fmt: skip
