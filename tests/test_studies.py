@@ -706,6 +706,10 @@ BAD = [
         "--recompute: 'half' is not allowed; allowed: one of none, selective, full, selective+mlp",
     ),
     (
+        ["train", "--recompute", "mlp"],
+        "--recompute: 'mlp' is not allowed; allowed: one of none, selective, full, selective+mlp",
+    ),
+    (
         ["model", "--format", "int8"],
         "--format: 'int8' is not allowed; allowed: one of bf16, fp16, fp32, fp8_e4m3, "
         "fp8_e4m3fn, fp8_e5m2, tf32",
