@@ -1,26 +1,19 @@
 """Memory per chip of a training configuration, vectorised over configurations.
 
-For a model (:mod:`tlm.workloads`) and arrays of parallel configurations - data (``dp``),
-tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 1F1B, ``interleave``
-virtual stages), context (``cp``) and expert (``ep``) parallelism, ZeRO stage (0-3; FSDP is 3),
-micro-batch, activation recomputation (none / selective / full / selective+mlp) - and the
-number formats of weights, gradients, optimizer state and activations (:mod:`tlm.formats`), it
-gives each chip's weights, gradients, optimizer state, activations and buffers in bytes, the
-total, and whether it fits the chip's HBM. One call evaluates any number of configurations
-(numpy arrays in, arrays out): the strategy search's inner loop; one configuration runs the
-same formulas on Python numbers (:mod:`tlm.elementwise`).
-
-The peak is on the first pipeline stage (most micro-batches in flight, the embedding) or the
-last (the output projection and its logits); both are computed and the larger is kept.
+For a model (:mod:`tlm.workloads`), arrays of :class:`~tlm.cluster.layout.Layout` fields (dp,
+tp with ``sp``, pp with ``interleave``, cp, ep, ZeRO 0-3, micro-batch, recomputation) and the
+formats of weights, gradients, optimizer state and activations, it gives each chip's weights,
+gradients, optimizer state, activations and buffers in bytes, the total, and whether it fits
+the HBM: one call for any number of configurations (the search's inner loop), or the same
+formulas on Python numbers for one (:mod:`tlm.elementwise`). The peak is on the first pipeline
+stage (most micro-batches in flight, the embedding) or the last (the output projection and its
+logits); both are computed and the larger is kept.
 
 **Activations** follow Korthikanti et al. 2022 (arXiv:2205.05198, Section 4), generalised
-from their GPT layer (multi-head attention, GeLU MLP of 4h, LayerNorm, dropout, 16-bit
-activations) to GQA, MLA, SwiGLU, RMSNorm, no dropout, MoE and any activation format; for a
-GPT layer it reduces to their Table 2 exactly (``sbh(34 + 5as/h)`` without parallelism,
-``sbh(10 + 24/t + 5as/ht)`` with tensor parallelism, ``/t`` with sequence parallelism,
-``34 sbh/t`` with selective recomputation, ``2 sbh`` with full recomputation; with the MLP
-checkpointed too, its ``16 sbh`` of intermediates are not stored). The
-derivation and every assumption are in docs/workloads.md.
+from their GPT layer to GQA, MLA, SwiGLU, RMSNorm, no dropout, MoE and any format; for a GPT
+layer it is their Table 2 exactly (``sbh(34 + 5as/h)``, ``sbh(10 + 24/t + 5as/ht)`` with
+tensor parallelism, ``/t`` with sequence parallelism, ``34 sbh/t`` selective, ``2 sbh`` full;
+``selective+mlp`` drops the MLP's ``16 sbh/t`` too). The derivation: docs/workloads.md.
 
 Examples
 --------
