@@ -15,7 +15,7 @@ from tlm.cluster import (
     layer_activation_bytes,
     memory_per_chip,
 )
-from tlm.cluster.layout import Layout
+from tlm.cluster.layout import RECOMPUTE, Layout
 from tlm.workloads import load_model
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
@@ -28,7 +28,7 @@ KORTHIKANTI = [
     ("megatron-530b", 8, 35, 1, 280, 3),
     ("megatron-1t", 8, 64, 1, 512, 1),
 ]
-NONE, SELECTIVE, FULL = 0, 1, 2
+NONE, SELECTIVE, FULL, SELECTIVE_MLP = 0, 1, 2, 3
 
 
 def table_2(s, b, h, a, t, case):
@@ -289,6 +289,44 @@ def test_flash_attention_stores_no_scores():
         Layout(attention="eager")
 
 
+def test_mlp_recomputation_stores_the_mlp_input_only():
+    """``selective+mlp`` stores what selective recomputation does less the MLP's intermediates:
+    Korthikanti's GPT layer drops its GeLU's input and output (16 sbh/t: 34 -> 18 sbh/t), a
+    SwiGLU layer its gate, up and product (3 x 2 bytes x ffn/t a token); the chip then holds one
+    layer's MLP while it is recomputed. It lies between selective and full recomputation."""
+    gpt = load_model("gpt3-175b")
+    s, h, t = gpt.seq_len, gpt.hidden, 8
+    shape = dict(micro_batch=1, seq_len=s, tp=t, sp=True, attention="materialised")
+    mlp = layer_activation_bytes(gpt, "dense", **shape, recompute=SELECTIVE_MLP)
+    assert float(mlp) == pytest.approx(s * h * 18 / t, rel=1e-12)
+    llama = load_model("llama3-70b")
+    s, f = 8192, llama.ffn
+    shape = dict(micro_batch=1, seq_len=s, tp=t, sp=True)
+    by = {c: float(layer_activation_bytes(llama, "dense", **shape, recompute=c)) for c in range(4)}
+    assert by[SELECTIVE] - by[SELECTIVE_MLP] == pytest.approx(s * 2 * 3 * f / t, rel=1e-12)
+    assert by[FULL] < by[SELECTIVE_MLP] < by[SELECTIVE]
+    ds = load_model("deepseek-v3")
+    moe = {
+        c: float(
+            layer_activation_bytes(
+                ds, "moe", micro_batch=1, seq_len=4096, tp=8, sp=True, recompute=c
+            )
+        )
+        for c in (SELECTIVE, SELECTIVE_MLP)
+    }
+    assert moe[SELECTIVE_MLP] < 0.5 * moe[SELECTIVE]  # the routed copies were most of it
+    layout = dict(dp=4, tp=t, pp=4, zero=1, sp=True)
+    per = {
+        r: memory_per_chip(llama, Layout(recompute=r, **layout), global_batch=64, seq_len=s)
+        for r in ("selective", "selective+mlp", "full")
+    }
+    one_layer = s * 2 * 3 * f / t
+    more = per["selective+mlp"].buffers_bytes - per["selective"].buffers_bytes
+    assert float(more) == pytest.approx(one_layer, rel=1e-12)
+    totals = [float(per[r].total_bytes) for r in ("full", "selective+mlp", "selective")]
+    assert totals == sorted(totals) and len(set(totals)) == 3
+
+
 def test_vectorised_equals_scalar_calls():
     """Arrays in, arrays out: every row is the scalar call's figure; invalid rows are NaN and
     carry the reason, and never fit."""
@@ -305,7 +343,7 @@ def test_vectorised_equals_scalar_calls():
         zero=rng.choice([0, 1, 2, 3], n),
         micro_batch=rng.choice([1, 2], n),
         sp=rng.choice([False, True], n),
-        recompute=rng.choice(["none", "selective", "full"], n),
+        recompute=rng.choice(list(RECOMPUTE), n),
     )
     many = memory_per_chip(m, **laid(MEMORY_RECIPE, hbm_bytes=96 * 2**30, **cfg))
     assert many.total_bytes.shape == (n,)
@@ -397,7 +435,7 @@ def test_does_not_fit_says_by_how_much():
         (
             "llama3-8b",
             dict(recompute="half"),
-            "recompute must be one of none, selective, full, not 'half'",
+            "recompute must be one of none, selective, full, selective+mlp, not 'half'",
         ),
         ("llama3-8b", dict(tp=1.5), "tp must be an integer or an array of integers, not 1.5"),
         (
@@ -430,7 +468,7 @@ def test_moe_activations_scale_with_top_k():
         (dict(pp=2.5), "pp must be an integer or an array of integers, not 2.5"),
         (dict(dp=True), "dp must be an integer or an array of integers, not True"),
         (dict(sp="yes"), "sp must be a bool, not 'yes'"),
-        (dict(recompute=3), "recompute must be one of none, selective, full, not 3"),
+        (dict(recompute=4), "recompute must be one of none, selective, full, selective+mlp, not 4"),
     ],
 )
 def test_a_layout_checks_its_scalars_when_made(kwargs, message):

@@ -38,8 +38,9 @@ def _brute(model, chips, gb, seq):
         if tp_allowed(model, tp) or seq % cp or chips % (tp * cp * pp):
             continue
         dp = chips // (tp * cp * pp)
+        # rc: none, selective, full, selective+mlp
         for ep, zero, mb, v, rc in itertools.product(
-            range(1, experts + 1), range(4), [1, 2, 4, 8], INTERLEAVES, range(3)
+            range(1, experts + 1), range(4), [1, 2, 4, 8], INTERLEAVES, range(4)
         ):
             if experts % ep or (dp * cp) % ep or gb % (dp * mb):
                 continue

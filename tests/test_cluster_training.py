@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from layouts import laid
 
-from tlm.cluster.layout import Layout
+from tlm.cluster.layout import RECOMPUTE, Layout
 from tlm.cluster.training import PARTS, training_step
 from tlm.workloads import load_model
 
@@ -141,6 +141,42 @@ def test_flash_attention_leaves_selective_recomputation_nothing_to_do():
     assert float(sel.step_s) == float(none.step_s)
     assert float(sel.hfu) == float(none.hfu)
     assert float(sel.memory.activations_bytes) == float(none.memory.activations_bytes)
+
+
+@pytest.mark.parametrize("attention", ["flash", "materialised"])
+def test_mlp_recomputation_reruns_the_mlp_up_to_its_last_projection(attention):
+    """``selective+mlp`` reruns what selective recomputation does and the MLP's forward up to
+    its last projection's input (SwiGLU's gate and up products), in time and in hardware
+    FLOPs; with sequence parallelism its input's all-gather again (the reduce-scatter after
+    the last projection is not rerun), without it no collective. Between selective and full."""
+    m = load_model("llama3-8b")
+    args = dict(dp=1, tp=8, pp=1, global_batch=8, attention=attention)
+    tokens, peak = 8 * m.seq_len, 1e15
+    mlp = m.mlp_rerun_flop_per_token() * tokens / 8  # per chip of 8
+    assert mlp == pytest.approx(m.layers * 2 * m.hidden * 2 * m.ffn * tokens / 8, rel=1e-12)
+    step = {
+        r: training_step(m, PeakCosts(peak), RingNetwork(), **laid(recompute=r, sp=True, **args))
+        for r in ("selective", "selective+mlp", "full")
+    }
+    sel, both, full = step["selective"], step["selective+mlp"], step["full"]
+    assert float(both.recompute_s - sel.recompute_s) * peak == pytest.approx(mlp, rel=1e-9)
+    assert float(both.hardware_flop_per_step - sel.hardware_flop_per_step) == pytest.approx(
+        mlp * 8, rel=1e-9
+    )
+    assert float(sel.recompute_s) < float(both.recompute_s) < float(full.recompute_s)
+    assert float(both.compute_s) == pytest.approx(float(sel.compute_s), rel=1e-12)
+    hidden = m.seq_len * m.hidden * 2  # one sequence's hidden state, bf16
+    gather = RingNetwork().collective_s("all_gather", 8, 1, hidden)
+    assert float(both.tp_comm_s - sel.tp_comm_s) == pytest.approx(
+        8 * m.layers * float(gather), rel=1e-9
+    )  # 8 micro-batches, one all-gather a layer
+    plain = {
+        r: training_step(m, PeakCosts(peak), RingNetwork(), **laid(recompute=r, sp=False, **args))
+        for r in ("selective", "selective+mlp")
+    }
+    assert float(plain["selective+mlp"].tp_comm_s) == float(plain["selective"].tp_comm_s)
+    mem = [float(step[r].memory.total_bytes) for r in ("full", "selective+mlp", "selective")]
+    assert mem == sorted(mem) and len(set(mem)) == 3
 
 
 def test_mfu_says_how_it_counts_attention():
@@ -368,7 +404,7 @@ def test_vectorised_equals_scalar():
         cp=rng.choice([1, 2], n),
         zero=rng.integers(0, 4, n),
         micro_batch=rng.choice([1, 2], n),
-        recompute=rng.integers(0, 3, n),
+        recompute=rng.integers(0, len(RECOMPUTE), n),
         sp=rng.random(n) < 0.5,
         overlap_dp=rng.random(n) < 0.5,
     )
@@ -425,7 +461,7 @@ def test_one_configuration_is_the_vectorised_row_bit_for_bit(name):
         zero=rng.integers(0, 4, n),
         micro_batch=rng.choice([1, 2], n),
         sp=rng.random(n) < 0.5,
-        recompute=rng.integers(0, 3, n),
+        recompute=rng.integers(0, len(RECOMPUTE), n),
         interleave=rng.choice([1, 2], n),
         overlap_dp=rng.random(n) < 0.5,
     )

@@ -703,7 +703,11 @@ BAD = [
     (["model", "--sp", "yes"], "--sp: 'yes' is not allowed; allowed: one of on, off"),
     (
         ["model", "--recompute", "half"],
-        "--recompute: 'half' is not allowed; allowed: one of none, selective, full",
+        "--recompute: 'half' is not allowed; allowed: one of none, selective, full, selective+mlp",
+    ),
+    (
+        ["train", "--recompute", "mlp"],
+        "--recompute: 'mlp' is not allowed; allowed: one of none, selective, full, selective+mlp",
     ),
     (
         ["model", "--format", "int8"],
@@ -1369,6 +1373,33 @@ def test_a_saved_run_of_the_last_release_reruns(capsys, tmp_path):
     assert c["inputs"]["fail_links"] == []
 
 
+def test_train_search_grad_acc_reaches_the_step(capsys):
+    """``--grad-acc`` is the one field ``train`` and ``train-search`` share: the search's steps
+    pay fp32 accumulation (its pass each micro-batch, its fp32 reduction) on a layout where it
+    matters, its best layout run by ``train`` with the same flag gives the same step, the JSON
+    inputs carry it, and a bad value is refused on one line."""
+    base = ["train-search", "--model", "llama2-7b", "--hardware", "trn1", "--chips", "64"]
+    base += ["--scheduler", "inline", "--tp", "4", "--pp", "1", "--zero", "1", "--json"]
+    bf16 = _run(base, capsys)
+    fp32 = _run([*base, "--grad-acc", "fp32"], capsys)
+    assert bf16["inputs"]["grad_acc"] == "bf16" and fp32["inputs"]["grad_acc"] == "fp32"
+    # (the best is micro-batch 4: 16 passes over the 1.7B parameters of a chip, ~0.3 s)
+    assert fp32["results"]["best_step_s"] > 1.005 * bf16["results"]["best_step_s"]
+    best = fp32["results"]
+    train = ["train", "--model", "llama2-7b", "--hardware", "trn1", "--chips", "64", "--json"]
+    for k in ("tp", "pp", "cp", "zero", "micro_batch", "interleave", "recompute"):
+        train += [f"--{k.replace('_', '-')}", str(best[f"best_{k}"])]
+    one = _run([*train, "--grad-acc", "fp32"], capsys)
+    assert one["inputs"]["grad_acc"] == "fp32"
+    assert one["results"]["step_s"] == pytest.approx(best["best_step_s"], rel=1e-9)
+    for study in (base, train):
+        assert main([*study, "--grad-acc", "fp16"]) == 2
+        name = study[0]
+        assert capsys.readouterr().err == (
+            f"trnsim {name}: error: --grad-acc: 'fp16' is not allowed; allowed: one of bf16, fp32\n"
+        )
+
+
 def test_train_search_axes_are_all_or_a_list(capsys, tmp_path):
     base = ["train-search", "--model", "llama3-8b", "--chips", "64", "--scheduler", "inline"]
     listed = _run([*base, "--tp", "4,8", "--recompute", "selective,full", "--json"], capsys)
@@ -1387,7 +1418,7 @@ def test_train_search_axes_are_all_or_a_list(capsys, tmp_path):
         (["--zero", "1,4"], "--zero: 4 is not allowed; allowed: all, or a comma-separated list "
          "of 0, 1, 2, 3"),
         (["--recompute", "half"], "--recompute: 'half' is not allowed; allowed: all, or a "
-         "comma-separated list of none, selective, full"),
+         "comma-separated list of none, selective, full, selective+mlp"),
         (["--pp", "x"], "--pp: 'x' is not allowed; allowed: all, or a comma-separated list of "
          "integers in 1..10000000"),
     ):  # fmt: skip

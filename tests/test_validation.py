@@ -278,7 +278,11 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: to 11 % / 17 % the same day (10.3 % / 16.1 %): the NxD rows run neuronx-distributed's
 #: recipe as its scripts do - the gradients reduced after the last micro-batch, accumulated
 #: and reduced in fp32 - which slows the Llama 2 rows 3-8 % and the Llama 3.1 rows 1-3 %.
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.11, 0.17)}
+#: trn1's mean moved to 12 % the same day (11.7 %, max 16.4 %): Llama 3.1 70B now recomputes
+#: each layer's MLP as its script does at 8K (run_llama_nxd.py's (CoreAttention, LlamaMLP),
+#: recompute "selective+mlp"), -8.0 -> -16.4 %; the model is more faithful and the row, which
+#: was read optimistic by the missing rerun, shows how far it overcharges 8K attention.
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.12, 0.17)}
 
 
 @pytest.fixture(scope="module")

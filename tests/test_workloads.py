@@ -257,7 +257,7 @@ def test_kv_cache_bytes():
         ),
         (
             lambda: load_model("llama3-8b").training_flop_per_token(recompute="half"),
-            "recompute must be one of none, selective, full, not 'half'",
+            "recompute must be one of none, selective, full, selective+mlp, not 'half'",
         ),
     ],
 )

@@ -21,6 +21,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ..workloads.schema import RECOMPUTES
+
 __all__ = ["Layout", "LAYOUT_FIELDS", "RECOMPUTE", "ATTENTION"]
 
 
@@ -41,7 +43,10 @@ class Layout:
     sp : bool or array
         Sequence parallelism (splits what tensor parallelism leaves whole).
     recompute : str, or array of str or codes of :data:`tlm.cluster.memory.RECOMPUTE`
-        ``none``, ``selective`` (the attention's products, as Korthikanti et al.) or ``full``.
+        ``none``, ``selective`` (the attention's products, as Korthikanti et al.), ``full``, or
+        ``selective+mlp`` (the attention's products and the MLP block: its internal
+        activations are not stored; the backward pass reruns its forward up to the last
+        projection's input - docs/cluster.md).
     interleave : int or array
         Virtual pipeline stages per chip (1: plain 1F1B).
     attention : str
@@ -96,8 +101,9 @@ class Layout:
         return int(chips if chips.ndim == 0 else chips.ravel()[row or 0])
 
 
-#: Recomputation choices, by name (an array of layouts may hold their codes: the index).
-RECOMPUTE = ("none", "selective", "full")
+#: Recomputation choices, by name (an array of layouts may hold their codes: the index); one
+#: definition, the model files' (:data:`tlm.workloads.schema.RECOMPUTES`).
+RECOMPUTE = RECOMPUTES
 #: Attention kernels: fused on chip (flash), or the scores through HBM.
 ATTENTION = ("flash", "materialised")
 

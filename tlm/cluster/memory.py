@@ -1,25 +1,19 @@
 """Memory per chip of a training configuration, vectorised over configurations.
 
-For a model (:mod:`tlm.workloads`) and arrays of parallel configurations - data (``dp``),
-tensor (``tp``, with sequence parallelism ``sp``), pipeline (``pp``, 1F1B, ``interleave``
-virtual stages), context (``cp``) and expert (``ep``) parallelism, ZeRO stage (0-3; FSDP is 3),
-micro-batch, activation recomputation (none / selective / full) - and the number formats of
-weights, gradients, optimizer state and activations (:mod:`tlm.formats`), it gives each
-chip's weights, gradients, optimizer state, activations and buffers in bytes, the total, and
-whether it fits the chip's HBM. One call evaluates any number of configurations (numpy arrays
-in, arrays out): the strategy search's inner loop; one configuration runs the same formulas
-on Python numbers (:mod:`tlm.elementwise`).
-
-The peak is on the first pipeline stage (most micro-batches in flight, the embedding) or the
-last (the output projection and its logits); both are computed and the larger is kept.
+For a model (:mod:`tlm.workloads`), arrays of :class:`~tlm.cluster.layout.Layout` fields (dp,
+tp with ``sp``, pp with ``interleave``, cp, ep, ZeRO 0-3, micro-batch, recomputation) and the
+formats of weights, gradients, optimizer state and activations, it gives each chip's weights,
+gradients, optimizer state, activations and buffers in bytes, the total, and whether it fits
+the HBM: one call for any number of configurations (the search's inner loop), or the same
+formulas on Python numbers for one (:mod:`tlm.elementwise`). The peak is on the first pipeline
+stage (most micro-batches in flight, the embedding) or the last (the output projection and its
+logits); both are computed and the larger is kept.
 
 **Activations** follow Korthikanti et al. 2022 (arXiv:2205.05198, Section 4), generalised
-from their GPT layer (multi-head attention, GeLU MLP of 4h, LayerNorm, dropout, 16-bit
-activations) to GQA, MLA, SwiGLU, RMSNorm, no dropout, MoE and any activation format; for a
-GPT layer it reduces to their Table 2 exactly (``sbh(34 + 5as/h)`` without parallelism,
-``sbh(10 + 24/t + 5as/ht)`` with tensor parallelism, ``/t`` with sequence parallelism,
-``34 sbh/t`` with selective recomputation, ``2 sbh`` with full recomputation). The
-derivation and every assumption are in docs/workloads.md.
+from their GPT layer to GQA, MLA, SwiGLU, RMSNorm, no dropout, MoE and any format; for a GPT
+layer it is their Table 2 exactly (``sbh(34 + 5as/h)``, ``sbh(10 + 24/t + 5as/ht)`` with
+tensor parallelism, ``/t`` with sequence parallelism, ``34 sbh/t`` selective, ``2 sbh`` full;
+``selective+mlp`` drops the MLP's ``16 sbh/t`` too). The derivation: docs/workloads.md.
 
 Examples
 --------
@@ -43,6 +37,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..elementwise import (
+    any_,
     as_float,
     as_int,
     ceil,
@@ -312,7 +307,27 @@ def _activation_bytes(m: Model, kind, b, s, t, c, sp, code, fmt, attention):
         stored = full_layer + scores
     else:
         stored = where(code == 0, full_layer + scores, full_layer)
+    # the MLP checkpointed too: only its input is kept (counted above, the first projection's)
+    stored = where(code == 3, stored - _mlp_bytes(m, kind, b, s, t, c, sp, fmt), stored)
     return where(code == 2, tokens * e * h / r, stored)
+
+
+def _mlp_bytes(m: Model, kind, b, s, t, c, sp, fmt):
+    """What one layer's MLP block stores beyond its input (the norm's output, which the
+    checkpoint keeps): the projections' intermediates (SwiGLU's gate and up outputs and their
+    product; GeLU's input and output), split by ``t``; of an MoE block also the router's
+    probabilities and every routed copy (expert input, output, intermediates). What
+    ``selective+mlp`` does not store, and holds for one layer while it is recomputed."""
+    e = element_bytes(fmt)
+    r = where(sp, t, 1.0)
+    tokens = b * s / c
+    mid = 3 if m.mlp == "swiglu" else 2
+    if kind == "dense":
+        return tokens * e * mid * m.ffn / t
+    x = m.moe
+    per_copy = 2 * e * m.hidden + e * mid * x.expert_ffn / t
+    shared = e * mid * x.shared_experts * x.expert_ffn / t
+    return tokens * (4.0 * x.experts / r + shared + x.top_k * x.capacity_factor * per_copy)
 
 
 # --- the model ----------------------------------------------------------------------------------
@@ -579,6 +594,11 @@ def _evaluate(m, c, gb, s, formats, attention, reserve):
     buf = where(zero >= 3, 2 * biggest * wb, 0.0)
     buf = buf + where(pp > 1, 2 * tokens * ab * m.hidden / r, 0.0)
     buf = buf + where(rc == 2, working, 0.0)
+    if any_(rc == 3):  # one layer's MLP block while it is recomputed
+        mlp = _mlp_bytes(m, "dense", *shape, af)
+        if m.moe:
+            mlp = maximum(mlp, _mlp_bytes(m, "moe", *shape, af))
+        buf = buf + where(rc == 3, mlp, 0.0)
     kv_l = maximum(m.kv_heads / t, 1)
     buf = buf + where(cp > 1, 2 * tokens * ab * kv_l * (m.head_dim + m.v_head_dim), 0.0)
     buf = buf + reserve

@@ -83,6 +83,11 @@ def overlap_tp_for(hw) -> str:
 #: fp32 (neuronx-distributed's GPU-compatible precision, its example scripts' default).
 GRAD_ACC = ("bf16", "fp32")
 
+#: The MLP block's operators ``selective+mlp`` reruns in the backward pass: the projections up
+#: to the last one's input (the last one's output feeds nothing the backward needs; under
+#: XLA, neuronx-distributed's runtime, a traced value nothing uses is not computed).
+MLP_RERUN_OPS = ("gate_up", "up", "expert_gate_up", "shared_gate_up")
+
 #: The per-layout arrays of :class:`TrainingStep` (its memory aside).
 STEP_FIELDS = ("step_s", "mfu", "tokens_per_s")
 #: The parts of a step's time, in the order they are reported; they add up to ``step_s``.
@@ -215,6 +220,7 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     """Per shape class (rows of tp, ep, micro_batch, cp): forward GEMM, attention-product,
     vector and recomputed-attention seconds of one layer, and the backward's."""
     names, batch, m, n, k, owner, is_attn = [], [], [], [], [], [], []
+    rerun_mlp = []  # the MLP's projections up to the last one's input (selective+mlp)
     for c, (tp, ep, mb, cp) in enumerate(classes):
         ops = layer_ops(
             model,
@@ -233,8 +239,9 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
             k.append(op.k)
             owner.append(c)
             is_attn.append(op.kind == "attention")
+            rerun_mlp.append(op.name in MLP_RERUN_OPS)
     batch, m, n, k = (np.asarray(x, dtype=float) for x in (batch, m, n, k))
-    owner, is_attn = np.asarray(owner), np.asarray(is_attn)
+    owner, is_attn, rerun_mlp = np.asarray(owner), np.asarray(is_attn), np.asarray(rerun_mlp)
     fwd = costs.gemm_s(m, n, k, batch, fmt=fmt)
     bwd = sum(costs.gemm_s(*shape, batch, fmt=fmt) for shape in _backward_shapes(m, n, k))
     count = len(classes)
@@ -262,6 +269,7 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     gates = 2.0 if model.mlp == "swiglu" else 1.0
     norm = costs.vector_s(2 * tokens * h, op="norm", fmt=act_fmt)
     elem = costs.vector_s(2 * tokens * h + gates * inter, op="elementwise", fmt=act_fmt)
+    activation = costs.vector_s(gates * inter, op="elementwise", fmt=act_fmt)
     if attention == "materialised":
         # the scores go through HBM: softmax, and dropout of the probabilities (its mask and
         # output) where the model has dropout
@@ -282,15 +290,19 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
         "attn_fwd": attn_fwd + soft,
         "gemm_fwd": gemm_fwd,
         "gemm_bwd": gemm_bwd,
+        "mlp_gemm_fwd": per_class(fwd, rerun_mlp),
+        "mlp_fwd": per_class(fwd, rerun_mlp) + activation,
     }
 
 
 def _flop_per_token(model: Model, costs, seq_len):
     """Training FLOPs per token of each recomputation mode (:data:`RECOMPUTE` order; the
-    first, none, is the model's FLOPs), then the model's FLOPs with causal attention.
-    ``costs`` is not used (:func:`_cached`'s key)."""
+    first, none, is the model's FLOPs), then the MLP's rerun alone (``selective+mlp`` with
+    flash attention, whose selective part reruns nothing) and the model's FLOPs with causal
+    attention. ``costs`` is not used (:func:`_cached`'s key)."""
     modes = tuple(model.training_flop_per_token(seq_len, r) for r in RECOMPUTE)
-    return modes + (model.training_flop_per_token(seq_len, causal=True),)
+    mlp_only = modes[0] + model.mlp_rerun_flop_per_token()
+    return modes + (mlp_only, model.training_flop_per_token(seq_len, causal=True))
 
 
 def _head_times(model: Model, costs, classes, seq_len, fmt, act_fmt):
@@ -404,8 +416,9 @@ def training_step(
     zero_v, rc, spv = c["zero"], c["recompute"], c["sp"]
     # what is rerun: selective recomputation reruns the attention products, which flash's
     # backward pass does already (the score product, counted in the backward), so with flash
-    # it reruns what no recomputation does - in time and in hardware FLOPs
-    rerun = where(rc == 1, 0, rc) if attention == "flash" else rc
+    # it reruns what no recomputation does, and selective+mlp the MLP alone (code 4, the
+    # index of its FLOPs in _flop_per_token) - in time and in hardware FLOPs
+    rerun = where(rc == 1, 0, where(rc == 3, 4, rc)) if attention == "flash" else rc
     act = "bf16"
     ab = element_bytes(act)
     wb = element_bytes("bf16")
@@ -433,6 +446,7 @@ def training_step(
     fwd = sum(counts[k] * _take(per_kind[k]["fwd"], which) for k, _ in kinds)
     bwd = sum(counts[k] * _take(per_kind[k]["bwd"], which) for k, _ in kinds)
     attn_fwd = sum(counts[k] * _take(per_kind[k]["attn_fwd"], which) for k, _ in kinds)
+    mlp_fwd = sum(counts[k] * _take(per_kind[k]["mlp_fwd"], which) for k, _ in kinds)
     head_classes, head_which = _classes(tpv, mbv, cpv)
     head_f, head_b = _cached(_head_times, model, costs, head_classes, s, fmt, act)
     # the head runs on the last stage, which has floor(L/pp) layers; the slower of the two
@@ -446,6 +460,7 @@ def training_step(
         # each micro-batch's bf16 gradients read and added into the wider buffer (read, write)
         stage_compute = stage_compute + costs.memory_s(params * (wb + 2 * grad_b))
     recompute_t = where(rerun == 2, fwd, where(rerun == 1, attn_fwd, 0.0))
+    recompute_t = recompute_t + where(rerun == 3, attn_fwd + mlp_fwd, where(rerun == 4, mlp_fwd, 0))
 
     # --- tensor-parallel collectives per micro-batch ----------------------------------------
     tokens = mbf * s / cpf
@@ -463,12 +478,17 @@ def training_step(
     if any_(tpf > 1):
         with_sp = spv & (tpf > 1)
         ag = tp_collective("all_gather", with_sp)
+        # selective+mlp reruns the MLP's input all-gather (sequence parallelism: inside its
+        # first projection, neuronx-distributed's ColumnParallelLinear); the reduce-scatter
+        # (or all-reduce) after its last projection is not rerun
+        mlp_ag = where(with_sp & (rc == 3), ag, 0.0)
         rs = tp_collective("reduce_scatter", with_sp)
         ar = tp_collective("all_reduce", logical_not(spv) & (tpf > 1))
         one_way = where(spv, 2 * (ag + rs), 2 * ar)  # per layer, forward (or backward)
         one_way = where(tpf > 1, one_way, 0.0)
     else:
         one_way = zeros_like(tpf)
+        mlp_ag = zeros_like(tpf)
     passes = where(rc == 2, 3.0, 2.0)  # forward, backward, and the recomputed forward
     if overlap_tp not in OVERLAP_TP:
         raise ValueError(f"overlap_tp {overlap_tp!r} is not one of {', '.join(OVERLAP_TP)}")
@@ -480,7 +500,7 @@ def training_step(
         for k, _ in kinds:
             wgrad = 0.5 * _take(per_kind[k]["gemm_bwd"], which)
             exposed = exposed + counts[k] * maximum(one_way - wgrad, 0.0)
-        tp_t = exposed + n_layers * one_way * (passes - 1.0)
+        tp_t = exposed + n_layers * (one_way * (passes - 1.0) + mlp_ag)
     elif overlap_tp == "on":
         # each pass's collectives behind that pass's GEMMs of the same layer, per kind
         hideable = where(spv & (tpf > 1), one_way, 0.0)
@@ -490,10 +510,11 @@ def training_step(
             g_b = _take(per_kind[k]["gemm_bwd"], which)
             fwd_left = maximum(hideable - g_f, 0.0)
             one = fwd_left * (passes - 1.0) + maximum(hideable - g_b, 0.0)
-            exposed = exposed + counts[k] * one
+            g_mlp = _take(per_kind[k]["mlp_gemm_fwd"], which)  # the rerun's, behind its GEMMs
+            exposed = exposed + counts[k] * (one + maximum(mlp_ag - g_mlp, 0.0))
         tp_t = exposed + n_layers * (one_way - hideable) * passes
     else:
-        tp_t = n_layers * one_way * passes
+        tp_t = n_layers * (one_way * passes + mlp_ag)
 
     # --- context parallelism: each chip's K and V gathered, their gradients scattered -------
     if any_(cpf > 1) and not model.mla:
@@ -518,7 +539,8 @@ def training_step(
         x = model.moe
         routed = tokens * x.top_k * x.capacity_factor * model.hidden * ab
         a2a = network.collective_s("all_to_all", epv, tpv * cpv, routed, dtype_bytes=int(ab))
-        per_layer = where(epf > 1, 2 * a2a, 0.0) * passes
+        # selective+mlp reruns the dispatch (the experts' input), not the combine
+        per_layer = where(epf > 1, 2 * a2a, 0.0) * passes + where((epf > 1) & (rc == 3), a2a, 0)
         if overlap_ep:
             # behind another micro-batch's forward and backward of the layer (DualPipe pairs
             # one's forward with another's backward), once; one micro-batch has no partner
@@ -595,8 +617,8 @@ def training_step(
     tokens_step = float(gb * s)
     per_token = _cached(_flop_per_token, model, costs, s)
     model_flop = tokens_step * per_token[0]
-    causal_flop = tokens_step * per_token[3]
-    hw_flop = _take(np.array([tokens_step * x for x in per_token[:3]]), rerun)
+    causal_flop = tokens_step * per_token[5]
+    hw_flop = _take(np.array([tokens_step * x for x in per_token[:5]]), rerun)
     peak = costs.peak_flops(fmt)
     nan = where(ok, 1.0, np.nan)
     out = {f"{k}_s": shaped(v * nan, shape) for k, v in parts.items()}

@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from ..cluster.memory import DoesNotFit
-from ..cluster.training import PARTS, overlap_tp_for, training_step
+from ..cluster.training import GRAD_ACC, PARTS, overlap_tp_for, training_step
 from .cost import ClusterInputs, RunResults, run_figures
 from .model import MemoryResults, RecipeInputs, memory_figures
 from .protocol import (
@@ -61,7 +61,9 @@ DEFAULT_SITE_BANDWIDTH_BPS = 12.5e12
 
 
 class FabricInputs(ClusterInputs):
-    """What the training studies add to the cluster inputs: the sites the chips span."""
+    """What the training studies add to the cluster inputs: the sites the chips span, and how
+    each micro-batch's gradients join the step's (one field for ``train`` and ``train-search``,
+    passed to the step by :meth:`step_settings`)."""
 
     sites: int = Field(1, ge=1, le=64, description="data centres the chips are spread over")
     site_bandwidth_Bps: float = Field(
@@ -72,6 +74,12 @@ class FabricInputs(ClusterInputs):
     site_latency_s: float = Field(
         0.0, ge=0, description="added to each collective step that crosses a site"
     )
+    grad_acc: Literal[GRAD_ACC] = Field(
+        "bf16",
+        description="gradients accumulated in place in bf16 by the weight-gradient GEMMs, or "
+        "added into an fp32 buffer by a pass of their own each micro-batch and reduced in fp32 "
+        "(neuronx-distributed's --use_gpu_compatible_precision, its scripts' default)",
+    )
 
     def settings(self) -> tuple:
         """The network's settings (:data:`tlm.cluster.search.NETWORK_SETTINGS`)."""
@@ -81,6 +89,11 @@ class FabricInputs(ClusterInputs):
             ("site_bandwidth_Bps", self.site_bandwidth_Bps),
             ("site_latency_s", self.site_latency_s),
         )
+
+    def step_settings(self) -> tuple:
+        """The step's settings these inputs fix (``training_step``'s keywords, as the search's
+        :func:`tlm.cluster.search.evaluate` takes them)."""
+        return (("grad_acc", self.grad_acc),)
 
 
 class TrainInputs(RecipeInputs, FabricInputs):
@@ -113,12 +126,6 @@ class TrainInputs(RecipeInputs, FabricInputs):
     overlap_ep: Literal["on", "off"] = Field(
         "off",
         description="hide the MoE all-to-alls behind another micro-batch's compute (DualPipe)",
-    )
-    grad_acc: Literal["bf16", "fp32"] = Field(
-        "bf16",
-        description="gradients accumulated in place in bf16 by the weight-gradient GEMMs, or "
-        "added into an fp32 buffer by a pass of their own each micro-batch and reduced in fp32 "
-        "(neuronx-distributed's --use_gpu_compatible_precision, its scripts' default)",
     )
     format: str = format_field("bf16", GEMM_FORMATS, "format the GEMMs run in")
     global_batch: int | None = Field(
@@ -194,8 +201,8 @@ class TrainInputs(RecipeInputs, FabricInputs):
             ("overlap_dp", self.overlap_dp == "on"),
             ("overlap_tp", self.overlap_tp),
             ("overlap_ep", self.overlap_ep == "on"),
-            ("grad_acc", self.grad_acc),
             ("fmt", self.format),
+            *self.step_settings(),
             *self.settings(),
         ]
         if self.global_batch is not None:

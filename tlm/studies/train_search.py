@@ -220,7 +220,8 @@ def search_study(inputs: SearchInputs) -> SearchResults:
     """Enumerate, evaluate in chunks, pick."""
     import numpy as np
 
-    settings = inputs.settings() + inputs.run_settings()  # every run input reaches the run
+    # every step and run input reaches the step and the run
+    settings = inputs.step_settings() + inputs.settings() + inputs.run_settings()
     budget = {"memory_bytes": inputs.memory_budget_bytes, "power_w": inputs.power_budget_w}
     try:
         found = search(

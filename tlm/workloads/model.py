@@ -33,7 +33,7 @@ import numpy as np
 
 from ..datafile import parse_data_file, read_text
 from ..formats import FloatFormat, get_format
-from .schema import ModelFile, RunRecord
+from .schema import RECOMPUTES, ModelFile, RunRecord
 
 __all__ = [
     "Model",
@@ -281,7 +281,23 @@ class Model:
         if recompute == "full":
             head = 2.0 * self.vocab * self.hidden  # the output layer is not recomputed
             return 4 * fwd - head
-        raise ValueError(f"recompute must be one of none, selective, full, not {recompute!r}")
+        if recompute == "selective+mlp":
+            selective = self.training_flop_per_token(seq_len, "selective", causal)
+            return selective + self.mlp_rerun_flop_per_token()
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTES)}, not {recompute!r}")
+
+    def mlp_rerun_flop_per_token(self) -> float:
+        """FLOPs of one token's MLP blocks rerun under ``selective+mlp``, all layers: the
+        forward of the projections up to the last one's input (SwiGLU's gate and up, GeLU's
+        first; of an MoE block the top-k routed and the shared experts'). The last projection
+        is not rerun: the backward pass needs its input, not its output."""
+        up = self.mlp_matrices - 1
+        total = self.dense_layers * 2.0 * self.hidden * up * self.ffn
+        if self.moe:
+            m = self.moe
+            experts = m.top_k + m.shared_experts
+            total += self.moe_layers * 2.0 * self.hidden * up * m.expert_ffn * experts
+        return total
 
     def six_n_flop_per_token(self) -> float:
         """The common ``6 N`` estimate of training FLOPs per token (active parameters, no

@@ -43,7 +43,11 @@ ATTENTIONS = ("gqa", "mla")
 MLPS = ("gelu", "swiglu")
 NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "rope")
-RECOMPUTES = ("none", "selective", "full")
+#: Activation recomputation: none; ``selective``, the attention core (Korthikanti et al.);
+#: ``full``, every layer; ``selective+mlp``, the attention core and the MLP block
+#: (Megatron-core's ``--recompute-modules core_attn mlp``; neuronx-distributed's
+#: ``(CoreAttention, LlamaMLP)`` at 8K). Appended last: layouts hold the codes (the index).
+RECOMPUTES = ("none", "selective", "full", "selective+mlp")
 
 
 class _Strict(BaseModel):
