@@ -12,6 +12,7 @@ from layouts import laid
 
 from tlm.cluster.layout import RECOMPUTE, Layout
 from tlm.cluster.training import PARTS, training_step
+from tlm.costs.attention import FA2, NKI_FLASH, FlashKernel, causal_fraction
 from tlm.workloads import load_model
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
@@ -19,14 +20,20 @@ pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
 SEED = int(os.environ.get("SEED", "20261124"))
 
 
+#: A flash kernel whose one tile covers any sequence here: it computes the whole square.
+WHOLE_SQUARE = FlashKernel("test: whole square", (1 << 30,) * 2, (1 << 30,) * 2, (1 << 30,) * 2, "")
+
+
 class PeakCosts:
     """A chip that runs every product at exactly ``peak`` FLOP/s and everything else for free:
-    the step's compute must then be its FLOPs over the peak."""
+    the step's compute must then be its FLOPs over the peak (its flash kernel computes the
+    whole square unless ``flash`` says otherwise)."""
 
     source = "test: exact peak"
 
-    def __init__(self, peak=1e15):
+    def __init__(self, peak=1e15, flash=WHOLE_SQUARE):
         self.peak = peak
+        self.flash = flash
 
     def peak_flops(self, fmt="bf16"):
         return self.peak
@@ -117,6 +124,64 @@ def test_flash_attention_recomputes_the_score_product_in_the_backward_pass():
     assert float(flash.step_s - plain.step_s) * 1e15 == pytest.approx(score, rel=1e-9)
     with pytest.raises(ValueError, match="attention must be one of flash, materialised"):
         training_step(m, PeakCosts(), FreeNetwork(), **laid(attention="paged", **args))
+
+
+def test_causal_tiles_of_the_nki_and_fa2_kernels():
+    """The share of the square each kernel's tiles compute: NKI's 128 x 512 score tiles and
+    128 x 2,048 context tiles at 4K and 8K (counted by hand from the kernel's masks), one tile
+    all of it, and towards half at long sequences."""
+    assert causal_fraction(4096, 128, 512) == 144 / 256
+    assert causal_fraction(4096, 128, 2048) == 48 / 64
+    assert causal_fraction(8192, 128, 512) == 544 / 1024
+    assert causal_fraction(8192, 128, 2048) == 160 / 256
+    assert causal_fraction(1024, 128, 2048) == 1.0
+    for kernel in (NKI_FLASH, FA2):
+        longest = kernel.fractions(1 << 17)
+        assert all(0.5 < f < 0.51 for f in longest)
+        assert all(a >= b for a, b in zip(kernel.fractions(4096), longest, strict=True))
+
+
+@pytest.mark.parametrize("kernel", [NKI_FLASH, FA2], ids=["nki", "fa2"])
+def test_causal_flash_attention_costs_about_half_the_square_at_long_sequence(kernel):
+    """A causal flash kernel skips the tiles above the diagonal: at 128K tokens the attention
+    products cost about half the whole square's (score and context, forward and backward),
+    and exactly the kernel's tile shares of each pass; the other work is unchanged."""
+    m = load_model("llama3-8b")
+    args = dict(dp=1, tp=8, pp=1, sp=True, recompute="none", global_batch=1, seq_len=1 << 17)
+    whole = training_step(m, PeakCosts(), FreeNetwork(), **laid(attention="flash", **args))
+    causal = training_step(
+        m, PeakCosts(flash=kernel), FreeNetwork(), **laid(attention="flash", **args)
+    )
+    tokens = 1 << 17
+    half = m.attention_flop_per_token(tokens) / 2 * tokens / 8 / 1e15  # one product, per chip
+    f_score, f_context, f_bwd = kernel.fractions(tokens)
+    # forward: score + context; backward: the score again, and four products of its shape
+    square = 2 * half + 5 * half
+    skipped = (1 - f_score) * half + (1 - f_context) * half + (1 - f_bwd) * 5 * half
+    saved = float(whole.step_s - causal.step_s)
+    assert saved == pytest.approx(skipped, rel=1e-9)
+    assert 0.49 * square < saved < 0.51 * square
+
+
+def test_the_materialised_path_computes_the_whole_square():
+    """The scores through HBM (``CoreAttention``: a masked fill, no skipped tiles): the chip's
+    flash kernel changes nothing."""
+    m = load_model("llama2-13b")
+    args = dict(dp=1, tp=4, pp=1, sp=True, recompute="selective", global_batch=4)
+    a = training_step(m, PeakCosts(), FreeNetwork(), **laid(attention="materialised", **args))
+    b = training_step(
+        m, PeakCosts(flash=NKI_FLASH), FreeNetwork(), **laid(attention="materialised", **args)
+    )
+    assert float(a.step_s) == float(b.step_s) and float(a.recompute_s) == float(b.recompute_s)
+
+
+def test_each_chip_family_prices_its_own_flash_kernel():
+    from tlm.costs import OpCosts
+    from tlm.hardware import load_hardware
+
+    assert OpCosts.for_preset("trn1").flash is NKI_FLASH
+    assert OpCosts.for_hardware(load_hardware("trn1")).flash is NKI_FLASH
+    assert OpCosts.for_hardware(load_hardware("h100")).flash is FA2
 
 
 def test_selective_recompute_is_the_attention_products_forward():

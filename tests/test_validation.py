@@ -282,7 +282,14 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: each layer's MLP as its script does at 8K (run_llama_nxd.py's (CoreAttention, LlamaMLP),
 #: recompute "selective+mlp"), -8.0 -> -16.4 %; the model is more faithful and the row, which
 #: was read optimistic by the missing rerun, shows how far it overcharges 8K attention.
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.05, 0.10), "trn1": (0.12, 0.17)}
+#: Moved up on 2026-11-27 when flash attention came to compute only its causal tiles, as both
+#: kernels' sources do (tlm/costs/attention.py; the rows' paths read at their releases): trn1's
+#: max to 24 % (mean 11.4 %, max 23.3 %) - the Llama 3.1 rows -16.4/-12.9 -> -4.6/+2.8 %, Llama
+#: 2 7B, the one 4K flash row, +3.3 -> +23.3 %, with its Llama 2 siblings at +16 %; the H100's
+#: to 18 % / 34 % (17.4 % / 33.2 %) - the refit efficiency 0.6027 -> 0.5637 and the 131K
+#: context-parallel row -6.6 -> +33.2 %, where attention is most of the FLOPs: Meta's FLOP
+#: count is not published, and under the causal count the row is -4.9 % (docs/validation.md).
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.18, 0.34), "trn1": (0.12, 0.24)}
 
 
 @pytest.fixture(scope="module")

@@ -242,8 +242,15 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
             rerun_mlp.append(op.name in MLP_RERUN_OPS)
     batch, m, n, k = (np.asarray(x, dtype=float) for x in (batch, m, n, k))
     owner, is_attn, rerun_mlp = np.asarray(owner), np.asarray(is_attn), np.asarray(rerun_mlp)
+    score = np.array([name == "score" for name in names])
     fwd = costs.gemm_s(m, n, k, batch, fmt=fmt)
     bwd = sum(costs.gemm_s(*shape, batch, fmt=fmt) for shape in _backward_shapes(m, n, k))
+    # flash: the chip's causal kernel computes only its tiles at or below the diagonal
+    # (tlm.costs.attention), each pass at its own tiling; the materialised path the square
+    f_score, f_context, f_bwd = costs.flash.fractions(seq_len) if attention == "flash" else (1,) * 3
+    score_fwd = fwd * f_score
+    fwd = np.where(score, score_fwd, np.where(is_attn, fwd * f_context, fwd))
+    bwd = np.where(is_attn, bwd * f_bwd, bwd)
     count = len(classes)
 
     def per_class(values, mask=None):
@@ -276,17 +283,18 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
         soft = costs.vector_s(scores, op="softmax", fmt=act_fmt)
         if model.dropout:
             soft = soft + costs.vector_s(scores, op="elementwise", fmt=act_fmt)
+        soft_bwd = soft
         extra_bwd = 0.0
     else:
-        # flash: the softmax on chip, the scores never in HBM; the backward pass recomputes
-        # the score product (one more product of the score's shape)
+        # flash: the softmax on chip, the scores never in HBM, over the kernel's tiles; the
+        # backward pass recomputes the score product (one more product of the score's shape)
         soft = costs.vector_s(scores, op="softmax", fmt=act_fmt, from_hbm=False)
-        score = np.array([name == "score" for name in names])
-        extra_bwd = per_class(fwd, score)
+        soft, soft_bwd = soft * f_context, soft * f_bwd
+        extra_bwd = per_class(score_fwd * (f_bwd / f_score), score)
     vec_fwd = norm + soft + elem
     return {
         "fwd": gemm_fwd + attn_fwd + vec_fwd,
-        "bwd": gemm_bwd + attn_bwd + extra_bwd + 2 * vec_fwd,
+        "bwd": gemm_bwd + attn_bwd + extra_bwd + 2 * (norm + elem + soft_bwd),
         "attn_fwd": attn_fwd + soft,
         "gemm_fwd": gemm_fwd,
         "gemm_bwd": gemm_bwd,

@@ -51,6 +51,7 @@ import numpy as np
 from ..datafile import read_text
 from ..elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
 from ..formats import MX_FORMATS
+from .attention import FA2, NKI_FLASH, FlashKernel
 from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
@@ -313,6 +314,9 @@ class OpCosts:
         The roofline's fraction of peak for formats without calibration.
     hbm_bandwidth_Bps : float
         The HBM roofline's bandwidth, bytes/s.
+    flash : tlm.costs.attention.FlashKernel
+        The chip family's causal flash-attention kernel (its tiles): Neuron's NKI kernel on
+        Trainium, FlashAttention-2 on a GPU.
     """
 
     def __init__(
@@ -327,8 +331,10 @@ class OpCosts:
         cores=1,
         spec=None,
         call_s=0.0,
+        flash: FlashKernel = FA2,
     ):
         self.name = name
+        self.flash = flash
         self.call_s = float(call_s)
         self._peaks = dict(peaks)
         self.hbm_bandwidth_Bps = float(hbm_bandwidth_Bps)
@@ -415,6 +421,7 @@ class OpCosts:
             tables=tables,
             cores=spec.chip.cores,
             spec=spec,
+            flash=NKI_FLASH,
         )
 
     @classmethod
@@ -491,6 +498,7 @@ class OpCosts:
             efficiency=eff,
             sources=sources,
             call_s=fixed,
+            flash=FA2 if hardware.chip_preset is None else NKI_FLASH,
         )
 
     # ---- figures --------------------------------------------------------------------------

@@ -84,8 +84,12 @@ ATTENTION = {
     "MEGATRON": "materialised",
     "KORTHIKANTI": "materialised",
     "LLAMA3": "flash",
-    # NxD Training's Llama recipes call Neuron's NKI flash-attention kernel (a run whose script
-    # did not says so: its record's `attention`); the NeMo port of 2023 (SDK 2.13) predates it
+    # neuronx-distributed's Llama examples (SDK 2.19 on) call Neuron's NKI flash kernel,
+    # causal (nki_flash_attn_func, causal=True): tp_zero1_llama_hf_pretrain.py defaults
+    # --use_flash_attention to 1 (Llama 2 7B at 2.21, 3aa65c6; Llama 3.1 8B at 2.24, c9ee222),
+    # run_llama3_70B_tp_pp.sh passes 1; run_llama_nxd.py defaults to 0, so the Llama 2 13B
+    # and 70B scripts (which pass nothing) run CoreAttention: their records say so. The
+    # NeMo port of 2023 (SDK 2.13) predates the kernel
     "NEURON_NXD": "flash",
     "NEURON_NEMO": "materialised",
 }
