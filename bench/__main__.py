@@ -49,7 +49,8 @@ def _children_peak_mib() -> float:
 def _label(size: int, fmt: str, stages: dict | None = None) -> str:
     text = f"{size}x{size}" + ("" if fmt == "int8" else f" {fmt}")
     if stages:
-        text += f" (PE {stages['pe_stages']} stages, decoders {stages['decode_stages']})"
+        pe, dec = stages["pe_stages"], stages["decode_stages"]
+        text += f" (PE {pe} stage{'s' * (pe != 1)}, decoders {dec})"
     return text
 
 
