@@ -12,7 +12,7 @@ from layouts import laid
 
 from tlm.cluster.layout import RECOMPUTE, Layout
 from tlm.cluster.training import PARTS, training_step
-from tlm.costs.attention import FA2, NKI_FLASH, FlashKernel, causal_fraction
+from tlm.costs.attention import FA2, FA2_SPEED, NKI_FLASH, FlashKernel, causal_fraction
 from tlm.workloads import load_model
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
@@ -31,9 +31,10 @@ class PeakCosts:
 
     source = "test: exact peak"
 
-    def __init__(self, peak=1e15, flash=WHOLE_SQUARE):
+    def __init__(self, peak=1e15, flash=WHOLE_SQUARE, flash_efficiency=None):
         self.peak = peak
         self.flash = flash
+        self.flash_efficiency = flash_efficiency
 
     def peak_flops(self, fmt="bf16"):
         return self.peak
@@ -182,6 +183,37 @@ def test_each_chip_family_prices_its_own_flash_kernel():
     assert OpCosts.for_preset("trn1").flash is NKI_FLASH
     assert OpCosts.for_hardware(load_hardware("trn1")).flash is NKI_FLASH
     assert OpCosts.for_hardware(load_hardware("h100")).flash is FA2
+
+
+@pytest.mark.parametrize("attention", ["flash", "materialised"])
+def test_a_gpu_flash_kernel_runs_at_its_own_speed(attention):
+    """A GPU's flash kernel at its published speed, not the GEMMs': at (1/2, 1/4) of the peak
+    forward / backward its products (two forward, five backward with the recomputed score)
+    cost 2x and 4x the peak's time; every other product, and the materialised path, stay."""
+    m = load_model("llama3-8b")
+    args = dict(dp=1, tp=8, pp=1, sp=True, recompute="none", global_batch=1, seq_len=1 << 15)
+    args = laid(attention=attention, **args)
+    peak = training_step(m, PeakCosts(), FreeNetwork(), **args)
+    slow = training_step(m, PeakCosts(flash_efficiency=(0.5, 0.25)), FreeNetwork(), **args)
+    half = m.attention_flop_per_token(1 << 15) / 2 * (1 << 15) / 8 / 1e15  # one product
+    extra = 2 * half * (2 - 1) + 5 * half * (4 - 1) if attention == "flash" else 0.0
+    assert float(slow.step_s - peak.step_s) == pytest.approx(extra, rel=1e-9, abs=1e-12)
+    assert float(slow.model_flop_per_step) == float(peak.model_flop_per_step)
+
+
+def test_gpu_flash_speeds_are_the_published_ones_on_the_computed_tiles():
+    """H100: FlashAttention-2 at 333 TFLOP/s forward (causal: half the square counted, 0.508
+    computed at 8K) and 318 backward (not causal) of 989; Trainium keeps its chip's kernel."""
+    from tlm.costs import OpCosts
+    from tlm.hardware import load_hardware
+
+    fwd, bwd = OpCosts.for_hardware(load_hardware("h100")).flash_efficiency
+    assert fwd == pytest.approx(333 / 989 * 0.5 / causal_fraction(8192, 128, 64), rel=1e-12)
+    assert bwd == pytest.approx(318 / 989, rel=1e-12)
+    assert fwd < bwd * 1.1 < OpCosts.for_hardware(load_hardware("h100")).efficiency
+    assert set(FA2_SPEED) == {"a100", "h100"}
+    assert OpCosts.for_hardware(load_hardware("trn1")).flash_efficiency is None
+    assert OpCosts.for_preset("trn2").flash_efficiency is None
 
 
 def test_selective_recompute_is_the_attention_products_forward():

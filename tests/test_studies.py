@@ -65,7 +65,7 @@ COUNTS |= {"group", "values_bit_exact"}  # tp-step: the all-reduce's number, a y
 COUNTS |= {"parameters", "active_parameters", "chips", "fits", "peak_stage"}  # model
 COUNTS |= {"part", "op", "kind", "batch", "m", "k", "weights"}  # model: operators
 COUNTS |= {"servers", "spare_servers", "clos_tiers", "switch_ports", "cause"}  # cost
-COUNTS |= {"dp", "micro_batches", "steps", "costs_source"}  # train
+COUNTS |= {"dp", "micro_batches", "steps", "costs_source", "flop_count"}  # train
 COUNTS |= {"evaluated", "valid_layouts", "fitting_layouts", "chunks", "resumed_chunks"}
 COUNTS |= {"front_layouts", "tp", "pp", "cp", "ep", "zero", "micro_batch", "interleave"}
 COUNTS |= {"recompute"} | {f"best_{k}" for k in ("chips", "dp", "tp", "pp", "cp", "ep", "zero")}
@@ -1700,3 +1700,18 @@ def test_a_product_of_inputs_is_blamed_on_the_last_one_named():
     ).message("--micro-batch")
     other = ValueError("aa x bb must be 1, not 2")  # no input of those names: unchanged
     assert model_error(other, {"pp": 1}, {}) is other
+
+
+def test_train_says_what_each_mfu_counts():
+    """The table and the JSON name each MFU's FLOP count; at 131K tokens the causal count is
+    below the whole square's by the masked half of attention's FLOPs."""
+    from tlm.workloads import load_model
+
+    r = run_study(
+        "train", model="llama3-8b", chips=128, tp=8, cp=16, pp=1, seq_len=131072, global_batch=1
+    ).results
+    assert "whole square" in r.flop_count and "causal mfu" in r.flop_count
+    m = load_model("llama3-8b")
+    ratio = m.training_flop_per_token(131072, causal=True) / m.training_flop_per_token(131072)
+    assert r.causal_mfu_fraction == pytest.approx(r.mfu_fraction * ratio, rel=1e-9)
+    assert r.causal_mfu_fraction < 0.75 * r.mfu_fraction

@@ -289,7 +289,10 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: to 18 % / 34 % (17.4 % / 33.2 %) - the refit efficiency 0.6027 -> 0.5637 and the 131K
 #: context-parallel row -6.6 -> +33.2 %, where attention is most of the FLOPs: Meta's FLOP
 #: count is not published, and under the causal count the row is -4.9 % (docs/validation.md).
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.18, 0.34), "trn1": (0.12, 0.24)}
+#: The H100's tightened the same day to 10 % / 18 % (9.5 % / 17.4 %) when its flash kernel came to
+#: run at FlashAttention-2's published speed, not the GEMMs' (tlm/costs/attention.py, FA2_SPEED):
+#: the refit efficiency 0.5637 -> 0.5751, the 131K row +33.2 -> +17.4 %.
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.10, 0.18), "trn1": (0.12, 0.24)}
 
 
 @pytest.fixture(scope="module")

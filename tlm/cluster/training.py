@@ -245,6 +245,13 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     score = np.array([name == "score" for name in names])
     fwd = costs.gemm_s(m, n, k, batch, fmt=fmt)
     bwd = sum(costs.gemm_s(*shape, batch, fmt=fmt) for shape in _backward_shapes(m, n, k))
+    # a GPU's flash kernel at its published speed (tlm.costs.attention.FA2_SPEED), not the
+    # GEMMs': its products over the whole square, forward and backward (two of each shape)
+    kernel = getattr(costs, "flash_efficiency", None) if attention == "flash" else None
+    if kernel is not None:
+        at_peak = 2.0 * batch * m * n * k / costs.peak_flops("bf16")
+        fwd = np.where(is_attn, at_peak / kernel[0], fwd)
+        bwd = np.where(is_attn, 2.0 * at_peak / kernel[1], bwd)
     # flash: the chip's causal kernel computes only its tiles at or below the diagonal
     # (tlm.costs.attention), each pass at its own tiling; the materialised path the square
     f_score, f_context, f_bwd = costs.flash.fractions(seq_len) if attention == "flash" else (1,) * 3
@@ -290,7 +297,9 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
         # backward pass recomputes the score product (one more product of the score's shape)
         soft = costs.vector_s(scores, op="softmax", fmt=act_fmt, from_hbm=False)
         soft, soft_bwd = soft * f_context, soft * f_bwd
-        extra_bwd = per_class(score_fwd * (f_bwd / f_score), score)
+        # the recomputed product at the backward's speed where the kernel has one
+        rerun = score_fwd * (f_bwd / f_score) if kernel is None else bwd / 2
+        extra_bwd = per_class(rerun, score)
     vec_fwd = norm + soft + elem
     return {
         "fwd": gemm_fwd + attn_fwd + vec_fwd,

@@ -19,6 +19,11 @@ product, of its forward softmax and context product, and of its backward pass.
   ``flash_fwd_launch_template.h``: 128 x 64 forward tiles; ``flash_bwd_launch_template.h``: 64 x
   128 backward tiles), which ends each query block's key loop at the diagonal.
 
+A GPU's flash kernel runs at its own published speed, not the GEMMs' (softmax, exponentials
+and rescaling between its two products): :data:`FA2_SPEED` holds FlashAttention-2's per GPU and
+pass, as the FlashAttention papers measured and counted it (:class:`KernelSpeed`), and
+:meth:`KernelSpeed.efficiency` turns it into the fraction of peak on the tiles it computes.
+
 Example
 -------
 >>> round(causal_fraction(4096, 128, 512), 4), round(causal_fraction(8192, 128, 2048), 4)
@@ -30,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["FlashKernel", "NKI_FLASH", "FA2", "causal_fraction"]
+__all__ = ["FlashKernel", "KernelSpeed", "NKI_FLASH", "FA2", "FA2_SPEED", "causal_fraction"]
 
 
 @lru_cache(maxsize=256)
@@ -81,3 +86,50 @@ FA2 = FlashKernel(
     "head size 128 on sm80/sm90: causal key loop ends at the diagonal, 128 x 64 forward, "
     "64 x 128 backward tiles",
 )
+
+
+@dataclass(frozen=True)
+class KernelSpeed:
+    """A flash kernel's published speed on one GPU for one pass, as its benchmark counts it.
+
+    The FlashAttention benchmarks (``benchmarks/benchmark_flash_attention.py``, ``flops``;
+    the FlashAttention-2 and -3 papers' setting) count ``4 x seq^2 x head_dim x heads`` forward
+    FLOPs, halved under a causal mask, and 2.5 times that backward (five products, the score
+    recomputed). ``tflops`` is the figure read, ``peak_tflops`` the GPU's dense BF16 peak."""
+
+    tflops: float
+    peak_tflops: float
+    causal: bool
+    seq_len: int
+    head_dim: int
+    source: str
+
+    def efficiency(self, kernel: FlashKernel, backward: bool) -> float:
+        """Fraction of the dense peak the kernel reaches on the tiles it computes: the speed
+        over the peak, times the share of the square the benchmark counts (1/2 causal, else 1)
+        over the share the kernel computes at the benchmark's length (its causal tiles)."""
+        if not self.causal:
+            return self.tflops / self.peak_tflops
+        f_score, f_context, f_bwd = kernel.fractions(self.seq_len)
+        done = f_bwd if backward else (f_score + f_context) / 2
+        return self.tflops / self.peak_tflops * 0.5 / done
+
+
+_FA3_PAPER = "Shah et al. 2024, FlashAttention-3 (arXiv 2407.08608)"
+_FA2_PAPER = "Dao 2023, FlashAttention-2 (arXiv 2307.08691)"
+#: FlashAttention-2's speed per GPU, (forward, backward), BF16/FP16, head dim 128, 8K tokens
+#: (the Llama 3 rows' length; 16K differs by under 1.5 %). H100 SXM5: the FlashAttention-3
+#: paper's FlashAttention-2 bars, forward causal (Fig. 5d; the repo's
+#: ``assets/flash3_fp16_fwd.png``), backward not causal (Fig. 6, the only backward it gives).
+#: A100 SXM4: FlashAttention-2's forward + backward, causal (its paper's Fig. 4d; the repo's
+#: ``assets/flash2_a100_fwd_bwd_benchmark.png``), for both passes: no split is read.
+FA2_SPEED = {
+    "h100": (
+        KernelSpeed(333.0, 989.0, True, 8192, 128, f"{_FA3_PAPER} Fig. 5d: 333 TFLOP/s"),
+        KernelSpeed(318.0, 989.0, False, 8192, 128, f"{_FA3_PAPER} Fig. 6: 318 TFLOP/s"),
+    ),
+    "a100": (
+        KernelSpeed(182.0, 312.0, True, 8192, 128, f"{_FA2_PAPER} Fig. 4d: 182 TFLOP/s"),
+        KernelSpeed(182.0, 312.0, True, 8192, 128, f"{_FA2_PAPER} Fig. 4d: 182 TFLOP/s"),
+    ),
+}

@@ -51,7 +51,7 @@ import numpy as np
 from ..datafile import read_text
 from ..elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
 from ..formats import MX_FORMATS
-from .attention import FA2, NKI_FLASH, FlashKernel
+from .attention import FA2, FA2_SPEED, NKI_FLASH, FlashKernel
 from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
@@ -317,6 +317,11 @@ class OpCosts:
     flash : tlm.costs.attention.FlashKernel
         The chip family's causal flash-attention kernel (its tiles): Neuron's NKI kernel on
         Trainium, FlashAttention-2 on a GPU.
+    flash_efficiency : tuple of float or None
+        (forward, backward) fraction of the dense BF16 peak the GPU's flash kernel reaches on
+        the tiles it computes, from its published speed (:data:`tlm.costs.attention.FA2_SPEED`);
+        None where its products are priced as GEMMs (Trainium: the chip TLM's kernel, or a GPU
+        with no published speed).
     """
 
     def __init__(
@@ -332,9 +337,11 @@ class OpCosts:
         spec=None,
         call_s=0.0,
         flash: FlashKernel = FA2,
+        flash_efficiency: tuple[float, float] | None = None,
     ):
         self.name = name
         self.flash = flash
+        self.flash_efficiency = flash_efficiency
         self.call_s = float(call_s)
         self._peaks = dict(peaks)
         self.hbm_bandwidth_Bps = float(hbm_bandwidth_Bps)
@@ -491,6 +498,15 @@ class OpCosts:
             "vector": "vector: HBM roofline of the operands only (no engine model for "
             f"{hardware.name}; fused work costs 0)",
         }
+        flash = FA2 if hardware.chip_preset is None else NKI_FLASH
+        speed = FA2_SPEED.get(hardware.name) if hardware.chip_preset is None else None
+        flash_eff = None
+        if speed is not None:
+            flash_eff = (speed[0].efficiency(flash, False), speed[1].efficiency(flash, True))
+            sources["flash"] = (
+                f"flash: {flash.name} at {flash_eff[0]:.3f} / {flash_eff[1]:.3f} of peak on its "
+                f"tiles, forward / backward ({speed[0].source}; {speed[1].source})"
+            )
         return cls(
             name=hardware.name,
             peaks=peaks,
@@ -498,7 +514,8 @@ class OpCosts:
             efficiency=eff,
             sources=sources,
             call_s=fixed,
-            flash=FA2 if hardware.chip_preset is None else NKI_FLASH,
+            flash=flash,
+            flash_efficiency=flash_eff,
         )
 
     # ---- figures --------------------------------------------------------------------------

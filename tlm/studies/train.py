@@ -55,6 +55,11 @@ __all__ = [
 
 #: Formats the GEMMs may run in (the tensor engine's; activations stay bf16).
 GEMM_FORMATS = ("bf16", "fp8_e4m3")
+#: What each MFU figure counts (:class:`tlm.cluster.training.TrainingStep`): printed with them.
+FLOP_COUNT = (
+    "mfu: attention over the whole square of queries and keys (Megatron-LM's count); "
+    "causal mfu: only the keys at or before each query"
+)
 #: Bandwidth between two neighbouring sites, each way: ASSUMED 12.5 TB/s (100 Tb/s, a few
 #: hundred 400G wavelengths); no figure is published for Project Rainier's sites.
 DEFAULT_SITE_BANDWIDTH_BPS = 12.5e12
@@ -310,6 +315,7 @@ class TrainResults(RunResults, MemoryResults):
         description="the same with causal attention's FLOPs (keys at or before each query)"
     )
     hfu_fraction: float = Field(description="with recomputation's FLOPs")
+    flop_count: str = Field(description="the FLOP count each MFU figure uses")
     steps: int = Field(description="the model file's tokens / tokens per step")
     train_days: float = Field(description="wall time of the run with goodput, days")
     costs_source: str = Field(description="where the operator costs come from")
@@ -337,6 +343,7 @@ def train_study(inputs: TrainInputs) -> TrainResults:
         mfu_fraction=r["mfu"],
         causal_mfu_fraction=r["causal_mfu"],
         hfu_fraction=r["hfu"],
+        flop_count=FLOP_COUNT,
         steps=steps,
         train_days=figures["run_wall_s"] / 86400,
         **memory_figures(mem),
