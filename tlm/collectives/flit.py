@@ -14,9 +14,8 @@ engines charge them, so the three compare figure for figure. Options: ``ports``
 (``"per_direction"``, the default, an injection and ejection port per link - ASSUMED, the DMA
 engines feed each link on its own; ``"single"``, the RTL router's one port each), ``vcs`` (2, 4
 or 8 virtual channels: ``vcs / 2`` lanes a source's packets take in turn) and ``order`` (how a
-step's packets join their injection queues). Idle cycles before a step are skipped, not
-stepped. A packet out of order on its lane, or dropped, stops the run with an error. The
-details and what each option changes: docs/collectives.md, "The flit engine".
+step's packets join their injection queues). Idle cycles before a step are skipped; a packet
+out of order on its lane, or dropped, stops the run (docs/collectives.md, "The flit engine").
 
 Examples
 --------

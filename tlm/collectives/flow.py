@@ -13,9 +13,8 @@ once per access (:mod:`tlm.collectives.hbm`). :class:`Launch` starts a schedule'
 network someone else owns (the server model's, beside the chips' kernels: :func:`step_flows`
 with ``split``); :class:`Flow` is a Launch on the system's own resources.
 
-Against the analytic engine (tests/test_tlm_collectives_flow.py): equal where nothing contends,
-and always ``flow >= analytic`` (a step starts no earlier, and its busiest link moves its bytes
-no faster; docs/collectives.md gives the argument).
+Against the analytic engine: equal where nothing contends, and always ``flow >= analytic`` (a
+step starts no earlier, its busiest link moves its bytes no faster; docs/collectives.md).
 
 Examples
 --------
