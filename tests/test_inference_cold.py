@@ -416,8 +416,8 @@ def counted(monkeypatch):
         return up(self, *args, **kwargs)
 
     monkeypatch.setattr(Network, "_up_phase", up_phase)
-    tables = step._attention_efficiency.cache_info().misses
-    return lambda: counts | {"attention": step._attention_efficiency.cache_info().misses - tables}
+    tables = step._attention_per_pair.cache_info().misses
+    return lambda: counts | {"attention": step._attention_per_pair.cache_info().misses - tables}
 
 
 def test_a_layout_of_the_same_shapes_builds_no_tables(counted):

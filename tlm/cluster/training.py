@@ -33,6 +33,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..costs.attention import flash_forward_s
 from ..elementwise import (
     any_,
     as_float,
@@ -243,20 +244,24 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     batch, m, n, k = (np.asarray(x, dtype=float) for x in (batch, m, n, k))
     owner, is_attn, rerun_mlp = np.asarray(owner), np.asarray(is_attn), np.asarray(rerun_mlp)
     score = np.array([name == "score" for name in names])
-    fwd = costs.gemm_s(m, n, k, batch, fmt=fmt)
+    fwd = np.array(costs.gemm_s(m, n, k, batch, fmt=fmt), dtype=float)
     bwd = sum(costs.gemm_s(*shape, batch, fmt=fmt) for shape in _backward_shapes(m, n, k))
     # a GPU's flash kernel at its published speed (tlm.costs.attention.FA2_SPEED), not the
-    # GEMMs': its products over the whole square, forward and backward (two of each shape)
+    # GEMMs': its backward products over the whole square (two of each shape)
     kernel = getattr(costs, "flash_efficiency", None) if attention == "flash" else None
     if kernel is not None:
         at_peak = 2.0 * batch * m * n * k / costs.peak_flops("bf16")
-        fwd = np.where(is_attn, at_peak / kernel[0], fwd)
         bwd = np.where(is_attn, 2.0 * at_peak / kernel[1], bwd)
-    # flash: the chip's causal kernel computes only its tiles at or below the diagonal
-    # (tlm.costs.attention), each pass at its own tiling; the materialised path the square
+    # flash: the chip's causal kernel computes only its tiles at or below the diagonal, each
+    # pass at its own tiling; its forward products by the one definition inference also reads
+    # (tlm.costs.attention.flash_forward_s); the materialised path the square at the GEMMs'
     f_score, f_context, f_bwd = costs.flash.fractions(seq_len) if attention == "flash" else (1,) * 3
-    score_fwd = fwd * f_score
-    fwd = np.where(score, score_fwd, np.where(is_attn, fwd * f_context, fwd))
+    if attention == "flash":
+        context = is_attn & ~score  # each class's score product, then its context product
+        fwd[score], fwd[context] = flash_forward_s(
+            costs, batch[score], m[score], n[score], k[score], n[context], causal=seq_len, fmt=fmt
+        )
+    score_fwd = fwd
     bwd = np.where(is_attn, bwd * f_bwd, bwd)
     count = len(classes)
 

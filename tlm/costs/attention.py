@@ -35,17 +35,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["FlashKernel", "KernelSpeed", "NKI_FLASH", "FA2", "FA2_SPEED", "causal_fraction"]
+import numpy as np
+
+__all__ = [
+    "FlashKernel",
+    "KernelSpeed",
+    "NKI_FLASH",
+    "FA2",
+    "FA2_SPEED",
+    "causal_fraction",
+    "flash_forward_s",
+]
 
 
-@lru_cache(maxsize=256)
-def causal_fraction(seq_len: int, q_tile: int, k_tile: int) -> float:
-    """Share of the ``seq_len`` x ``seq_len`` square a causal kernel computes in tiles of
-    ``q_tile`` queries by ``k_tile`` keys: the tiles whose first key is at or before their last
-    query, over all tiles. 1 for a sequence of one tile; towards 1/2 for long sequences."""
+@lru_cache(maxsize=4096)
+def causal_fraction(seq_len: int, q_tile: int, k_tile: int, keys: int | None = None) -> float:
+    """Share of the ``seq_len`` queries x ``keys`` (default ``seq_len``) rectangle a causal
+    kernel computes in tiles of ``q_tile`` queries by ``k_tile`` keys, the queries the last
+    ``seq_len`` positions of the keys (a prompt's chunk after its context): the tiles whose
+    first key is at or before their last query, over all tiles. 1 for one query tile of one
+    row (a decode step); towards 1/2 for a long square."""
     s, bq, bk = int(seq_len), int(q_tile), int(k_tile)
-    nq, nk = -(-s // bq), -(-s // bk)
-    done = sum(min(nk, -(-min(s, (i + 1) * bq) // bk)) for i in range(nq))
+    kv = s if keys is None else max(int(keys), s)
+    nq, nk = -(-s // bq), -(-kv // bk)
+    before = kv - s  # keys before the first query
+    done = sum(min(nk, -(-(before + min(s, (i + 1) * bq)) // bk)) for i in range(nq))
     return done / (nq * nk)
 
 
@@ -59,11 +73,12 @@ class FlashKernel:
     backward: tuple[int, int]
     source: str
 
-    def fractions(self, seq_len: int) -> tuple[float, float, float]:
-        """Computed share of the square in the forward score product, the forward softmax and
-        context product, and the backward pass (every product and the exponentials)."""
+    def fractions(self, seq_len: int, keys: int | None = None) -> tuple[float, float, float]:
+        """Computed share of the square (or of ``seq_len`` queries after ``keys - seq_len``
+        keys of context) in the forward score product, the forward softmax and context
+        product, and the backward pass (every product and the exponentials)."""
         return tuple(
-            causal_fraction(seq_len, *tile)
+            causal_fraction(seq_len, *tile, keys)
             for tile in (self.score_fwd, self.context_fwd, self.backward)
         )
 
@@ -133,3 +148,65 @@ FA2_SPEED = {
         KernelSpeed(182.0, 312.0, True, 8192, 128, f"{_FA2_PAPER} Fig. 4d: 182 TFLOP/s"),
     ),
 }
+
+#: Query rows of a flash kernel's stationary tile (a Trainium core's 128 partitions): a KV
+#: group's queries are stacked into one product when they fit.
+STACK_ROWS = 128
+
+
+def flash_forward_s(costs, heads, queries, keys, dqk, dv, *, causal=None, group=1, fmt="bf16"):
+    """Seconds of a flash kernel's forward products on one chip: the one definition the
+    training step and the inference engine both price attention by.
+
+    ``heads`` score products ``[queries, dqk] x [dqk, keys]`` and as many context products
+    ``[queries, keys] x [keys, dv]``: a GPU's at its kernel's published speed
+    (``costs.flash_efficiency``, :data:`FA2_SPEED`), a chip without one at the calibrated
+    GEMM's time (``costs.gemm_s``); each over the tiles the chip's kernel (``costs.flash``)
+    computes under a causal mask.
+
+    Parameters
+    ----------
+    costs : OpCosts
+        The chip's costs (``gemm_s``, ``peak_flops``, ``flash``, ``flash_efficiency``).
+    heads, queries, keys : array_like
+        Products (sequences x query heads), and the queries and keys of each.
+    dqk, dv : int
+        Head sizes of the scores and of the values.
+    causal : int or (int, int) or None
+        None: every tile (no mask: a decode step). The causal mask's length (the square), or
+        its (queries, keys) - queries the last of the keys: the kernel skips the tiles above
+        the diagonal (:meth:`FlashKernel.fractions`).
+    group : int
+        Query heads sharing a KV head, whose rows the kernel stacks into one product where
+        they fit one stationary tile (:data:`STACK_ROWS`; beyond, a product per head). A
+        chip priced by its GEMM: at most a tile of rows, the keys are the GEMM's rows
+        (streamed past the stationary queries); more, the products' own shapes.
+    fmt : str
+        The products' format on a chip priced by its GEMM.
+
+    Returns
+    -------
+    (score_s, context_s) : arrays or floats, seconds.
+    """
+    speed = getattr(costs, "flash_efficiency", None)
+    if speed is None:
+        # a KV group's query rows stacked where they fit one stationary tile (a decode step),
+        # and then the keys streamed past them (flash decoding); more rows, a product per
+        # head in its own shape (the prefill and training kernel)
+        q = np.asarray(queries, dtype=float)
+        g = np.where(q * group <= STACK_ROWS, group, 1.0)
+        stacked, rows = np.rint(np.asarray(heads, dtype=float) / g), q * g
+        score = costs.gemm_s(rows, keys, dqk, stacked, fmt=fmt)
+        context = costs.gemm_s(rows, dv, keys, stacked, fmt=fmt)
+        few = rows <= STACK_ROWS
+        if np.any(few):
+            score = np.where(few, costs.gemm_s(keys, rows, dqk, stacked, fmt=fmt), score)
+            context = np.where(few, costs.gemm_s(keys, rows, dv, stacked, fmt=fmt), context)
+    else:
+        at_peak = 2.0 * np.asarray(heads) * queries * keys / costs.peak_flops("bf16")
+        score, context = at_peak * dqk / speed[0], at_peak * dv / speed[0]
+    if causal is not None:
+        shape = (causal, None) if np.ndim(causal) == 0 else tuple(causal)
+        f_score, f_context, _ = costs.flash.fractions(*shape)
+        score, context = score * f_score, context * f_context
+    return score, context

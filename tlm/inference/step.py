@@ -24,6 +24,7 @@ from functools import cache, lru_cache
 import numpy as np
 
 from ..cluster.memory import DEFAULT_RESERVE_BYTES
+from ..costs.attention import flash_forward_s
 from ..costs.opcosts import VECTOR_OPS
 from ..elementwise import ceil, minimum
 from ..hardware import Hardware
@@ -53,15 +54,14 @@ __all__ = [
 
 #: The parts of an iteration's time; they add up to ``time_s``.
 CATEGORIES = ("compute", "memory", "communication", "fixed")
-#: Keys of the product whose calibrated efficiency prices the attention products (its M): a
-#: flash kernel runs a layer's products as one kernel, streaming the cached keys against the
-#: stationary query rows, so the kernel's fixed cost is amortised - the calibration's steady
-#: state (beyond its grid: the edge's tiles repeated). ASSUMED; the shipped GEMM kernel is
-#: the only tensor-engine kernel calibrated, not a flash-attention one (docs/inference.md).
+#: Keys per product of the table of the attention products' seconds per query-key pair
+#: (:func:`_attention_per_pair`): a flash kernel streams a sequence's cached keys against its
+#: stationary query rows, so its fixed cost is amortised - the steady state (the calibrated
+#: GEMM's edge tiles repeated on a chip priced by its GEMM; no effect at a GPU kernel's speed).
 ATTENTION_KEY_BLOCK = 2**20
-#: Query rows per KV head beyond which the attention products' efficiency is taken as
+#: Queries per sequence beyond which the attention products' seconds per pair are taken as
 #: constant (the table's length).
-ATTENTION_ROWS_MAX = 2048
+ATTENTION_ROWS_MAX = 16384
 #: Score elements of the reference softmax that sets its per-element rate (the Vector/Scalar
 #: engines' instruction fixed costs amortised over a layer's scores).
 _SOFTMAX_REFERENCE = float(2**24)
@@ -90,15 +90,45 @@ def _parts_memo(shape: _Shape) -> dict:
 
 
 @cache
-def _attention_efficiency(hw: Hardware, dqk: int) -> tuple[np.ndarray, list]:
-    """The calibrated efficiency of the attention products for 1 .. :data:`ATTENTION_ROWS_MAX`
-    query rows at ``K = dqk`` on ``hw`` (an array and its list)."""
-    rows = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
-    costs = costs_for(hw)
-    eff = costs.gemm_efficiency(ATTENTION_KEY_BLOCK, rows, dqk, fmt=ACTIVATION_FORMAT)
-    eff = np.asarray(eff, dtype=float)
-    eff.flags.writeable = False  # shared by every engine of this hardware
-    return eff, eff.tolist()
+def _attention_per_pair(hw: Hardware, a_l: int, group: float, dqk: int, dv: int):
+    """Seconds per query-key pair of a layer's score and context products (one chip, ``a_l``
+    query heads, ``group`` of them per KV head) for 1 .. :data:`ATTENTION_ROWS_MAX` queries
+    per sequence, by the flash kernel's definition training reads
+    (:func:`tlm.costs.attention.flash_forward_s`), every tile (the mask is applied per
+    iteration): two arrays and their lists."""
+    queries = np.arange(1, ATTENTION_ROWS_MAX + 1, dtype=float)
+    score, context = flash_forward_s(
+        costs_for(hw),
+        a_l,
+        queries,
+        ATTENTION_KEY_BLOCK,
+        dqk,
+        dv,
+        group=group,
+        fmt=ACTIVATION_FORMAT,
+    )
+    pairs = queries * ATTENTION_KEY_BLOCK
+    out = []
+    for seconds in (score, context):
+        a = np.asarray(seconds, dtype=float) / pairs
+        a.flags.writeable = False  # shared by every engine of this hardware and shape
+        out += [a, a.tolist()]
+    return tuple(out)
+
+
+def _masked_share(kernel, queries, keys) -> tuple[float, float]:
+    """Tiles a causal ``kernel`` computes for ``queries`` (the last of ``keys``) over the
+    pairs the mask keeps, for its score and its context product: 1 for a decode step (one
+    query attends every key), a little over 1 for a prompt (the diagonal's tiles)."""
+    q, k = max(int(round(queries)), 1), max(int(round(keys)), 1)
+    if q == 1 or k < q:
+        return 1.0, 1.0
+    f_score, f_context, _ = kernel.fractions(q, k)
+    kept = q * (k - q) + q * (q + 1) / 2
+    return f_score * q * k / kept, f_context * q * k / kept
+
+
+_masked_shares = np.vectorize(_masked_share, otypes=[float, float], excluded={0})
 
 
 class Engine:
@@ -329,11 +359,11 @@ class Engine:
         # (FP8: 1 byte against the activations' 2) a query row does the work of 2 on the
         # same bytes, so the kernel's efficiency is the calibrated one at that arithmetic
         # intensity - its efficiency at (activation bytes / KV bytes) x the query rows
-        kv_elem = element_bytes(FORMATS[self.kv_fmt])
-        self.attention_rows_per_query = self.group * self.ab / kv_elem
-        self.attention_efficiency, self._eff_list = _attention_efficiency(self.hardware, self.dqk)
-        peak = c.peak_flops(ACTIVATION_FORMAT)
-        self.attn_s_per_pair = 2.0 * self.a_l * (self.dqk + self.dv) / peak  # / efficiency
+        (self.score_per_pair, self._score_list, self.context_per_pair, self._context_list) = (
+            _attention_per_pair(self.hardware, self.a_l, self.group, self.dqk, self.dv)
+        )
+        self.flash = c.flash
+        self.attn_scale = 1.0  # the share of the sequences a chip's group attends
         soft = c.vector_s(_SOFTMAX_REFERENCE, op="softmax", fmt=ACTIVATION_FORMAT, from_hbm=False)
         self.softmax_s_per_pair = self.a_l * float(soft) / _SOFTMAX_REFERENCE
         self.qo_bytes_per_token = self.a_l * (self.dqk + self.dv) * self.ab
@@ -352,7 +382,7 @@ class Engine:
             # the attention's coefficients per replica token: a chip's group attends 1/dp of
             # the sequences (and keeps their KV only); dispatch and combine per MoE layer
             dp = self.dp
-            self.attn_s_per_pair /= dp
+            self.attn_scale /= dp
             self.softmax_s_per_pair /= dp
             self.kv_token_layer_bytes /= dp
             self.qo_bytes_per_token /= dp
@@ -590,19 +620,22 @@ class Engine:
     def _attention(self, tokens, sequences, kv_tokens, pairs):
         """One layer's attention on one chip: the products' compute, the HBM traffic and the
         softmax, seconds; and the HBM bytes (arrays, or one iteration's numbers: the fast
-        path's, by the same formula)."""
-        rows = self.attention_rows_per_query * tokens / sequences
-        index = minimum(ceil(rows), ATTENTION_ROWS_MAX) - 1  # the table's row: 1-based rows
-        compute = self.attn_s_per_pair * pairs / self._efficiency(index)
-        nbytes = (kv_tokens + tokens) * self.kv_token_layer_bytes + tokens * self.qo_bytes_per_token
-        return compute, nbytes / self.bw, self.softmax_s_per_pair * pairs, nbytes
-
-    def _efficiency(self, index):
-        """The attention products' efficiency at the table's 0-based ``index`` (an array, or
-        one number: a list lookup, faster than numpy's for one)."""
+        path's, by the same formula). The products and the softmax over the tiles the chip's
+        flash kernel computes for the iteration's mean sequence (its queries the last of its
+        keys), as training prices them; a decode step computes every tile."""
+        queries, keys = tokens / sequences, kv_tokens / sequences
+        index = minimum(ceil(queries), ATTENTION_ROWS_MAX) - 1  # the table's row: 1-based
         if type(index) is np.ndarray:
-            return self.attention_efficiency[np.maximum(index, 0).astype(np.intp)]
-        return self._eff_list[max(int(index), 0)]
+            index = np.maximum(index, 0).astype(np.intp)
+            f_score, f_context = _masked_shares(self.flash, queries, keys)
+            score, context = self.score_per_pair[index], self.context_per_pair[index]
+        else:
+            index = max(int(index), 0)
+            f_score, f_context = _masked_share(self.flash, queries, keys)
+            score, context = self._score_list[index], self._context_list[index]
+        compute = (score * f_score + context * f_context) * pairs * self.attn_scale
+        nbytes = (kv_tokens + tokens) * self.kv_token_layer_bytes + tokens * self.qo_bytes_per_token
+        return compute, nbytes / self.bw, self.softmax_s_per_pair * f_context * pairs, nbytes
 
     # ---- the full path --------------------------------------------------------------------
 
