@@ -52,6 +52,27 @@ def check_arbiter(tmp_path, bound, arbiter=RoundRobinArbiter):
     return check(harness, tmp_path, mode="prove", depth=REQUESTERS + 1)
 
 
+def test_a_task_past_its_time_is_a_verdict_not_an_exception(tmp_path):
+    """SymbiYosys past ``timeout_s`` gives a verdict naming the task (printed as such by
+    ``make formal``), not a traceback; a cover task's timeout keeps the assertions' verdict."""
+    harness = ArbiterFairness(REQUESTERS, REQUESTERS, RoundRobinArbiter)
+    verdict = check(harness, tmp_path, mode="prove", depth=REQUESTERS + 1, timeout_s=0.01)
+    assert (verdict.passed, verdict.held, verdict.timeout) == (False, False, "check")
+    assert verdict.result == "check timed out"
+
+
+def test_a_cover_past_its_time_keeps_the_proof(tmp_path, monkeypatch):
+    """A proof whose cover task runs out of time: proven, not passed, covers unknown."""
+    from verif.formal import sby
+
+    real = sby._sby
+    monkeypatch.setattr(sby, "_sby", lambda w, n, *a: None if n == "cover" else real(w, n, *a))
+    verdict = check_arbiter(tmp_path, REQUESTERS)
+    assert (verdict.passed, verdict.proven, verdict.held) == (False, True, True)
+    assert (verdict.timeout, verdict.covers) == ("cover", (0, 0))
+    assert verdict.result == f"proven (k={REQUESTERS + 1})"
+
+
 def test_arbiter_fairness_proven(tmp_path):
     verdict = check_arbiter(tmp_path, REQUESTERS)
     assert verdict.passed and verdict.proven

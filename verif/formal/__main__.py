@@ -61,9 +61,11 @@ def main(argv=None) -> int:
         if prop.mode == "python":
             result = "proven (exhaustive)" if verdict.passed else "counterexample"
         else:
-            result = verdict.result if verdict.passed else "counterexample"
+            result = verdict.result
         reached, total = verdict.covers
         covers = f"covers {reached}/{total}"
+        if verdict.timeout == "cover":
+            covers = "covers timed out"
         where = f"  {verdict.trace}" if verdict.trace else ""
         print(
             f"{status}  {name:<24} {result:<20} {covers:<12} {verdict.time_s:7.1f} s{where}",
@@ -81,6 +83,7 @@ def main(argv=None) -> int:
                 "covers_total": total,
                 "time_s": round(verdict.time_s, 1),
                 "trace": verdict.trace,
+                "timeout": verdict.timeout,
                 "proves": prop.proves,
             }
         )

@@ -44,6 +44,10 @@ class Verdict:
         Wall-clock seconds, both runs together.
     trace : str or None
         Counterexample (or, for a missed cover, the log) to look at, when there is one.
+    held : bool
+        The assertions held (``passed`` also needs every cover reached).
+    timeout : str or None
+        The task (``check`` or ``cover``) that ran out of time, if one did.
     """
 
     passed: bool
@@ -52,11 +56,16 @@ class Verdict:
     covers: tuple[int, int]
     time_s: float
     trace: str | None = None
+    held: bool = True
+    timeout: str | None = None
 
     @property
     def result(self) -> str:
-        """``proven (k=N)``, ``bounded, depth N`` or ``counterexample``."""
-        if not self.passed:
+        """``proven (k=N)``, ``bounded, depth N``, ``counterexample`` or ``<task> timed
+        out``."""
+        if self.timeout == "check":
+            return "check timed out"
+        if not self.held:
             return "counterexample"
         return f"proven (k={self.depth})" if self.proven else f"bounded, depth {self.depth}"
 
@@ -88,9 +97,12 @@ def _sby(workdir: Path, name: str, mode: str, depth: int, timeout_s: float):
         shutil.rmtree(out)
     exe = Path(sys.executable).parent / "yowasp-sby"
     cmd = ["nice", str(exe), "-f", *_TOOLS, f"{name}.sby"]
-    proc = subprocess.run(
-        cmd, cwd=workdir, env=_environment(), capture_output=True, text=True, timeout=timeout_s
-    )
+    try:
+        proc = subprocess.run(
+            cmd, cwd=workdir, env=_environment(), capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired:
+        return None  # the caller reports the task as timed out
     return proc.stdout + proc.stderr
 
 
@@ -114,6 +126,7 @@ def check(
     Returns
     -------
     Verdict
+        A task past ``timeout_s`` seconds is reported in it (``timeout``), not raised.
 
     Raises
     ------
@@ -133,6 +146,8 @@ def check(
     (workdir / "top.il").write_text(rtlil.convert(harness, name="top", ports=[]))
 
     log = _sby(workdir, "check", mode, depth, timeout_s)
+    if log is None:
+        return Verdict(False, False, depth, (0, 0), time.monotonic() - start, None, False, "check")
     status, summary = _status(workdir / "check")
     if status not in ("PASS", "FAIL", "UNKNOWN"):
         raise RuntimeError(f"SymbiYosys failed in {workdir / 'check'}:\n{_tail(log)}")
@@ -142,9 +157,13 @@ def check(
     if not basecase_ok:
         found = re.search(r"counterexample trace(?: \[basecase\])?: (\S+)", summary)
         trace = str(workdir / found.group(1)) if found else str(workdir / "check")
-        return Verdict(False, False, depth, (0, 0), time.monotonic() - start, trace)
+        return Verdict(False, False, depth, (0, 0), time.monotonic() - start, trace, False)
 
     cover_log = _sby(workdir, "cover", "cover", cover_depth or depth, timeout_s)
+    if cover_log is None:  # the assertions' verdict stands; no cover is known reached
+        trace = str(workdir / "cover")
+        seconds = time.monotonic() - start
+        return Verdict(False, proven, depth, (0, 0), seconds, trace, True, "cover")
     status, summary = _status(workdir / "cover")
     if status not in ("PASS", "FAIL"):
         raise RuntimeError(f"SymbiYosys failed in {workdir / 'cover'}:\n{_tail(cover_log)}")
