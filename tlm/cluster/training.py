@@ -317,6 +317,12 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     }
 
 
+#: Codes of the recomputation modes (:data:`RECOMPUTE` indices) the step treats apart, and the
+#: entries :func:`_flop_per_token` adds after the modes: the MLP's rerun alone, the causal count.
+_SELECTIVE, _SELECTIVE_MLP = RECOMPUTE.index("selective"), RECOMPUTE.index("selective+mlp")
+_MLP_ONLY, _CAUSAL = len(RECOMPUTE), len(RECOMPUTE) + 1
+
+
 def _flop_per_token(model: Model, costs, seq_len):
     """Training FLOPs per token of each recomputation mode (:data:`RECOMPUTE` order; the
     first, none, is the model's FLOPs), then the MLP's rerun alone (``selective+mlp`` with
@@ -438,9 +444,12 @@ def training_step(
     zero_v, rc, spv = c["zero"], c["recompute"], c["sp"]
     # what is rerun: selective recomputation reruns the attention products, which flash's
     # backward pass does already (the score product, counted in the backward), so with flash
-    # it reruns what no recomputation does, and selective+mlp the MLP alone (code 4, the
+    # it reruns what no recomputation does, and selective+mlp the MLP alone (_MLP_ONLY, the
     # index of its FLOPs in _flop_per_token) - in time and in hardware FLOPs
-    rerun = where(rc == 1, 0, where(rc == 3, 4, rc)) if attention == "flash" else rc
+    if attention == "flash":
+        rerun = where(rc == _SELECTIVE, 0, where(rc == _SELECTIVE_MLP, _MLP_ONLY, rc))
+    else:
+        rerun = rc
     act = "bf16"
     ab = element_bytes(act)
     wb = element_bytes("bf16")
@@ -481,8 +490,12 @@ def training_step(
     if grad_b > wb:
         # each micro-batch's bf16 gradients read and added into the wider buffer (read, write)
         stage_compute = stage_compute + costs.memory_s(params * (wb + 2 * grad_b))
-    recompute_t = where(rerun == 2, fwd, where(rerun == 1, attn_fwd, 0.0))
-    recompute_t = recompute_t + where(rerun == 3, attn_fwd + mlp_fwd, where(rerun == 4, mlp_fwd, 0))
+    full = RECOMPUTE.index("full")
+    recompute_t = where(rerun == full, fwd, where(rerun == _SELECTIVE, attn_fwd, 0.0))
+    both = attn_fwd + mlp_fwd
+    recompute_t = recompute_t + where(
+        rerun == _SELECTIVE_MLP, both, where(rerun == _MLP_ONLY, mlp_fwd, 0)
+    )
 
     # --- tensor-parallel collectives per micro-batch ----------------------------------------
     tokens = mbf * s / cpf
@@ -503,7 +516,7 @@ def training_step(
         # selective+mlp reruns the MLP's input all-gather (sequence parallelism: inside its
         # first projection, neuronx-distributed's ColumnParallelLinear); the reduce-scatter
         # (or all-reduce) after its last projection is not rerun
-        mlp_ag = where(with_sp & (rc == 3), ag, 0.0)
+        mlp_ag = where(with_sp & (rc == _SELECTIVE_MLP), ag, 0.0)
         rs = tp_collective("reduce_scatter", with_sp)
         ar = tp_collective("all_reduce", logical_not(spv) & (tpf > 1))
         one_way = where(spv, 2 * (ag + rs), 2 * ar)  # per layer, forward (or backward)
@@ -562,7 +575,8 @@ def training_step(
         routed = tokens * x.top_k * x.capacity_factor * model.hidden * ab
         a2a = network.collective_s("all_to_all", epv, tpv * cpv, routed, dtype_bytes=int(ab))
         # selective+mlp reruns the dispatch (the experts' input), not the combine
-        per_layer = where(epf > 1, 2 * a2a, 0.0) * passes + where((epf > 1) & (rc == 3), a2a, 0)
+        rerun_dispatch = where((epf > 1) & (rc == _SELECTIVE_MLP), a2a, 0)
+        per_layer = where(epf > 1, 2 * a2a, 0.0) * passes + rerun_dispatch
         if overlap_ep:
             # behind another micro-batch's forward and backward of the layer (DualPipe pairs
             # one's forward with another's backward), once; one micro-batch has no partner
@@ -639,8 +653,8 @@ def training_step(
     tokens_step = float(gb * s)
     per_token = _cached(_flop_per_token, model, costs, s)
     model_flop = tokens_step * per_token[0]
-    causal_flop = tokens_step * per_token[5]
-    hw_flop = _take(np.array([tokens_step * x for x in per_token[:5]]), rerun)
+    causal_flop = tokens_step * per_token[_CAUSAL]
+    hw_flop = _take(np.array([tokens_step * x for x in per_token[:_CAUSAL]]), rerun)
     peak = costs.peak_flops(fmt)
     nan = where(ok, 1.0, np.nan)
     out = {f"{k}_s": shaped(v * nan, shape) for k, v in parts.items()}
