@@ -128,7 +128,19 @@ def _masked_share(kernel, queries, keys) -> tuple[float, float]:
     return f_score * q * k / kept, f_context * q * k / kept
 
 
-_masked_shares = np.vectorize(_masked_share, otypes=[float, float], excluded={0})
+def _masked_shares(kernel, queries, keys) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_masked_share` over arrays: worked out once per distinct (queries, keys) pair,
+    which a search's layouts repeat many times over."""
+    q, k = np.broadcast_arrays(
+        np.maximum(np.rint(queries), 1).astype(np.int64),
+        np.maximum(np.rint(keys), 1).astype(np.int64),
+    )
+    span = int(k.max(initial=1)) + 1  # one integer per pair: a 1-D unique, not a sort of rows
+    codes, inverse = np.unique((q * span + k).ravel(), return_inverse=True)
+    pairs = [divmod(c, span) for c in codes.tolist()]
+    shares = np.array([_masked_share(kernel, a, b) for a, b in pairs], dtype=float)
+    shares = shares.reshape(-1, 2)[inverse.ravel()]
+    return shares[:, 0].reshape(q.shape), shares[:, 1].reshape(q.shape)
 
 
 class Engine:
