@@ -266,6 +266,27 @@ def test_trainium_hardware_uses_the_calibration(trn2):
     assert roof.source.startswith("roofline") and roof.gemm_basis(64, 64, 64) == 2
 
 
+def test_trn1_gemms_are_held_to_the_published_measurement():
+    """trn1's one published GEMM on hardware (MEASURED_GEMM: Neuron's NKI matmul tutorial,
+    6.97 ms on one NeuronCore) is what its costs give at that shape, every calibrated GEMM
+    scaled alike; the TLM's own times stay reachable (measured=False), and a chip with no
+    published measurement keeps them."""
+    from tlm.costs import MEASURED_GEMM
+
+    hw = MEASURED_GEMM["trn1"]
+    costs, tlm = OpCosts.for_preset("trn1"), OpCosts.for_preset("trn1", measured=False)
+    ratio = costs.gemm_hardware_ratio
+    assert tlm.gemm_hardware_ratio == 1.0 and 1.15 < ratio < 1.25  # the TLM: 99.7 % of peak
+    one = float(costs._product_s("bf16", "one", float(hw.m), float(hw.n), float(hw.k)))
+    assert one == pytest.approx(hw.seconds, rel=1e-12)
+    for shape in [(4096, 4096, 4096), (128, 4096, 128), (8192, 128, 8192)]:
+        assert costs.gemm_s(*shape) == pytest.approx(ratio * tlm.gemm_s(*shape), rel=1e-12)
+    assert costs.gemm_s(64, 64, 64, fmt="fp32") == tlm.gemm_s(64, 64, 64, fmt="fp32")
+    assert "FITTED on one published kernel measurement" in costs.source
+    assert OpCosts.for_hardware(load_hardware("trn1")).gemm_hardware_ratio == ratio
+    assert OpCosts.for_preset("trn2").gemm_hardware_ratio == 1.0
+
+
 # ---- vectorised = scalar, speed-independent -------------------------------------------------
 
 

@@ -292,7 +292,12 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: The H100's tightened the same day to 10 % / 18 % (9.5 % / 17.4 %) when its flash kernel came to
 #: run at FlashAttention-2's published speed, not the GEMMs' (tlm/costs/attention.py, FA2_SPEED):
 #: the refit efficiency 0.5637 -> 0.5751, the 131K row +33.2 -> +17.4 %.
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.10, 0.18), "trn1": (0.12, 0.24)}
+#: trn1 tightened on 2026-11-27 to 7 % / 13 % (6.2 % / 12.2 %; the issue's target met): every
+#: trn1 GEMM time is the chip TLM's x 1.201, the one published trn1 GEMM measurement (Neuron's
+#: NKI matmul tutorial, 6.97 ms where the TLM gives 5.80 ms on one core; tlm.costs.MEASURED_GEMM),
+#: fitted on no training row - Llama 2 7B +23.3 -> +9.3 %, 13B +16.1 -> +2.1 %, 70B +15.9 ->
+#: +7.4 %, Llama 3.1 8B +2.8 -> -3.7 %, 70B -4.6 -> -12.2 %, GPT-3 +5.6 -> -2.4 %.
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.10, 0.18), "trn1": (0.07, 0.13)}
 
 
 @pytest.fixture(scope="module")
@@ -313,7 +318,8 @@ def test_training_judged_errors_within_the_documented_bounds(training, hw):
 
 def test_training_fit_uses_few_named_physical_parameters(training):
     judged_only = {r.system for r in training.rows} - set(training.parameters)
-    assert judged_only == {"trn1"}  # Trainium: the chip TLM, nothing fitted on its rows
+    # Trainium: the chip TLM held to a published GEMM measurement, nothing fitted on its rows
+    assert judged_only == {"trn1"}
     assert all(r.role == "judge" for r in training.rows if r.system == "trn1")
     for hw, params in training.parameters.items():
         assert tuple(params) == PARAMETERS[hw]

@@ -60,6 +60,8 @@ __all__ = [
     "FORMAT_TABLE",
     "VECTOR_OPS",
     "DEFAULT_CALL_S",
+    "MEASURED_GEMM",
+    "MeasuredGemm",
     "VECTOR_TILE_ELEMENTS",
     "CostsError",
     "OpCosts",
@@ -79,6 +81,46 @@ DEFAULT_EFFICIENCY = 0.8
 #: the last wave's tail): ASSUMED 0 by default; a named parameter the training validation fits
 #: (``OpCosts.for_hardware(hw, call_s=...)``).
 DEFAULT_CALL_S = 0.0
+
+
+@dataclass(frozen=True)
+class MeasuredGemm:
+    """A GEMM kernel's published time on one core of the real chip: ``[m, k] x [k, n]`` in
+    ``fmt``, ``seconds`` end to end (:data:`MEASURED_GEMM`)."""
+
+    m: int
+    n: int
+    k: int
+    fmt: str
+    seconds: float
+    source: str
+
+
+#: The one published measurement of a GEMM on each Trainium generation's hardware that the chip
+#: TLM's kernel times are held to (:meth:`OpCosts.for_preset`: every calibrated GEMM time x
+#: ``seconds`` over the TLM's one-core time at that shape, ``OpCosts.gemm_hardware_ratio``).
+#: The chip TLM is this project's tensor engine (back to back, an op with a new stationary
+#: takes ``max(N, K)`` cycles): 99.7 % of a NeuronCore-v2's peak on the shape below, where
+#: Neuron's own fully optimised NKI kernel measured 6.97 ms on Trn1 hardware (78.9 TFLOP/s,
+#: 83 % of the preset's 95 TFLOP/s a core; the page's profiler says 85.24 % HFU). What the
+#: hardware spends beyond the TLM is not broken down by the source (instruction issue, PSUM
+#: evacuation by the other engines, DMA waits; the NKI guide's 2.8 GHz tensor-engine clock
+#: against the preset's 2.9 is 3.5 % of it): the ratio carries it, one figure per platform,
+#: fitted on this measurement, never on a training or inference row. trn2 and trn3 have no
+#: such published measurement here: their TLM times stand (docs/costs.md).
+MEASURED_GEMM = {
+    "trn1": MeasuredGemm(
+        m=4096,
+        n=8192,
+        k=8192,
+        fmt="bf16",
+        seconds=6.97e-3,
+        source="AWS Neuron docs, NKI tutorial 'Matrix multiplication' (aws-neuron-sdk "
+        "general/nki/tutorials/matrix_multiplication.rst, SDK 2.20 72825d50 to 1db4d74e, "
+        "2024-09 to 2025-10): nki_matmul_fully_optimized_, [4096,8192] @ [8192,8192] BF16 "
+        "on one NeuronCore of a Trn1.32xlarge, 6.97 ms (HFU 85.24 %)",
+    ),
+}
 
 #: Format names accepted, and the calibration table and peak each uses. FP16 runs at BF16's
 #: rate with the same operand width, FP8 E5M2 (and E4M3FN) at E4M3's: they share the tables.
@@ -322,6 +364,10 @@ class OpCosts:
         the tiles it computes, from its published speed (:data:`tlm.costs.attention.FA2_SPEED`);
         None where its products are priced as GEMMs (Trainium: the chip TLM's kernel, or a GPU
         with no published speed).
+    gemm_hardware_ratio : float
+        What every calibrated GEMM time is multiplied by: the chip's published GEMM measurement
+        over the chip TLM's time at its shape (:data:`MEASURED_GEMM`); 1 where none is
+        published, or with ``for_preset(..., measured=False)`` (the TLM's own times).
     """
 
     def __init__(
@@ -338,8 +384,10 @@ class OpCosts:
         call_s=0.0,
         flash: FlashKernel = FA2,
         flash_efficiency: tuple[float, float] | None = None,
+        gemm_hardware_ratio: float = 1.0,
     ):
         self.name = name
+        self.gemm_hardware_ratio = float(gemm_hardware_ratio)
         self.flash = flash
         self.flash_efficiency = flash_efficiency
         self.call_s = float(call_s)
@@ -358,8 +406,10 @@ class OpCosts:
     # ---- construction ---------------------------------------------------------------------
 
     @classmethod
-    def for_preset(cls, preset: str = "trn2", *, data=None) -> OpCosts:
-        """A chip preset's costs: the chip TLM's calibration where the package has one.
+    def for_preset(cls, preset: str = "trn2", *, data=None, measured: bool = True) -> OpCosts:
+        """A chip preset's costs: the chip TLM's calibration where the package has one, its
+        GEMM times held to the chip's published GEMM measurement where one exists
+        (:data:`MEASURED_GEMM`: trn1).
 
         Parameters
         ----------
@@ -367,6 +417,9 @@ class OpCosts:
             One of :data:`tlm.presets.PRESETS`.
         data : path, optional
             A calibration file to use instead of ``tlm/costs/data/<preset>.json``.
+        measured : bool
+            Scale the calibrated GEMM times to :data:`MEASURED_GEMM` (the shipped costs);
+            False: the chip TLM's own times (what ``tlm.costs.calibrate.check`` compares).
 
         Raises
         ------
@@ -419,7 +472,7 @@ class OpCosts:
                 f"state); other formats: roofline at peak"
             )
         sources = {"gemm": sources.pop("gemm"), **sources}
-        return cls(
+        costs = cls(
             name=preset,
             peaks=peaks,
             hbm_bandwidth_Bps=hbm,
@@ -430,6 +483,20 @@ class OpCosts:
             spec=spec,
             flash=NKI_FLASH,
         )
+        hw = MEASURED_GEMM.get(preset) if measured else None
+        key = None if hw is None else _fmt_key(hw.fmt, peaks, preset)
+        if key in tables:
+            # the TLM's one-core time at the measured shape (the ratio still 1), then held
+            tlm_s = float(costs._product_s(key, "one", float(hw.m), float(hw.n), float(hw.k)))
+            costs.gemm_hardware_ratio = hw.seconds / tlm_s
+            costs.sources["gemm"] = (
+                f"chip TLM {preset} x {costs.gemm_hardware_ratio:.4f} FITTED on one published "
+                f"kernel measurement (the TLM's {tlm_s * 1e3:.3f} ms on one core against "
+                f"{hw.seconds * 1e3:g} ms: {hw.source}), "
+                + costs.sources["gemm"].removeprefix(f"chip TLM {preset}, ")
+            )
+            costs.source = "; ".join(costs.sources.values())
+        return costs
 
     @classmethod
     def for_hardware(
@@ -577,7 +644,7 @@ class OpCosts:
         ratio = (rows / cm) * (n / cn) * (k / ck)
         fixed = table.fixed_s[cores]
         t = where(ratio > 1, fixed + (edge - fixed) * ratio, edge)
-        return t * minimum(m, 1.0)
+        return t * minimum(m, 1.0) * self.gemm_hardware_ratio
 
     def gemm_s(self, m, n, k, batch=1, fmt: str = "bf16"):
         """Seconds for ``batch`` products ``[m, k] x [k, n]`` on one chip.
