@@ -67,6 +67,23 @@ def test_kangaring_makes_a_quarter_or_a_third_less_hbm_traffic_than_a_ring():
         assert totals[1] / totals[0] == pytest.approx(1 - saved)
 
 
+def test_kangaring_over_the_whole_server_saves_what_its_pairs_save():
+    """64 ranks at LNC=2, KangaRing's pairs: the busiest chip's HBM accesses over the whole
+    operation against the rings of rings' (as many as the ring's): a quarter fewer for an
+    all-gather (1R2W for two 1R1W), a third fewer for a reduce-scatter (3R1W for two 2R1W)
+    but for its last step (each primary copies its secondary's reduced block: 3 block accesses
+    a chip more: 507 for 756) and 0.7 for an all-reduce (882 for 1,260: its reduce-scatter
+    without that step, then its all-gather)."""
+    ranks = RankSystem(SERVER, 4, COSTS)
+    for op, ratio in (("all_gather", 3 / 4), ("reduce_scatter", 507 / 756), ("all_reduce", 0.7)):
+        totals = []
+        for algo in ("rings", "kangaring"):
+            cost = Analytic(build(algo, op, ranks), ranks)
+            totals.append(cost.hbm_s_per_byte.sum() * COSTS.hbm_Bps / cost.schedule.subs)
+        assert totals[0] == {"all_gather": 504, "reduce_scatter": 756, "all_reduce": 1260}[op]
+        assert totals[1] / totals[0] == pytest.approx(ratio, rel=1e-12), op
+
+
 def slow_hbm(system, rate=2e10):
     return RankSystem(system, 4, dataclasses.replace(COSTS, hbm_Bps=rate))
 
