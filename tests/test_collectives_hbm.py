@@ -163,3 +163,16 @@ def test_the_server_models_stacks_take_the_same_accesses(algo):
         assert {name for _, before, _ in flows for name in before} <= {
             f"chip{schedule.chips[t.src]}.hbm{s}" for s in range(4)
         }
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather"])
+def test_kangaring_over_the_whole_server_is_the_same_on_the_flow_engine(op):
+    """KangaRing's pairs over 64 ranks, with the DMA queues binding (the preset's HBM) and with
+    a chip's HBM binding (20 GB/s): every chip carries the same accesses a step, so the flow
+    engine gives the analytic figure."""
+    sizes = [1 << 20, 1 << 28]
+    for ranks in (RankSystem(SERVER, 4, COSTS), slow_hbm(SERVER)):
+        cost = Analytic(build("kangaring", op, ranks), ranks)
+        flow = Flow(cost.schedule, ranks, cost)
+        assert np.allclose(flow.time_s(sizes, 2), cost.time_s(sizes, 2), rtol=1e-9, atol=0)
+    assert cost.hbm_s_per_byte.sum() >= cost.per_unit_s_per_byte.sum() * (1 - 1e-12)
