@@ -136,6 +136,15 @@ def test_auto_and_fits_see_ranks():
     assert choose("all_reduce", eight, 1 << 30) == "rings"
     failed = RankSystem(SERVER.without([(5, 6)]), 4, COSTS)
     assert unfit("kangaring", "all_reduce", failed).endswith("the link 5-6 has failed")
+    # CCi: only for groups that hold every rank of each chip they are on
+    assert unfit("kangaring", "all_reduce", full.subset(range(64))) is None
+    half = full.subset(range(0, 64, 2))  # 2 of each chip's 4 ranks: not LNC=4's 2
+    assert (half.ranks_per_chip, half.chip_ranks) == (2, 4)
+    assert unfit("kangaring", "all_reduce", half) == (
+        "needs all the ranks of each chip in the group, for it pairs a chip's ranks (CCi), "
+        "not 2 of its 4"
+    )
+    assert choose("all_reduce", half, 1 << 30) == "rings"
 
 
 @pytest.mark.parametrize("n, lnc", [(64, 2), (32, 4)])

@@ -61,6 +61,12 @@ def _shared(system):
 def fits(system, op) -> str | None:
     """Why KangaRing cannot run on ``system`` (None: it can), in one line."""
     chips = _shared(system)
+    whole = getattr(system, "chip_ranks", 0)
+    if chips is not None and whole:
+        return (
+            "needs all the ranks of each chip in the group, for it pairs a chip's ranks (CCi), "
+            f"not {system.ranks_per_chip} of its {whole}"
+        )
     if chips is None and (system.nodes != 1 or _shape(system) != SHAPE):
         shape = _shape(system)
         what = (
