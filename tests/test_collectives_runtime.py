@@ -121,8 +121,48 @@ def test_auto_and_fits_see_ranks():
         "rdh",
         "kangaring",  # 4 chips of 4 ranks: KangaRing's 4x4
     ]
-    _, full = ranks(SERVER, 64)
-    assert unfit("kangaring", "all_reduce", full) is not None  # 4x4x4 ranks: not yet
+    _, full = ranks(SERVER, 64)  # 16 chips of 4 ranks: KangaRing's pairs (CCi)
+    assert [choose("all_reduce", full, s) for s in (1 << 10, 4 << 20, 56 << 20)] == [
+        "mesh",
+        "rdh",
+        "kangaring",
+    ]
+    assert choose("all_reduce", full, (56 << 20) - 2) == "rdh"
+    _, eight = ranks(SERVER, 32)  # 8 chips of 4 ranks: not the 4x4 torus of chips
+    assert unfit("kangaring", "all_reduce", eight) == (
+        "needs one 4x4 torus (the trn2 server's 16 chips with 1, 2 or 4 ranks each, or 16 "
+        "ranks on 4 of its chips at LNC=2), not a 4x4x2 torus"
+    )
+    assert choose("all_reduce", eight, 1 << 30) == "rings"
+    failed = RankSystem(SERVER.without([(5, 6)]), 4, COSTS)
+    assert unfit("kangaring", "all_reduce", failed).endswith("the link 5-6 has failed")
+    # CCi: only for groups that hold every rank of each chip they are on
+    assert unfit("kangaring", "all_reduce", full.subset(range(64))) is None
+    half = full.subset(range(0, 64, 2))  # 2 of each chip's 4 ranks: not LNC=4's 2
+    assert (half.ranks_per_chip, half.chip_ranks) == (2, 4)
+    assert unfit("kangaring", "all_reduce", half) == (
+        "needs all the ranks of each chip in the group, for it pairs a chip's ranks (CCi), "
+        "not 2 of its 4"
+    )
+    assert choose("all_reduce", half, 1 << 30) == "rings"
+
+
+@pytest.mark.parametrize("n, lnc", [(64, 2), (32, 4)])
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather"])
+def test_kangaring_over_ranks_sharing_chips_is_proven_by_values(n, lnc, op):
+    """KangaRing's pairs (primary and secondary ranks of a chip, 3R1W and 1R2W hops) over the
+    whole server at LNC=2 and LNC=4: every rank's bits equal the declared reduction order's,
+    for counts that do not divide evenly too (all-reduce), in fp32 and bf16, sum and max."""
+    _, rs = ranks(SERVER, n, lnc=lnc)
+    schedule = build("kangaring", op, rs)
+    m = n // 2  # positions of a ring: the primaries
+    steps = {"all_reduce": 2 * m, "reduce_scatter": m + 1, "all_gather": m + 1}[op]
+    assert (schedule.ranks, len(schedule.steps)) == (n, steps)
+    rng = np.random.default_rng(n + len(op))
+    counts = [n, 3 * n] + ([2 * n + 5, 1] if op == "all_reduce" else [])
+    for count in counts:
+        check_values(schedule, count, "fp32", "sum", rng)
+    check_values(schedule, 4 * n, "bf16", "max", rng)
 
 
 def test_the_study_runs_nccom_test_commands():

@@ -498,8 +498,9 @@ BAD = [
     (
         ["collective", "--system", "ultraserver", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --op all_reduce on --system ultraserver (it needs one "
-        "4x4 torus (the trn2 server's 16 chips, one rank each, or 16 ranks on 4 of its chips at "
-        "LNC=2), not a 4x4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
+        "4x4 torus (the trn2 server's 16 chips with 1, 2 or 4 ranks each, or 16 ranks on 4 of "
+        "its chips at LNC=2), not a 4x4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, "
+        "rdh, rings",
     ),
     (
         ["collective", "--system", "3xserver", "--algo", "rdh"],
@@ -510,7 +511,7 @@ BAD = [
         ["collective", "--algo", "hierarchical"],
         "--algo: 'hierarchical' does not fit --op all_reduce on --system server (it needs 2 or "
         "more nodes joined by EFA (NxSYSTEM), not trn2-server, 4 ranks a chip); allowed: auto or "
-        "one of ring, mesh, mesh1, rdh, rings",
+        "one of ring, mesh, mesh1, rdh, kangaring, rings",
     ),
     (
         ["collective", "--op", "all_to_all", "--sizes", "1MiB", "--algo", "ring"],
@@ -649,8 +650,8 @@ BAD = [
     (
         ["tp-step", "--system", "ultraserver", "--algo", "kangaring"],
         "--algo: 'kangaring' does not fit --system ultraserver (it needs one 4x4 torus (the trn2 "
-        "server's 16 chips, one rank each, or 16 ranks on 4 of its chips at LNC=2), not a 4x4x4 "
-        "torus); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
+        "server's 16 chips with 1, 2 or 4 ranks each, or 16 ranks on 4 of its chips at LNC=2), "
+        "not a 4x4x4 torus); allowed: auto or one of ring, mesh, mesh1, rdh, rings",
     ),
     (
         ["tp-step", "--system", "trn3-ultraserver"],

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 
 from tlm.collectives import ALGORITHMS, COLLECTIVE_FORMATS, OPS, CollectiveError, build, unfit
-from tlm.collectives.kangaring import CYCLE_A, CYCLE_B
+from tlm.collectives.kangaring import CYCLE_A, CYCLE_B, pairs
 from tlm.collectives.numerics import error_bound
+from tlm.collectives.runtime import RankSystem, RuntimeCosts
 from tlm.collectives.schedule import REDUCING, Schedule, Step, Transfer, tree_depth, tree_leaves
 from tlm.collectives.values import reference, run
 from tlm.formats import get_format
+from tlm.presets import load_preset
 from tlm.system import load_system
 
 pytestmark = pytest.mark.numerics  # rerun with numpy's SIMD loops off
@@ -164,6 +166,40 @@ def test_kangaring_cycles_are_disjoint_hamiltonian_and_use_every_link():
     for step in schedule.steps:
         used = [system.path(t.src, t.dst)[0] for t in step.transfers]
         assert sorted(used) == list(range(64))  # each directed link once per step
+
+
+@pytest.mark.parametrize("per_chip", [2, 4])
+def test_kangaring_pairs_a_chips_ranks_and_alternates_them_by_cycle(per_chip):
+    """Ranks sharing the 16 chips (CCi): a ring's positions are primary-secondary pairs of a
+    chip, the chips in cycle order; on cycle A the first of each pair is primary, on B the
+    second, so every rank is active in two of the four rings; a primary's hop goes to the next
+    pair (on the next chip, or the chip's next pair); a secondary only meets its primary; in
+    every step but the first and last each directed link carries two chunks of one ring."""
+    server = load_system("trn2-server")
+    rings = pairs(per_chip)
+    active = {}
+    for h, seq in enumerate(rings):
+        assert len(seq) == 8 * per_chip
+        assert sorted(r for pair in seq for r in pair) == list(range(16 * per_chip))
+        chips = [p // per_chip for p, _ in seq]
+        cycle = (CYCLE_A, CYCLE_B)[h // 2]
+        walk = [c for i, c in enumerate(chips) if i == 0 or c != chips[i - 1]]
+        assert walk == list(cycle if h % 2 == 0 else cycle[::-1])[: len(walk)]
+        assert all(p // per_chip == s // per_chip and abs(p - s) == 1 for p, s in seq)
+        for p, _ in seq:
+            active.setdefault(p, []).append(h)
+    assert all(hs in ([0, 1], [2, 3]) for hs in active.values()) and len(active) == 16 * per_chip
+    rs = RankSystem(server, per_chip, RuntimeCosts.of(load_preset("trn2")))
+    schedule = build("kangaring", "all_reduce", rs)
+    for i, step in enumerate(schedule.steps):
+        load = {}
+        for t in step.transfers:
+            a, b = t.src // per_chip, t.dst // per_chip
+            if a != b:
+                (link,) = server.path(a, b)  # one hop between neighbouring chips
+                load[link] = load.get(link, 0) + t.units
+        if 0 < i < len(schedule.steps) - 1:
+            assert load == {link: 2 for link in range(64)}, i
 
 
 @pytest.mark.parametrize("name", ["trn2-server", "trn2-ultraserver"])

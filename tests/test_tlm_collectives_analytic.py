@@ -158,3 +158,28 @@ def test_the_sample_figures_in_the_docs_are_the_models():
             for p in r.results.series
         ]
         assert line == f"| {label} | " + " | ".join(cells) + " |"
+
+
+def test_the_64_rank_kangaring_table_in_the_docs_is_the_models():
+    """docs/collectives.md's KangaRing against the rings of rings over the server's 64 ranks
+    (`trnsim collective --ranks 64 --sizes 64MiB,512MiB,4GiB --algo ...`), recomputed; `auto`
+    picks KangaRing at each of those sizes."""
+    from pathlib import Path
+
+    from tlm.studies import run_study
+    from tlm.studies.units import human
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "collectives.md").read_text()
+    sizes = "64MiB,512MiB,4GiB"
+    for label, algo in (
+        ("kangaring (auto from 56 MB)", "kangaring"),
+        ("rings of rings (auto's pick before)", "rings"),
+    ):
+        (line,) = [x for x in doc.splitlines() if x.startswith(f"| {label} |")]
+        r = run_study("collective", system="server", ranks=64, algo=algo, sizes=sizes)
+        cells = [
+            f"{human('time_s', p.time_s)}, {p.busbw_Bps / 1e9:.0f} GB/s" for p in r.results.series
+        ]
+        assert line == f"| {label} | " + " | ".join(cells) + " |"
+    auto = run_study("collective", system="server", ranks=64, sizes=sizes).results.series
+    assert {p.algorithm for p in auto} == {"kangaring"}

@@ -18,6 +18,8 @@ The relations, each derived in the docs:
   still reassembled by (source, seq).
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -30,6 +32,7 @@ from tlm.collectives.flit import (
 )
 from tlm.collectives.flow import Flow
 from tlm.collectives.packets import Reassembly, encode, lane, plan_step, queue_order
+from tlm.collectives.runtime import RankSystem, RuntimeCosts
 from tlm.link.bounds import channel_load_bound, stream_cycles
 from tlm.link.compiled import CompiledNetwork
 from tlm.link.config import LinkConfig
@@ -37,6 +40,7 @@ from tlm.link.flit import ends_packet
 from tlm.link.measure import simulate
 from tlm.link.ports import Ports
 from tlm.link.routing import route
+from tlm.presets import load_preset
 from tlm.system import load_system
 
 SERVER = load_system("trn2-server")
@@ -250,6 +254,35 @@ def test_kangaring_is_the_closed_form_of_one_injection_port(size):
     serial_flow = t_flow - float(flit.analytic.fixed_s.sum())
     serial_flit = t_flit - float(flit.analytic.fixed_s.sum())
     assert serial_flit >= 4 * serial_flow * (1 - 1e-12)  # four chunks through one port
+
+
+def _between_chips(schedule, per_chip) -> Schedule:
+    """A schedule over ranks that share chips (``per_chip`` a chip) as the flit engine runs it,
+    one rank a chip and links only: its transfers between chips, on those chips (the steps
+    kept, those inside a chip dropped: they cross no link)."""
+    steps = tuple(
+        Step(
+            tuple(t for t in st.transfers if t.src // per_chip != t.dst // per_chip),
+            st.after,
+            st.label,
+        )
+        for st in schedule.steps
+    )
+    chips = tuple(r // per_chip for r in range(schedule.ranks))
+    return dataclasses.replace(schedule, chips=chips, steps=steps)
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter", "all_gather"])
+@pytest.mark.parametrize("size", [64 * 260, 64 << 10])
+def test_kangaring_over_ranks_sharing_chips_on_the_links(op, size):
+    """KangaRing over the server's 64 ranks at LNC=2: its hops between chips on the flit
+    engine (one rank a chip, links only: the primaries' hops, two chunks of one ring on each
+    directed link a step, from one source to one destination): flow <= flit <= flow + the
+    tolerance."""
+    ranks = RankSystem(SERVER, 4, RuntimeCosts.of(load_preset("trn2")))
+    schedule = _between_chips(build("kangaring", op, ranks), 4)
+    t_flit, t_flow = check_flit_against_flow(SERVER, schedule, size)
+    assert t_flit > t_flow
 
 
 def _arrival_port(torus, a, b):

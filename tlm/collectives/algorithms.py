@@ -1,8 +1,9 @@
 """Every algorithm by name, which operations and systems each fits, and ``auto``.
 
 ``auto`` follows the thresholds the Neuron runtime documents (CCi): Mesh below 1 MB, recursive
-doubling/halving from 1 MB to 56 MB, KangaRing above 56 MB; where the documented choice does not
-fit (ranks not a power of two, not a 4x4 torus, an operation the algorithm does not run) it
+doubling/halving from 1 MB to 56 MB, KangaRing above 56 MB (on the trn2 server's 16 chips with 1,
+2 or 4 ranks each, or 16 ranks on 4 of them); where the documented choice does not fit (ranks
+not a power of two, not that 4x4 torus, an operation the algorithm does not run) it
 falls back to the torus-native rings of rings (the snake ring off a torus or round a failed
 link), as the table in docs/collectives.md says; on nodes joined by EFA it picks the
 hierarchical all-reduce, and rings of rings for the other reductions and gathers (the runtime's

@@ -196,12 +196,19 @@ class RankSystem:
         The chips the ranks run on.
     ranks_per_chip : int
     costs : RuntimeCosts
+    members : tuple of int, optional
+        For a group's ranks (:meth:`subset`): rank ``i`` of this system is rank
+        ``members[i]`` of the one it was taken from.
+    chip_ranks : int, optional
+        For a group's ranks: how many ranks each chip runs in all (0: ``ranks_per_chip``, the
+        group has all of them; KangaRing needs that, CCi).
     """
 
     chips_system: object
     ranks_per_chip: int
     costs: RuntimeCosts
     members: tuple | None = None
+    chip_ranks: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -264,7 +271,8 @@ class RankSystem:
         top = self.chips_system.members  # subsets number chips as the top system does
         local = chips.members if top is None else [top.index(m) for m in chips.members]
         members = tuple(r for c in local for r in by_chip[c])
-        return RankSystem(chips, counts[0], self.costs, members)
+        whole = self.chip_ranks or rpc
+        return RankSystem(chips, counts[0], self.costs, members, 0 if counts[0] == whole else whole)
 
     @property
     def chip(self) -> str:
