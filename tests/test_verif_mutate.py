@@ -81,6 +81,26 @@ def test_equivalence_tells_masked_from_observable(tmp_path):
     assert check.verdict == "differs" and check.witness, check
 
 
+#: A register read whole: a mutation of one bit of its output splits the wire it drives.
+REGISTER = """module reg4(input clk, input [3:0] a, output [3:0] o);
+  reg [3:0] r;
+  always @(posedge clk) r <= a;
+  assign o = r ^ 4'b0101;
+endmodule
+"""
+
+
+def test_a_register_output_bit_mutated_is_uncut_not_an_error(tmp_path):
+    """Yosys's ``expose -evert-dff`` keeps a flip-flop whose output no longer drives one whole
+    wire (the mutation's select sits on one bit of it), and ``sat`` then stops on it: the
+    check says ``uncut`` (left to the benches) instead of raising."""
+    (tmp_path / "reg4.v").write_text(REGISTER)
+    design = yosys.prepare(tmp_path / "reg4.v", "reg4", tmp_path)
+    mutation = named(design, "-mode const0 -wire r -wirebit 2")
+    assert "-port Q" in mutation, mutation
+    assert yosys.equivalence(design, mutation, tmp_path / "q", timeout_s=60).verdict == "uncut"
+
+
 def test_a_bad_make_variable_is_one_line_naming_it():
     for args, variable in [
         (["--mutants=0"], "MUTANTS"),
