@@ -159,6 +159,87 @@ def test_rounding_ops_reach_their_corners(fmt, bits):
     assert got == bits
 
 
+def _aligned_sums(ops):
+    """The binary32 adder's sum before normalisation (``add_total`` of ``hdl/fp/add.py``, an
+    integer on the smaller addend's last place) at each K = 2 op's second step: the
+    accumulator (the first product) plus the second product."""
+    import struct
+
+    import numpy as np
+
+    def unpack(v):  # sign, 24-bit significand, exponent field (a subnormal's 0 read as 1)
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        e, frac = (bits >> 23) & 0xFF, bits & 0x7FFFFF
+        return bits >> 31, frac | (1 << 23 if e else 0), max(e, 1)
+
+    sums = []
+    for op in ops:
+        w = op.stationary.astype(np.float32)
+        x = op.moving.astype(np.float32)
+        assert w.shape[0] == 2
+        for m in range(w.shape[1]):
+            for n in range(x.shape[1]):
+                (sx, mx, ex), (sy, my, ey) = sorted(
+                    (unpack(float(w[k, m] * x[k, n])) for k in range(2)), key=lambda u: -u[2]
+                )
+                gap = ex - ey
+                big = mx << min(gap, 31)
+                small = my if gap <= 31 else int(my != 0)
+                sums.append((-big if sx else big) + (-small if sy else small))
+    return sums
+
+
+@pytest.mark.parametrize("fmt,low", [("bf16,fp16,tf32", 3), ("fp32", 0), ("bf16", 9)])
+def test_adder_ops_reach_every_place(fmt, low):
+    """adder_ops' sums (on a model of the adder's alignment) have their leading one at every
+    place of the field from ``low`` to 54 but 23, both signs, and the negation ops leave
+    negative sums ``-(2**23 - 2**p)`` for each p = 23 - q of negation_places: the sums that
+    killed the surviving mutants of the leading-zero count (places 17, 18) and of the
+    negation's prefix OR (p = 11, ones of bits 10 and 11 its only input)."""
+    from verif.tensor.stimulus import adder_ops, negation_places
+
+    cfg = EngineConfig(2, 2, fmt)
+    sums = _aligned_sums(adder_ops(cfg))
+    for sign in (1, -1):
+        leads = {abs(t).bit_length() - 1 for t in sums if t * sign > 0}
+        assert leads >= set(range(low, 55)) - {23}
+    fmt_used = max(
+        (f for f in cfg.formats if (f, f) in cfg.pairs() and f.kind == "float"),
+        key=lambda f: (f.exp_bits, 23 if f.ignored_low_bits else f.man_bits),
+    )
+    lows = {(t & -t).bit_length() - 1 for t in sums if t < 0 and -t == 2**23 - (t & -t)}
+    assert lows == {23 - q for q in negation_places(fmt_used)}
+    if fmt != "bf16":
+        assert 11 in lows
+
+
+def test_adder_ops_none_on_integers():
+    from verif.tensor.stimulus import adder_ops
+
+    assert adder_ops(EngineConfig(2, 2, "int8")) == []
+    assert adder_ops(EngineConfig(1, 2, "bf16")) == []
+
+
+def test_mismatch_burst_counts_past_bit_6():
+    """Run 0 of a multi-format engine's bench has MISMATCH_BURST moving ops of one beat in a
+    format that does not mix with the stationary in use, before the directed ops (whose
+    cycles then show the counter's last value); none where every format mixes."""
+    from verif.tensor.stimulus import MISMATCH_BURST, run_stimulus
+
+    cfg = EngineConfig(2, 2, "bf16,fp16,tf32")
+    stim = run_stimulus(cfg, 1, 0, ops=8, max_n=8)
+    s_fmt = stim.ops[7].fmt[0]  # the last random op's stationary
+    clash = {cfg.code(f) for f in cfg.formats if (s_fmt, f) not in cfg.pairs()}
+    first_directed = len(stim.mv_beats) - sum(len(op.moving_beats(cfg)) for op in stim.ops[8:])
+    burst = stim.mv_beats[first_directed - MISMATCH_BURST : first_directed]
+    assert MISMATCH_BURST >= 2**6
+    assert all(b.last and not b.load and b.fmt in clash for b in burst)
+    later = run_stimulus(cfg, 1, 1, ops=8, max_n=8)
+    assert not any(m.startswith("format_mismatch x") for m in later.misuse)
+    one = run_stimulus(EngineConfig(2, 2, "int8"), 1, 0, ops=8, max_n=8)
+    assert not any("format_mismatch" in m for m in one.misuse)
+
+
 def test_config_from_env():
     """The benches' engine from ``TE_*``: defaults when unset or empty, the stage counts of a
     pipelined engine when given (what ``make bench`` sends for ``PIPELINED_FLOAT``)."""

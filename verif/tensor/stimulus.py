@@ -18,6 +18,8 @@ __all__ = [
     "run_stimulus",
     "overflow_op",
     "rounding_ops",
+    "adder_ops",
+    "mismatch_burst",
     "pattern",
     "PATTERNS",
 ]
@@ -120,7 +122,10 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
     from ``seed + run``; the first run always begins with the moving op before any load (the
     first draw of a sub-seed is the same on every engine, so by chance a seed's runs could all
     miss it; a second one of a single beat goes before it) and ends with :func:`overflow_op`
-    where the engine's formats can overflow, then the :func:`rounding_ops` its formats allow."""
+    where the engine's formats can overflow, then the :func:`rounding_ops` and
+    :func:`adder_ops` its formats allow; with ``misuse``, the :func:`mismatch_burst` goes
+    before these (the bench stops at the last result: a count after the last beat is
+    never seen)."""
     rng = np.random.default_rng(seed + run)
     stim = random_stimulus(
         cfg, rng, ops=ops, max_n=max_n, misuse=misuse, no_stationary=misuse and run == 0
@@ -131,7 +136,9 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
         zeros = np.zeros(cfg.rows, stim.mv_beats[0].data.dtype)
         stim.mv_beats.insert(0, MovingBeat(zeros, False, True, stim.mv_beats[0].fmt))
         stim.misuse.insert(0, "no_stationary")
-    directed = [overflow_op(cfg), *rounding_ops(cfg)] if run == 0 else []
+    if misuse and run == 0:  # before the directed ops: their cycles show the last count
+        stim.mv_beats.extend(mismatch_burst(cfg, rng, stim))
+    directed = [overflow_op(cfg), *rounding_ops(cfg), *adder_ops(cfg)] if run == 0 else []
     for op in directed:
         if op is None:
             continue
@@ -139,6 +146,28 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
         stim.ld_beats.extend(op.load_beats(cfg))
         stim.mv_beats.extend(op.moving_beats(cfg))
     return stim
+
+
+#: Moving ops of :func:`mismatch_burst`: the FORMAT_MISMATCH counter passes 2**6, so its bit
+#: 6 is set in every first run (a random run counts a few; a mutation of that bit survived).
+MISMATCH_BURST = 64
+
+
+def mismatch_burst(cfg: EngineConfig, rng, stim: Stimulus) -> list[MovingBeat]:
+    """:data:`MISMATCH_BURST` moving ops of one beat each, in a format that does not mix
+    with the stationary of the last op of ``stim`` (the one in use after it): each dropped
+    whole, flagged and counted, the cheapest misuse to repeat. None on an engine whose
+    formats all mix with that one."""
+    if not stim.ops:
+        return []
+    s_fmt = stim.ops[-1].fmt[0]
+    clash = [f for f in cfg.formats if (s_fmt, f) not in cfg.pairs()]
+    if not clash:
+        return []
+    fmt = clash[0]
+    data = _data(rng, (MISMATCH_BURST, cfg.rows), fmt)
+    stim.misuse.append(f"format_mismatch x{MISMATCH_BURST}")
+    return [MovingBeat(row, False, True, cfg.code(fmt)) for row in data]
 
 
 def _largest(fmt) -> int:
@@ -244,6 +273,114 @@ def rounding_ops(cfg: EngineConfig) -> list[Op]:
         b = (2 - 2.0 ** (1 - f)) * 2.0 ** (lead - lead // 2)
         ops.append(_directed(fmt, fmt, [[a] * cfg.cols], [[b]]))
     return [op for op in ops if op is not None]
+
+
+#: Exponent gaps of :func:`adder_ops`' first op: 0 to 34, past the adder's widest alignment.
+ADDER_GAPS = tuple(range(35))
+
+
+def _factors(n: int, bits: int) -> tuple[int, int] | None:
+    """``(a, b)``, ``a * b == n``, each of at most ``bits`` bits, ``a`` the least such; or
+    ``None``."""
+    for a in range(1, 1 << bits):
+        if n % a == 0 and (n // a).bit_length() <= bits:
+            return a, n // a
+    return None
+
+
+def _unit(n: int) -> float:
+    """``n`` scaled by a power of two into [1, 2)."""
+    return n / 2.0 ** (n.bit_length() - 1)
+
+
+def negation_places(fmt) -> list[int]:
+    """The ``q`` of :func:`adder_ops`' negation ops on ``fmt``: ``1 + 2**-q`` is a product of
+    two of its values (``2**q + 1`` two factors of at most ``f + 1`` bits), ``q`` below 24."""
+    f = stored_fraction_bits(fmt) - fmt.ignored_low_bits
+    return [q for q in range(1, 24) if _factors(2**q + 1, f + 1) is not None]
+
+
+def adder_ops(cfg: EngineConfig) -> list[Op]:
+    """Directed ops that put the leading one of the binary32 adder's sum (before it is
+    normalised) at each place of its 57-bit field, both signs, and the lowest one of a
+    negative sum at each place a product can give it; random short sums of random exponents
+    reach few of these places. On the float format (the same both sides) with the most
+    fraction bits ``f``; K = 2; each column kept where the format holds it. Places below are
+    of the field, 0 the smaller addend's last place (both addends have 24-bit significands,
+    the leading one at 23).
+
+    * Gaps: stationary (1, 1) and (-1, 1), moving columns ``(1.5 + 2**-f, 2**-g (1 + 2**-f))``
+      for g in :data:`ADDER_GAPS`: ``u + v`` and ``-u + v``, the larger addend aligned ``g``
+      places up (31 at most: then the smaller is a sticky bit), the sum's leading one at each
+      place from 24 to 54, both signs (55 takes a significand of 2**24, a product rounded
+      up).
+    * Cancellations leaving ``+-k 2**-f`` (places ``23 - f`` to 22) and, where a product of
+      ``2f + 2`` bits fits binary32's 24 (else products are rounded first), ``+-k 2**-2f``
+      (places ``23 - 2f`` to ``22 - f``), for k = 2**j, 2**j + 1, 2**j - 1: the sum's leading
+      one that many places below the operands' (negative: the adder's negation of a value
+      all sign bits but for the low ones). Stationary (1, -1) and (-1, 1), moving
+      ``(1 + (k + 1) 2**-f, 1 + 2**-f)``; as products, stationary ``(t, -1)`` and ``(-t, 1)``,
+      ``t = 1 + 2**-f``, moving ``(1 + k 2**-f, 1 + (k + 1) 2**-f)``: ``t (1 + k 2**-f) =
+      1 + (k + 1) 2**-f + k 2**-2f``. The second form leaves the sum's leading one at 17 and
+      18, where the leading-zero count's node of places 17 to 24 decides its "lower half not
+      all zeros" (a mutation of it survived the random ops).
+    * Negations: ``2**e (1 + 2**-q) - 2**(e + 1) = -2**e (1 - 2**-q)``, the first product
+      ``a * b`` with ``a b = 2**q + 1`` (:func:`negation_places`), the second ``-1 * 2**(e +
+      1)``: a negative sum whose two's complement below place 23 is the one bit ``23 - q``
+      (``|sum| = 2**23 - 2**(23 - q)``), so that every output of the adder's prefix OR from
+      there to 22 rests on that bit alone, and one it misses flips place 23, inside the kept
+      bits. The stationary's first row holds ``a`` a column (1 where ``a`` is 1: all such
+      ``q`` in one op), its second -1; the moving columns ``(b, 2**(e + 1))``.
+
+    None on an engine of one row or of no float format.
+    """
+    floats = [s for s, m in cfg.pairs() if s == m and s.kind == "float"]
+    if cfg.rows < 2 or not floats:
+        return []
+    fmt = max(floats, key=lambda f: (f.exp_bits, stored_fraction_bits(f) - f.ignored_low_bits))
+    f = stored_fraction_bits(fmt) - fmt.ignored_low_bits
+    held = lambda col: all(_raw(fmt, v) is not None for v in col)  # noqa: E731
+
+    def op(a, b, columns):
+        """K = 2: stationary columns alternating ``a`` and ``b`` (rows of K), moving
+        ``columns`` (pairs) that the format holds."""
+        columns = [c for c in columns if held(c)]
+        stationary = [[(a, b)[j % 2][k] for j in range(cfg.cols)] for k in range(2)]
+        return (
+            _directed(fmt, fmt, stationary, [list(r) for r in zip(*columns, strict=True)])
+            if columns
+            else None
+        )
+
+    gaps = [(1.5 + 2.0**-f, 2.0**-g * (1 + 2.0**-f)) for g in ADDER_GAPS]
+    ks = sorted({k for j in range(f) for k in (2**j, 2**j + 1, 2**j - 1) if 0 < k < 2**f - 1})
+    ops = [
+        op((1.0, 1.0), (-1.0, 1.0), gaps),
+        op((1.0, -1.0), (-1.0, 1.0), [(1 + (k + 1) * 2.0**-f, 1 + 2.0**-f) for k in ks]),
+    ]
+    if 2 * f + 2 <= 24:
+        t = 1 + 2.0**-f
+        cancels = [(1 + k * 2.0**-f, 1 + (k + 1) * 2.0**-f) for k in ks]
+        ops.append(op((t, -1.0), (-t, 1.0), cancels))
+    # Negations: (a, b, 2**(e + 1)) a place q; those with a = 1 together, the rest cols a time.
+    parts = []
+    for q in negation_places(fmt):
+        a, b = _factors(2**q + 1, f + 1)
+        e = q - (a.bit_length() - 1) - (b.bit_length() - 1)  # 2**e <= a b scaled < 2**(e + 1)
+        parts.append((_unit(a), _unit(b), 2.0 ** (e + 1)))
+    groups = [[p for p in parts if p[0] == 1.0]]
+    rest = [p for p in parts if p[0] != 1.0]
+    groups += [rest[i : i + cfg.cols] for i in range(0, len(rest), cfg.cols)]
+    for group in groups:
+        if not group:
+            continue
+        w = [group[j][0] if j < len(group) else 1.0 for j in range(cfg.cols)]
+        ops.append(
+            _directed(
+                fmt, fmt, [w, [-1.0] * cfg.cols], [[p[1] for p in group], [p[2] for p in group]]
+            )
+        )
+    return [o for o in ops if o is not None]
 
 
 def _bad_moving(cfg, rng, stim, s_fmt, unknown):
