@@ -31,6 +31,13 @@ def test_a_prompt_reads_the_shared_kernel_definition(hw, tp):
     )
     f_score, f_context, _ = e.costs.flash.fractions(2048, n)
     expected = (score * f_score + context * f_context) * n / ATTENTION_KEY_BLOCK
+    speed = e.costs.flash_efficiency  # a GPU's kernel at its speed at n keys, not the block's
+    if speed is not None:
+        expected *= speed(ATTENTION_KEY_BLOCK)[0] / speed(n)[0]
+        direct = flash_forward_s(e.costs, e.a_l, 2048, n, e.dqk, e.dv, group=e.group)
+        assert float(compute) == pytest.approx(
+            float(direct[0] * f_score + direct[1] * f_context), rel=1e-9
+        )
     assert float(compute) == pytest.approx(float(expected), rel=1e-9)
 
 
@@ -53,4 +60,6 @@ def test_a_decode_step_computes_every_tile(hw, tp):
         e.costs, e.a_l, 1, ATTENTION_KEY_BLOCK, e.dqk, e.dv, group=e.group
     )
     per_pair = (score + context) / ATTENTION_KEY_BLOCK
-    assert compute == pytest.approx(per_pair * keys * 64, rel=1e-12)
+    speed = e.costs.flash_efficiency  # a GPU's kernel at its published speed at the keys
+    at = 1.0 if speed is None else speed(ATTENTION_KEY_BLOCK)[0] / speed(keys)[0]
+    assert compute == pytest.approx(per_pair * keys * 64 * at, rel=1e-12)

@@ -297,7 +297,11 @@ from tlm.validation.training import FIT, PARAMETERS, validate_training  # noqa: 
 #: NKI matmul tutorial, 6.97 ms where the TLM gives 5.80 ms on one core; tlm.costs.MEASURED_GEMM),
 #: fitted on no training row - Llama 2 7B +23.3 -> +9.3 %, 13B +16.1 -> +2.1 %, 70B +15.9 ->
 #: +7.4 %, Llama 3.1 8B +2.8 -> -3.7 %, 70B -4.6 -> -12.2 %, GPT-3 +5.6 -> -2.4 %.
-TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.10, 0.18), "trn1": (0.07, 0.13)}
+#: The H100's tightened on 2026-11-27 to 9 % / 15 % (8.3 % / 14.9 %; the issue's 15 % met) when
+#: context parallelism came to pay Llama 3's K/V all-gather exposed, as its paper says (Sec.
+#: 3.3.2), and the flash kernel its published speed at the sequence's length (16K's, the longest
+#: published, at 131K): the 131K row +17.4 -> +14.9 % (tlm/costs/attention.py, docs/validation.md).
+TRAINING_BOUNDS = {"a100": (0.05, 0.10), "h100": (0.09, 0.15), "trn1": (0.07, 0.13)}
 
 
 @pytest.fixture(scope="module")

@@ -246,12 +246,13 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
     score = np.array([name == "score" for name in names])
     fwd = np.array(costs.gemm_s(m, n, k, batch, fmt=fmt), dtype=float)
     bwd = sum(costs.gemm_s(*shape, batch, fmt=fmt) for shape in _backward_shapes(m, n, k))
-    # a GPU's flash kernel at its published speed (tlm.costs.attention.FA2_SPEED), not the
-    # GEMMs': its backward products over the whole square (two of each shape)
+    # a GPU's flash kernel at its published speed at the sequence's length (the keys each
+    # query block walks; tlm.costs.attention.FA2_SPEED), not the GEMMs': its backward
+    # products over the whole square (two of each shape)
     kernel = getattr(costs, "flash_efficiency", None) if attention == "flash" else None
     if kernel is not None:
         at_peak = 2.0 * batch * m * n * k / costs.peak_flops("bf16")
-        bwd = np.where(is_attn, 2.0 * at_peak / kernel[1], bwd)
+        bwd = np.where(is_attn, 2.0 * at_peak / kernel(seq_len)[1], bwd)
     # flash: the chip's causal kernel computes only its tiles at or below the diagonal, each
     # pass at its own tiling; its forward products by the one definition inference also reads
     # (tlm.costs.attention.flash_forward_s); the materialised path the square at the GEMMs'
@@ -552,20 +553,20 @@ def training_step(
         tp_t = n_layers * (one_way * passes + mlp_ag)
 
     # --- context parallelism: each chip's K and V gathered, their gradients scattered -------
-    if any_(cpf > 1) and not model.mla:
-        kv_l = maximum(model.kv_heads / tpf, 1)
-        kv_bytes = mbf * s * kv_l * (model.head_dim + model.v_head_dim) * ab
+    # the all-gather method of Llama 3 (Dubey et al. 2024, Sec. 3.3.2, "Context parallelism
+    # for long sequences"): K and V all-gathered before the local queries' attention, "exposed
+    # in the critical path" (not overlapped, as ring implementations are), the gradients
+    # reduce-scattered after the backward's; with full recomputation gathered again
+    if any_(cpf > 1):
+        if model.mla:  # MLA: the latent and the RoPE key are what is exchanged
+            x = model.mla
+            kv_bytes = mbf * s * (x.kv_lora_rank + x.qk_rope_head_dim) * ab
+        else:
+            kv_l = maximum(model.kv_heads / tpf, 1)
+            kv_bytes = mbf * s * kv_l * (model.head_dim + model.v_head_dim) * ab
         kv_ag = network.collective_s("all_gather", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
         kv_rs = network.collective_s("reduce_scatter", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
-        per_layer_attn = attn_fwd / maximum(n_layers, 1)
-        hidden = maximum(kv_ag - per_layer_attn, 0) + maximum(kv_rs - 2 * per_layer_attn, 0)
-        cp_t = where(cpf > 1, n_layers * hidden * where(rc == 2, 1.5, 1.0), 0.0)
-    elif any_(cpf > 1):  # MLA: the latent and the RoPE key are what is exchanged
-        x = model.mla
-        kv_bytes = mbf * s * (x.kv_lora_rank + x.qk_rope_head_dim) * ab
-        kv_ag = network.collective_s("all_gather", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
-        kv_rs = network.collective_s("reduce_scatter", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
-        cp_t = where(cpf > 1, n_layers * (kv_ag + kv_rs), 0.0)
+        cp_t = where(cpf > 1, n_layers * (kv_ag * where(rc == 2, 2.0, 1.0) + kv_rs), 0.0)
     else:
         cp_t = zeros_like(tpf)
 

@@ -19,13 +19,11 @@ product, of its forward softmax and context product, and of its backward pass.
   ``flash_fwd_launch_template.h``: 128 x 64 forward tiles; ``flash_bwd_launch_template.h``: 64 x
   128 backward tiles), which ends each query block's key loop at the diagonal.
 
-A GPU's flash kernel runs at its own published speed, not the GEMMs' (softmax, exponentials
-and rescaling between its two products): :data:`FA2_SPEED` holds FlashAttention-2's per GPU and
-pass, as the FlashAttention papers measured and counted it (:class:`KernelSpeed`), and
-:meth:`KernelSpeed.efficiency` turns it into the fraction of peak on the tiles it computes.
+A GPU's flash kernel runs at its published speed, not the GEMMs': :data:`FA2_SPEED` holds
+FlashAttention-2's per GPU and pass against sequence length as the papers measured it
+(:class:`KernelSpeed`); :class:`FlashSpeed` gives the fraction of peak on the computed tiles at
+a length (log2-interpolated between the published 512 to 16K, the 16K bar beyond).
 
-Example
--------
 >>> round(causal_fraction(4096, 128, 512), 4), round(causal_fraction(8192, 128, 2048), 4)
 (0.5625, 0.625)
 """
@@ -40,6 +38,7 @@ import numpy as np
 __all__ = [
     "FlashKernel",
     "KernelSpeed",
+    "FlashSpeed",
     "NKI_FLASH",
     "FA2",
     "FA2_SPEED",
@@ -105,48 +104,107 @@ FA2 = FlashKernel(
 
 @dataclass(frozen=True)
 class KernelSpeed:
-    """A flash kernel's published speed on one GPU for one pass, as its benchmark counts it.
+    """A flash kernel's published speed on one GPU for one pass against sequence length, as its
+    benchmark counts it.
 
     The FlashAttention benchmarks (``benchmarks/benchmark_flash_attention.py``, ``flops``;
-    the FlashAttention-2 and -3 papers' setting) count ``4 x seq^2 x head_dim x heads`` forward
-    FLOPs, halved under a causal mask, and 2.5 times that backward (five products, the score
-    recomputed). ``tflops`` is the figure read, ``peak_tflops`` the GPU's dense BF16 peak."""
+    the FlashAttention-2 and -3 papers' setting: 512 to 16K tokens, batch x length = 16K,
+    hidden 2,048) count ``4 x seq^2 x head_dim x heads`` forward FLOPs, halved under a causal
+    mask, and 2.5 times that backward (five products, the score recomputed). ``points`` are
+    the (length, TFLOP/s) bars read, ``peak_tflops`` the GPU's dense BF16 peak."""
 
-    tflops: float
+    points: tuple[tuple[int, float], ...]
     peak_tflops: float
     causal: bool
-    seq_len: int
     head_dim: int
     source: str
 
-    def efficiency(self, kernel: FlashKernel, backward: bool) -> float:
-        """Fraction of the dense peak the kernel reaches on the tiles it computes: the speed
-        over the peak, times the share of the square the benchmark counts (1/2 causal, else 1)
-        over the share the kernel computes at the benchmark's length (its causal tiles)."""
-        if not self.causal:
-            return self.tflops / self.peak_tflops
-        f_score, f_context, f_bwd = kernel.fractions(self.seq_len)
-        done = f_bwd if backward else (f_score + f_context) / 2
-        return self.tflops / self.peak_tflops * 0.5 / done
+    def efficiency(self, kernel: FlashKernel, backward: bool, seq_len=8192):
+        """Fraction of the dense peak the kernel reaches on the tiles it computes at
+        ``seq_len`` (scalar or array): at each published length the speed over the peak,
+        times the share of the square the benchmark counts (1/2 causal, else 1) over the
+        share the kernel computes there (its causal tiles); between published lengths
+        interpolated in log2 of the length, beyond them the nearest (the longest published
+        length for any longer sequence: the kernel's speed is taken as flat past it)."""
+        lengths = np.log2([n for n, _ in self.points])
+        at = np.log2(np.maximum(np.asarray(seq_len, dtype=float), 1.0))
+        out = np.interp(at, lengths, self._at_points(kernel, backward))
+        return float(out) if np.ndim(out) == 0 else out
+
+    @lru_cache(maxsize=8)  # noqa: B019 - a few (kernel, pass) pairs per frozen speed
+    def _at_points(self, kernel: FlashKernel, backward: bool) -> tuple[float, ...]:
+        out = []
+        for n, tflops in self.points:
+            share = 1.0
+            if self.causal:
+                f_score, f_context, f_bwd = kernel.fractions(n)
+                share = 0.5 / (f_bwd if backward else (f_score + f_context) / 2)
+            out.append(tflops / self.peak_tflops * share)
+        return tuple(out)
 
 
-_FA3_PAPER = "Shah et al. 2024, FlashAttention-3 (arXiv 2407.08608)"
+@dataclass(frozen=True)
+class FlashSpeed:
+    """A GPU's flash kernel at its published speeds: called with a length (the keys each
+    query block walks; the benchmarks' sequence length), the (forward, backward) fraction
+    of peak on the tiles it computes (:meth:`KernelSpeed.efficiency`)."""
+
+    kernel: FlashKernel
+    forward: KernelSpeed
+    backward: KernelSpeed
+
+    def __call__(self, seq_len=8192):
+        return (
+            self.forward.efficiency(self.kernel, False, seq_len),
+            self.backward.efficiency(self.kernel, True, seq_len),
+        )
+
+
+_FA3_PAPER = "Shah et al. 2024, FlashAttention-3 (arXiv 2407.08608v2)"
 _FA2_PAPER = "Dao 2023, FlashAttention-2 (arXiv 2307.08691)"
-#: FlashAttention-2's speed per GPU, (forward, backward), BF16/FP16, head dim 128, 8K tokens
-#: (the Llama 3 rows' length; 16K differs by under 1.5 %). H100 SXM5: the FlashAttention-3
-#: paper's FlashAttention-2 bars, forward causal (Fig. 5d; the repo's
-#: ``assets/flash3_fp16_fwd.png``), backward not causal (Fig. 6, the only backward it gives).
-#: A100 SXM4: FlashAttention-2's forward + backward, causal (its paper's Fig. 4d; the repo's
-#: ``assets/flash2_a100_fwd_bwd_benchmark.png``), for both passes: no split is read.
+_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def _bars(*tflops: float) -> tuple[tuple[int, float], ...]:
+    """(length, TFLOP/s) of one series of bars at the benchmarks' lengths, 512 to 16K."""
+    return tuple(zip(_LENGTHS, tflops, strict=True))
+
+
+#: FlashAttention-2's speed per GPU, (forward, backward), BF16/FP16, head dim 128, at 512 to
+#: 16K tokens (the bars' labels). H100 SXM5: the FlashAttention-3 paper's FlashAttention-2
+#: bars, forward causal (Fig. 5d, "Forward, with causal mask, head dim 128"; the repo's
+#: ``assets/flash3_fp16_fwd.png``), backward not causal (Fig. 6b, "Backward, without causal
+#: mask, head dim 128", the only backward it gives; the labels read from the paper PDF's text
+#: layer, v2). A100 SXM4: FlashAttention-2's forward + backward, causal (its paper's Fig. 4d;
+#: the repo's ``assets/flash2_a100_fwd_bwd_benchmark.png``), for both passes: the paper's
+#: separate forward and backward figures (5d, 6d) are not read here.
 FA2_SPEED = {
     "h100": (
-        KernelSpeed(333.0, 989.0, True, 8192, 128, f"{_FA3_PAPER} Fig. 5d: 333 TFLOP/s"),
-        KernelSpeed(318.0, 989.0, False, 8192, 128, f"{_FA3_PAPER} Fig. 6: 318 TFLOP/s"),
+        KernelSpeed(
+            _bars(191.0, 260.0, 298.0, 319.0, 333.0, 335.0),
+            989.0,
+            True,
+            128,
+            f"{_FA3_PAPER} Fig. 5d: 191-335 TFLOP/s at 512-16K (333 at 8K)",
+        ),
+        KernelSpeed(
+            _bars(214.0, 260.0, 291.0, 310.0, 318.0, 322.0),
+            989.0,
+            False,
+            128,
+            f"{_FA3_PAPER} Fig. 6b: 214-322 TFLOP/s at 512-16K (318 at 8K)",
+        ),
     ),
     "a100": (
-        KernelSpeed(182.0, 312.0, True, 8192, 128, f"{_FA2_PAPER} Fig. 4d: 182 TFLOP/s"),
-        KernelSpeed(182.0, 312.0, True, 8192, 128, f"{_FA2_PAPER} Fig. 4d: 182 TFLOP/s"),
-    ),
+        KernelSpeed(
+            _bars(99.0, 133.0, 155.0, 173.0, 182.0, 189.0),
+            312.0,
+            True,
+            128,
+            f"{_FA2_PAPER} Fig. 4d: 99-189 TFLOP/s at 512-16K (182 at 8K)",
+        ),
+    )
+    * 2,
 }
 
 #: Query rows of a flash kernel's stationary tile (a Trainium core's 128 partitions): a KV
@@ -159,8 +217,8 @@ def flash_forward_s(costs, heads, queries, keys, dqk, dv, *, causal=None, group=
     training step and the inference engine both price attention by.
 
     ``heads`` score products ``[queries, dqk] x [dqk, keys]`` and as many context products
-    ``[queries, keys] x [keys, dv]``: a GPU's at its kernel's published speed
-    (``costs.flash_efficiency``, :data:`FA2_SPEED`), a chip without one at the calibrated
+    ``[queries, keys] x [keys, dv]``: a GPU's at its kernel's published speed at ``keys``
+    tokens (``costs.flash_efficiency``, :data:`FA2_SPEED`), a chip without one at the calibrated
     GEMM's time (``costs.gemm_s``); each over the tiles the chip's kernel (``costs.flash``)
     computes under a causal mask.
 
@@ -203,8 +261,10 @@ def flash_forward_s(costs, heads, queries, keys, dqk, dv, *, causal=None, group=
             score = np.where(few, costs.gemm_s(keys, rows, dqk, stacked, fmt=fmt), score)
             context = np.where(few, costs.gemm_s(keys, rows, dv, stacked, fmt=fmt), context)
     else:
+        # its published speed at the length of the key loop each query block walks
         at_peak = 2.0 * np.asarray(heads) * queries * keys / costs.peak_flops("bf16")
-        score, context = at_peak * dqk / speed[0], at_peak * dv / speed[0]
+        fwd = speed(keys)[0]
+        score, context = at_peak * dqk / fwd, at_peak * dv / fwd
     if causal is not None:
         shape = (causal, None) if np.ndim(causal) == 0 else tuple(causal)
         f_score, f_context, _ = costs.flash.fractions(*shape)

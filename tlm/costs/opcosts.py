@@ -51,7 +51,7 @@ import numpy as np
 from ..datafile import read_text
 from ..elementwise import ceil, exp, floor, log2, maximum, minimum, where, zeros_like
 from ..formats import MX_FORMATS
-from .attention import FA2, FA2_SPEED, NKI_FLASH, FlashKernel
+from .attention import FA2, FA2_SPEED, NKI_FLASH, FlashKernel, FlashSpeed
 from .grid import CORES, DATA_VERSION, FORMATS, data_path
 
 __all__ = [
@@ -359,11 +359,12 @@ class OpCosts:
     flash : tlm.costs.attention.FlashKernel
         The chip family's causal flash-attention kernel (its tiles): Neuron's NKI kernel on
         Trainium, FlashAttention-2 on a GPU.
-    flash_efficiency : tuple of float or None
-        (forward, backward) fraction of the dense BF16 peak the GPU's flash kernel reaches on
-        the tiles it computes, from its published speed (:data:`tlm.costs.attention.FA2_SPEED`);
-        None where its products are priced as GEMMs (Trainium: the chip TLM's kernel, or a GPU
-        with no published speed).
+    flash_efficiency : callable or None
+        Called with a sequence length (the keys each query block walks), the (forward,
+        backward) fraction of the dense BF16 peak the GPU's flash kernel reaches on the tiles
+        it computes, from its published speeds (:class:`tlm.costs.attention.FlashSpeed` of
+        :data:`tlm.costs.attention.FA2_SPEED`); None where its products are priced as GEMMs
+        (Trainium: the chip TLM's kernel, or a GPU with no published speed).
     gemm_hardware_ratio : float
         What every calibrated GEMM time is multiplied by: the chip's published GEMM measurement
         over the chip TLM's time at its shape (:data:`MEASURED_GEMM`); 1 where none is
@@ -383,7 +384,7 @@ class OpCosts:
         spec=None,
         call_s=0.0,
         flash: FlashKernel = FA2,
-        flash_efficiency: tuple[float, float] | None = None,
+        flash_efficiency: FlashSpeed | None = None,
         gemm_hardware_ratio: float = 1.0,
     ):
         self.name = name
@@ -569,10 +570,11 @@ class OpCosts:
         speed = FA2_SPEED.get(hardware.name) if hardware.chip_preset is None else None
         flash_eff = None
         if speed is not None:
-            flash_eff = (speed[0].efficiency(flash, False), speed[1].efficiency(flash, True))
+            flash_eff = FlashSpeed(flash, *speed)
+            fwd, bwd = flash_eff(8192)
             sources["flash"] = (
-                f"flash: {flash.name} at {flash_eff[0]:.3f} / {flash_eff[1]:.3f} of peak on its "
-                f"tiles, forward / backward ({speed[0].source}; {speed[1].source})"
+                f"flash: {flash.name} at {fwd:.3f} / {bwd:.3f} of peak on its tiles at 8K, "
+                f"forward / backward, by sequence length ({speed[0].source}; {speed[1].source})"
             )
         return cls(
             name=hardware.name,

@@ -116,6 +116,21 @@ def _attention_per_pair(hw: Hardware, a_l: int, group: float, dqk: int, dv: int)
     return tuple(out)
 
 
+@lru_cache(maxsize=65536)
+def _length_factor(speed, keys: int) -> float:
+    """A GPU flash kernel's forward time at ``keys`` keys over its time at the per-pair
+    table's :data:`ATTENTION_KEY_BLOCK` (its published speed by sequence length,
+    :class:`tlm.costs.attention.FlashSpeed`): what the table's pairs cost at the iteration's
+    length, as training prices them."""
+    return speed(ATTENTION_KEY_BLOCK)[0] / speed(max(keys, 1))[0]
+
+
+def _length_factors(speed, keys) -> np.ndarray:
+    """:func:`_length_factor` over an array of keys."""
+    k = np.maximum(np.rint(keys), 1.0)
+    return speed(ATTENTION_KEY_BLOCK)[0] / np.asarray(speed(k)[0], dtype=float)
+
+
 def _masked_share(kernel, queries, keys) -> tuple[float, float]:
     """Tiles a causal ``kernel`` computes for ``queries`` (the last of ``keys``) over the
     pairs the mask keeps, for its score and its context product: 1 for a decode step (one
@@ -375,6 +390,9 @@ class Engine:
             _attention_per_pair(self.hardware, self.a_l, self.group, self.dqk, self.dv)
         )
         self.flash = c.flash
+        # a GPU's kernel at its published speed by length: the table's pairs re-read at the
+        # iteration's keys (None: a chip priced by its GEMM, whose table is the cost)
+        self.flash_speed = getattr(c, "flash_efficiency", None)
         self.attn_scale = 1.0  # the share of the sequences a chip's group attends
         soft = c.vector_s(_SOFTMAX_REFERENCE, op="softmax", fmt=ACTIVATION_FORMAT, from_hbm=False)
         self.softmax_s_per_pair = self.a_l * float(soft) / _SOFTMAX_REFERENCE
@@ -634,18 +652,24 @@ class Engine:
         softmax, seconds; and the HBM bytes (arrays, or one iteration's numbers: the fast
         path's, by the same formula). The products and the softmax over the tiles the chip's
         flash kernel computes for the iteration's mean sequence (its queries the last of its
-        keys), as training prices them; a decode step computes every tile."""
+        keys), as training prices them; a decode step computes every tile. A GPU's kernel at
+        its published speed at those keys (:func:`_length_factor`)."""
         queries, keys = tokens / sequences, kv_tokens / sequences
         index = minimum(ceil(queries), ATTENTION_ROWS_MAX) - 1  # the table's row: 1-based
+        at_length = 1.0  # a GPU kernel's speed at these keys over the table's
         if type(index) is np.ndarray:
             index = np.maximum(index, 0).astype(np.intp)
             f_score, f_context = _masked_shares(self.flash, queries, keys)
             score, context = self.score_per_pair[index], self.context_per_pair[index]
+            if self.flash_speed is not None:
+                at_length = _length_factors(self.flash_speed, keys)
         else:
             index = max(int(index), 0)
             f_score, f_context = _masked_share(self.flash, queries, keys)
             score, context = self._score_list[index], self._context_list[index]
-        compute = (score * f_score + context * f_context) * pairs * self.attn_scale
+            if self.flash_speed is not None:
+                at_length = _length_factor(self.flash_speed, int(round(keys)))
+        compute = (score * f_score + context * f_context) * pairs * self.attn_scale * at_length
         nbytes = (kv_tokens + tokens) * self.kv_token_layer_bytes + tokens * self.qo_bytes_per_token
         return compute, nbytes / self.bw, self.softmax_s_per_pair * f_context * pairs, nbytes
 
