@@ -83,8 +83,8 @@ def write_docs(text: str, rows) -> tuple[str, int]:
         cells[4] = _shown(r.quantity, r.published)
         if r.quantity not in TIMES and published_unit:
             cells[4] += f" {published_unit}"
-        cells[5] = _shown(r.quantity, r.shipped)
-        cells[6] = f"{r.shipped_error_fraction:+.1%}"
+        cells[5] = _shown(r.quantity, r.detail.bare)
+        cells[6] = f"{r.detail.bare / r.published - 1:+.1%}"
         cells[7] = _shown(r.quantity, r.calibrated)
         cells[8] = f"**{r.calibrated_error_fraction:+.1%}**"
         cells[9] = r.role

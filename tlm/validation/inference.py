@@ -37,7 +37,7 @@ from ..hardware import load_hardware
 from ..inference import Engine, estimate
 from ..inference.buckets import ShapeBuckets, autobuckets, stack_buckets
 from ..inference.estimate import tokens_per_verify
-from ..inference.layout import FIXED_COSTS, FORMATS, as_model, check_format
+from ..inference.layout import FIXED_COSTS, FORMATS, as_model, check_format, fixed_costs
 from ..inference.serving import ClosedLoop, Colocated, Poisson, Scheduler, Workload, simulate
 from ..presets import load_preset
 from ..workloads.model import element_bytes
@@ -757,6 +757,7 @@ def validate_inference() -> InferenceValidation:
     _, rows = _published()
     fits = {system: _fit(system, ids) for system, ids in FIT.items()}
     params = {system: p for system, (p, _) in fits.items()}
+    shipped = {system: vars(fixed_costs(system)) for system in params}
     out, skipped = [], []
     for row in rows:
         why = _why_not(row)
@@ -787,7 +788,7 @@ def validate_inference() -> InferenceValidation:
                 quantity=row["metric"],
                 role="fit" if row["id"] in FIT[row["system"]] else "judge",
                 published=float(row["value"]),
-                shipped=_modelled(row["id"], 0.0, 0.0, 1.0, 0.0),
+                shipped=_modelled(row["id"], *(shipped[row["system"]][k] for k in FIXED_COSTS)),
                 calibrated=_modelled(row["id"], *(p[k] for k in FIXED_COSTS)),
                 source=row["source"],
                 detail=InferenceDetail(
@@ -795,6 +796,7 @@ def validate_inference() -> InferenceValidation:
                     model=row["model"],
                     reliability=row["reliability"],
                     load=load_text,
+                    bare=_modelled(row["id"], 0.0, 0.0, 1.0, 0.0),
                 ),
             )
         )

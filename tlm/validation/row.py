@@ -63,13 +63,16 @@ class TrainingDetail(_Frozen):
 
 
 class InferenceDetail(_Frozen):
-    """A published inference figure: its id in ``inference.toml``, model, reliability mark and
-    how its load was modelled (``""``: one request alone)."""
+    """A published inference figure: its id in ``inference.toml``, model, reliability mark,
+    how its load was modelled (``""``: one request alone) and the bare model's figure."""
 
     id: str
     model: str
     reliability: str
     load: str = ""
+    bare: float = Field(
+        0.0, description="the model with no fixed cost, collectives at the modelled bandwidth"
+    )
 
 
 class ValidationRow(_Frozen):
@@ -90,7 +93,9 @@ class ValidationRow(_Frozen):
         description="fit: calibrates the suite's parameters; judge: is judged"
     )
     published: float
-    shipped: float = Field(description="the model as shipped, nothing fitted")
+    shipped: float = Field(
+        description="the model as shipped: the fitted values its files hold (before this run's fit)"
+    )
     calibrated: float = Field(description="the model with the fitted parameters")
     source: str
     detail: CollectiveDetail | TrainingDetail | InferenceDetail = Field(exclude=True)
