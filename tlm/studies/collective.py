@@ -18,7 +18,7 @@ Examples
 >>> from tlm.studies import run_study
 >>> r = run_study("collective", sizes="1MiB,1GiB").results  # 64 ranks of a trn2 server
 >>> [(p.algorithm, round(p.busbw_Bps / 1e9)) for p in r.series]
-[('rdh', 10), ('rings', 111)]
+[('rdh', 10), ('kangaring', 111)]
 >>> r = run_study("collective", sizes="1MiB,1GiB", runtime=False).results  # the links alone
 >>> [(p.algorithm, round(p.busbw_Bps / 1e9)) for p in r.series]
 [('rdh', 100), ('kangaring', 1001)]
