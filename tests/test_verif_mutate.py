@@ -101,6 +101,31 @@ def test_a_register_output_bit_mutated_is_uncut_not_an_error(tmp_path):
     assert yosys.equivalence(design, mutation, tmp_path / "q", timeout_s=60).verdict == "uncut"
 
 
+#: A named wire ``n`` that reaches no output and no register: ``gated`` masks it.
+INNER = """module inner(input clk, input [1:0] a, input [1:0] b, output reg q);
+  wire n = a[0] & b[0];
+  wire gated = n & a[1] & ~a[1];
+  always @(posedge clk) q <= gated | b[1];
+endmodule
+"""
+
+
+def test_a_named_wire_masked_before_any_register_is_proven(tmp_path):
+    """The cut check compares outputs, next states and submodules' inputs, not every named
+    wire: inverting the AND that drives ``n`` changes ``n`` and nothing the module gives."""
+    (tmp_path / "inner.v").write_text(INNER)
+    design = yosys.prepare(tmp_path / "inner.v", "inner", tmp_path)
+    driver = next(
+        line.split()[2]
+        for line in design.read_text().splitlines()
+        if line.startswith("  cell $and")
+    )
+    mutation = named(design, f"-mode inv -module inner -cell {driver} -port Y -portbit 0")
+    assert "-wire n " in mutation, mutation
+    check = yosys.equivalence(design, mutation, tmp_path / "n", timeout_s=60)
+    assert check.verdict == "proven", check
+
+
 def test_a_bad_make_variable_is_one_line_naming_it():
     for args, variable in [
         (["--mutants=0"], "MUTANTS"),

@@ -155,7 +155,9 @@ def equivalence(design: Path, mutation: str, work: Path, *, timeout_s: float):
     mutation does not reach merges (``opt``) and the SAT problem (``sat -prove trigger 0``)
     is the mutation's cone alone. Cheap and sound; a difference that needs a state reset never
     reaches is reported ``differs`` (a sequential proof cost minutes per mutant on the router:
-    the bench, or a reader, decides those)."""
+    the bench, or a reader, decides those). Only those ports are compared (``expose`` of the
+    flip-flops and the instances alone): a named wire the module's logic masks before any of
+    them is not a difference."""
     import time
 
     module = re.search(r"-module (\S+)", mutation)
@@ -165,7 +167,7 @@ def equivalence(design: Path, mutation: str, work: Path, *, timeout_s: float):
     start = time.perf_counter()
     script = (
         f"read_rtlil {design.name}\n{mutation} -ctrl mutsel 1 1\nhierarchy -top {module}\n"
-        "memory\nopt_clean\ndffunmap\nexpose -evert-dff\nexpose -evert\n"
+        "memory\nopt_clean\ndffunmap\nexpose -evert-dff t:$dff\nexpose -evert c:*\n"
         f"hierarchy -top {module}\nrename {module} gold\ncopy gold gate\n"
         "delete -port gold/mutsel\ndelete -port gate/mutsel\n"
         "cd gold\nconnect -set mutsel 1'0\ncd gate\nconnect -set mutsel 1'1\ncd\n"
