@@ -321,6 +321,7 @@ def _layer_times(model: Model, costs, kind, classes, seq_len, fmt, act_fmt, atte
 #: Codes of the recomputation modes (:data:`RECOMPUTE` indices) the step treats apart, and the
 #: entries :func:`_flop_per_token` adds after the modes: the MLP's rerun alone, the causal count.
 _SELECTIVE, _SELECTIVE_MLP = RECOMPUTE.index("selective"), RECOMPUTE.index("selective+mlp")
+_FULL = RECOMPUTE.index("full")
 _MLP_ONLY, _CAUSAL = len(RECOMPUTE), len(RECOMPUTE) + 1
 
 
@@ -491,8 +492,7 @@ def training_step(
     if grad_b > wb:
         # each micro-batch's bf16 gradients read and added into the wider buffer (read, write)
         stage_compute = stage_compute + costs.memory_s(params * (wb + 2 * grad_b))
-    full = RECOMPUTE.index("full")
-    recompute_t = where(rerun == full, fwd, where(rerun == _SELECTIVE, attn_fwd, 0.0))
+    recompute_t = where(rerun == _FULL, fwd, where(rerun == _SELECTIVE, attn_fwd, 0.0))
     both = attn_fwd + mlp_fwd
     recompute_t = recompute_t + where(
         rerun == _SELECTIVE_MLP, both, where(rerun == _MLP_ONLY, mlp_fwd, 0)
@@ -525,7 +525,7 @@ def training_step(
     else:
         one_way = zeros_like(tpf)
         mlp_ag = zeros_like(tpf)
-    passes = where(rc == 2, 3.0, 2.0)  # forward, backward, and the recomputed forward
+    passes = where(rc == _FULL, 3.0, 2.0)  # forward, backward, and the recomputed forward
     if overlap_tp not in OVERLAP_TP:
         raise ValueError(f"overlap_tp {overlap_tp!r} is not one of {', '.join(OVERLAP_TP)}")
     if overlap_tp == "backward":
@@ -566,7 +566,7 @@ def training_step(
             kv_bytes = mbf * s * kv_l * (model.head_dim + model.v_head_dim) * ab
         kv_ag = network.collective_s("all_gather", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
         kv_rs = network.collective_s("reduce_scatter", cpv, tpv, kv_bytes, dtype_bytes=int(ab))
-        cp_t = where(cpf > 1, n_layers * (kv_ag * where(rc == 2, 2.0, 1.0) + kv_rs), 0.0)
+        cp_t = where(cpf > 1, n_layers * (kv_ag * where(rc == _FULL, 2.0, 1.0) + kv_rs), 0.0)
     else:
         cp_t = zeros_like(tpf)
 

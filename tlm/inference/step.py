@@ -116,19 +116,19 @@ def _attention_per_pair(hw: Hardware, a_l: int, group: float, dqk: int, dv: int)
     return tuple(out)
 
 
-@lru_cache(maxsize=65536)
-def _length_factor(speed, keys: int) -> float:
-    """A GPU flash kernel's forward time at ``keys`` keys over its time at the per-pair
-    table's :data:`ATTENTION_KEY_BLOCK` (its published speed by sequence length,
-    :class:`tlm.costs.attention.FlashSpeed`): what the table's pairs cost at the iteration's
-    length, as training prices them."""
-    return speed(ATTENTION_KEY_BLOCK)[0] / speed(max(keys, 1))[0]
-
-
-def _length_factors(speed, keys) -> np.ndarray:
-    """:func:`_length_factor` over an array of keys."""
+def _length_factors(speed, keys):
+    """A GPU flash kernel's forward time at ``keys`` keys (rounded, at least 1; an array or
+    one number) over its time at the per-pair table's :data:`ATTENTION_KEY_BLOCK` (its
+    published speed by sequence length, :class:`tlm.costs.attention.FlashSpeed`): what the
+    table's pairs cost at the iteration's length, as training prices them."""
     k = np.maximum(np.rint(keys), 1.0)
     return speed(ATTENTION_KEY_BLOCK)[0] / np.asarray(speed(k)[0], dtype=float)
+
+
+@lru_cache(maxsize=65536)
+def _length_factor(speed, keys: int) -> float:
+    """:func:`_length_factors` at one iteration's keys (the fast path's, memoised)."""
+    return float(_length_factors(speed, keys))
 
 
 def _masked_share(kernel, queries, keys) -> tuple[float, float]:
