@@ -179,3 +179,52 @@ def test_survivors_file_is_valid():
 
     for target, mutation in load():
         assert target in TARGETS and mutation.startswith("mutate -mode "), (target, mutation)
+
+
+def test_dead_survivor_entries_are_named_in_one_line(tmp_path):
+    """An entry of survivors.toml whose mutant was killed, proven by the cut check, or whose
+    cell the design no longer has is listed with why, in one line; a classified survivor and
+    an entry the run did not sample (its cell still there) are not."""
+    from verif.mutate.grade import Kill, Mutant
+    from verif.mutate.survivors import cells, unmatched, unmatched_line
+
+    design = tmp_path / "design.il"
+    design.write_text(
+        "module \\top\n  cell $xor $xor$d.v:2$1\n  cell $and $and$d.v:3$2\n"
+        "  cell \\sub u0\nend\nmodule \\sub\n  cell $not $not$d.v:9$3\nend\n"
+    )
+    assert cells(design) == {
+        ("top", "$xor$d.v:2$1"),
+        ("top", "$and$d.v:3$2"),
+        ("top", "u0"),
+        ("sub", "$not$d.v:9$3"),
+    }
+
+    def mutation(mode, module, cell):
+        return f"mutate -mode {mode} -module {module} -cell {cell} -port Y -src d.v:1.1-1.2"
+
+    killed = mutation("inv", "top", "$xor$d.v:2$1")
+    proven = mutation("const0", "top", "$and$d.v:3$2")
+    argued = mutation("const1", "sub", "$not$d.v:9$3")
+    stale = mutation("inv", "sub", "$not$d.v:8$7")
+    unsampled = mutation("cnot0", "top", "u0")
+    entries = {
+        (t, m): {"class": "equivalent", "reason": "r"}
+        for t, m in [("t", killed), ("t", proven), ("t", argued), ("t", stale)]
+        + [("t", unsampled), ("other", stale)]
+    }
+    mutants = [
+        Mutant(1, killed, kills=[Kill("b.random", 1, 5, "mismatch")], status="killed"),
+        Mutant(2, proven, status="equivalent"),
+        Mutant(3, argued, status="equivalent", classified=entries["t", argued]),
+    ]
+    dead = unmatched(entries, "t", mutants, cells(design))
+    assert dead == [
+        (killed, "killed by b.random"),
+        (proven, "proven equivalent by the cut check"),
+        (stale, "no cell $not$d.v:8$7 in sub"),
+    ]
+    line = unmatched_line({"t": dead})
+    assert "\n" not in line and line.startswith("[mutate] survivors.toml: 3 entries match")
+    assert "`-mode inv -module sub -cell $not$d.v:8$7 -port Y` (no cell" in line
+    assert unmatched_line({"t": []}) is None

@@ -63,10 +63,12 @@ def replay_router(cfg, coord, seed, *, packets, patterns, coverage, **misuse):
     for i, triple in enumerate(patterns.split(",")):
         send, ready, credit = triple.split(":")
         rng = np.random.default_rng(seed + i)
-        # lockstep's first triple begins with the contention pairs, as the bench's does
+        # lockstep's first triple begins with the contention pairs and the hand-over rounds,
+        # as the bench's does
+        first = i == 0 and not misuse
         env = RouterEnv(
             cfg, coord, rng, packets, 0.1, send=send, ready=ready, credit=credit,
-            directed_drops=True, contention=i == 0 and not misuse, **misuse,
+            directed_drops=True, contention=first, handover=first, **misuse,
         )  # fmt: skip
         model = Router(cfg, coord)
         coverage.patterns(send, ready, credit)

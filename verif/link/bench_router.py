@@ -3,8 +3,8 @@
 Random traffic into every input and VC, with malformed packets (each kind at least once per
 input), idle inputs and slow neighbours that return credits late (backpressure on every
 output), a directed share that makes every (input, VC) -> (output, VC) pair occur and, in the
-first pattern triple of ``lockstep``, every two requesters contending alone for every output
-(:class:`verif.link.router_env.RouterEnv`).
+first pattern triple of ``lockstep``, every two requesters contending alone for every output,
+then handing every output VC over to each other (:class:`verif.link.router_env.RouterEnv`).
 Every output is compared with the model every cycle; coverage, the drop counters and that every
 well-formed packet left are asserted at the end. A second test, ``misuse``, adds a neighbour that
 sends without credits and credits returned that are not owed.
@@ -174,10 +174,13 @@ async def lockstep(dut):
     seen = set()
     cov = RouterCoverage(cfg, coord)
     for i, triple in enumerate(triples):
-        # the first triple begins with every pair of requesters contending for every output
+        # the first triple begins with every pair of requesters contending for every output,
+        # then handing every output VC over to each other
+        first = i == 0
         seen |= await run_env(
-            dut, ports, cfg, coord, seed + i, triple, packets, seed, cov, contention=i == 0
-        )
+            dut, ports, cfg, coord, seed + i, triple, packets, seed, cov,
+            contention=first, handover=first,
+        )  # fmt: skip
     missing = all_pairs(cfg, coord) - seen
     assert not missing, f"never exercised (in port, in vc, out, out vc): {sorted(missing)}"
     write_run(f"router-{cfg.tag}-lockstep-{seed}", _meta(cfg, coord, seed, "lockstep"))

@@ -10,13 +10,21 @@ never from this cycle's outputs: a source's ``valid`` never waits for ``ready``)
 from __future__ import annotations
 
 from collections import deque
+from itertools import combinations, product
 
 from tlm.link.config import MALFORMED, DropKind, LinkConfig
 from verif.common.patterns import pattern
 
 from .stimulus import malformed_packet
 
-__all__ = ["RouterEnv", "RouterInputs", "coverage", "all_pairs"]
+__all__ = ["RouterEnv", "RouterInputs", "coverage", "all_pairs", "HANDOVER"]
+
+#: The packet lengths (flits) the two requesters of a hand-over round send, in order. An output
+#: VC with two credits (``depth`` 2, credits back at once) passes two flits, then waits a cycle;
+#: with these lengths, whichever of the two the arbiter takes first, each one's single, head
+#: and tail falls first in such a pair with the other waiting to start (a search over lengths
+#: 1..3, up to four packets each, found none shorter).
+HANDOVER = ((2, 1, 2, 1), (3, 1, 1, 1))
 
 
 class RouterInputs:
@@ -70,6 +78,14 @@ class RouterEnv:
         with exactly two asking, which random traffic seldom makes (an arbiter's prefix OR
         that misses a term, or a priority mask wrong after the last requester, shows only
         with few requesters asking).
+    handover : bool
+        After the contention pairs (or first), hand-over rounds: for every output VC and every
+        two requesters of its lane, packets of :data:`HANDOVER` lengths from each to that one
+        output VC. The arbiter alternates between the two, so each one's grant of a single, a
+        head and a tail is followed at once by the other asking to start a packet on the same
+        output VC. Each requester has its own view of the output VCs' state after the last
+        grants (taken by a head, kept while the packet lasts, freed by a tail, left free by a
+        single); a view wrong after one other requester's grant shows only there.
     """
 
     def __init__(
@@ -87,6 +103,7 @@ class RouterEnv:
         spurious=0.0,
         directed_drops=False,
         contention=False,
+        handover=False,
     ):
         if not isinstance(cfg, LinkConfig):
             raise TypeError(f"cfg must be a LinkConfig, not {cfg!r}")
@@ -147,8 +164,11 @@ class RouterEnv:
                     self.local.extend(flits)
                 else:
                     self.link_q[port][vc].extend(flits)
-        # the contention pairs go first: the packets above wait until the last pair has left
-        self._rounds = deque(self._pairs() if contention else [])
+        # the contention pairs and hand-over rounds go first: the packets above wait until the
+        # last round has left
+        self._rounds = deque(
+            (self._pairs() if contention else []) + (self._handovers() if handover else [])
+        )
         self._later = None
         if self._rounds:
             self._later = (self.local, self.link_q)
@@ -199,9 +219,33 @@ class RouterEnv:
                     rounds.append(sends)
         return rounds
 
+    def _handovers(self) -> list[list[tuple[int, int, list[int]]]]:
+        """The hand-over rounds: per output VC, per two requesters of its lane (the local port
+        sends in that lane), ``(port, vc, flits)`` of the :data:`HANDOVER` packets each sends
+        to it."""
+        cfg, fmt, rng = self.cfg, self.cfg.fmt, self.rng
+        links = [cfg.requester_link(r) for r in range(1, cfg.requesters)]
+        rounds = []
+        for o, cls, ln in product(range(self.P), (0, 1), range(cfg.lanes)):
+            if self._aim(o, cls) is None:
+                continue
+            requesters = [(0, ln)] + [(p, v) for p, v in links if v % cfg.lanes == ln]
+            for pair in combinations(requesters, 2):
+                sends = []
+                for (port, vc), lengths in zip(pair, HANDOVER, strict=True):
+                    for length in lengths:
+                        dst, src = self._aim(o, cls)
+                        seq = int(rng.integers(1 << fmt.seq_bits))
+                        data = [int(x) for x in rng.integers(1 << 30, size=length - 1)]
+                        flits = fmt.packet(dst, src, length, seq, data)
+                        self.good[port].append(flits)
+                        sends.append((port, vc, [fmt.with_vc(f, vc) for f in flits]))
+                rounds.append(sends)
+        return rounds
+
     def _next_round(self):
-        """Once the current contention pair has left, queue the next (or, after the last,
-        every other packet)."""
+        """Once the current contention pair or hand-over round has left, queue the next (or,
+        after the last, every other packet)."""
         if self._in_flight:
             return
         if self._rounds:

@@ -24,7 +24,7 @@ from verif.common.runner import BUILD, SIMULATORS
 from . import yosys
 from .grade import SIM_TIMEOUT_S, grade
 from .report import markdown, summary
-from .survivors import load
+from .survivors import cells, load, unmatched, unmatched_line
 from .targets import TARGETS
 
 OUT = BUILD / "mutate"
@@ -92,6 +92,7 @@ def main(argv=None) -> int:
     classified = load()
     out = Path(args.out)
     report = {"mutants": count, "seed": seed, "sim": args.sim, "targets": {}}
+    dead = {}  # target -> survivors.toml entries this run shows dead
     start = time.perf_counter()
     for name in names:
         target = TARGETS[name]
@@ -110,6 +111,7 @@ def main(argv=None) -> int:
             classified=classified,
             progress=lambda m: print(f"  m{m.id:03d} {_line(m)}", flush=True),
         )
+        dead[name] = unmatched(classified, name, mutants, cells(design))
         report["targets"][name] = {
             "block": target.block,
             "config": target.cfg.tag,
@@ -117,6 +119,7 @@ def main(argv=None) -> int:
             "seconds": round(time.perf_counter() - target_start, 1),
             "summary": summary(mutants),
             "mutants": [m.as_dict() for m in mutants],
+            "dead_survivors": [{"mutation": m, "why": why} for m, why in dead[name]],
         }
     report["seconds"] = round(time.perf_counter() - start, 1)
     out.mkdir(parents=True, exist_ok=True)
@@ -124,6 +127,9 @@ def main(argv=None) -> int:
     text = markdown(report)
     (out / "mutate.md").write_text(text)
     print(text)
+    line = unmatched_line(dead)
+    if line is not None:
+        print(line)
     print(f"[mutate] {out / 'mutate.json'}, {out / 'mutate.md'} ({report['seconds']} s)")
     bad = [s for t in report["targets"].values() for s in [t["summary"]]]
     return 0 if all(s["survived"] == 0 and s["identity_ok"] for s in bad) else 1

@@ -70,6 +70,10 @@ def markdown(report: dict) -> str:
             f"| {s['kill_rate']:.3f} | {identity} "
             f"| {benches} | {t['seconds']} |"
         )
+    dead = [(n, d) for n, t in report["targets"].items() for d in t.get("dead_survivors", [])]
+    if dead:
+        lines += ["", "Entries of `verif/mutate/survivors.toml` that match no survivor (remove):"]
+        lines += [f"- {n}: `{d['mutation']}` ({d['why']})" for n, d in dead]
     for name, t in report["targets"].items():
         lines += ["", f"## {name}", "", "| # | status | killed by / check | mutation |"]
         lines.append("|---|---|---|---|")

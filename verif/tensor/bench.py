@@ -33,6 +33,11 @@ from verif.tensor.scoreboard import Observed, Scoreboard
 from verif.tensor.signals import Codec, config_from_env
 from verif.tensor.stimulus import pattern, run_stimulus
 
+#: Idle cycles compared after a run's last beat and result: the first shows the status that
+#: beat left (a status register is written at the end of the cycle it counts in), the second
+#: that it holds.
+STATUS_TAIL = 2
+
 
 def _config():
     cfg = config_from_env(os.environ)
@@ -72,27 +77,21 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None, coverag
     res_v, res_p, res_r = dut.res_stream__valid, dut.res_stream__payload, dut.res_stream__ready
     status = dut.status
     clk = dut.clk
-    driven_ld = driven_mv = None
-    start = time.perf_counter()
-    cycles = 0
-    while not traffic.done:
-        if cycles >= limit:
-            raise AssertionError(
-                f"no progress: {traffic.results}/{stim.results} results after {cycles} cycles"
-                f" (seed {root}{', ' + where if where else ''})"
-            )
+    driven = [None, None]  # the ld and mv beats on the wires
+
+    async def cycle(ld, mv, ready, cycles):
+        """Drive one cycle, sample every output once the design settles, compare."""
         await RisingEdge(clk)
-        ld, mv, ready = traffic.offers()
-        if ld is not driven_ld:
+        if ld is not driven[0]:
             ld_v.value = ld is not None
             if ld is not None:
                 ld_p.value = codec.load(ld)
-            driven_ld = ld
-        if mv is not driven_mv:
+            driven[0] = ld
+        if mv is not driven[1]:
             mv_v.value = mv is not None
             if mv is not None:
                 mv_p.value = codec.moving(mv)
-            driven_mv = mv
+            driven[1] = mv
         res_r.value = ready
         await ReadOnly()
         valid = bool(known(res_v.value, "res_stream__valid", cycles))
@@ -112,7 +111,22 @@ async def run_traffic(dut, cfg, stim, seed, patterns, log, *, root=None, coverag
             flags=flags,
             counts=counts,
         )
-        traffic.update(board.check(ld, mv, ready, observed))
+        return board.check(ld, mv, ready, observed)
+
+    start = time.perf_counter()
+    cycles = 0
+    while not traffic.done:
+        if cycles >= limit:
+            raise AssertionError(
+                f"no progress: {traffic.results}/{stim.results} results after {cycles} cycles"
+                f" (seed {root}{', ' + where if where else ''})"
+            )
+        traffic.update(await cycle(*traffic.offers(), cycles))
+        cycles += 1
+    # The run ends in the cycle of its last beat or result; the misuse that beat flagged shows
+    # in the status from the next cycle on. Compare the final status (and the idle ports) then.
+    for _ in range(STATUS_TAIL):
+        await cycle(None, None, True, cycles)
         cycles += 1
     seconds = time.perf_counter() - start
     log.info(
