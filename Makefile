@@ -39,7 +39,7 @@ help:
 	@echo "make gen         Verilog into build/gen/BLOCK.v: BLOCK=tensor_engine (ROWS COLS FORMAT),"
 	@echo "                 BLOCK=link_router or torus (SHAPE=4x4|4x4x4|... VCS DEPTH)"
 	@echo "make sim         one tensor engine bench run: SIM=icarus|verilator ROWS COLS FORMAT"
-	@echo "                 SEED WAVES=1 OPS MAX_N PATTERNS STATUS_BITS (a failing test prints its line)"
+	@echo "                 SEED WAVES=1 OPS MAX_N PATTERNS STATUS_BITS ARITH (a failing test prints its line)"
 	@echo "make waves       open the last tensor engine WAVES=1 run in GTKWave (prepared save file)"
 	@echo "make sim-link    one torus bench run (BLOCK=link_router: one router): SIM SHAPE VCS"
 	@echo "                 DEPTH SEED WAVES=1 TESTCASE PACKETS TRAFFIC PATTERNS MALFORMED COORD"
@@ -117,7 +117,8 @@ sim:
 	$(PY) -m verif.tensor.run --sim $(SIM) --rows $(ROWS) --cols $(COLS) --format $(FORMAT) \
 		$(if $(SEED),--seed $(SEED)) $(if $(filter 1,$(WAVES)),--waves) \
 		$(if $(OPS),--ops $(OPS)) $(if $(MAX_N),--max-n $(MAX_N)) \
-		$(if $(PATTERNS),--patterns $(PATTERNS)) $(if $(STATUS_BITS),--status-bits $(STATUS_BITS))
+		$(if $(PATTERNS),--patterns $(PATTERNS)) $(if $(STATUS_BITS),--status-bits $(STATUS_BITS)) \
+		$(if $(ARITH),--arith $(ARITH))
 
 waves:
 	$(PY) -m verif.tensor.run --open-waves

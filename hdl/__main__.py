@@ -5,6 +5,7 @@ FuseSoC's generator and ``make gen`` call this. Examples::
     python -m hdl tensor_engine --rows 128 --cols 128 -o build/gen/tensor_engine.v
     python -m hdl tensor_engine --rows 4 --cols 4 --json -o te.v
     python -m hdl tensor_engine --rows 8 --cols 8 --format bf16,fp8_e4m3,fp8_e5m2 -o te.v
+    python -m hdl tensor_engine --format all --arith words -o te_sim.v
     python -m hdl torus --shape 4x4x4 -o build/gen/torus.v
     python -m hdl link_router --shape 4x4 --vcs 2 --depth 4 --width 64 -o router.v
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from tlm.formats import MX_FORMATS, PE_FORMATS, format_set, get_format
 
+from .arith import FORMS
 from .gen import BLOCKS, LINK_BLOCKS, write_verilog
 
 
@@ -37,6 +39,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--vcs", type=int, default=2, help="link blocks: virtual channels (default 2)")
     p.add_argument("--depth", type=int, default=4, help="link blocks: flits per VC (default 4)")
     p.add_argument("--width", type=int, default=64, help="link blocks: flit bits (default 64)")
+    p.add_argument(
+        "--arith",
+        choices=FORMS,
+        default=FORMS[0],
+        help="form of the datapath's arithmetic, equal bit for bit: gates (what synthesis "
+        "measures, default) or words (quicker to simulate); hdl/arith.py",
+    )
     p.add_argument("--name", default=None, help="top module name (default: the block name)")
     p.add_argument("-o", "--output", required=True, type=Path, help="Verilog file to write")
     p.add_argument("--json", action="store_true", help="print figures as JSON")
@@ -60,7 +69,7 @@ def main(argv=None) -> int:
                 if name.strip():
                     get_format(name.strip(), PE_FORMATS)
             params["fmt"] = ",".join(f.name for f in format_set(args.fmt))
-        info = write_verilog(args.block, params, args.output, name=args.name)
+        info = write_verilog(args.block, params, args.output, name=args.name, arith=args.arith)
     except (ValueError, TypeError) as error:
         print(f"python -m hdl: error: {error}", file=sys.stderr)
         return 2

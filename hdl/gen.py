@@ -10,6 +10,7 @@ from amaranth.back import verilog
 from tlm.link.config import LinkConfig
 from tlm.tensor.config import EngineConfig
 
+from .arith import arithmetic
 from .formats import OperandDecoder
 from .link.router import Router
 from .link.torus import TorusNetwork
@@ -110,14 +111,19 @@ BLOCKS = {
 LINK_BLOCKS = ("link_router", "torus")
 
 
-def write_verilog(block: str, params: dict, path: Path, *, name: str | None = None) -> dict:
-    """Generate ``block`` with ``params`` into ``path``; return figures (seconds, bytes)."""
+def write_verilog(
+    block: str, params: dict, path: Path, *, name: str | None = None, arith: str = "gates"
+) -> dict:
+    """Generate ``block`` with ``params`` into ``path``; return figures (seconds, bytes).
+    ``arith`` is the form of the arithmetic primitives (:mod:`hdl.arith`): ``gates``, what
+    synthesis measures, or ``words``, equal bit for bit and quicker to simulate."""
     if block not in BLOCKS:
         raise ValueError(f"block must be one of {', '.join(BLOCKS)}, not {block!r}")
     config_cls, generate = BLOCKS[block]
     cfg = config_cls(**params)
     start = time.perf_counter()
-    text = generate(cfg, name or block)
+    with arithmetic(arith):
+        text = generate(cfg, name or block)
     seconds = time.perf_counter() - start
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+from hdl.arith import FORMS, arithmetic
 from hdl.fp import FloatMac
 from tlm.formats import FLOAT_FORMATS
 from tlm.tensor import EngineConfig, matmul
@@ -19,8 +20,9 @@ PAIRS = [
 ]
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("w_name,x_name", PAIRS)
-def test_column_of_macs_matches_the_tlm(w_name, x_name, seed):
+def test_column_of_macs_matches_the_tlm(w_name, x_name, form, seed):
     w_fmt, x_fmt = FLOAT_FORMATS[w_name], FLOAT_FORMATS[x_name]
     rng = np.random.default_rng(seed)
     dut = FloatMac(w_fmt, x_fmt)
@@ -57,7 +59,8 @@ def test_column_of_macs_matches_the_tlm(w_name, x_name, seed):
                     f"TLM {want:#010x}"
                 )
 
-    sim = Simulator(dut)
+    with arithmetic(form):  # the primitives take their form as the design elaborates
+        sim = Simulator(dut)
     sim.add_testbench(bench)
     sim.run()
     assert not bad, f"seed {seed}: " + "; ".join(bad)

@@ -69,3 +69,44 @@ def test_check_names_a_misspelt_cut():
     st.cut("one", x=Signal(4))
     with pytest.raises(ValueError, match="no cut named \\['tow'\\]"):
         st.check()
+
+
+def test_words_form_packs_a_cuts_narrow_values_into_few_registers():
+    """In the words form a cut's values of at most 32 bits share registers of at most 64
+    bits (hdl.stages.PACK_BITS), wider ones keep their own, and every value comes out of the
+    cut unchanged, a signed one still signed; the gates form registers each value apart."""
+    from amaranth.hdl import signed
+
+    from hdl.arith import arithmetic
+
+    counts = {}
+    for form in ("gates", "words"):
+        m = Module()
+        adv = Signal()
+        flags = [Signal(name=f"f{i}") for i in range(20)]
+        exp, wide = Signal(signed(10)), Signal(48)
+        with arithmetic(form):
+            st = Stages(m, adv, {"one"})
+            st.carry["e"] = exp
+            v = st.cut("one", wide=wide, **{f"f{i}": f for i, f in enumerate(flags)})
+        counts[form] = len(m._statements.get("sync", []))
+        assert st.carry["e"].shape() == signed(10)
+        out = Signal(signed(10))
+        m.d.comb += out.eq(st.carry["e"])
+        sim = Simulator(m)
+        sim.add_clock(1e-6)
+        got = []
+
+        async def bench(ctx, flags=flags, exp=exp, wide=wide, v=v, out=out, adv=adv, got=got):
+            ctx.set(adv, 1)
+            ctx.set(exp, -300)
+            ctx.set(wide, (1 << 47) | 5)
+            for i, f in enumerate(flags):
+                ctx.set(f, i % 3 == 0)
+            await ctx.tick()
+            got.append((ctx.get(out), ctx.get(v["wide"]), [ctx.get(v[f"f{i}"]) for i in range(20)]))
+
+        sim.add_testbench(bench)
+        sim.run()
+        assert got == [(-300, (1 << 47) | 5, [int(i % 3 == 0) for i in range(20)])], form
+    assert counts == {"gates": 22, "words": 2}, counts

@@ -28,16 +28,26 @@ IDLE_PATTERNS = "random:random:random,3of4:1of4:1of2,1of4:1of2:3of4"
 
 
 def run_bench(
-    sim, rows, cols, seed, *, ops, max_n, patterns=PATTERNS, fmt="int8", status_bits=None
+    sim,
+    rows,
+    cols,
+    seed,
+    *,
+    ops,
+    max_n,
+    patterns=PATTERNS,
+    fmt="int8",
+    status_bits=None,
+    arith=None,
 ):
     if not have_simulator(sim):
         pytest.fail(f"{sim} is not installed: run `make setup`")
     cfg = EngineConfig(rows, cols, fmt, **({"status_bits": status_bits} if status_bits else {}))
-    simbuild = build_engine(sim, cfg)
+    simbuild = build_engine(sim, cfg, arith=arith)
     run(
         simbuild,
         "verif.tensor.bench",
-        rerun=rerun(sim, cfg, seed, ops=ops, max_n=max_n, patterns=patterns),
+        rerun=rerun(sim, cfg, seed, ops=ops, max_n=max_n, patterns=patterns, arith=arith),
         env=bench_env(cfg, ops=ops, max_n=max_n, patterns=patterns)
         | {"SEED": seed, "PYTHONPATH": ROOT},
         test_dir=simbuild.build_dir / f"run-{rows}x{cols}-{fmt}-{seed}",
@@ -125,6 +135,15 @@ def test_formats_chosen_per_op(sim, fmt, rows, cols, seed):
     """One engine elaborated with a set of formats: every op picks its own (per LoadStationary
     and MultiplyMoving), misuse of format codes included, results bit for bit."""
     run_bench(sim, rows, cols, seed, ops=12, max_n=8, fmt=fmt)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim,rows,cols", [("icarus", 3, 2), ("verilator", 8, 8)])
+def test_words_form_passes_the_bench(sim, rows, cols, seed):
+    """The every-format engine with its arithmetic in the words form (hdl/arith.py, the
+    form large engines simulate) passes the lockstep bench that holds the gates form, small
+    enough that both run in the regression."""
+    run_bench(sim, rows, cols, seed, ops=12, max_n=8, fmt="all", arith="words")
 
 
 #: Column 0 of the sum op: 2 - 2**-24 (a tie) rounds up to 2.0, a carry into the exponent.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Signal
 
+from ..arith import words
+
 __all__ = ["carry_save_product", "compress"]
 
 
@@ -11,8 +13,13 @@ def compress(m: Module, terms, width: int, name: str, until: int = 2):
     """``until`` (or fewer) ``width``-bit values whose sum is the sum of ``terms`` modulo
     ``2**width``: a Wallace tree of 3:2 compressors (full adders side by side), each level two
     gates deep whatever ``width`` is. Added to ``m``; with fewer than ``until`` terms,
-    ``terms`` padded with zeros."""
+    ``terms`` padded with zeros. In the words form (:mod:`hdl.arith`): the sum itself,
+    then zeros."""
     terms = list(terms)
+    if words() and len(terms) > until:
+        total = Signal(width, name=f"{name}_sum")
+        m.d.comb += total.eq(sum(terms))
+        terms = [total]
     level = 0
     while len(terms) > until:
         nxt = []
@@ -44,6 +51,10 @@ def carry_save_product(m: Module, a, b, name: str = "csa", until: int = 2, width
     (a parallel-prefix adder).
     """
     width = width or len(a) + len(b)
+    if words():  # the product itself, then zeros
+        prod = Signal(width, name=f"{name}_prod")
+        m.d.comb += prod.eq(a * b)
+        return compress(m, [prod], width, name, until)
     partial = []
     for i in range(len(b)):
         pp = Signal(width, name=f"{name}_pp{i}")

@@ -6,6 +6,7 @@ from amaranth.hdl import Cat, Const, Mux, Signal, signed
 
 from tlm.formats import CANONICAL_NAN_BITS
 
+from ..arith import words
 from .prefix import increment
 
 __all__ = ["round_to_f32", "round_up", "normalise_left", "leading_zeros", "pack_f32", "F32_INF"]
@@ -38,7 +39,10 @@ def leading_zeros(m, value, name: str):
     """The leading zeros of ``value`` in its width (for 0: the width), as a tree over the
     bits: each node joins its halves' counts (the upper half a power of two wide) by a
     multiplexer on whether the upper half is all zeros, the bits above the lower count's set
-    directly, with no adder: log2(width) levels of multiplexers, and no shift on the way."""
+    directly, with no adder: log2(width) levels of multiplexers, and no shift on the way.
+    In the words form (:mod:`hdl.arith`), a binary search by shifts."""
+    if words():
+        return _leading_zeros_words(m, value, name)
     nodes = []
 
     def tree(bits):  # (all zero, leading zeros) of ``bits``, most significant bit last
@@ -63,6 +67,27 @@ def leading_zeros(m, value, name: str):
         return hi_zero & lo_zero, count
 
     return tree(value)[1]
+
+
+def _leading_zeros_words(m, value, name: str):
+    """:func:`leading_zeros` as a binary search: for each power of two ``s`` from the
+    largest below the width, if the top ``s`` bits are zero, count ``s`` and shift them out.
+    The count's bits are those decisions; 0 counts the width."""
+    width = len(value)
+    span = 1 << (width - 1).bit_length()  # the value placed at the top of a power of two
+    cur = Signal(span, name=f"{name}_w0")
+    m.d.comb += cur.eq(value << (span - width))
+    found = []
+    step = span >> 1
+    while step:
+        zero = Signal(name=f"{name}_z{step}")
+        nxt = Signal(span, name=f"{name}_w{step}")
+        m.d.comb += [zero.eq(cur[span - step :] == 0), nxt.eq(Mux(zero, cur << step, cur))]
+        found.insert(0, zero)
+        cur, step = nxt, step >> 1
+    count = Signal(width.bit_length(), name=f"{name}_n")
+    m.d.comb += count.eq(Mux(value == 0, width, Cat(*found)))
+    return count
 
 
 def round_to_f32(m, value, exp, name: str = "rnd", stages=None):

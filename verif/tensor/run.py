@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from hdl.arith import FORMS
 from hdl.gen import default_slice_cols
 from tlm.tensor.config import STATUS_COUNTER_BITS, EngineConfig
 from verif.common.run import open_waves, run_and_report, write_save
@@ -67,13 +68,25 @@ def write_gtkw(cfg: EngineConfig, dump: Path, save: Path, sim: str) -> Path:
     return write_save(save, dump, comment, TOP, groups)
 
 
-def rerun(sim: str, cfg: EngineConfig, seed: int, *, ops: int, max_n: int, patterns: str):
-    """The ``make sim`` line of a bench run of ``cfg``'s engine on ``sim``."""
+def rerun(
+    sim: str,
+    cfg: EngineConfig,
+    seed: int,
+    *,
+    ops: int,
+    max_n: int,
+    patterns: str,
+    arith: str | None = None,
+):
+    """The ``make sim`` line of a bench run of ``cfg``'s engine on ``sim`` (``arith``: the
+    arithmetic's form, if not the one chosen by size)."""
     formats = ",".join(f.name for f in cfg.formats)  # as make sim sends TE_FORMAT
     params = (("SIM", sim), ("ROWS", cfg.rows), ("COLS", cfg.cols), ("FORMAT", formats))
     params += (("OPS", ops), ("MAX_N", max_n), ("PATTERNS", patterns))
     if cfg.status_bits != STATUS_COUNTER_BITS:
         params += (("STATUS_BITS", cfg.status_bits),)
+    if arith is not None:
+        params += (("ARITH", arith),)
     return Rerun("sim", params, seed)
 
 
@@ -123,6 +136,13 @@ def main(argv=None) -> int:
         default=STATUS_COUNTER_BITS,
         help="width of each saturating misuse counter (narrow ones saturate in a short run)",
     )
+    p.add_argument(
+        "--arith",
+        choices=FORMS,
+        default=None,
+        help="form of the datapath's arithmetic, proven equal (hdl/arith.py); default: "
+        "words from 64x64 PEs, else gates",
+    )
     p.add_argument("--waves", action="store_true", help="write a waveform and a GTKWave save file")
     p.add_argument("--open-waves", action="store_true", help="open the last waveform in GTKWave")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
@@ -139,7 +159,7 @@ def main(argv=None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print(f"engine {cfg.rows}x{cfg.cols} {cfg.format_tag} on {args.sim}, seed {seed}")
     start = time.perf_counter()
-    simbuild = build_engine(args.sim, cfg, waves=args.waves)
+    simbuild = build_engine(args.sim, cfg, waves=args.waves, arith=args.arith)
     env = bench_env(cfg, ops=args.ops, max_n=args.max_n, patterns=args.patterns)
     env |= {"SEED": seed, "PYTHONPATH": ROOT}
     return run_and_report(
