@@ -9,15 +9,18 @@ every gate of every PE every cycle, and the 128x128 every-format array's code ou
 caches.
 
 The *words* form writes each primitive as the word operation it computes (``+``, ``-``,
-``*``, a binary search for the leading zeros), and packs the pipeline registers of each cut
-(:class:`hdl.stages.Stages`) into words of up to 64 bits: the same flops at the same cuts,
-the same value on every output every cycle. A carry-save pair or triple registered at a cut
-holds ``(sum, 0, ...)`` instead of the compressor tree's terms, whose sum it equals; every
-reader of such terms only adds them.
+``*``, a binary search for the leading zeros), and retimes the pipeline
+(:meth:`hdl.stages.Stages.sync`): the logic between the points where the datapath reads a new
+input is computed at once and its results delayed by as many registers as it had cuts, packed
+into words of up to 64 bits. Every register advances on the same enable and no stage reads
+an input of its own, so every port of the PE and the decoder carries the gates form's value on
+every cycle; the registers inside hold other values (a carry-save pair, for one, is
+``(sum, 0)``).
 
 :func:`arithmetic` chooses the form while a design elaborates (``gates`` by default);
-``tests/test_hdl_arith.py`` proves each primitive's two forms equal with Yosys's SAT solver,
-and the MAC and the engine's lockstep bench run in both forms.
+``tests/test_hdl_arith.py`` proves each primitive's two forms equal with Yosys's SAT solver
+and runs a PE and a decoder of each form side by side on random inputs, comparing their
+ports every cycle; the MAC column and the engine's lockstep bench run in both forms.
 """
 
 from __future__ import annotations

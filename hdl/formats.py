@@ -187,9 +187,11 @@ class OperandDecoder(wiring.Component):
         m = Module()
         code = self.code if self.cfg.fmt_bits else Const(0)
         st = Stages(m, self.adv, {"dec.norm"}) if self.clocked else None
-        m.d.comb += self.out.eq(decode_operand(m, self.cfg, self.raw, code, "op", st))
+        out = decode_operand(m, self.cfg, self.raw, code, "op", st)
         if st is not None:
+            out = st.sync(out=out)["out"]
             st.check()
+        m.d.comb += self.out.eq(out)
         return m
 
 
@@ -212,7 +214,7 @@ def mac(m: Module, cfg: EngineConfig, acc, weight, x, enable, is_int=None, stage
     st.carry["en"] = enable
     ints = [f for f in cfg.formats if f.kind == "int"]
     if not cfg.has_float:
-        prod = st.cut("mul.product", prod=weight * x)["prod"]
+        prod = st.sync(**st.cut("mul.product", prod=weight * x))["prod"]  # acc is read next
         total = (acc + prod)[: ints[0].acc_bits].as_signed()
         return Mux(st.carry.pop("en"), total, acc)
     from .fp.csa import carry_save_product

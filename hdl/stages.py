@@ -8,10 +8,11 @@ from .arith import words
 
 __all__ = ["Stages"]
 
-#: In the words form (:mod:`hdl.arith`), the values of a cut no wider than half this are
-#: registered together, first fit, in words of at most this many bits: the same flops, a
-#: tenth of the registers, so Verilator copies and selects a few words a cut, not a hundred
-#: one-bit flags (the 128x128 every-format engine 366 -> 616 cycles/s driven).
+#: In the words form (:mod:`hdl.arith`), the values a delay register holds (see
+#: :meth:`Stages.sync`) no wider than half this are registered together, first fit, in words
+#: of at most this many bits, so Verilator copies and selects a few words a stage, not a
+#: hundred one-bit flags (the 128x128 every-format engine, cuts in place: 366 -> 616 cycles/s
+#: driven).
 PACK_BITS = 64
 
 
@@ -50,6 +51,11 @@ class Stages:
         self.carry: dict = {}
         self.used: set = set()
         self._after: dict = {}
+        # The words form (hdl.arith) retimes: cuts pass their values through and count, and
+        # sync() delays what it is given by that many registers.
+        self.retime = words()
+        self.pending = 0
+        self._delays = 0
 
     def cut(self, name: str, **values) -> dict:
         """``values`` after the cut ``name``: registered if the cut is active (``carry``
@@ -58,6 +64,11 @@ class Stages:
         if name not in self.active:
             return values
         self.used.add(name)
+        if self.retime:  # the register moves to the next sync(); the carried changes are due
+            self.pending += 1
+            after, self._after = self._after, {}
+            self.carry.update({k: f(self.carry[k]) for k, f in after.items()})
+            return values
         both = {("c", k): Value.cast(v) for k, v in self.carry.items()}
         both |= {("v", k): Value.cast(v) for k, v in values.items()}
         out = self._registers(name.replace(".", "_"), both)
@@ -93,6 +104,28 @@ class Stages:
                 at += len(values[key])
         return out
 
+    def sync(self, **values) -> dict:
+        """``values`` (and ``carry``, in place) delayed by the cuts passed since the last
+        sync: themselves in the gates form, whose cuts are registers where they are. Call it
+        where the datapath reads an input that is not a function of the values so far (the
+        partial sum) and where it ends.
+
+        In the words form (:mod:`hdl.arith`) the cuts are retimed: all the logic between two
+        syncs is computed at once, and its results pass through as many registers as there
+        were cuts. Every register advances on the same ``adv``, and a stage's logic reads
+        only the values registered before it, so each value leaves the last register on the
+        same cycle and equal to the gates form's."""
+        if not self.pending:
+            return values
+        both = {("c", k): Value.cast(v) for k, v in self.carry.items()}
+        both |= {("v", k): Value.cast(v) for k, v in values.items()}
+        for _ in range(self.pending):
+            both = self._registers(f"delay{self._delays}", both)
+            self._delays += 1
+        self.pending = 0
+        self.carry.update({k: both[("c", k)] for k in self.carry})
+        return {k: both[("v", k)] for k in values}
+
     def after_cut(self, key: str, change):
         """Replace ``carry[key]`` by ``change(carry[key])`` just after the next active cut:
         work that would lengthen the stage it was carried from is done in the next one.
@@ -109,3 +142,5 @@ class Stages:
         """Raise ``ValueError`` if an active cut was never reached (a misspelt name)."""
         if self.active - self.used:
             raise ValueError(f"no cut named {sorted(self.active - self.used)} in this datapath")
+        if self.pending:
+            raise ValueError(f"{self.pending} retimed cuts with no sync() after them")

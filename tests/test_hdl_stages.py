@@ -71,10 +71,12 @@ def test_check_names_a_misspelt_cut():
         st.check()
 
 
-def test_words_form_packs_a_cuts_narrow_values_into_few_registers():
-    """In the words form a cut's values of at most 32 bits share registers of at most 64
-    bits (hdl.stages.PACK_BITS), wider ones keep their own, and every value comes out of the
-    cut unchanged, a signed one still signed; the gates form registers each value apart."""
+def test_words_form_retimes_cuts_into_packed_delays():
+    """In the words form two cuts pass their values through and :meth:`Stages.sync` delays
+    them (and ``carry``) by two registers each, the values of at most 32 bits sharing
+    registers of at most 64 (hdl.stages.PACK_BITS); the gates form registers each value at
+    each cut. Either way every value leaves two cycles later unchanged, a signed one still
+    signed, and with no sync the words form's check() names the cuts left pending."""
     from amaranth.hdl import signed
 
     from hdl.arith import arithmetic
@@ -86,9 +88,11 @@ def test_words_form_packs_a_cuts_narrow_values_into_few_registers():
         flags = [Signal(name=f"f{i}") for i in range(20)]
         exp, wide = Signal(signed(10)), Signal(48)
         with arithmetic(form):
-            st = Stages(m, adv, {"one"})
+            st = Stages(m, adv, {"one", "two"})
             st.carry["e"] = exp
             v = st.cut("one", wide=wide, **{f"f{i}": f for i, f in enumerate(flags)})
+            v = st.sync(**st.cut("two", **v))
+            st.check()
         counts[form] = len(m._statements.get("sync", []))
         assert st.carry["e"].shape() == signed(10)
         out = Signal(signed(10))
@@ -104,9 +108,16 @@ def test_words_form_packs_a_cuts_narrow_values_into_few_registers():
             for i, f in enumerate(flags):
                 ctx.set(f, i % 3 == 0)
             await ctx.tick()
+            ctx.set(exp, 7)  # a new value follows; the first leaves after the second tick
+            await ctx.tick()
             got.append((ctx.get(out), ctx.get(v["wide"]), [ctx.get(v[f"f{i}"]) for i in range(20)]))
 
         sim.add_testbench(bench)
         sim.run()
         assert got == [(-300, (1 << 47) | 5, [int(i % 3 == 0) for i in range(20)])], form
-    assert counts == {"gates": 22, "words": 2}, counts
+    assert counts == {"gates": 44, "words": 4}, counts
+    with arithmetic("words"):
+        st = Stages(m, adv, {"one"})  # the module simulated above: a new one unused warns
+        st.cut("one", x=Signal(4))
+    with pytest.raises(ValueError, match="^1 retimed cuts with no sync"):
+        st.check()

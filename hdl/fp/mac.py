@@ -26,6 +26,7 @@ def mac_step(m: Module, acc, w, x, stages=None, at_acc=None):
     st = stages or Stages(m)
     fields = ("sign", "sig", "exp", "nan", "inf", "field")
     prod = st.cut("mul.product", **dict(zip(fields, product(m, w, x, st), strict=True)))
+    prod = st.sync(**prod)  # acc is read next
     prod_field = prod.pop("field")
     if at_acc is not None:
         at_acc(st.carry, acc)

@@ -77,6 +77,7 @@ class ProcessingElement(wiring.Component):
         # Pipeline registers (Stages) follow the same two rules.
         stages = Stages(m, self.adv, cfg.pe_cuts)
         total = mac(m, cfg, self.p_in, weight, a_reg.data, a_reg.en, *is_int, stages=stages)
+        total = stages.sync(total=total)["total"]
         stages.check()
         # Each register's next value is one expression, not an assignment under `If(adv)`:
         # Amaranth then emits it as a plain assignment that Verilator folds into the clocked
