@@ -27,6 +27,10 @@ class Stages:
     ``Mux(adv, value, reg)`` (it holds while ``adv`` is low; see
     :class:`~hdl.tensor.pe.ProcessingElement` for why one expression).
 
+    In the words form (:mod:`hdl.arith`) the cuts are retimed: each only counts, and
+    :meth:`sync`, which a datapath calls where it reads a new input and where it ends, delays
+    what is live by that many registers. The ports see the same values on the same cycles.
+
     Parameters
     ----------
     m : Module
