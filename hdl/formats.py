@@ -89,11 +89,14 @@ def _float_index(m: Module, cfg: EngineConfig, code, name: str):
     formats (integer codes map to 0; the float result is not used for them)."""
     floats = [f for f in cfg.formats if f.kind == "float"]
     index = Signal(range(max(2, len(floats))), name=name)
-    with m.Switch(code):
-        for c, f in enumerate(cfg.formats):
-            if f.kind == "float" and floats.index(f):
-                with m.Case(c):
-                    m.d.comb += index.eq(floats.index(f))
+    # One expression (a continuous assignment in Verilog), not a Switch: Icarus runs an
+    # `always @*` block only when an input changes, and `code` may hold one value from time
+    # 0 on, which left the index, and every operand decoded after it, X for a whole run.
+    choice = Const(0)
+    for c, f in enumerate(cfg.formats):
+        if f.kind == "float" and floats.index(f):
+            choice = Mux(code == c, floats.index(f), choice)
+    m.d.comb += index.eq(choice)
     return index
 
 
