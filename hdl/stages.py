@@ -63,26 +63,50 @@ class Stages:
 
     def cut(self, name: str, **values) -> dict:
         """``values`` after the cut ``name``: registered if the cut is active (``carry``
-        too), else themselves. In the words form (:mod:`hdl.arith`) the narrow ones share
-        registers (:data:`PACK_BITS`)."""
+        too), else themselves. In the words form (:mod:`hdl.arith`) an active cut only
+        counts; :meth:`sync` places its register."""
         if name not in self.active:
             return values
         self.used.add(name)
-        if self.retime:  # the register moves to the next sync(); the carried changes are due
+        if self.retime:
             self.pending += 1
-            after, self._after = self._after, {}
-            self.carry.update({k: f(self.carry[k]) for k, f in after.items()})
-            return values
-        both = {("c", k): Value.cast(v) for k, v in self.carry.items()}
-        both |= {("v", k): Value.cast(v) for k, v in values.items()}
-        out = self._registers(name.replace(".", "_"), both)
-        self.carry.update({k: out[("c", k)] for k in self.carry})  # in place
+        else:
+            values = self._delay(name.replace(".", "_"), values, 1)
         after, self._after = self._after, {}
         self.carry.update({k: f(self.carry[k]) for k, f in after.items()})
-        return {k: out[("v", k)] for k in values}
+        return values
+
+    def sync(self, **values) -> dict:
+        """``values`` (and ``carry``, in place) delayed by the cuts passed since the last
+        sync: themselves in the gates form, whose cuts are registers where they are. Call it
+        where the datapath reads an input that is not a function of the values so far (the
+        partial sum) and where it ends.
+
+        In the words form (:mod:`hdl.arith`) the cuts are retimed: all the logic between two
+        syncs is computed at once, and its results pass through as many registers as there
+        were cuts. Every register advances on the same ``adv``, and a stage's logic reads
+        only the values registered before it, so each value leaves the last register on the
+        same cycle and equal to the gates form's."""
+        if not self.pending:
+            return values
+        values = self._delay("delay", values, self.pending)
+        self.pending = 0
+        return values
+
+    def _delay(self, tag: str, values: dict, stages: int) -> dict:
+        """``values`` and ``carry`` (in place) through ``stages`` registers each."""
+        live = {("c", k): Value.cast(v) for k, v in self.carry.items()}
+        live |= {("v", k): Value.cast(v) for k, v in values.items()}
+        for _ in range(stages):
+            name = tag if not self.retime else f"{tag}{self._delays}"
+            live = self._registers(name, live)
+            self._delays += 1
+        self.carry.update({k: live[("c", k)] for k in self.carry})
+        return {k: live[("v", k)] for k in values}
 
     def _registers(self, tag: str, values: dict) -> dict:
-        """Each of ``values`` (keyed ``(kind, name)``) registered, as the same key."""
+        """Each of ``values`` (keyed ``(kind, name)``) registered, as the same key; in the
+        words form the narrow ones share registers (:data:`PACK_BITS`)."""
 
         def reg(name, value):
             r = Signal(value.shape(), reset_less=True, name=f"{tag}_{name}")
@@ -91,7 +115,7 @@ class Stages:
 
         groups, out = [], {}
         for key, v in values.items():
-            if not words() or len(v) > PACK_BITS // 2:
+            if not self.retime or len(v) > PACK_BITS // 2:
                 out[key] = reg(key[1], v)
                 continue
             fits = (g for g in groups if sum(len(values[k]) for k in g) + len(v) <= PACK_BITS)
@@ -107,28 +131,6 @@ class Stages:
                 out[key] = piece.as_signed() if values[key].shape().signed else piece
                 at += len(values[key])
         return out
-
-    def sync(self, **values) -> dict:
-        """``values`` (and ``carry``, in place) delayed by the cuts passed since the last
-        sync: themselves in the gates form, whose cuts are registers where they are. Call it
-        where the datapath reads an input that is not a function of the values so far (the
-        partial sum) and where it ends.
-
-        In the words form (:mod:`hdl.arith`) the cuts are retimed: all the logic between two
-        syncs is computed at once, and its results pass through as many registers as there
-        were cuts. Every register advances on the same ``adv``, and a stage's logic reads
-        only the values registered before it, so each value leaves the last register on the
-        same cycle and equal to the gates form's."""
-        if not self.pending:
-            return values
-        both = {("c", k): Value.cast(v) for k, v in self.carry.items()}
-        both |= {("v", k): Value.cast(v) for k, v in values.items()}
-        for _ in range(self.pending):
-            both = self._registers(f"delay{self._delays}", both)
-            self._delays += 1
-        self.pending = 0
-        self.carry.update({k: both[("c", k)] for k in self.carry})
-        return {k: both[("v", k)] for k in values}
 
     def after_cut(self, key: str, change):
         """Replace ``carry[key]`` by ``change(carry[key])`` just after the next active cut:
