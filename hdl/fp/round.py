@@ -26,6 +26,12 @@ def normalise_left(m, value, name: str, stages=None, cut=None):
     (:func:`leading_zeros`; for 0, ``(0, width)``): the count first, then one shift by it.
     With ``stages`` (:class:`hdl.stages.Stages`), the cut named ``cut`` may put a register
     between the count and the shift."""
+    if words():  # the binary search shifts as it counts: no shift after it
+        zeros, shifted = _leading_zeros_words(m, value, f"{name}_lz")
+        if stages is not None:
+            v = stages.cut(cut, shifted=shifted, zeros=zeros)
+            shifted, zeros = v["shifted"], v["zeros"]
+        return shifted, zeros
     zeros = leading_zeros(m, value, f"{name}_lz")
     if stages is not None:
         v = stages.cut(cut, value=value, zeros=zeros)
@@ -42,7 +48,7 @@ def leading_zeros(m, value, name: str):
     directly, with no adder: log2(width) levels of multiplexers, and no shift on the way.
     In the words form (:mod:`hdl.arith`), a binary search by shifts."""
     if words():
-        return _leading_zeros_words(m, value, name)
+        return _leading_zeros_words(m, value, name)[0]
     nodes = []
 
     def tree(bits):  # (all zero, leading zeros) of ``bits``, most significant bit last
@@ -70,9 +76,10 @@ def leading_zeros(m, value, name: str):
 
 
 def _leading_zeros_words(m, value, name: str):
-    """:func:`leading_zeros` as a binary search: for each power of two ``s`` from the
-    largest below the width, if the top ``s`` bits are zero, count ``s`` and shift them out.
-    The count's bits are those decisions; 0 counts the width."""
+    """``(count, value << count)``: :func:`leading_zeros` as a binary search, for each power
+    of two ``s`` from the largest below the width, if the top ``s`` bits are zero, count
+    ``s`` and shift them out. The count's bits are those decisions; 0 counts the width.
+    Every shift keeps the word's width (no wider intermediate for Verilator to build)."""
     width = len(value)
     span = 1 << (width - 1).bit_length()  # the value placed at the top of a power of two
     cur = Signal(span, name=f"{name}_w0")
@@ -82,12 +89,15 @@ def _leading_zeros_words(m, value, name: str):
     while step:
         zero = Signal(name=f"{name}_z{step}")
         nxt = Signal(span, name=f"{name}_w{step}")
-        m.d.comb += [zero.eq(cur[span - step :] == 0), nxt.eq(Mux(zero, cur << step, cur))]
+        up = Cat(Const(0, step), cur[: span - step])  # cur << step in span bits
+        m.d.comb += [zero.eq(cur[span - step :] == 0), nxt.eq(Mux(zero, up, cur))]
         found.insert(0, zero)
         cur, step = nxt, step >> 1
     count = Signal(width.bit_length(), name=f"{name}_n")
     m.d.comb += count.eq(Mux(value == 0, width, Cat(*found)))
-    return count
+    shifted = Signal(width, name=f"{name}_shifted")
+    m.d.comb += shifted.eq(cur[span - width :])  # 0 for 0, as value << width would be
+    return count, shifted
 
 
 def round_to_f32(m, value, exp, name: str = "rnd", stages=None):
