@@ -228,3 +228,81 @@ def test_dead_survivor_entries_are_named_in_one_line(tmp_path):
     assert "\n" not in line and line.startswith("[mutate] survivors.toml: 3 entries match")
     assert "`-mode inv -module sub -cell $not$d.v:8$7 -port Y` (no cell" in line
     assert unmatched_line({"t": []}) is None
+
+
+# The checks behind survivors.toml's arguments for the float target's m021, m022 and m023.
+
+#: The binary32 adder's alignment and sum (``hdl/fp/add.py``, ALIGN 31) restated: ``any54``
+#: is output 54 of the negation's prefix OR, ``cut`` the same without the total's bits
+#: ``CUT`` (m021 ties the OR of bits 26 and 27 in that output's tree to 0).
+ADDER_SUM = """module sum(input [24:0] mx, input [24:0] my, input sx, input sy, input [9:0] d,
+           output ok);
+  wire near = d <= 10'd31;
+  wire [4:0] shift = near ? d[4:0] : 5'd31;
+  wire [55:0] x = {mx, 31'b0} >> (5'd31 - shift);
+  wire [55:0] y = near ? {31'b0, my} : {55'b0, my != 25'd0};
+  wire [57:0] total = ({2'b0, x} ^ {58{sx}}) + ({2'b0, y} ^ {58{sy}}) + sx + sy;
+  wire any54 = |total[54:0];
+  wire cut = |{total[54:HI], LO};
+  assign ok = !total[57] || any54 == cut;
+endmodule
+"""
+
+
+@pytest.mark.parametrize("hi,lo,proven", [(28, "total[25:0]", True), (2, "1'b0", False)])
+def test_adder_output_54_never_rests_on_bits_26_and_27(tmp_path, hi, lo, proven):
+    """m021: no negative sum of two significands of at most 25 bits (one aligned up to 31
+    places, the other or its sticky bit) has its lowest one at 26 or 27 and zeros from 28 to
+    54; the same proof finds a sum whose lowest one is at 0 or 1 with zeros above to 54
+    (2**55 - 2), so it can fail."""
+    (tmp_path / "sum.v").write_text(ADDER_SUM.replace("HI", str(hi)).replace("LO", lo))
+    log = yosys._yosys(
+        "read_verilog sum.v\nprep -top sum\nsat -prove ok 1\n", tmp_path, "sum", timeout_s=120
+    )
+    assert ("SUCCESS!" in log) == proven and ("FAIL!" in log) != proven, log[-2000:]
+
+
+@pytest.mark.sim
+def test_float_pe_csa_carry_bit_3_is_always_zero(tmp_path):
+    """m022: bit 3 of the multiplier's registered third carry-save term (``mul_csa_t[47]``)
+    is 0 in every state of the float target's PE, by induction from the zero initial state:
+    partial products of 11-bit significands leave that carry zero below bit 10."""
+    from verif.mutate.targets import TARGETS
+
+    target = TARGETS["tensor_float_2x2"]
+    design = yosys.prepare(target.verilog(), target.top, tmp_path)
+    script = (
+        f"read_rtlil {design.name}\nhierarchy -top tensor_engine_pe\n"
+        "sat -tempinduct -prove mul_csa_t[47] 0 -set-init-zero\n"
+    )
+    log = yosys._yosys(script, tmp_path, "csa", timeout_s=300)
+    assert "Induction step proven: SUCCESS!" in log, log[-2000:]
+
+
+def _rounded_products(width: int):
+    """``(kept, up)`` of :func:`hdl.fp.mul.product` for every product of two normalised
+    ``width``-bit significands at every right shift ``under`` (0..25), as numpy arrays."""
+    import numpy as np
+
+    sig = np.arange(1 << (width - 1), 1 << width, dtype=np.int64)
+    prod = (sig[:, None] * sig[None, :]).ravel()
+    top = (prod >> (2 * width - 1)) & 1
+    full = max(2 * width, 26)
+    norm = np.where(top == 1, prod, prod << 1) << (full - 2 * width)
+    for under in range(26):
+        shifted = (norm >> under) >> (full - 25)
+        kept, guard = shifted >> 1, shifted & 1
+        sticky = (norm & ((1 << (full - 25 + under)) - 1)) != 0
+        yield kept, (guard == 1) & (sticky | (kept & 1 == 1))
+
+
+def test_float_target_products_never_round_into_output_20s_corner():
+    """m023: no product of two 11-bit significands (the float target's widest) rounds up with
+    kept bits 0-5 and 8-20 set and bit 6 or 7 clear, at any shift; the same search finds the
+    corner of m020 (bits 0-10 set, 11 clear), which the bench kills, so it can find one."""
+    ones = sum(1 << i for i in [*range(6), *range(8, 21)])
+    m023 = m020 = 0
+    for kept, up in _rounded_products(11):
+        m023 += int((up & (kept & ones == ones) & ((kept >> 6) & 3 != 3)).sum())
+        m020 += int((up & (kept & 0x7FF == 0x7FF) & ((kept >> 11) & 1 == 0)).sum())
+    assert m023 == 0 and m020 > 0, (m023, m020)

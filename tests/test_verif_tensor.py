@@ -249,6 +249,173 @@ def test_adder_ops_none_on_integers():
     assert adder_ops(EngineConfig(1, 2, "bf16")) == []
 
 
+def _first_sums(ops):
+    """The adder's sum before normalisation (as :func:`_aligned_sums`) at each K = 1 op's
+    step: the accumulator +0.0 plus the product."""
+    import numpy as np
+
+    sums = []
+    for op in ops:
+        w, x = op.stationary.astype(np.float32), op.moving.astype(np.float32)
+        zero = np.zeros((1,) + w.shape[1:], np.float32)
+        both = type(op)(np.vstack([x, np.ones_like(x)]), np.vstack([w, zero]), op.fmt)
+        sums += _aligned_sums([both])
+    return sums
+
+
+@pytest.mark.parametrize("fmt,places", [("bf16,fp16,tf32", range(2, 55)), ("fp32", range(55))])
+def test_lowest_one_ops_reach_every_place(fmt, places):
+    """lowest_one_ops' negative sums (a product plus zero, on the model of the adder's
+    alignment) have their lowest one at every place a product's can be: the float target's
+    m003 (output 27 of the negation's prefix OR without total[24..27]) needs one at 24 to 27,
+    which the random ops and the other directed ones never gave."""
+    from verif.tensor.stimulus import adder_ops, lowest_one_ops, rounding_ops
+
+    cfg = EngineConfig(2, 2, fmt)
+    lows = {(t & -t).bit_length() - 1 for t in _first_sums(lowest_one_ops(cfg)) if t < 0}
+    assert lows == set(places)
+    before = _aligned_sums(adder_ops(cfg) + [op for op in rounding_ops(cfg) if len(op.moving) == 2])
+    assert not {(t & -t).bit_length() - 1 for t in before if t < 0} & set(range(24, 28))
+
+
+def _rounding_carries(ops):
+    """The kept bits of each product of ``ops`` (K = 1) that rounds up to binary32 (a
+    multiple of 2**-149 below 2**-126, else 24 bits), as strings of bits."""
+    import math
+    from fractions import Fraction
+
+    import numpy as np
+
+    out = []
+    for op in ops:
+        for w in op.stationary.astype(np.float64)[0]:
+            for x in op.moving.astype(np.float64)[0]:
+                p = abs(Fraction(w) * Fraction(x))
+                q = p / Fraction(2) ** max(math.floor(math.log2(p)) - 23, -149)
+                kept, rest = divmod(q, 1)
+                if rest > Fraction(1, 2) or rest == Fraction(1, 2) and kept % 2:
+                    out.append(bin(int(kept))[2:])
+    return out
+
+
+def test_carry_ops_stop_the_rounding_carry_at_each_place():
+    """carry_ops' products round up with the carry stopping at each place 0 to 15 of the
+    float target's kept bits, ones above it: m020 (output 11 of the increment's prefix AND
+    with kept[11] tied to 1) needs a stop at 11 with bits 0-10 set, which no op reached."""
+    from verif.tensor.stimulus import carry_ops, rounding_ops
+
+    cfg = EngineConfig(2, 2, "bf16,fp16,tf32")
+    kept = _rounding_carries(carry_ops(cfg))
+    stops = {len(k) - 1 - k.rfind("0") for k in kept if "0" in k}
+    assert stops >= set(range(16))
+    assert any(k.endswith("0" + "1" * 11) and len(k) > 14 for k in kept)
+    before = _rounding_carries([op for op in rounding_ops(cfg) if len(op.moving) == 1])
+    assert not any(k.endswith("0" + "1" * 11) for k in before)
+    assert carry_ops(EngineConfig(2, 2, "int8")) == carry_ops(EngineConfig(2, 2, "fp16")) == []
+
+
+def test_sum_carry_ops_stop_the_sums_rounding_carry_at_each_place():
+    """sum_carry_ops' K = 2 sums round up (ties to even) with the carry stopping at each place
+    2 to 15 of the kept bits, ones above it: the float target's m018 (output 17 of the
+    adder's rounding increment with kept[14] & kept[15] tied to 1) needs bits 0-13 and 16-17
+    set and 14 or 15 clear, which the random ops of seed 1 gave before the specials changed
+    their draws, and nothing since."""
+    import math
+    from fractions import Fraction
+
+    import numpy as np
+
+    from verif.tensor.stimulus import sum_carry_ops
+
+    kept = []
+    for op in sum_carry_ops(EngineConfig(2, 2, "bf16,fp16,tf32")):
+        w, x = op.stationary.astype(np.float64), op.moving.astype(np.float64)
+        for c in range(w.shape[1]):
+            for n in range(x.shape[1]):
+                s = sum(Fraction(w[k, c]) * Fraction(x[k, n]) for k in range(2))
+                q = s / Fraction(2) ** (math.floor(math.log2(s)) - 23)
+                t, rest = divmod(q, 1)
+                assert rest > Fraction(1, 2) or rest == Fraction(1, 2) and t % 2
+                kept.append(int(t))
+    stops = {(k ^ (k + 1)).bit_length() - 1 for k in kept}
+    assert stops == set(range(2, 16))
+    corner = sum(1 << i for i in [*range(14), 16, 17])
+    assert any(k & corner == corner and (k >> 14) & 3 != 3 for k in kept)
+    assert (
+        sum_carry_ops(EngineConfig(2, 2, "int8")) == sum_carry_ops(EngineConfig(2, 2, "fp32")) == []
+    )
+
+
+def test_subnormal_ops_put_the_leading_one_at_every_place():
+    """subnormal_ops give every float format of the engine, moving and (the widest) stationary
+    side, subnormal operands whose leading one is at each place of the fraction, and the
+    results are their exact products with 2**bias: m007 (the decoders' leading-zero count
+    wrong for significands of 8 to 31) needs one of those, which random operands rarely gave
+    in a product big enough to show."""
+    import numpy as np
+
+    from tlm.tensor import matmul
+    from verif.tensor.fp_operands import stored_fraction_bits
+    from verif.tensor.stimulus import subnormal_ops
+
+    cfg = EngineConfig(2, 2, "bf16,fp16,tf32")
+    leads = {}
+    for op in subnormal_ops(cfg):
+        fmt = op.fmt[0]
+        f = stored_fraction_bits(fmt)
+        sub = op.moving if len(op.moving) == 1 else op.stationary
+        side = "moving" if len(op.moving) == 1 else "stationary"
+        raw = sub.view(f"u{fmt.storage_bits // 8}").ravel().astype(np.int64)
+        fracs = (raw[(raw >> f) & ((1 << fmt.exp_bits) - 1) == 0] & ((1 << f) - 1)) >> (
+            fmt.ignored_low_bits
+        )
+        leads.setdefault((fmt.name, side), set()).update(int(v).bit_length() - 1 for v in fracs)
+        out = np.asarray(matmul(op.stationary, op.moving, fmt=(fmt.name, fmt.name)), np.float64)
+        scale = 2.0 ** (2 ** (fmt.exp_bits - 1) - 1)
+        want = sub.astype(np.float64) * scale
+        assert set(out.ravel()) - {0.0} == set(want.ravel()) - {0.0}, fmt.name
+    assert leads == {
+        ("bf16", "moving"): set(range(7)),
+        ("fp16", "moving"): set(range(10)),
+        ("tf32", "moving"): set(range(10)),
+        ("fp16", "stationary"): set(range(10)),
+    }
+    assert subnormal_ops(EngineConfig(2, 2, "int8")) == []
+
+
+def _infinity_steps(seeds):
+    """How often, over the float target's random ops of ``seeds``, a moving beat's operand
+    is infinite where the previous beat's in the same row is not, or the other way round."""
+    import numpy as np
+
+    from verif.tensor.stimulus import random_stimulus
+
+    cfg = EngineConfig(2, 2, "bf16,fp16,tf32")
+    steps = 0
+    for seed in seeds:
+        stim = random_stimulus(cfg, np.random.default_rng(seed), ops=8, max_n=8, misuse=False)
+        for op in stim.ops:
+            with np.errstate(invalid="ignore"):  # NaN bit patterns cast
+                inf = np.isinf(op.moving.astype(np.float64))
+            steps += int((inf[:, 1:] != inf[:, :-1]).sum())
+    return steps
+
+
+def test_float_operands_have_specials_beside_finite_values(monkeypatch):
+    """In SPECIALS_P of the draws a float op's operands are SPECIALS_DENSITY special values among
+    edge values, so that an infinite moving operand follows a finite one in a row (and the other
+    way) a few times a run (29 in 8 runs, 3 without): while the result stream stalls, that kills the
+    float target's m029 (the multiplier's registered infinity flag loaded while the pipeline holds),
+    which edge values alone (about one infinity in 200) left alive."""
+    import verif.tensor.stimulus as stimulus
+
+    seeds = range(8)
+    with_specials = _infinity_steps(seeds)
+    monkeypatch.setattr(stimulus, "SPECIALS_P", 0.0)
+    without = _infinity_steps(seeds)
+    assert with_specials >= 2 * len(seeds) and with_specials > 4 * without, (with_specials, without)
+
+
 def test_mismatch_burst_counts_past_bit_6():
     """Run 0 of a multi-format engine's bench has MISMATCH_BURST moving ops of one beat in a
     format that does not mix with the stationary in use, before the directed ops (whose

@@ -26,6 +26,18 @@ def edge_operands(fmt, rng, count):
     return out
 
 
+def special_operands(fmt) -> list[int]:
+    """The raw bits of ``fmt``'s special values, both signs, to draw from: infinity twice
+    (where it has one), zero, and a NaN (all ones in the fraction: a NaN in every format,
+    TF32 included, and the only one of float8_e4m3fn)."""
+    exp_bits = fmt.exp_bits
+    frac_bits = stored_fraction_bits(fmt)
+    top, full = (1 << exp_bits) - 1, (1 << frac_bits) - 1
+    inf = [top << frac_bits] * 2 if fmt.has_inf else []
+    values = [*inf, 0, (top << frac_bits) | full]
+    return [(s << (exp_bits + frac_bits)) | v for s in (0, 1) for v in values]
+
+
 def edge_operand_array(fmt, rng, count):
     """:func:`edge_operands`' distribution drawn all at once (numpy arrays; not the same
     stream of draws): for checks of many operands, where a draw at a time is the cost."""

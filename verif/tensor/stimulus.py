@@ -10,7 +10,12 @@ from hdl.formats import operand_shape
 from tlm.tensor.config import EngineConfig
 from tlm.tensor.timing import LoadBeat, MovingBeat, Op
 from verif.common.patterns import PATTERNS, pattern
-from verif.tensor.fp_operands import F32_MAX, edge_operands, stored_fraction_bits
+from verif.tensor.fp_operands import (
+    F32_MAX,
+    edge_operands,
+    special_operands,
+    stored_fraction_bits,
+)
 
 __all__ = [
     "Stimulus",
@@ -19,6 +24,10 @@ __all__ = [
     "overflow_op",
     "rounding_ops",
     "adder_ops",
+    "lowest_one_ops",
+    "carry_ops",
+    "sum_carry_ops",
+    "subnormal_ops",
     "mismatch_burst",
     "pattern",
     "PATTERNS",
@@ -39,14 +48,29 @@ class Stimulus:
         return sum(op.moving.shape[1] for op in self.ops)
 
 
+#: The share of float operand blocks (an op's stationary or moving, a misuse's data) in
+#: which :data:`SPECIALS_DENSITY` of the operands are special values (:func:`special_operands`).
+#: Edge operands alone make an infinity about one operand in 200, too few for an infinite
+#: product next to a finite one while the engine stalls.
+SPECIALS_P = 0.3
+SPECIALS_DENSITY = 0.4
+
+
 def _data(rng, shape, fmt):
     """Operands: uniform, extremes only, or sparse, so -128 and 127 appear often; for
     floating-point formats, raw bit patterns biased towards the edges (subnormals, zeros,
-    infinities, NaN, the largest values, ties)."""
+    infinities, NaN, the largest values, ties), in :data:`SPECIALS_P` of the draws with
+    :data:`SPECIALS_DENSITY` of them special values."""
     if fmt.kind == "float":
         count = int(np.prod(shape))
         unsigned = np.dtype(f"u{fmt.storage_bits // 8}")
         raw = np.array(edge_operands(fmt, rng, count), unsigned).reshape(shape)
+        if rng.random() < SPECIALS_P:
+            # infinities, NaNs and zeros beside finite operands in one stream: products whose
+            # flags differ from the next beat's (a stalled pipeline must keep each one's)
+            specials = np.array(special_operands(fmt), unsigned)
+            mask = rng.random(shape) < SPECIALS_DENSITY
+            raw[mask] = rng.choice(specials, int(mask.sum()))
         return raw.view(fmt.dtype)
     kind = rng.integers(0, 4)
     if kind == 0:
@@ -138,7 +162,19 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
         stim.misuse.insert(0, "no_stationary")
     if misuse and run == 0:  # before the directed ops: their cycles show the last count
         stim.mv_beats.extend(mismatch_burst(cfg, rng, stim))
-    directed = [overflow_op(cfg), *rounding_ops(cfg), *adder_ops(cfg)] if run == 0 else []
+    directed = (
+        [
+            overflow_op(cfg),
+            *rounding_ops(cfg),
+            *adder_ops(cfg),
+            *lowest_one_ops(cfg),
+            *carry_ops(cfg),
+            *sum_carry_ops(cfg),
+            *subnormal_ops(cfg),
+        ]
+        if run == 0
+        else []
+    )
     for op in directed:
         if op is None:
             continue
@@ -426,3 +462,235 @@ def _bad_load(cfg, rng, stim):
     stim.misuse.append("load_bad_k")
     n = int(rng.integers(1, 3))
     return [LoadBeat(data[j], bad_k, j == n - 1, code) for j in range(n)]
+
+
+def _float_format(cfg):
+    """The float format that pairs with itself with the widest exponent, then the most
+    fraction bits kept, and that count; ``None`` on an engine of one row or of no such
+    format."""
+    floats = [s for s, m in cfg.pairs() if s == m and s.kind == "float"]
+    if cfg.rows < 2 or not floats:
+        return None
+
+    def kept(f):
+        return stored_fraction_bits(f) - f.ignored_low_bits
+
+    fmt = max(floats, key=lambda f: (f.exp_bits, kept(f)))
+    return fmt, kept(fmt)
+
+
+def lowest_one_ops(cfg: EngineConfig) -> list[Op]:
+    """Directed ops whose negative sums have their lowest one at each place of the binary32
+    adder's 57-bit field that a sum with zero can give it (2 to 54 where the format reaches
+    binary32's low normal range): the adder negates a negative sum by inverting every bit
+    above its lowest one, each output of its prefix OR a tree of its own, so a node of one
+    of them that is stuck shows only when the lowest one is under it.
+
+    K = 1, two ops: the stationary ``-(1 + 2**-f) 2**-64`` or ``-2**-64``, the moving
+    columns ``x``. The adder adds the product ``P`` to the accumulator +0.0: ``P``'s 24-bit
+    significand aligned ``d = E + 126`` places up (``E`` its leading one's exponent; 31 at
+    most), so the lowest one sits ``d`` plus its trailing zeros up. (Not K = 2 with a zero
+    second product: a wrong bit at that place flips back when the same sum is negated
+    again.) ``x = (1 + k 2**-f) 2**e`` is chosen per place: the trailing zeros (2 to 23) by
+    ``k``, then ``d`` by ``e``. On the format of :func:`_float_format`; none on an engine of
+    one row or of no float format.
+    """
+    from fractions import Fraction
+
+    chosen = _float_format(cfg)
+    if chosen is None:
+        return []
+    fmt, f = chosen
+    columns = (-(1 + Fraction(1, 2**f)), Fraction(-1))  # significands of the stationary
+    scale = -64 if _raw(fmt, 2.0**-64) is not None else 0
+    # x's significands: 1 + k 2**-f for k of one or two bits, and all ones
+    ks = sorted({0, 2**f - 1} | {k for j in range(f) for k in (2**j, 2**j + 1, 2**j - 1)})
+    found: dict[int, tuple[int, float]] = {}  # place -> (stationary column, moving value)
+    for kind, w in enumerate(columns):
+        for k in ks:
+            x = 1 + Fraction(k, 2**f)
+            prod = -w * x  # in [1, 4)
+            lead0 = 1 if prod >= 2 else 0
+            odd = prod.numerator >> ((prod.numerator & -prod.numerator).bit_length() - 1)
+            tz = 24 - odd.bit_length()  # trailing zeros of the 24-bit significand
+            if tz < 0:  # rounded: not the product's own bits
+                continue
+            for d in range(32):
+                # the product's leading one at 2**(d - 126); at d = 31 any from 2**-95 up
+                lead = d - 126 if d < 31 else 0
+                value = float(x) * 2.0 ** (lead - lead0 - scale)
+                if d + tz in found or _raw(fmt, value) is None:
+                    continue
+                found[d + tz] = (kind, value)
+    if not found:
+        return []
+    ops = []
+    for kind in range(2):
+        moving = [v for p, (k, v) in sorted(found.items()) if k == kind]
+        if not moving:
+            continue
+        w = float(columns[kind]) * 2.0**scale
+        ops.append(_directed(fmt, fmt, [[w] * cfg.cols], [moving]))
+    return [op for op in ops if op is not None]
+
+
+def _trailing_ones(v, bits: int):
+    """The trailing ones of each of ``v`` (a numpy integer array), up to ``bits``."""
+    count = np.zeros(v.shape, np.int64)
+    run = np.ones(v.shape, bool)
+    for i in range(bits):
+        run &= (v >> i) & 1 == 1
+        count += run
+    return count
+
+
+#: Stationary significands :func:`carry_ops` searches (a fixed sample): its cost, about
+#: 0.1 s a bench run.
+CARRY_SAMPLE = 64
+
+
+def carry_ops(cfg: EngineConfig) -> list[Op]:
+    """Directed ops whose products round up with the carry stopping at each place ``z`` of the kept
+    bits it can, the bits above ``z`` as many ones as a product gives: the rounding increment flips
+    bit ``i + 1`` when bits 0 to ``i`` are all set, each such AND a tree of its own, so a node of
+    one stuck at 1 shows only when the one zero below ``i`` is under it. Random short sums round few
+    products (on formats of at most 11-bit significands only those below binary32's normal range
+    round at all).
+
+    K = 1 on the format of :func:`_float_format`, ``f`` fraction bits: for each ``z``, of the
+    products ``a b`` of two ``f + 1``-bit significands (a fixed sample of :data:`CARRY_SAMPLE`
+    ``a``, every ``b`` for ``f`` up to 10) dropping ``u`` low bits (``u`` the bits below 2**-149 for
+    a product below binary32's normal range, where products of at most 24 bits round, else those
+    beyond 24), rounding up, with ``z`` trailing ones, the one with the longest run of ones above
+    ``z``; ``a`` on the stationary, ``cfg.cols`` of them an op, and the ``b`` of those as the moving
+    columns. None on an engine of one row or of no float format."""
+    chosen = _float_format(cfg)
+    if chosen is None:
+        return []
+    fmt, f = chosen
+    subnormal = 2 * f + 2 <= 24
+    if subnormal and _raw(fmt, 2.0**-100) is None:
+        return []
+    # every b of a narrow format; the a (and a wide format's b) a fixed sample
+    draw = np.random.default_rng(0).integers(2**f, 2 ** (f + 1), (2, 1024))
+    a = draw[0][:CARRY_SAMPLE, None]
+    b = np.arange(2**f, 2 ** (f + 1), dtype=np.int64)[None, :] if f <= 10 else draw[1][None, :]
+    prod = a * b
+    best: dict[int, tuple[int, int, int, int]] = {}  # z -> (ones above, a, b, u)
+    lengths = np.floor(np.log2(prod)).astype(np.int64) + 1
+    for u in range(1, 24) if subnormal else [2 * f + 2 - 24, 2 * f + 1 - 24]:
+        kept = prod >> u
+        fits = lengths <= u + (23 if subnormal else 24)
+        if not subnormal:
+            fits &= lengths - u == 24
+        guard = (prod >> (u - 1)) & 1 == 1
+        up = fits & guard & (((prod & ((1 << (u - 1)) - 1)) != 0) | (kept & 1 == 1))
+        z = _trailing_ones(kept, 24)
+        above = _trailing_ones(kept >> (z + 1), 24)
+        for zi in np.unique(z[up]):
+            where = up & (z == zi)
+            k = np.argmax(np.where(where, above, -1))
+            i, j = np.unravel_index(k, prod.shape)
+            score = int(above[i, j])
+            if int(zi) not in best or best[int(zi)][0] < score:
+                best[int(zi)] = (score, int(a[i, 0]), int(b[0, j]), u)
+    pairs = []
+    for _, sa, sb, u in (best[z] for z in sorted(best)):
+        # a 2**ea times b 2**eb: 2**-149 (or the 24th bit's place) at bit u of a b
+        ea = -70 - f if subnormal else -f
+        eb = (-149 - u if subnormal else 1 - len(bin(sa * sb)) + 2) - ea
+        x, w = sb * 2.0**eb, sa * 2.0**ea
+        if _raw(fmt, x) is not None and _raw(fmt, w) is not None:
+            pairs.append((w, x))
+    ops = []
+    for i in range(0, len(pairs), cfg.cols):
+        group = pairs[i : i + cfg.cols]
+        stationary = [[group[c % len(group)][0] for c in range(cfg.cols)]]
+        ops.append(_directed(fmt, fmt, stationary, [[x for _, x in group]]))
+    return [op for op in ops if op is not None]
+
+
+def subnormal_ops(cfg: EngineConfig) -> list[Op]:
+    """Directed ops of subnormal operands whose significands have their leading one at each
+    place of the fraction field: the operand decoders normalise them (a leading-zero count,
+    a tree over the bits, then a shift), and random operands are rarely subnormal, and
+    rarely with few fraction bits, and their tiny products vanish in a sum of larger ones.
+
+    For each float format that pairs with itself (:meth:`EngineConfig.pairs`), ``f``
+    fraction bits kept and bias ``B``, the fractions ``2**j`` and ``2**(j + 1) - 1`` for j
+    from 0 to ``f - 1``, and the largest normal significand: K = 1, those as the moving
+    columns, the stationary ``2**B`` (a product near 1, exact). On the format with the most
+    fraction bits the same values are also the stationary (K = rows, each moving column
+    ``2**B`` in one row and 0 in the others), ``rows * cols`` of them an op, since the
+    stationary's decoders are others. None on an integer engine."""
+    floats = [s for s, m in cfg.pairs() if s == m and s.kind == "float"]
+    ops = []
+
+    def values(fmt):
+        f = stored_fraction_bits(fmt) - fmt.ignored_low_bits
+        tiny = 2.0 ** (2 - 2 ** (fmt.exp_bits - 1) - f)  # the least subnormal
+        fracs = sorted({v for j in range(f) for v in (2**j, 2 ** (j + 1) - 1)})
+        return [k * tiny for k in fracs] + [2.0 - 2.0**-f], 2.0 ** (2 ** (fmt.exp_bits - 1) - 1)
+
+    for fmt in floats:
+        subs, scale = values(fmt)
+        ops.append(_directed(fmt, fmt, [[scale] * cfg.cols], [subs]))
+    if floats:
+        fmt = max(floats, key=lambda f: stored_fraction_bits(f) - f.ignored_low_bits)
+        subs, scale = values(fmt)
+        per = cfg.rows * cfg.cols
+        for i in range(0, len(subs), per):
+            part = subs[i : i + per] + [0.0] * (per - len(subs[i : i + per]))
+            stationary = [
+                [part[r * cfg.cols + c] for c in range(cfg.cols)] for r in range(cfg.rows)
+            ]
+            moving = [[scale if r == n else 0.0 for n in range(cfg.rows)] for r in range(cfg.rows)]
+            ops.append(_directed(fmt, fmt, stationary, moving))
+    return [op for op in ops if op is not None]
+
+
+def sum_carry_ops(cfg: EngineConfig) -> list[Op]:
+    """Directed ops whose sums round up with the carry stopping at each place ``z`` of the
+    kept bits it can, ones above it: :func:`carry_ops` for the binary32 adder's rounding
+    increment (its own prefix AND) rather than the product's.
+
+    K = 2 on the format of :func:`_float_format`, ``f`` fraction bits, where a product of two
+    significands leaves ``g = 22 - 2f`` low kept bits free and ``2**(g + 1) - 1`` fits one
+    (``f`` from 8 to 10): the first row's product ``P = a b`` of ``2f + 2`` bits (``a b >=
+    2**(2f + 1)``, 1 <= P < 4), the second's ``(2**g - 1/2)`` of ``P``'s last kept place, so the
+    sum's kept bits are ``a b`` then ``g`` ones, and it is a tie that rounds up (the kept bits
+    odd). For each ``z`` from ``g``, of the ``b`` of ``f + 1`` bits with a few fixed ``a``
+    (a sample of :data:`CARRY_SAMPLE`), the one with the longest run of ones above ``z``; one
+    op for each ``a`` used (every column ``a``). None elsewhere."""
+    chosen = _float_format(cfg)
+    if chosen is None:
+        return []
+    fmt, f = chosen
+    g = 22 - 2 * f
+    if not 0 < g <= f:
+        return []
+    draw = np.random.default_rng(0).integers(2**f, 2 ** (f + 1), 1024)
+    a = draw[:CARRY_SAMPLE, None]
+    b = np.arange(2**f, 2 ** (f + 1), dtype=np.int64)[None, :]
+    prod = a * b
+    kept = (prod << g) | ((1 << g) - 1)
+    ok = prod >= 1 << (2 * f + 1)
+    z = _trailing_ones(kept, 24)
+    above = _trailing_ones(kept >> (z + 1), 24)
+    best: dict[int, tuple[int, int, int]] = {}  # z -> (ones above, a, b)
+    for zi in np.unique(z[ok]):
+        where = ok & (z == zi)
+        i, j = np.unravel_index(np.argmax(np.where(where, above, -1)), prod.shape)
+        best[int(zi)] = (int(above[i, j]), int(a[i, 0]), int(b[0, j]))
+    by_a: dict[int, list[int]] = {}
+    for _, sa, sb in (best[k] for k in sorted(best)):
+        by_a.setdefault(sa, []).append(sb)
+    # (2**g - 1/2) places of 2**-22 (P's last kept one): tail times 2**(g - 22)
+    tail = (2 ** (g + 1) - 1) / 2.0 ** (g + 1)
+    ops = []
+    for sa, bs in by_a.items():
+        w = sa / 2.0**f
+        stationary = [[w] * cfg.cols, [tail] * cfg.cols]
+        moving = [[sb / 2.0**f for sb in bs], [2.0 ** (g - 22)] * len(bs)]
+        ops.append(_directed(fmt, fmt, stationary, moving))
+    return [op for op in ops if op is not None]
