@@ -1,6 +1,6 @@
 """One floating-point multiply-accumulate step: the PE datapath of the numerics contract."""
 
-from amaranth.hdl import Cat, Module, Mux
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,8 +26,16 @@ def mac_step(m: Module, acc, w, x, stages=None, at_acc=None):
     st = stages or Stages(m)
     fields = ("sign", "sig", "exp", "nan", "inf", "field")
     prod = st.cut("mul.product", **dict(zip(fields, product(m, w, x, st), strict=True)))
-    prod = st.sync(**prod)  # acc is read next
-    prod_field = prod.pop("field")
+    if st.retime:
+        # Retimed (the words form), the product's delay carries no more than it must: its
+        # field is its exp + 150 (hdl.fp.mul.product), formed again after the delay.
+        field = prod.pop("field")
+        prod = st.sync(**prod)  # acc is read next
+        prod_field = Signal.like(field, name="prod_field_again")
+        m.d.comb += prod_field.eq(prod["exp"] + 150)
+    else:
+        prod = st.sync(**prod)  # acc is read next
+        prod_field = prod.pop("field")
     if at_acc is not None:
         at_acc(st.carry, acc)
     acc_dec = decode(m, FLOAT_FORMATS["fp32"], acc, "acc")[:5]
