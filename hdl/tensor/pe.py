@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from tlm.tensor.config import EngineConfig
 
+from ..arith import words
 from ..formats import acc_shape, lane_shape, mac
 from ..stages import Stages
 from .layouts import moving_lane, weight_write
@@ -88,7 +89,13 @@ class ProcessingElement(wiring.Component):
         m.d.sync += [
             a_reg.eq(Mux(adv, self.a_in, a_reg)),
             p_reg.eq(Mux(adv, total, p_reg)),
-            w0.eq(Mux(adv & we & ~bank, self.w_in.data, w0)),
-            w1.eq(Mux(adv & we & bank, self.w_in.data, w1)),
         ]
+        for w, this_bank in ((w0, ~bank), (w1, bank)):
+            if words():
+                # The same next value with `adv` outermost, where Verilator folds it into
+                # the clocked block: `adv & we` is a function of a port of the slice, which
+                # Verilator would recompute on every call into it (its input region).
+                m.d.sync += w.eq(Mux(adv, Mux(we & this_bank, self.w_in.data, w), w))
+            else:
+                m.d.sync += w.eq(Mux(adv & we & this_bank, self.w_in.data, w))
         return m
