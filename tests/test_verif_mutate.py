@@ -81,6 +81,35 @@ def test_equivalence_tells_masked_from_observable(tmp_path):
     assert check.verdict == "differs" and check.witness, check
 
 
+#: A counter (its +1 feeds the register) and an output that is logic alone.
+COUNTER = """module counter(input clk, input rst, input a, input b, output reg [3:0] count,
+               output y);
+  always @(posedge clk) count <= rst ? 4'd0 : count + 4'd1;
+  assign y = a & b;
+endmodule
+"""
+
+
+@pytest.mark.parametrize("mode", ["const1", "const0"])
+@pytest.mark.parametrize("kind,bit,changed", [("$add", 2, "count.d"), ("$and", 0, "y")])
+def test_a_bit_stuck_at_either_value_is_never_proven(tmp_path, mode, kind, bit, changed):
+    """A bit of the counter's +1 (a register's next state) or of the output ``y`` tied to 1
+    or 0 changes what the module gives: the check says ``differs`` and names it. Tied to 1
+    it was ``proven``: ``miter -ignore_gold_x`` masks a bit where gold's ``$eqx`` with x is
+    true, and ``sat`` without ``-enable_undef`` reads the constant x as 0, so every bit where
+    the design gave 0 was ignored (the float target's m002, a status counter's +1)."""
+    (tmp_path / "counter.v").write_text(COUNTER)
+    design = yosys.prepare(tmp_path / "counter.v", "counter", tmp_path)
+    cell = next(
+        line.split()[2]
+        for line in design.read_text().splitlines()
+        if line.startswith(f"  cell {kind} ")
+    )
+    mutation = named(design, f"-mode {mode} -module counter -cell {cell} -port Y -portbit {bit}")
+    check = yosys.equivalence(design, mutation, tmp_path / "c", timeout_s=60)
+    assert check.verdict == "differs" and changed in check.witness, (mutation, check)
+
+
 #: A register read whole: a mutation of one bit of its output splits the wire it drives.
 REGISTER = """module reg4(input clk, input [3:0] a, output [3:0] o);
   reg [3:0] r;
