@@ -259,7 +259,8 @@ def test_dead_survivor_entries_are_named_in_one_line(tmp_path):
     assert unmatched_line({"t": []}) is None
 
 
-# The checks behind survivors.toml's arguments for the float target's m021, m022 and m023.
+# The checks behind survivors.toml's arguments for the float target's m021, m022 and m023
+# and the router's m011.
 
 #: The binary32 adder's alignment and sum (``hdl/fp/add.py``, ALIGN 31) restated: ``any54``
 #: is output 54 of the negation's prefix OR, ``cut`` the same without the total's bits
@@ -305,6 +306,31 @@ def test_float_pe_csa_carry_bit_3_is_always_zero(tmp_path):
         "sat -tempinduct -prove mul_csa_t[47] 0 -set-init-zero\n"
     )
     log = yosys._yosys(script, tmp_path, "csa", timeout_s=300)
+    assert "Induction step proven: SUCCESS!" in log, log[-2000:]
+
+
+#: The invariant behind router_4x4's m011, added to ``link_router``: requester 5 (``in3_vc0``)
+#: pops its front flit only while its FIFO holds one, and holds at most its depth, 2.
+POPS_NONEMPTY = """  wire [1:0] inv_occ = in3_vc0_wr - in3_vc0_rd;
+  (* keep *) wire inv_ok = !(pops[5] && in3_vc0_rd == in3_vc0_wr) && inv_occ <= 2'd2;
+"""
+
+
+@pytest.mark.sim
+def test_router_pops_only_a_nonempty_buffer(tmp_path):
+    """m011: the router reads the copy of ``two`` whose ``nonempty`` m011 ties to 1 only while
+    ``pops[5]``; Yosys proves, by induction from the initial state on the flattened router,
+    that the FIFO is then never empty (about 20 s)."""
+    from verif.mutate.targets import TARGETS
+
+    text = TARGETS["router_4x4"].verilog().read_text()
+    end = text.index("\nendmodule", text.index("module link_router(")) + 1
+    (tmp_path / "router.v").write_text(text[:end] + POPS_NONEMPTY + text[end:])
+    script = (
+        "read_verilog router.v\nhierarchy -check -top link_router\nproc\nflatten\nopt_clean\n"
+        "sat -tempinduct -prove inv_ok 1 -set-init-zero -maxsteps 1\n"
+    )
+    log = yosys._yosys(script, tmp_path, "pops", timeout_s=300)
     assert "Induction step proven: SUCCESS!" in log, log[-2000:]
 
 
