@@ -161,7 +161,8 @@ def equivalence(design: Path, mutation: str, work: Path, *, timeout_s: float):
 
     The comparison is exact, three-valued: ``sat -enable_undef`` keeps the design's x constants
     x, ``-set-def-inputs`` makes every input and state a value (a state is one), and the
-    miter's ``$eqx`` then needs each compared bit the same, x only where the design has x too.
+    miter's ``$eqx`` then needs each compared bit the same, x only where the design has x too;
+    the ``opt`` before it keeps don't-cares (``-keepdc``), so no x is folded into a value.
     (``miter -ignore_gold_x`` with a two-valued ``sat`` read x as 0 and so ignored every bit
     where the design gave 0: any bit stuck at 1 was "proven".)"""
     import time
@@ -178,7 +179,7 @@ def equivalence(design: Path, mutation: str, work: Path, *, timeout_s: float):
         "delete -port gold/mutsel\ndelete -port gate/mutsel\n"
         "cd gold\nconnect -set mutsel 1'0\ncd gate\nconnect -set mutsel 1'1\ncd\n"
         "miter -equiv -flatten -make_outputs gold gate miter\n"
-        "hierarchy -top miter\nopt -fast\n"
+        "hierarchy -top miter\nopt -fast -keepdc\n"
         "sat -enable_undef -set-def-inputs -prove trigger 0 -show-outputs miter\n"
     )
     try:
