@@ -81,6 +81,35 @@ def test_equivalence_tells_masked_from_observable(tmp_path):
     assert check.verdict == "differs" and check.witness, check
 
 
+#: A counter (its +1 feeds the register) and an output that is logic alone.
+COUNTER = """module counter(input clk, input rst, input a, input b, output reg [3:0] count,
+               output y);
+  always @(posedge clk) count <= rst ? 4'd0 : count + 4'd1;
+  assign y = a & b;
+endmodule
+"""
+
+
+@pytest.mark.parametrize("mode", ["const1", "const0"])
+@pytest.mark.parametrize("kind,bit,changed", [("$add", 2, "count.d"), ("$and", 0, "y")])
+def test_a_bit_stuck_at_either_value_is_never_proven(tmp_path, mode, kind, bit, changed):
+    """A bit of the counter's +1 (a register's next state) or of the output ``y`` tied to 1
+    or 0 changes what the module gives: the check says ``differs`` and names it. Tied to 1
+    it was ``proven``: ``miter -ignore_gold_x`` masks a bit where gold's ``$eqx`` with x is
+    true, and ``sat`` without ``-enable_undef`` reads the constant x as 0, so every bit where
+    the design gave 0 was ignored (the float target's m002, a status counter's +1)."""
+    (tmp_path / "counter.v").write_text(COUNTER)
+    design = yosys.prepare(tmp_path / "counter.v", "counter", tmp_path)
+    cell = next(
+        line.split()[2]
+        for line in design.read_text().splitlines()
+        if line.startswith(f"  cell {kind} ")
+    )
+    mutation = named(design, f"-mode {mode} -module counter -cell {cell} -port Y -portbit {bit}")
+    check = yosys.equivalence(design, mutation, tmp_path / "c", timeout_s=60)
+    assert check.verdict == "differs" and changed in check.witness, (mutation, check)
+
+
 #: A register read whole: a mutation of one bit of its output splits the wire it drives.
 REGISTER = """module reg4(input clk, input [3:0] a, output [3:0] o);
   reg [3:0] r;
@@ -230,7 +259,8 @@ def test_dead_survivor_entries_are_named_in_one_line(tmp_path):
     assert unmatched_line({"t": []}) is None
 
 
-# The checks behind survivors.toml's arguments for the float target's m021, m022 and m023.
+# The checks behind survivors.toml's arguments for the float target's m021, m022 and m023
+# and the router's m011.
 
 #: The binary32 adder's alignment and sum (``hdl/fp/add.py``, ALIGN 31) restated: ``any54``
 #: is output 54 of the negation's prefix OR, ``cut`` the same without the total's bits
@@ -276,6 +306,31 @@ def test_float_pe_csa_carry_bit_3_is_always_zero(tmp_path):
         "sat -tempinduct -prove mul_csa_t[47] 0 -set-init-zero\n"
     )
     log = yosys._yosys(script, tmp_path, "csa", timeout_s=300)
+    assert "Induction step proven: SUCCESS!" in log, log[-2000:]
+
+
+#: The invariant behind router_4x4's m011, added to ``link_router``: requester 5 (``in3_vc0``)
+#: pops its front flit only while its FIFO holds one, and holds at most its depth, 2.
+POPS_NONEMPTY = """  wire [1:0] inv_occ = in3_vc0_wr - in3_vc0_rd;
+  (* keep *) wire inv_ok = !(pops[5] && in3_vc0_rd == in3_vc0_wr) && inv_occ <= 2'd2;
+"""
+
+
+@pytest.mark.sim
+def test_router_pops_only_a_nonempty_buffer(tmp_path):
+    """m011: the router reads the copy of ``two`` whose ``nonempty`` m011 ties to 1 only while
+    ``pops[5]``; Yosys proves, by induction from the initial state on the flattened router,
+    that the FIFO is then never empty (about 20 s)."""
+    from verif.mutate.targets import TARGETS
+
+    text = TARGETS["router_4x4"].verilog().read_text()
+    end = text.index("\nendmodule", text.index("module link_router(")) + 1
+    (tmp_path / "router.v").write_text(text[:end] + POPS_NONEMPTY + text[end:])
+    script = (
+        "read_verilog router.v\nhierarchy -check -top link_router\nproc\nflatten\nopt_clean\n"
+        "sat -tempinduct -prove inv_ok 1 -set-init-zero -maxsteps 1\n"
+    )
+    log = yosys._yosys(script, tmp_path, "pops", timeout_s=300)
     assert "Induction step proven: SUCCESS!" in log, log[-2000:]
 
 

@@ -436,6 +436,24 @@ def test_mismatch_burst_counts_past_bit_6():
     assert not any("format_mismatch" in m for m in one.misuse)
 
 
+def test_bad_format_loads_count_to_3():
+    """Run 0 of an engine with a format code that names no format ends its loads before the
+    directed ops with LOAD_FORMAT_BURST one-beat loads of that code (the counter then goes
+    1 -> 2 -> 3 at least); none in later runs or where every code names a format."""
+    from verif.tensor.stimulus import LOAD_FORMAT_BURST, run_stimulus
+
+    cfg = EngineConfig(2, 2, "bf16,fp16,tf32")
+    stim = run_stimulus(cfg, 1, 0, ops=8, max_n=8)
+    first_directed = len(stim.ld_beats) - sum(len(op.load_beats(cfg)) for op in stim.ops[8:])
+    burst = stim.ld_beats[first_directed - LOAD_FORMAT_BURST : first_directed]
+    assert LOAD_FORMAT_BURST >= 3
+    assert all(b.k == 1 and b.last and b.fmt >= len(cfg.formats) for b in burst), burst
+    later = run_stimulus(cfg, 1, 1, ops=8, max_n=8)
+    assert not any(m.startswith("load_bad_format x") for m in later.misuse)
+    one = run_stimulus(EngineConfig(2, 2, "int8"), 1, 0, ops=8, max_n=8)
+    assert not any(m.startswith("load_bad_format x") for m in one.misuse)
+
+
 def test_config_from_env():
     """The benches' engine from ``TE_*``: defaults when unset or empty, the stage counts of a
     pipelined engine when given (what ``make bench`` sends for ``PIPELINED_FLOAT``)."""

@@ -157,7 +157,14 @@ def equivalence(design: Path, mutation: str, work: Path, *, timeout_s: float):
     reaches is reported ``differs`` (a sequential proof cost minutes per mutant on the router:
     the bench, or a reader, decides those). Only those ports are compared (``expose`` of the
     flip-flops and the instances alone): a named wire the module's logic masks before any of
-    them is not a difference."""
+    them is not a difference.
+
+    The comparison is exact, three-valued: ``sat -enable_undef`` keeps the design's x constants
+    x, ``-set-def-inputs`` makes every input and state a value (a state is one), and the
+    miter's ``$eqx`` then needs each compared bit the same, x only where the design has x too;
+    the ``opt`` before it keeps don't-cares (``-keepdc``), so no x is folded into a value.
+    (``miter -ignore_gold_x`` with a two-valued ``sat`` read x as 0 and so ignored every bit
+    where the design gave 0: any bit stuck at 1 was "proven".)"""
     import time
 
     module = re.search(r"-module (\S+)", mutation)
@@ -171,8 +178,9 @@ def equivalence(design: Path, mutation: str, work: Path, *, timeout_s: float):
         f"hierarchy -top {module}\nrename {module} gold\ncopy gold gate\n"
         "delete -port gold/mutsel\ndelete -port gate/mutsel\n"
         "cd gold\nconnect -set mutsel 1'0\ncd gate\nconnect -set mutsel 1'1\ncd\n"
-        "miter -equiv -flatten -make_outputs -ignore_gold_x gold gate miter\n"
-        "hierarchy -top miter\nopt -fast\nsat -prove trigger 0 -show-outputs miter\n"
+        "miter -equiv -flatten -make_outputs gold gate miter\n"
+        "hierarchy -top miter\nopt -fast -keepdc\n"
+        "sat -enable_undef -set-def-inputs -prove trigger 0 -show-outputs miter\n"
     )
     try:
         log = _yosys(script, design.parent, _below(work, design) + "/equiv", timeout_s=timeout_s)

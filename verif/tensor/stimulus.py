@@ -29,6 +29,7 @@ __all__ = [
     "sum_carry_ops",
     "subnormal_ops",
     "mismatch_burst",
+    "bad_format_loads",
     "pattern",
     "PATTERNS",
 ]
@@ -147,9 +148,9 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
     first draw of a sub-seed is the same on every engine, so by chance a seed's runs could all
     miss it; a second one of a single beat goes before it) and ends with :func:`overflow_op`
     where the engine's formats can overflow, then the :func:`rounding_ops` and
-    :func:`adder_ops` its formats allow; with ``misuse``, the :func:`mismatch_burst` goes
-    before these (the bench stops at the last result: a count after the last beat is
-    never seen)."""
+    :func:`adder_ops` its formats allow; with ``misuse``, the :func:`mismatch_burst` and
+    :func:`bad_format_loads` go before these (the bench stops at the last result: a count
+    after the last beat is never seen)."""
     rng = np.random.default_rng(seed + run)
     stim = random_stimulus(
         cfg, rng, ops=ops, max_n=max_n, misuse=misuse, no_stationary=misuse and run == 0
@@ -162,6 +163,7 @@ def run_stimulus(cfg: EngineConfig, seed: int, run: int, *, ops, max_n, misuse=T
         stim.misuse.insert(0, "no_stationary")
     if misuse and run == 0:  # before the directed ops: their cycles show the last count
         stim.mv_beats.extend(mismatch_burst(cfg, rng, stim))
+        stim.ld_beats.extend(bad_format_loads(cfg, stim))
     directed = (
         [
             overflow_op(cfg),
@@ -204,6 +206,24 @@ def mismatch_burst(cfg: EngineConfig, rng, stim: Stimulus) -> list[MovingBeat]:
     data = _data(rng, (MISMATCH_BURST, cfg.rows), fmt)
     stim.misuse.append(f"format_mismatch x{MISMATCH_BURST}")
     return [MovingBeat(row, False, True, cfg.code(fmt)) for row in data]
+
+
+#: Loads of :func:`bad_format_loads`: the LOAD_FORMAT counter passes 1 -> 2 -> 3, so each of
+#: its low bits changes both ways (a random run has about one such load in four; the float
+#: target's m015, bit 0 of that counter's +1 tied to 1, counted 1 -> 3 unseen).
+LOAD_FORMAT_BURST = 3
+
+
+def bad_format_loads(cfg: EngineConfig, stim: Stimulus) -> list[LoadBeat]:
+    """:data:`LOAD_FORMAT_BURST` loads of one beat (K = 1) with a format code that names no
+    format: each dropped whole, flagged and counted; raw zeros, no draw. None on an engine
+    whose format codes all name a format."""
+    unknown = range(len(cfg.formats), 1 << cfg.fmt_bits)
+    if not unknown:
+        return []
+    stim.misuse.append(f"load_bad_format x{LOAD_FORMAT_BURST}")
+    zeros = np.zeros(cfg.cols, np.int64)
+    return [LoadBeat(zeros, 1, True, unknown[0]) for _ in range(LOAD_FORMAT_BURST)]
 
 
 def _largest(fmt) -> int:
