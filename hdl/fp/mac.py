@@ -26,7 +26,7 @@ def mac_step(m: Module, acc, w, x, stages=None, at_acc=None):
     st = stages or Stages(m)
     fields = ("sign", "sig", "exp", "nan", "inf", "field")
     prod = st.cut("mul.product", **dict(zip(fields, product(m, w, x, st), strict=True)))
-    if st.retime:
+    if st.retime and st.pending:
         # Retimed (the words form), the product's delay carries no more than it must: its
         # field is its exp + 150 (hdl.fp.mul.product), formed again after the delay.
         field = prod.pop("field")
