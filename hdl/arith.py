@@ -9,7 +9,8 @@ every gate of every PE every cycle, and the 128x128 every-format array's code ou
 caches.
 
 The *words* form writes each primitive as the word operation it computes (``+``, ``-``,
-``*``, a binary search for the leading zeros), and retimes the pipeline
+``*``, a binary search for the leading zeros whose shifts also give the normalised value,
+:func:`hdl.fp.round.normalise_left`, with no wide shift after it), and retimes the pipeline
 (:meth:`hdl.stages.Stages.sync`): the logic between the points where the datapath reads a new
 input is computed at once and its results delayed by as many registers as it had cuts, packed
 into words of up to 64 bits. Every register advances on the same enable and no stage reads
