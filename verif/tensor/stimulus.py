@@ -564,6 +564,17 @@ def _trailing_ones(v, bits: int):
     return count
 
 
+def _longest_above(mask, z, above):
+    """For each place ``z`` of the carry's stop among ``mask``'s elements: ``(ones above,
+    index)`` of the one with the longest run of ones ``above`` it (the first, on a tie)."""
+    out = {}
+    for zi in np.unique(z[mask]):
+        k = np.argmax(np.where(mask & (z == zi), above, -1))
+        index = np.unravel_index(k, mask.shape)
+        out[int(zi)] = (int(above[index]), index)
+    return out
+
+
 #: Stationary significands :func:`carry_ops` searches (a fixed sample): its cost, about
 #: 0.1 s a bench run.
 CARRY_SAMPLE = 64
@@ -607,13 +618,9 @@ def carry_ops(cfg: EngineConfig) -> list[Op]:
         up = fits & guard & (((prod & ((1 << (u - 1)) - 1)) != 0) | (kept & 1 == 1))
         z = _trailing_ones(kept, 24)
         above = _trailing_ones(kept >> (z + 1), 24)
-        for zi in np.unique(z[up]):
-            where = up & (z == zi)
-            k = np.argmax(np.where(where, above, -1))
-            i, j = np.unravel_index(k, prod.shape)
-            score = int(above[i, j])
-            if int(zi) not in best or best[int(zi)][0] < score:
-                best[int(zi)] = (score, int(a[i, 0]), int(b[0, j]), u)
+        for zi, (score, (i, j)) in _longest_above(up, z, above).items():
+            if zi not in best or best[zi][0] < score:
+                best[zi] = (score, int(a[i, 0]), int(b[0, j]), u)
     pairs = []
     for _, sa, sb, u in (best[z] for z in sorted(best)):
         # a 2**ea times b 2**eb: 2**-149 (or the 24th bit's place) at bit u of a b
@@ -698,10 +705,8 @@ def sum_carry_ops(cfg: EngineConfig) -> list[Op]:
     z = _trailing_ones(kept, 24)
     above = _trailing_ones(kept >> (z + 1), 24)
     best: dict[int, tuple[int, int, int]] = {}  # z -> (ones above, a, b)
-    for zi in np.unique(z[ok]):
-        where = ok & (z == zi)
-        i, j = np.unravel_index(np.argmax(np.where(where, above, -1)), prod.shape)
-        best[int(zi)] = (int(above[i, j]), int(a[i, 0]), int(b[0, j]))
+    for zi, (score, (i, j)) in _longest_above(ok, z, above).items():
+        best[zi] = (score, int(a[i, 0]), int(b[0, j]))
     by_a: dict[int, list[int]] = {}
     for _, sa, sb in (best[k] for k in sorted(best)):
         by_a.setdefault(sa, []).append(sb)
